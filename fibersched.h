@@ -727,10 +727,15 @@ FSCHED__UNUSED static uint64_t fsched__now_ns(void) {
 #define FSCHED__CANARY_BYTE 0xa5
 #define FSCHED__NAME_BYTES 32
 
+/* A saved context. `sp` is the fiber's state: non-NULL exactly while it is suspended (the
+   assembly stores the stack pointer there with release ordering as its last act before
+   leaving; other backends store a marker after their switch). Whoever resumes the fiber
+   takes the value and clears it. `exit_sp` receives the last save of a finishing fiber,
+   which marks it finished. */
 typedef struct fsched__ctx {
-#if defined(FSCHED__CTX_ASM)
     void *sp;
-#elif defined(FSCHED__CTX_UCONTEXT)
+    void *exit_sp;
+#if defined(FSCHED__CTX_UCONTEXT)
     ucontext_t uc;
 #elif defined(FSCHED__CTX_WINFIBER)
     void *handle;
@@ -750,9 +755,7 @@ typedef struct fsched__stack_params {
 struct fsched_fiber {
     fsched__ctx ctx;
     uint32_t magic;       /* LIVE while the fiber exists, DEAD after destroy */
-    uint32_t state;       /* fsched_fiber_state; atomic, see fsched__fiber_arrive */
     uint8_t is_root;      /* the thread's own context: no stack of ours */
-    uint8_t exiting;      /* set by the fiber itself just before its last switch */
     void (*fn)(void *);
     void *arg;
     fsched_fiber *resumer; /* the fiber that last switched to this one */
@@ -790,7 +793,8 @@ typedef struct fsched__thread {
     fsched_fiber root;
     void *altstack; /* alternate signal stack for the overflow handler */
 #if !defined(FSCHED__CTX_ASM)
-    void *pass; /* value carried across a ucontext / Windows fiber switch */
+    void *pass;        /* value carried across a ucontext / Windows fiber switch */
+    void **publish_to; /* where the arriving side marks the context it left as saved */
 #endif
 } fsched__thread;
 
@@ -803,7 +807,6 @@ static FSCHED__NOINLINE fsched__thread *fsched__thread_get(void) {
     __asm__ __volatile__("" : "+r"(t)); /* not a constant function: never merged */
     if (FSCHED__UNLIKELY(!t->current)) {
         t->root.magic = FSCHED__FIBER_LIVE;
-        t->root.state = FSCHED_FIBER_RUNNING;
         t->root.is_root = 1;
         memcpy(t->root.name, "thread", 7);
 #if defined(FSCHED__TSAN)
@@ -821,17 +824,27 @@ static void fsched__fiber_trap(void) {
     fsched__fatal("a fiber's first frame returned (its entry function must never return)");
 }
 
+#if !defined(FSCHED__CTX_ASM)
+/* The arriving side of a ucontext / Windows fiber switch marks the context it left as
+   saved; release: its registers are stored before another thread may resume it. */
+static void *fsched__ctx_arrive(void) {
+    fsched__thread *t = fsched__thread_get();
+    FSCHED__STORE(t->publish_to, (void *)t->publish_to, FSCHED__RELEASE);
+    return t->pass;
+}
+#endif
+
 #if defined(FSCHED__CTX_UCONTEXT)
 static void fsched__uc_entry(void) {
-    fsched__thread *t = fsched__thread_get();
-    t->current->ctx.entry(t->pass);
+    void *pass = fsched__ctx_arrive();
+    fsched__thread_get()->current->ctx.entry(pass);
     fsched__fiber_trap();
 }
 #elif defined(FSCHED__CTX_WINFIBER)
 static void WINAPI fsched__winfiber_entry(void *param) {
-    fsched__thread *t = fsched__thread_get();
+    void *pass = fsched__ctx_arrive();
     (void)param;
-    t->current->ctx.entry(t->pass);
+    fsched__thread_get()->current->ctx.entry(pass);
     fsched__fiber_trap();
 }
 #endif
@@ -839,6 +852,7 @@ static void WINAPI fsched__winfiber_entry(void *param) {
 /* Builds the first context of f, which will call entry(pass) when first switched to. */
 static fsched_result fsched__ctx_init(fsched_fiber *f, void (*entry)(void *)) {
     f->ctx.entry = entry;
+    f->ctx.exit_sp = NULL;
 #if defined(FSCHED__CTX_ASM)
     f->ctx.sp = fsched__asm_make_stack(f->stack_lo, f->stack_hi, entry, fsched__fiber_trap);
     return FSCHED_OK;
@@ -848,10 +862,12 @@ static fsched_result fsched__ctx_init(fsched_fiber *f, void (*entry)(void *)) {
     f->ctx.uc.uc_stack.ss_size = (size_t)(f->stack_hi - f->stack_lo);
     f->ctx.uc.uc_link = NULL;
     makecontext(&f->ctx.uc, fsched__uc_entry, 0);
+    f->ctx.sp = &f->ctx.sp;
     return FSCHED_OK;
 #elif defined(FSCHED__CTX_WINFIBER)
     f->ctx.handle = CreateFiberEx(0, f->params.stack_size, FIBER_FLAG_FLOAT_SWITCH,
                                   fsched__winfiber_entry, f);
+    f->ctx.sp = &f->ctx.sp;
     return f->ctx.handle ? FSCHED_OK : FSCHED_ERR_OUT_OF_MEMORY;
 #endif
 }
@@ -888,20 +904,27 @@ static fsched_result fsched__ctx_prepare_root(fsched_fiber *root) {
     return FSCHED_OK;
 }
 
-/* Saves the running context into `from`, resumes `to`, and returns the `pass` value of
+/* Saves the running context of `from` (marking *save, its ctx.sp or ctx.exit_sp), resumes
+   `to` from to_sp (the value taken from to->ctx.sp), and returns the `pass` value of
    whichever switch later resumes `from`. */
-static inline void *fsched__ctx_switch(fsched_fiber *from, fsched_fiber *to, void *pass) {
+static inline void *fsched__ctx_switch(fsched_fiber *from, void **save, fsched_fiber *to,
+                                       void *to_sp, void *pass) {
 #if defined(FSCHED__CTX_ASM)
-    return fsched__asm_switch(&from->ctx.sp, to->ctx.sp, pass);
-#elif defined(FSCHED__CTX_UCONTEXT)
-    fsched__thread_get()->pass = pass;
-    swapcontext(&from->ctx.uc, &to->ctx.uc);
-    return fsched__thread_get()->pass;
-#elif defined(FSCHED__CTX_WINFIBER)
     (void)from;
-    fsched__thread_get()->pass = pass;
+    (void)to;
+    return fsched__asm_switch(save, to_sp, pass);
+#else
+    fsched__thread *t = fsched__thread_get();
+    (void)to_sp;
+    t->pass = pass;
+    t->publish_to = save;
+#if defined(FSCHED__CTX_UCONTEXT)
+    swapcontext(&from->ctx.uc, &to->ctx.uc);
+#else
+    (void)from;
     SwitchToFiber(to->ctx.handle);
-    return fsched__thread_get()->pass;
+#endif
+    return fsched__ctx_arrive();
 #endif
 }
 
@@ -1180,35 +1203,53 @@ static inline void fsched__fiber_arrived(fsched_fiber *self, fsched_fiber *prev)
 #endif
 }
 
-/* Switches from the running fiber `from` to `to` on this thread, telling the sanitizers.
-   `from_ends` says that `from` will never run again. Returns the fiber that switched back
-   to `from` (never returns if from_ends). */
-static inline fsched_fiber *fsched__fiber_jump(fsched_fiber *from, fsched_fiber *to,
-                                               int from_ends) {
-    fsched_fiber *prev;
+/* Tells the sanitizers that `from` leaves for `to`; `from_ends` says that `from` will
+   never run again (ASan then drops its fake stack). */
+static inline void fsched__fiber_leaving(fsched_fiber *from, fsched_fiber *to, int from_ends) {
 #if FSCHED__DEBUG
     fsched__stack_check(from, 8);
 #endif
 #if defined(FSCHED__ASAN)
     __sanitizer_start_switch_fiber(from_ends ? NULL : &from->asan_fake_stack, to->asan_bottom,
                                    to->asan_size);
-#else
-    (void)from_ends;
 #endif
 #if defined(FSCHED__TSAN)
     __tsan_switch_to_fiber(to->tsan_fiber, 0);
 #endif
-    prev = (fsched_fiber *)fsched__ctx_switch(from, to, from);
-    fsched__fiber_arrived(from, prev);
-    return prev;
+    (void)from;
+    (void)to;
+    (void)from_ends;
 }
 
-/* The arriving side publishes the state of the fiber it left: its registers are saved
-   now, so another thread that reads SUSPENDED with acquire may resume it. */
-static inline void fsched__fiber_release_prev(fsched_fiber *prev) {
-    FSCHED__STORE(&prev->state,
-                  prev->exiting ? (uint32_t)FSCHED_FIBER_FINISHED : (uint32_t)FSCHED_FIBER_SUSPENDED,
-                  FSCHED__RELEASE);
+/* The value a switch hands to the context it resumes. A context suspended by the tail
+   call in fsched_fiber_switch returns it as its result, so it is 0 (FSCHED_OK); only
+   ASan builds, which never take that tail call, pass the fiber being left. */
+#if defined(FSCHED__ASAN)
+#define FSCHED__JUMP_PASS(from) ((void *)(from))
+#else
+#define FSCHED__JUMP_PASS(from) ((void)(from), (void *)0)
+#endif
+
+/* Switches from the running fiber `from` to `to` on this thread. The caller has taken
+   to_sp out of to->ctx.sp. `from` is saved into its ctx.sp, or into ctx.exit_sp when it
+   ends (then this never returns). */
+static inline void fsched__fiber_jump(fsched_fiber *from, fsched_fiber *to, void *to_sp,
+                                      int from_ends) {
+    void *prev;
+    fsched__fiber_leaving(from, to, from_ends);
+    prev = fsched__ctx_switch(from, from_ends ? &from->ctx.exit_sp : &from->ctx.sp, to, to_sp,
+                              FSCHED__JUMP_PASS(from));
+    fsched__fiber_arrived(from, (fsched_fiber *)prev);
+}
+
+/* Takes the saved context of a suspended fiber, making it running; NULL if it is not
+   suspended. Acquire: pairs with the release store that saved it (fibersched_asm.h), so
+   its registers are visible here even if another thread suspended it. Plain store for the
+   claim: switching to one fiber from two threads at once is a documented misuse. */
+static inline void *fsched__fiber_take(fsched_fiber *f) {
+    void *sp = FSCHED__LOAD(&f->ctx.sp, FSCHED__ACQUIRE);
+    if (sp) FSCHED__STORE(&f->ctx.sp, (void *)NULL, FSCHED__RELAXED);
+    return sp;
 }
 
 /* Sets up a fresh block as a suspended fiber that starts in `entry`. */
@@ -1217,7 +1258,6 @@ static fsched_result fsched__fiber_prepare(fsched_fiber *f, void (*entry)(void *
     fsched_result r;
     size_t n = 0;
     f->magic = FSCHED__FIBER_LIVE;
-    f->state = FSCHED_FIBER_SUSPENDED;
     f->asan_bottom = f->stack_lo;
     f->asan_size = (size_t)(f->stack_hi - f->stack_lo);
     if (name) {
@@ -1251,20 +1291,17 @@ static void fsched__fiber_release(fsched_fiber *f) {
 static void fsched__fiber_main(void *pass) {
     fsched__thread *t = fsched__thread_get();
     fsched_fiber *self = t->current, *to;
+    void *to_sp;
     fsched__fiber_arrived(self, (fsched_fiber *)pass);
-    fsched__fiber_release_prev((fsched_fiber *)pass);
     self->fn(self->arg);
     /* finished: hand control to the fiber that last switched here */
     t = fsched__thread_get();
     to = self->resumer;
-    if (!to || to->magic != FSCHED__FIBER_LIVE ||
-        FSCHED__LOAD(&to->state, FSCHED__ACQUIRE) != FSCHED_FIBER_SUSPENDED)
+    if (!to || to->magic != FSCHED__FIBER_LIVE || !(to_sp = fsched__fiber_take(to)))
         fsched__fatal("a fiber returned from its function, but the fiber that last switched "
                       "to it is destroyed or not suspended: there is nowhere to return to");
-    self->exiting = 1;
-    FSCHED__STORE(&to->state, (uint32_t)FSCHED_FIBER_RUNNING, FSCHED__RELAXED);
     t->current = to; /* `to` keeps its own resumer: returns unwind like calls */
-    fsched__fiber_jump(self, to, 1);
+    fsched__fiber_jump(self, to, to_sp, 1);
     fsched__fiber_trap();
 }
 
@@ -1308,32 +1345,46 @@ FIBERSCHED_API fsched_result fsched_fiber_create(const fsched_fiber_desc *desc,
     return FSCHED_OK;
 }
 
-FIBERSCHED_API fsched_result fsched_fiber_switch(fsched_fiber *to) {
-    fsched__thread *t = fsched__thread_get();
-    fsched_fiber *self = t->current, *prev;
-    uint32_t state;
-    if (FSCHED__UNLIKELY(!to || to->magic != FSCHED__FIBER_LIVE))
+/* Misuse of fsched_fiber_switch, kept out of line so the fast path stays small. */
+static FSCHED__NOINLINE fsched_result fsched__switch_refused(fsched_fiber *self,
+                                                             fsched_fiber *to) {
+    if (!to || to->magic != FSCHED__FIBER_LIVE)
         return FSCHED__MISUSE(&self->params.logger, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_fiber_switch: %s", to ? "the fiber was destroyed" : "to is NULL");
-    /* acquire: pairs with the release in fsched__fiber_release_prev, so the registers the
-       last thread saved for `to` are visible before we load them */
-    state = FSCHED__LOAD(&to->state, FSCHED__ACQUIRE);
-    if (FSCHED__UNLIKELY(state != FSCHED_FIBER_SUSPENDED || to == self))
-        return FSCHED__MISUSE(&self->params.logger, FSCHED_ERR_WRONG_STATE,
-                              "fsched_fiber_switch: fiber '%s' is %s", to->name,
-                              to == self ? "the calling fiber" :
-                              state == FSCHED_FIBER_RUNNING ? "running" : "finished");
+                              "fsched_fiber_switch: %s",
+                              to ? "the fiber was destroyed" : "to is NULL");
+    return FSCHED__MISUSE(&self->params.logger, FSCHED_ERR_WRONG_STATE,
+                          "fsched_fiber_switch: fiber '%s' is %s", to->name,
+                          to == self ? "the calling fiber" :
+                          FSCHED__LOAD(&to->ctx.exit_sp, FSCHED__ACQUIRE) ? "finished" : "running");
+}
+
+/* The switch itself: no work is left after the context switch, so on the common path the
+   call to the assembly is a tail call and its indirect jump lands in the resumed fiber's
+   caller directly. */
+FIBERSCHED_API fsched_result fsched_fiber_switch(fsched_fiber *to) {
+    /* the thread-local is read inline: nothing after the switch reuses its address */
+    fsched__thread *t = &fsched__tls_thread;
+    fsched_fiber *self;
+    if (FSCHED__UNLIKELY(!t->current)) t = fsched__thread_get();
+    self = t->current;
+    void *to_sp;
+    if (FSCHED__UNLIKELY(!to || to->magic != FSCHED__FIBER_LIVE))
+        return fsched__switch_refused(self, to);
     if (FSCHED__UNLIKELY(self->is_root)) {
         fsched_result r = fsched__ctx_prepare_root(self);
         if (r != FSCHED_OK) return r;
     }
-    /* relaxed: only the switching thread acts on RUNNING; others merely refuse it */
-    FSCHED__STORE(&to->state, (uint32_t)FSCHED_FIBER_RUNNING, FSCHED__RELAXED);
+    to_sp = fsched__fiber_take(to); /* NULL for the caller itself: it is running */
+    if (FSCHED__UNLIKELY(!to_sp)) return fsched__switch_refused(self, to);
     to->resumer = self;
     t->current = to;
-    prev = fsched__fiber_jump(self, to, 0);
-    fsched__fiber_release_prev(prev);
+#if defined(FSCHED__CTX_ASM) && !defined(FSCHED__ASAN) && !FSCHED__DEBUG && !defined(FSCHED__TSAN)
+    /* the switch returns its third argument in the resumed fiber: here 0, FSCHED_OK */
+    return fsched__asm_switch_result(&self->ctx.sp, to_sp, NULL);
+#else
+    fsched__fiber_jump(self, to, to_sp, 0);
     return FSCHED_OK;
+#endif
 }
 
 FIBERSCHED_API fsched_result fsched_fiber_destroy(fsched_fiber *f) {
@@ -1344,7 +1395,7 @@ FIBERSCHED_API fsched_result fsched_fiber_destroy(fsched_fiber *f) {
         return FSCHED__MISUSE(&f->params.logger, FSCHED_ERR_INVALID_ARGUMENT,
                               "fsched_fiber_destroy: a thread's own fiber cannot be destroyed");
     /* acquire: the fiber's last switch away is complete before its stack is freed */
-    if (FSCHED__LOAD(&f->state, FSCHED__ACQUIRE) == FSCHED_FIBER_RUNNING)
+    if (fsched_fiber_get_state(f) == FSCHED_FIBER_RUNNING)
         return FSCHED__MISUSE(&f->params.logger, FSCHED_ERR_WRONG_STATE,
                               "fsched_fiber_destroy: fiber '%s' is running", f->name);
     fsched__fiber_release(f);
@@ -1357,7 +1408,10 @@ FIBERSCHED_API fsched_fiber *fsched_fiber_current(void) {
 
 FIBERSCHED_API fsched_fiber_state fsched_fiber_get_state(const fsched_fiber *f) {
     if (!f || f->magic != FSCHED__FIBER_LIVE) return FSCHED_FIBER_FINISHED;
-    return (fsched_fiber_state)FSCHED__LOAD(&f->state, FSCHED__ACQUIRE);
+    /* acquire, as in fsched__fiber_take: the saved context is complete */
+    if (FSCHED__LOAD(&f->ctx.sp, FSCHED__ACQUIRE)) return FSCHED_FIBER_SUSPENDED;
+    if (FSCHED__LOAD(&f->ctx.exit_sp, FSCHED__ACQUIRE)) return FSCHED_FIBER_FINISHED;
+    return FSCHED_FIBER_RUNNING;
 }
 
 FIBERSCHED_API fsched_result fsched_fiber_stack(const fsched_fiber *f, void **lo, size_t *size) {

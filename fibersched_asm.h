@@ -9,7 +9,12 @@
 
            Pushes the callee-saved registers of the running context onto its own stack,
            stores the stack pointer in *save_sp, loads load_sp, pops the registers saved
-           there and returns `pass` in the context that was resumed.
+           there and returns `pass` in the context that was resumed. The store to *save_sp
+           is a release store (a barrier before it on weakly ordered machines): a thread
+           that reads the saved pointer with acquire ordering also sees the registers saved
+           below it, so it may resume the context. On x86 the switch returns with an
+           indirect jump instead of `ret`: a `ret` into another context always misses the
+           return-stack predictor, a jump between two contexts is predicted.
 
        fsched__asm_entry
 
@@ -27,12 +32,15 @@
            as load_sp.
 
    Floating-point control state. The x86 ABIs (System V and Windows) make the control bits
-   of MXCSR and the x87 control word callee-saved, so on x86 they are saved with every
-   context and reloaded only when they differ from the current values (the common case,
-   identical values, costs a store and a compare instead of a serialising load).
-   FIBERSCHED_FPU_CONTROL=0 drops this for the last fraction of a nanosecond. On the other
-   architectures the floating-point control register (FPCR, FPSCR, fcsr) is not switched:
-   fibers share the thread's rounding mode, as threads of one process share nothing else.
+   of MXCSR and the x87 control word callee-saved. By default they are not switched:
+   fibers share the thread's floating-point environment (rounding mode, exception masks,
+   flush-to-zero), so a fiber that changes it must restore it before it switches away.
+   Reading the two words costs more than the whole rest of a switch (bench/bench_switch.c
+   measures both builds side by side), and code that changes them is rare.
+   FIBERSCHED_FPU_CONTROL=1 saves and restores them with every x86 context, as the ABIs
+   ask; a new fiber then starts with the control words of the thread that created it. On
+   the other architectures the floating-point control register (FPCR, FPSCR, fcsr, FPSCR)
+   is never switched.
 
    Register policies worth knowing:
    - AArch64: x18 is the platform register (TEB on Windows, reserved on Apple platforms); it
@@ -45,7 +53,7 @@
 #define FIBERSCHED_ASM_H
 
 #ifndef FIBERSCHED_FPU_CONTROL
-#define FIBERSCHED_FPU_CONTROL 1
+#define FIBERSCHED_FPU_CONTROL 0
 #endif
 
 /* ---- backend and architecture selection ----------------------------------------- */
@@ -153,6 +161,10 @@ extern "C" {
 #define FSCHED__ASM_DECL
 #endif
 FSCHED__ASM_DECL void *fsched__asm_switch(void **save_sp, void *load_sp, void *pass);
+/* The same function seen as returning an int: lets a caller that passes pass = 0 return its
+   result directly, as a tail call. */
+FSCHED__ASM_DECL fsched_result fsched__asm_switch_result(void **save_sp, void *load_sp,
+                                                         void *pass) __asm__(FSCHED__ASM_SWITCH);
 FSCHED__ASM_DECL void fsched__asm_entry(void);
 #ifdef __cplusplus
 }
@@ -172,37 +184,32 @@ static inline uintptr_t *fsched__asm_push(uintptr_t *sp, uintptr_t value) {
    Frame, from high to low: return address, rbp, rbx, r12, r13, r14, r15, [fpu word]. */
 
 #if FIBERSCHED_FPU_CONTROL
-/* Saves MXCSR at 0(%rsp) and the x87 control word at 4(%rsp); after the stack swap the
-   target's words are loaded only when the control bits differ (status bits are volatile). */
+/* MXCSR at 0(%rsp), the x87 control word at 4(%rsp). */
 #define FSCHED__X64_FPU_SAVE                                                                \
     "    subq $8, %rsp\n"                                                                   \
     "    .cfi_adjust_cfa_offset 8\n"                                                        \
     "    stmxcsr (%rsp)\n"                                                                  \
-    "    fnstcw 4(%rsp)\n"                                                                  \
-    "    movl (%rsp), %r8d\n"                                                               \
-    "    movzwl 4(%rsp), %r9d\n"
+    "    fnstcw 4(%rsp)\n"
 #define FSCHED__X64_FPU_LOAD                                                                \
-    "    xorl (%rsp), %r8d\n"                                                               \
-    "    testl $0xffc0, %r8d\n"                                                             \
-    "    jnz 2f\n"                                                                          \
-    "    cmpw 4(%rsp), %r9w\n"                                                              \
-    "    jne 2f\n"                                                                          \
-    "1:  addq $8, %rsp\n"                                                                   \
-    "    .cfi_adjust_cfa_offset -8\n"
-#define FSCHED__X64_FPU_RELOAD                                                              \
-    "2:  ldmxcsr (%rsp)\n"                                                                  \
+    "    ldmxcsr (%rsp)\n"                                                                  \
     "    fldcw 4(%rsp)\n"                                                                   \
-    "    jmp 1b\n"
+    "    addq $8, %rsp\n"                                                                   \
+    "    .cfi_adjust_cfa_offset -8\n"
 #else
 #define FSCHED__X64_FPU_SAVE ""
 #define FSCHED__X64_FPU_LOAD ""
-#define FSCHED__X64_FPU_RELOAD ""
 #endif
 
 #if defined(__CET__)
 #define FSCHED__X64_ENDBR "    endbr64\n"
 #else
 #define FSCHED__X64_ENDBR ""
+#endif
+/* The return: an indirect jump, exempt from indirect-branch tracking where that is on. */
+#if defined(__CET__) && (__CET__ & 1)
+#define FSCHED__X86_JUMP(reg) "    notrack jmp *" reg "\n"
+#else
+#define FSCHED__X86_JUMP(reg) "    jmp *" reg "\n"
 #endif
 
 __asm__(
@@ -241,11 +248,13 @@ __asm__(
     "    popq %rbp\n"
     "    .cfi_adjust_cfa_offset -8\n"
     "    movq %rdx, %rax\n"
-    "    ret\n"
-    FSCHED__X64_FPU_RELOAD
+    "    popq %rcx\n"
+    "    .cfi_adjust_cfa_offset -8\n"
+    "    .cfi_register %rip, %rcx\n"
+    FSCHED__X86_JUMP("%rcx")
     "    .cfi_endproc\n"
     FSCHED__ASM_SIZE(FSCHED__ASM_SWITCH)
-    /* Entered by the `ret` above with rsp 16-byte aligned, rax = pass, rbx = entry,
+    /* Entered by the jump above with rsp 16-byte aligned, rax = pass, rbx = entry,
        r12 = trap. */
     FSCHED__ASM_FUNC(FSCHED__ASM_ENTRY, ".p2align 4\n")
     "    .cfi_startproc\n"
@@ -288,31 +297,23 @@ static void *fsched__asm_make_stack(void *lo, void *hi, void (*entry)(void *),
    x87 control words are callee-saved. The TIB fields that describe the current stack
    (stack base, stack limit, deallocation stack) and the fiber data pointer are switched
    too, so that __chkstk stack probes and structured exception handling see the fiber's
-   stack. Frame, from high to low: return address, rbp, rbx, rdi, rsi, r12-r15, then 200
-   bytes: xmm6-xmm15 at 0..159, MXCSR at 160, x87 control word at 164, the TIB fields at
-   168 (StackBase), 176 (StackLimit), 184 (DeallocationStack), 192 (FiberData). */
+   stack, and so is ExceptionList, which x64 Windows leaves unused but Wine walks for its
+   own handler frames. Frame, from high to low: return address, rbp, rbx, rdi, rsi, r12-r15,
+   then 216 bytes: xmm6-xmm15 at 0..159, MXCSR at 160, x87 control word at 164, the TIB
+   fields at 168 (StackBase), 176 (StackLimit), 184 (DeallocationStack), 192 (FiberData),
+   200 (ExceptionList), and 8 bytes of padding that keep the xmm slots 16-byte aligned. */
 
 #if FIBERSCHED_FPU_CONTROL
-#define FSCHED__WIN64_FPU_SAVE                                                              \
-    "    stmxcsr 0xa0(%rsp)\n"                                                              \
-    "    fnstcw 0xa4(%rsp)\n"                                                               \
-    "    movl 0xa0(%rsp), %r10d\n"                                                          \
-    "    movzwl 0xa4(%rsp), %r11d\n"
-#define FSCHED__WIN64_FPU_LOAD                                                              \
-    "    xorl 0xa0(%rsp), %r10d\n"                                                          \
-    "    testl $0xffc0, %r10d\n"                                                            \
-    "    jnz 2f\n"                                                                          \
-    "    cmpw 0xa4(%rsp), %r11w\n"                                                          \
-    "    jne 2f\n"                                                                          \
-    "1:\n"
-#define FSCHED__WIN64_FPU_RELOAD                                                            \
-    "2:  ldmxcsr 0xa0(%rsp)\n"                                                              \
-    "    fldcw 0xa4(%rsp)\n"                                                                \
-    "    jmp 1b\n"
+#define FSCHED__WIN64_FPU_SAVE "    stmxcsr 0xa0(%rsp)\n    fnstcw 0xa4(%rsp)\n"
+#define FSCHED__WIN64_FPU_LOAD "    ldmxcsr 0xa0(%rsp)\n    fldcw 0xa4(%rsp)\n"
 #else
 #define FSCHED__WIN64_FPU_SAVE ""
 #define FSCHED__WIN64_FPU_LOAD ""
-#define FSCHED__WIN64_FPU_RELOAD ""
+#endif
+#if defined(__CET__) && (__CET__ & 1)
+#define FSCHED__X86_JUMP(reg) "    notrack jmp *" reg "\n"
+#else
+#define FSCHED__X86_JUMP(reg) "    jmp *" reg "\n"
 #endif
 
 __asm__(
@@ -326,7 +327,7 @@ __asm__(
     "    pushq %r13\n"
     "    pushq %r14\n"
     "    pushq %r15\n"
-    "    subq $0xc8, %rsp\n"
+    "    subq $0xd8, %rsp\n"
     "    movaps %xmm6, 0x00(%rsp)\n"
     "    movaps %xmm7, 0x10(%rsp)\n"
     "    movaps %xmm8, 0x20(%rsp)\n"
@@ -346,6 +347,8 @@ __asm__(
     "    movq %rax, 0xb8(%rsp)\n"
     "    movq %gs:0x20, %rax\n"
     "    movq %rax, 0xc0(%rsp)\n"
+    "    movq %gs:0x00, %rax\n"
+    "    movq %rax, 0xc8(%rsp)\n"
     "    movq %rsp, (%rcx)\n"
     "    movq %rdx, %rsp\n"
     "    movq 0xa8(%rsp), %rax\n"
@@ -356,6 +359,8 @@ __asm__(
     "    movq %rax, %gs:0x1478\n"
     "    movq 0xc0(%rsp), %rax\n"
     "    movq %rax, %gs:0x20\n"
+    "    movq 0xc8(%rsp), %rax\n"
+    "    movq %rax, %gs:0x00\n"
     FSCHED__WIN64_FPU_LOAD
     "    movaps 0x00(%rsp), %xmm6\n"
     "    movaps 0x10(%rsp), %xmm7\n"
@@ -367,7 +372,7 @@ __asm__(
     "    movaps 0x70(%rsp), %xmm13\n"
     "    movaps 0x80(%rsp), %xmm14\n"
     "    movaps 0x90(%rsp), %xmm15\n"
-    "    addq $0xc8, %rsp\n"
+    "    addq $0xd8, %rsp\n"
     "    popq %r15\n"
     "    popq %r14\n"
     "    popq %r13\n"
@@ -377,9 +382,9 @@ __asm__(
     "    popq %rbx\n"
     "    popq %rbp\n"
     "    movq %r8, %rax\n"
-    "    ret\n"
-    FSCHED__WIN64_FPU_RELOAD
-    /* Entered by the `ret` above with rsp 16-byte aligned and a null return address at
+    "    popq %r11\n"
+    FSCHED__X86_JUMP("%r11")
+    /* Entered by the jump above with rsp 16-byte aligned and a null return address at
        [rsp], which ends every stack walk; rax = pass, rbx = entry, rsi = trap. The SEH
        unwind data describes the 32-byte home space it reserves for its callees. */
     FSCHED__ASM_BIND(FSCHED__ASM_ENTRY) FSCHED__ASM_TYPE(FSCHED__ASM_ENTRY)
@@ -411,12 +416,12 @@ static void *fsched__asm_make_stack(void *lo, void *hi, void (*entry)(void *),
     sp = fsched__asm_push(sp, 0);                             /* r13 */
     sp = fsched__asm_push(sp, 0);                             /* r14 */
     sp = fsched__asm_push(sp, 0);                             /* r15 */
-    sp -= 0xc8 / sizeof(uintptr_t);
+    sp -= 0xd8 / sizeof(uintptr_t);
     frame = sp;
     {
         unsigned char *bytes = (unsigned char *)frame;
         unsigned i;
-        uint32_t mxcsr = 0x1f80;
+        uint32_t mxcsr = 0x1f80; /* the defaults, unused unless FIBERSCHED_FPU_CONTROL */
         uint16_t fpucw = 0x037f;
         for (i = 0; i < 0xa0; i++) bytes[i] = 0; /* xmm6-xmm15 */
 #if FIBERSCHED_FPU_CONTROL
@@ -432,6 +437,7 @@ static void *fsched__asm_make_stack(void *lo, void *hi, void (*entry)(void *),
             __asm__ __volatile__("movq %%gs:0x20, %0" : "=r"(fiber_data));
             *(uintptr_t *)(bytes + 0xc0) = fiber_data; /* FiberData of the creator */
         }
+        *(uintptr_t *)(bytes + 0xc8) = ~(uintptr_t)0; /* ExceptionList: end of chain */
     }
     return sp;
 }
@@ -443,35 +449,31 @@ static void *fsched__asm_make_stack(void *lo, void *hi, void (*entry)(void *),
    ebp, ebx, esi, edi, [MXCSR, x87 control word]. */
 
 #if FIBERSCHED_FPU_CONTROL && defined(__SSE__)
-#define FSCHED__X86_MXCSR_SAVE "    stmxcsr (%esp)\n    movl (%esp), %esi\n"
-#define FSCHED__X86_MXCSR_TEST "    xorl (%esp), %esi\n    testl $0xffc0, %esi\n    jnz 2f\n"
-#define FSCHED__X86_MXCSR_LOAD "2:  ldmxcsr (%esp)\n"
+#define FSCHED__X86_MXCSR_SAVE "    stmxcsr (%esp)\n"
+#define FSCHED__X86_MXCSR_LOAD "    ldmxcsr (%esp)\n"
 #else
 #define FSCHED__X86_MXCSR_SAVE ""
-#define FSCHED__X86_MXCSR_TEST ""
-#define FSCHED__X86_MXCSR_LOAD "2:\n"
+#define FSCHED__X86_MXCSR_LOAD ""
 #endif
 #if FIBERSCHED_FPU_CONTROL
 #define FSCHED__X86_FPU_SAVE                                                                \
     "    subl $8, %esp\n"                                                                   \
     "    .cfi_adjust_cfa_offset 8\n"                                                        \
     FSCHED__X86_MXCSR_SAVE                                                                  \
-    "    fnstcw 4(%esp)\n"                                                                  \
-    "    movzwl 4(%esp), %edi\n"
+    "    fnstcw 4(%esp)\n"
 #define FSCHED__X86_FPU_LOAD                                                                \
-    FSCHED__X86_MXCSR_TEST                                                                  \
-    "    cmpw 4(%esp), %di\n"                                                               \
-    "    jne 2f\n"                                                                          \
-    "1:  addl $8, %esp\n"                                                                   \
-    "    .cfi_adjust_cfa_offset -8\n"
-#define FSCHED__X86_FPU_RELOAD                                                              \
     FSCHED__X86_MXCSR_LOAD                                                                  \
     "    fldcw 4(%esp)\n"                                                                   \
-    "    jmp 1b\n"
+    "    addl $8, %esp\n"                                                                   \
+    "    .cfi_adjust_cfa_offset -8\n"
 #else
 #define FSCHED__X86_FPU_SAVE ""
 #define FSCHED__X86_FPU_LOAD ""
-#define FSCHED__X86_FPU_RELOAD ""
+#endif
+#if defined(__CET__) && (__CET__ & 1)
+#define FSCHED__X86_JUMP(reg) "    notrack jmp *" reg "\n"
+#else
+#define FSCHED__X86_JUMP(reg) "    jmp *" reg "\n"
 #endif
 
 __asm__(
@@ -505,11 +507,13 @@ __asm__(
     "    .cfi_adjust_cfa_offset -4\n"
     "    popl %ebp\n"
     "    .cfi_adjust_cfa_offset -4\n"
-    "    ret\n"
-    FSCHED__X86_FPU_RELOAD
+    "    popl %ecx\n"
+    "    .cfi_adjust_cfa_offset -4\n"
+    "    .cfi_register %eip, %ecx\n"
+    FSCHED__X86_JUMP("%ecx")
     "    .cfi_endproc\n"
     FSCHED__ASM_SIZE(FSCHED__ASM_SWITCH)
-    /* Entered by the `ret` above with esp 16-byte aligned, eax = pass, ebx = entry,
+    /* Entered by the jump above with esp 16-byte aligned, eax = pass, ebx = entry,
        esi = trap. */
     FSCHED__ASM_FUNC(FSCHED__ASM_ENTRY, ".p2align 4\n")
     "    .cfi_startproc\n"
@@ -576,7 +580,7 @@ __asm__(
     "    .cfi_offset x29, -16\n"
     "    .cfi_offset x30, -8\n"
     "    mov x9, sp\n"
-    "    str x9, [x0]\n"
+    "    stlr x9, [x0]\n"
     "    mov sp, x1\n"
     "    ldp d8, d9, [sp, #0]\n"
     "    ldp d10, d11, [sp, #16]\n"
@@ -673,6 +677,17 @@ static void *fsched__asm_make_stack(void *lo, void *hi, void (*entry)(void *),
 #define FSCHED__ARM_LOAD FSCHED__ARM_VFP_LOAD "    mov r0, r2\n    pop {r3-r11, pc}\n"
 #endif
 
+/* The saved stack pointer is published with release ordering (see the top). */
+#if defined(FIBERSCHED_NO_THREADS) || !defined(__ARM_ARCH) || __ARM_ARCH < 6
+#define FSCHED__ARM_RELEASE ""
+#elif defined(__ARM_ARCH_PROFILE) && __ARM_ARCH_PROFILE == 'M'
+#define FSCHED__ARM_RELEASE "    dmb\n"
+#elif __ARM_ARCH >= 7
+#define FSCHED__ARM_RELEASE "    dmb ish\n"
+#else
+#define FSCHED__ARM_RELEASE "    mov r3, #0\n    mcr p15, 0, r3, c7, c10, 5\n"
+#endif
+
 __asm__(
     FSCHED__ASM_SECTION_BEGIN
     ".syntax unified\n"
@@ -683,6 +698,7 @@ __asm__(
     ".fnstart\n"
     ".cantunwind\n"
     FSCHED__ARM_SAVE
+    FSCHED__ARM_RELEASE
     "    mov r3, sp\n"
     "    str r3, [r0]\n"
     "    mov sp, r1\n"
@@ -770,6 +786,7 @@ __asm__(
     "    .cfi_def_cfa_offset 208\n"
     FSCHED__RV_REGS("sd", "s")
     "    .cfi_offset ra, -208\n"
+    "    fence rw, w\n" /* release: the registers above before the pointer */
     "    sd sp, 0(a0)\n"
     "    mv sp, a1\n"
     FSCHED__RV_REGS("ld", "l")
@@ -855,6 +872,7 @@ __asm__(
     FSCHED__PPC_GPRS("std")
     FSCHED__PPC_FPRS("stfd")
     FSCHED__PPC_VRS("stvx")
+    "    lwsync\n" /* release: the registers above before the pointer */
     "    std 1, 0(3)\n"
     "    mr 1, 4\n"
     FSCHED__PPC_VRS("lvx")

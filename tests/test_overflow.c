@@ -1,0 +1,228 @@
+/* Fatal paths, each run in a child process whose exit and stderr are inspected: a stack
+   overflow into the guard region (with and without the reporting handler), a smashed heap
+   stack canary, a finished fiber with nowhere to return, and a first frame that returns. */
+#define FIBERSCHED_IMPLEMENTATION
+#include "../fibersched.h"
+#include "check.h"
+
+#if !(defined(__unix__) || defined(__APPLE__)) || defined(FIBERSCHED_NO_OS)
+int main(void) {
+    printf("test_overflow: skipped (needs fork and signals)\n");
+    return TEST_SKIP;
+}
+#else
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* Under a sanitizer, leave SIGSEGV to the program so that the handler under test runs
+   (the sanitizers would otherwise report the overflow themselves, also loudly). */
+#if defined(FSCHED__ASAN) || defined(FSCHED__TSAN)
+const char *__asan_default_options(void);
+const char *__tsan_default_options(void);
+const char *__asan_default_options(void) { return "handle_segv=0:handle_sigbus=0"; }
+const char *__tsan_default_options(void) { return "handle_segv=0:handle_sigbus=0"; }
+#endif
+
+typedef struct child_result {
+    int signaled, signal, exited, status;
+    char output[4096];
+} child_result;
+
+/* Runs fn in a child process with its stderr captured. */
+static child_result run_child(void (*fn)(void)) {
+    child_result r;
+    int fds[2], status;
+    size_t used = 0;
+    pid_t pid;
+    memset(&r, 0, sizeof r);
+    CHECK(pipe(fds) == 0);
+    fflush(stdout);
+    fflush(stderr);
+    pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        close(fds[0]);
+        dup2(fds[1], 2);
+        fn();
+        _exit(0);
+    }
+    close(fds[1]);
+    for (;;) {
+        ssize_t n = read(fds[0], r.output + used, sizeof r.output - 1 - used);
+        if (n <= 0) break;
+        used += (size_t)n;
+    }
+    close(fds[0]);
+    CHECK(waitpid(pid, &status, 0) == pid);
+    r.signaled = WIFSIGNALED(status);
+    r.signal = r.signaled ? WTERMSIG(status) : 0;
+    r.exited = WIFEXITED(status);
+    r.status = r.exited ? WEXITSTATUS(status) : -1;
+    return r;
+}
+
+static void expect_signal(const child_result *r, int sig1, int sig2, const char *text) {
+    if (!(r->signaled && (r->signal == sig1 || r->signal == sig2)) ||
+        (text && !strstr(r->output, text))) {
+        fprintf(stderr, "child: signaled %d signal %d exited %d status %d, output:\n%s\n",
+                r->signaled, r->signal, r->exited, r->status, r->output);
+        CHECK(!"the child did not end as expected");
+    }
+}
+
+/* ---- overflow into the guard region ---- */
+
+static volatile unsigned long long depth_limit = ~0ull; /* never reached */
+
+static FSCHED__NOINLINE unsigned long long bottomless(unsigned long long depth) {
+    volatile unsigned char frame[512];
+    if (depth == depth_limit) return 0;
+    frame[0] = (unsigned char)depth;
+    frame[511] = (unsigned char)(depth >> 8);
+    return bottomless(depth + 1) + frame[0] + frame[511]; /* not a tail call */
+}
+
+static void overflow_body(void *arg) {
+    (void)arg;
+    bottomless(0);
+}
+
+static void overflow_fiber(void) {
+    fsched_fiber_desc d;
+    fsched_fiber *f;
+    memset(&d, 0, sizeof d);
+    d.stack_size = 16 * 1024;
+    d.name = "overflower";
+    CHECK_OK(fsched_fiber_create(&d, overflow_body, NULL, &f));
+    CHECK_OK(fsched_fiber_switch(f));
+}
+
+static void overflow_with_handler(void) {
+    CHECK_OK(fsched_install_overflow_handler());
+    CHECK_OK(fsched_install_overflow_handler()); /* idempotent */
+    overflow_fiber();
+}
+
+/* A fault elsewhere still reaches the handler that was installed before ours. */
+static volatile sig_atomic_t previous_handler_ran;
+static void previous_handler(int sig) {
+    (void)sig;
+    previous_handler_ran = 1;
+    _exit(42);
+}
+
+static volatile int *volatile bad_pointer = (volatile int *)(uintptr_t)16;
+
+static void unrelated_fault_with_handler(void) {
+    signal(SIGSEGV, previous_handler);
+    CHECK_OK(fsched_install_overflow_handler());
+    *bad_pointer = 1;
+}
+
+static void test_guard_overflow(void) {
+    child_result r = run_child(overflow_with_handler);
+    expect_signal(&r, SIGSEGV, SIGBUS, "stack overflow in fiber 'overflower'");
+    r = run_child(overflow_fiber); /* no handler: still a fault, never silent */
+    expect_signal(&r, SIGSEGV, SIGBUS, NULL);
+    r = run_child(unrelated_fault_with_handler);
+    CHECK(r.exited && r.status == 42);
+}
+
+/* ---- heap stacks: a canary below the stack ---- */
+
+static void smash_canary_body(void *arg) {
+    void *lo;
+    size_t size;
+    (void)arg;
+    CHECK_OK(fsched_fiber_stack(fsched_fiber_current(), &lo, &size));
+    memset((unsigned char *)lo - 16, 0, 16); /* what a small overflow would do */
+}
+
+static void smashed_canary(void) {
+    fsched_fiber_desc d;
+    fsched_fiber *f;
+    memset(&d, 0, sizeof d);
+    d.stack_size = 16 * 1024;
+    d.stack_kind = FSCHED_STACK_HEAP;
+    d.name = "smasher";
+    CHECK_OK(fsched_fiber_create(&d, smash_canary_body, NULL, &f));
+    CHECK_OK(fsched_fiber_switch(f));
+    fsched_fiber_destroy(f); /* checks the canary at the latest here */
+}
+
+static void test_canary(void) {
+    child_result r = run_child(smashed_canary);
+    expect_signal(&r, SIGABRT, SIGABRT, "stack overflow in fiber 'smasher'");
+}
+
+/* ---- a finished fiber with nowhere to return ---- */
+
+static fsched_fiber *orphan_a, *orphan_b;
+
+static void orphan_a_body(void *arg) {
+    (void)arg;
+    CHECK_OK(fsched_fiber_switch(orphan_b)); /* never comes back */
+}
+
+static void orphan_b_body(void *arg) {
+    (void)arg;
+    CHECK_OK(fsched_fiber_destroy(orphan_a)); /* the fiber that switched here */
+    /* returns, with nowhere to go */
+}
+
+/* The stacks come from a pool, which keeps a destroyed fiber's record readable: that is
+   what makes the destroyed resumer detectable. */
+static void orphan(void) {
+    fsched_fiber_desc d;
+    fsched_stack_pool *pool;
+    fsched_stack_pool_desc pd;
+    memset(&pd, 0, sizeof pd);
+    pd.stack_size = 32 * 1024;
+    CHECK_OK(fsched_stack_pool_create(&pd, &pool));
+    memset(&d, 0, sizeof d);
+    d.pool = pool;
+    CHECK_OK(fsched_fiber_create(&d, orphan_a_body, NULL, &orphan_a));
+    CHECK_OK(fsched_fiber_create(&d, orphan_b_body, NULL, &orphan_b));
+    fsched_fiber_switch(orphan_a);
+    fprintf(stderr, "orphan: control came back\n");
+}
+
+static void test_orphan(void) {
+    child_result r = run_child(orphan);
+    expect_signal(&r, SIGABRT, SIGABRT, "nowhere to return to");
+}
+
+/* ---- the trampoline's trap: a first frame that returns ---- */
+
+static void returning_entry(void *pass) {
+    fsched_fiber *self = fsched__thread_get()->current;
+    fsched__fiber_arrived(self, (fsched_fiber *)pass);
+}
+
+static void first_frame_returns(void) {
+    fsched__stack_params params;
+    fsched_fiber *f;
+    fsched__thread *t = fsched__thread_get();
+    CHECK_OK(fsched__stack_params_resolve(32 * 1024, 0, FSCHED_STACK_DEFAULT, NULL, NULL, &params));
+    CHECK_OK(fsched__stack_alloc(&params, &f));
+    CHECK_OK(fsched__fiber_prepare(f, returning_entry, "returner"));
+    t->current = f;
+    fsched__fiber_jump(&t->root, f, fsched__fiber_take(f), 0);
+    fprintf(stderr, "trap: control came back\n");
+}
+
+static void test_trap(void) {
+    child_result r = run_child(first_frame_returns);
+    expect_signal(&r, SIGABRT, SIGABRT, "first frame returned");
+}
+
+int main(void) {
+    test_watchdog(300);
+    test_guard_overflow();
+    test_canary();
+    test_orphan();
+    test_trap();
+    printf("test_overflow: ok\n");
+    return 0;
+}
+#endif
