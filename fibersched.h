@@ -345,8 +345,8 @@ FIBERSCHED_API fsched_result fsched_install_overflow_handler(void);
 #endif
 
 #if !defined(FIBERSCHED_VALGRIND)
-#if defined(FSCHED__OS_POSIX) && defined(__has_include)
-#if __has_include(<valgrind/valgrind.h>)
+#if defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>) /* client requests need no OS: bare metal too */
 #define FIBERSCHED_VALGRIND 1
 #endif
 #endif
@@ -1297,7 +1297,8 @@ static void fsched__fiber_main(void *pass) {
     /* finished: hand control to the fiber that last switched here */
     t = fsched__thread_get();
     to = self->resumer;
-    if (!to || to->magic != FSCHED__FIBER_LIVE || !(to_sp = fsched__fiber_take(to)))
+    to_sp = to && to->magic == FSCHED__FIBER_LIVE ? fsched__fiber_take(to) : NULL;
+    if (!to_sp)
         fsched__fatal("a fiber returned from its function, but the fiber that last switched "
                       "to it is destroyed or not suspended: there is nowhere to return to");
     t->current = to; /* `to` keeps its own resumer: returns unwind like calls */

@@ -155,7 +155,9 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-#if defined(__ELF__) && !defined(FIBERSCHED_STATIC)
+/* Hidden even for FIBERSCHED_STATIC's local symbols: the compiler must reach them
+   directly, not through the global offset table. */
+#if defined(__ELF__)
 #define FSCHED__ASM_DECL __attribute__((visibility("hidden")))
 #else
 #define FSCHED__ASM_DECL
