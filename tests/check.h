@@ -57,7 +57,7 @@ static DWORD WINAPI test_watchdog_thread(LPVOID arg) {
     return 0;
 }
 /* Ends the process with a failure if it runs longer than `seconds`. */
-static void test_watchdog(unsigned seconds) {
+static inline void test_watchdog(unsigned seconds) {
     HANDLE h = CreateThread(NULL, 0, test_watchdog_thread, (LPVOID)(uintptr_t)seconds, 0, NULL);
     if (h) CloseHandle(h);
 }
@@ -71,12 +71,12 @@ static void test_watchdog_fired(int sig) {
     (void)sig;
     _exit(3);
 }
-static void test_watchdog(unsigned seconds) {
+static inline void test_watchdog(unsigned seconds) {
     signal(SIGALRM, test_watchdog_fired);
     alarm(seconds);
 }
 #else
-static void test_watchdog(unsigned seconds) { (void)seconds; }
+static inline void test_watchdog(unsigned seconds) { (void)seconds; }
 #endif
 
 #endif

@@ -236,6 +236,7 @@ static void test_many_fibers(void) {
     CHECK_EQ_U64(r.visits, 3ull * 100000ull);
     {
         fsched_stack_pool_stats st;
+        memset(&st, 0, sizeof st);
         CHECK_OK(fsched_stack_pool_get_stats(pool, &st));
         CHECK_EQ_U64(st.allocated, ALIVE); /* 50 rounds reused the first round's stacks */
         CHECK_EQ_U64(st.cached, ALIVE);
@@ -252,7 +253,7 @@ static void test_pool_reuse(void) {
     fsched_stack_pool *pool;
     fsched_stack_pool_desc pd;
     fsched_fiber_desc d;
-    fsched_stack_pool_stats st;
+    fsched_stack_pool_stats st = {0, 0, 0};
     fsched_fiber *f, *g;
     void *lo1, *lo2;
     size_t size;
