@@ -742,7 +742,9 @@ static void *fsched__asm_make_stack(void *lo, void *hi, void (*entry)(void *),
     sp = fsched__asm_push(sp, (uintptr_t)trap);                /* r5 */
     sp = fsched__asm_push(sp, (uintptr_t)entry);               /* r4 */
     sp = fsched__asm_push(sp, 0);                              /* r3 (padding) */
+#if FSCHED__ARM_VFP_WORDS
     for (i = 0; i < FSCHED__ARM_VFP_WORDS; i++) sp = fsched__asm_push(sp, 0);
+#endif
 #endif
     return sp;
 }
