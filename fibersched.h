@@ -282,6 +282,204 @@ FIBERSCHED_API fsched_result fsched_stack_pool_get_stats(fsched_stack_pool *pool
    there are no signals (Windows, FIBERSCHED_NO_OS). Any thread. */
 FIBERSCHED_API fsched_result fsched_install_overflow_handler(void);
 
+/* ---- the scheduler --------------------------------------------------------------- */
+
+/* A work-stealing scheduler: worker threads, each with a deque of tasks, that run tasks on
+   fibers. A task that blocks suspends its fiber, never its worker. Opaque. */
+typedef struct fsched_sched fsched_sched;
+
+typedef struct fsched_desc {
+    uint32_t workers;           /* worker threads; 0: one per CPU */
+    int single_threaded;        /* no worker threads at all: a bound thread runs queued
+                                   tasks on fibers of its own whenever it waits; implied by
+                                   FIBERSCHED_NO_THREADS */
+    uint32_t max_bound_threads; /* threads that may be bound at once; 0: 8 */
+    size_t stack_size;          /* fiber stacks; 0: FIBERSCHED_DEFAULT_STACK_SIZE */
+    size_t guard_size;          /* 0: FIBERSCHED_DEFAULT_GUARD_SIZE */
+    fsched_stack_kind stack_kind;
+    uint64_t (*clock)(void *user); /* monotonic nanoseconds; 0: the system clock (needed
+                                      for timed waits under FIBERSCHED_NO_OS) */
+    void *clock_user;
+    fsched_allocator allocator;
+    fsched_logger logger;
+} fsched_desc;
+
+/* Creates a scheduler and starts its workers. desc may be NULL (all defaults).
+   FSCHED_ERR_INVALID_ARGUMENT, FSCHED_ERR_OUT_OF_MEMORY, FSCHED_ERR_SYSTEM (a thread could
+   not be started). Any thread; several schedulers may exist at once. */
+FIBERSCHED_API fsched_result fsched_create(const fsched_desc *desc, fsched_sched **out);
+
+/* Finishes every task spawned so far, and every task those tasks spawn while it waits,
+   then stops the workers and frees everything the scheduler allocated. The calling thread
+   runs queued tasks on fibers of its own meanwhile. Spawns from threads outside the
+   scheduler fail with FSCHED_ERR_WRONG_STATE once destruction has begun.
+   Returns FSCHED_ERR_WRONG_STATE, destroying nothing, when called from one of the
+   scheduler's own tasks or while another thread is still bound; NULL is ignored. */
+FIBERSCHED_API fsched_result fsched_destroy(fsched_sched *s);
+
+/* The calling thread takes part in s: its waits run queued tasks on fibers of its own
+   (the only way tasks run in single-threaded mode), and its spawns go to its own deque.
+   FSCHED_ERR_WRONG_STATE if the thread is already bound or is a worker,
+   FSCHED_ERR_OUT_OF_MEMORY when all max_bound_threads slots are taken. */
+FIBERSCHED_API fsched_result fsched_bind(fsched_sched *s);
+
+/* Ends fsched_bind for the calling thread, after running the tasks left in its own deque.
+   FSCHED_ERR_WRONG_STATE if the thread is not bound (workers cannot unbind). */
+FIBERSCHED_API fsched_result fsched_unbind(void);
+
+/* The scheduler the calling thread works for (worker or bound), or NULL. */
+FIBERSCHED_API fsched_sched *fsched_current(void);
+
+/* Worker threads of s (0 in single-threaded mode). */
+FIBERSCHED_API uint32_t fsched_worker_count(const fsched_sched *s);
+
+/* Index of the calling thread's slot in its scheduler: 0..workers-1 for worker threads,
+   then the bound threads; -1 outside any scheduler. */
+FIBERSCHED_API int fsched_worker_index(void);
+
+/* ---- tasks ----------------------------------------------------------------------- */
+
+/* Runs fn(arg) as a detached task. From a task of s the task goes to the caller's deque;
+   from any other thread to s's injector queue. FSCHED_ERR_INVALID_ARGUMENT (NULL),
+   FSCHED_ERR_OUT_OF_MEMORY, FSCHED_ERR_WRONG_STATE (s is being destroyed and the caller
+   is outside it). Any thread. */
+FIBERSCHED_API fsched_result fsched_spawn(fsched_sched *s, void (*fn)(void *arg), void *arg);
+
+/* Like fsched_spawn, but copies `size` bytes from `data` into the task and passes fn a
+   pointer to the copy (aligned to 16 bytes): capture by value. Copies of up to
+   FSCHED_TASK_INLINE_BYTES live inside the task; larger ones are allocated. */
+#define FSCHED_TASK_INLINE_BYTES 64
+FIBERSCHED_API fsched_result fsched_spawn_copy(fsched_sched *s, void (*fn)(void *data),
+                                               const void *data, size_t size);
+
+/* Runs a(arg_a) and b(arg_b), possibly in parallel, and returns when both have finished.
+   b is offered to other workers while a runs on the caller; if nobody took it, the
+   caller runs it too (no allocation, no atomic operation). If b was taken, the caller
+   helps with other work for a while, then suspends its fiber until b finishes.
+   FSCHED_ERR_INVALID_ARGUMENT (a or b NULL) or FSCHED_ERR_WRONG_STATE (the caller is not
+   a task or bound thread of a scheduler), running nothing. */
+FIBERSCHED_API fsched_result fsched_join(void (*a)(void *arg), void *arg_a,
+                                         void (*b)(void *arg), void *arg_b);
+
+/* Calls body(ctx, lo, hi) over disjoint subranges covering [begin, end), in parallel.
+   Ranges are split in halves, further only while other workers take the halves
+   (adaptive splitting), and never below `grain` elements (0: 1). Returns when all calls
+   have returned. Errors as fsched_join. */
+FIBERSCHED_API fsched_result fsched_parallel_for(size_t begin, size_t end, size_t grain,
+                                                 void (*body)(void *ctx, size_t lo, size_t hi),
+                                                 void *ctx);
+
+/* A reduction over [begin, end): each subrange gets an accumulator of `size` bytes set up
+   by init(ctx, acc), body(ctx, lo, hi, acc) folds the subrange into it, and
+   combine(ctx, acc, other) merges a right-hand accumulator into a left-hand one, always
+   in range order (so combine need only be associative). The final value is written to
+   `result`, which init sets up first. Splitting as fsched_parallel_for; accumulators of up
+   to 256 bytes live on the stack, larger ones are allocated (and when that fails, the
+   range is not split there). Errors as fsched_join. */
+FIBERSCHED_API fsched_result fsched_parallel_reduce(
+    size_t begin, size_t end, size_t grain, size_t size, void (*init)(void *ctx, void *acc),
+    void (*body)(void *ctx, size_t lo, size_t hi, void *acc),
+    void (*combine)(void *ctx, void *acc, const void *other), void *ctx, void *result);
+
+/* ---- fiber-aware synchronisation --------------------------------------------------
+   Each object is a transparent struct placed anywhere, set up with _init and released with
+   _destroy (which fails with FSCHED_ERR_WRONG_STATE while someone waits). Waiting suspends
+   the calling fiber when called from a task or bound thread, and blocks the thread when
+   called from any other thread. Timed waits take a relative timeout in nanoseconds and
+   return FSCHED_ERR_TIMEOUT when it expires. Fields are private. */
+
+typedef struct fsched_wait_list {
+    uint32_t lock;
+    uint32_t count;
+    void *head;
+    void *tail;
+} fsched_wait_list;
+
+typedef struct fsched_event {
+    fsched_wait_list waiters;
+    uint32_t signaled;
+    uint32_t manual_reset;
+} fsched_event;
+
+/* manual_reset: a set event stays set and releases every waiter until reset; otherwise
+   each set releases one waiter (or the next wait) and the event resets itself. */
+FIBERSCHED_API fsched_result fsched_event_init(fsched_event *e, int manual_reset, int initially_set);
+FIBERSCHED_API fsched_result fsched_event_destroy(fsched_event *e);
+FIBERSCHED_API fsched_result fsched_event_set(fsched_event *e);
+FIBERSCHED_API fsched_result fsched_event_reset(fsched_event *e);
+FIBERSCHED_API int fsched_event_is_set(const fsched_event *e);
+FIBERSCHED_API fsched_result fsched_event_wait(fsched_event *e);
+FIBERSCHED_API fsched_result fsched_event_wait_for(fsched_event *e, uint64_t timeout_ns);
+
+/* Counts outstanding work; wait returns when the count is zero. Tasks spawned with
+   fsched_wait_group_spawn are counted automatically, and wait runs those of them still
+   queued on the caller's own deque before it suspends (a scope). */
+typedef struct fsched_wait_group {
+    fsched_wait_list waiters;
+    int64_t count;
+} fsched_wait_group;
+
+FIBERSCHED_API fsched_result fsched_wait_group_init(fsched_wait_group *wg);
+FIBERSCHED_API fsched_result fsched_wait_group_destroy(fsched_wait_group *wg);
+/* Adds n (may be negative) to the count; FSCHED_ERR_WRONG_STATE if it would go below 0. */
+FIBERSCHED_API fsched_result fsched_wait_group_add(fsched_wait_group *wg, int64_t n);
+FIBERSCHED_API fsched_result fsched_wait_group_done(fsched_wait_group *wg);
+FIBERSCHED_API fsched_result fsched_wait_group_wait(fsched_wait_group *wg);
+FIBERSCHED_API fsched_result fsched_wait_group_wait_for(fsched_wait_group *wg, uint64_t timeout_ns);
+FIBERSCHED_API fsched_result fsched_wait_group_spawn(fsched_wait_group *wg, fsched_sched *s,
+                                                     void (*fn)(void *arg), void *arg);
+
+/* A mutex whose waiters suspend. Unlock hands the mutex to the longest waiter (fair). */
+typedef struct fsched_mutex {
+    fsched_wait_list waiters;
+    uint32_t state;
+} fsched_mutex;
+
+FIBERSCHED_API fsched_result fsched_mutex_init(fsched_mutex *m);
+FIBERSCHED_API fsched_result fsched_mutex_destroy(fsched_mutex *m);
+FIBERSCHED_API fsched_result fsched_mutex_lock(fsched_mutex *m);
+FIBERSCHED_API fsched_result fsched_mutex_lock_for(fsched_mutex *m, uint64_t timeout_ns);
+/* FSCHED_OK, or FSCHED_ERR_TIMEOUT at once if the mutex is held. */
+FIBERSCHED_API fsched_result fsched_mutex_try_lock(fsched_mutex *m);
+/* FSCHED_ERR_WRONG_STATE if the mutex is not locked. */
+FIBERSCHED_API fsched_result fsched_mutex_unlock(fsched_mutex *m);
+
+typedef struct fsched_cond {
+    fsched_wait_list waiters;
+} fsched_cond;
+
+FIBERSCHED_API fsched_result fsched_cond_init(fsched_cond *c);
+FIBERSCHED_API fsched_result fsched_cond_destroy(fsched_cond *c);
+/* Unlocks m, waits for a signal, locks m again (also after a timeout). Spurious wakeups
+   do not happen, but re-check the predicate: another waiter may have consumed it. */
+FIBERSCHED_API fsched_result fsched_cond_wait(fsched_cond *c, fsched_mutex *m);
+FIBERSCHED_API fsched_result fsched_cond_wait_for(fsched_cond *c, fsched_mutex *m, uint64_t timeout_ns);
+FIBERSCHED_API fsched_result fsched_cond_signal(fsched_cond *c);
+FIBERSCHED_API fsched_result fsched_cond_broadcast(fsched_cond *c);
+
+typedef struct fsched_sema {
+    fsched_wait_list waiters;
+    int64_t count;
+} fsched_sema;
+
+FIBERSCHED_API fsched_result fsched_sema_init(fsched_sema *s, int64_t initial);
+FIBERSCHED_API fsched_result fsched_sema_destroy(fsched_sema *s);
+FIBERSCHED_API fsched_result fsched_sema_acquire(fsched_sema *s);
+FIBERSCHED_API fsched_result fsched_sema_acquire_for(fsched_sema *s, uint64_t timeout_ns);
+/* FSCHED_OK, or FSCHED_ERR_TIMEOUT at once if the count is zero. */
+FIBERSCHED_API fsched_result fsched_sema_try_acquire(fsched_sema *s);
+FIBERSCHED_API fsched_result fsched_sema_release(fsched_sema *s, int64_t n);
+
+/* Suspends the calling fiber (or thread) for at least ns nanoseconds. */
+FIBERSCHED_API void fsched_sleep_for(uint64_t ns);
+
+/* Lets other ready fibers, and at least one queued task if there is one, run before the
+   calling fiber continues; a plain thread yields its processor. */
+FIBERSCHED_API void fsched_yield(void);
+
+/* The monotonic clock timed waits use, in nanoseconds. */
+FIBERSCHED_API uint64_t fsched_clock_ns(void);
+
 #ifdef __cplusplus
 }
 #endif
@@ -385,6 +583,7 @@ FIBERSCHED_API fsched_result fsched_install_overflow_handler(void);
 #include <unistd.h>
 #if !defined(FIBERSCHED_NO_THREADS)
 #include <pthread.h>
+#include <sched.h>
 #endif
 #if !defined(MAP_ANONYMOUS) && defined(MAP_ANON)
 #define MAP_ANONYMOUS MAP_ANON
@@ -463,10 +662,16 @@ void __tsan_set_fiber_name(void *fiber, const char *name);
 #define FSCHED__FENCE(mo) __atomic_thread_fence(mo)
 #define FSCHED__THREAD_LOCAL_STORAGE 1
 #else
+/* One thread: plain accesses (ARMv6-M and other small cores have no atomic
+   read-modify-write instructions, and bare-metal C libraries no libatomic). */
 #define FSCHED__LOAD(p, mo) (*(p))
 #define FSCHED__STORE(p, v, mo) ((void)(*(p) = (v)))
-#define FSCHED__FETCH_ADD(p, v, mo) ((*(p) += (v)) - (v))
-#define FSCHED__FETCH_SUB(p, v, mo) ((*(p) -= (v)) + (v))
+#define FSCHED__FETCH_ADD(p, v, mo) \
+    __extension__({ __typeof__(*(p)) fsched__old_ = *(p); *(p) = fsched__old_ + (v); fsched__old_; })
+#define FSCHED__FETCH_SUB(p, v, mo) \
+    __extension__({ __typeof__(*(p)) fsched__old_ = *(p); *(p) = fsched__old_ - (v); fsched__old_; })
+#define FSCHED__EXCHANGE(p, v, mo) \
+    __extension__({ __typeof__(*(p)) fsched__old_ = *(p); *(p) = (v); fsched__old_; })
 #define FSCHED__CAS(p, expected, desired, succ, fail) \
     (*(p) == *(expected) ? (*(p) = (desired), 1) : (*(expected) = *(p), 0))
 #define FSCHED__CAS_WEAK FSCHED__CAS
@@ -542,7 +747,9 @@ static void fsched__log(const fsched_logger *logger, fsched_log_level level, con
 #if FSCHED__DEBUG
 #define FSCHED__MISUSE(logger, code, ...) (fsched__log((logger), FSCHED_LOG_ERROR, __VA_ARGS__), (code))
 #else
-#define FSCHED__MISUSE(logger, code, ...) ((void)(logger), (code))
+/* release builds say nothing, but still use the arguments (no unused warnings) */
+static inline void fsched__say_nothing(const char *fmt, ...) { (void)fmt; }
+#define FSCHED__MISUSE(logger, code, ...) ((void)(logger), fsched__say_nothing(__VA_ARGS__), (code))
 #endif
 
 /* Ends the process: only for corrupted memory and impossible states. */
@@ -717,6 +924,284 @@ FSCHED__UNUSED static uint64_t fsched__now_ns(void) {
 #endif
 }
 
+/* ---- threads ---- */
+
+#if !defined(FIBERSCHED_NO_THREADS)
+#if defined(FSCHED__OS_WINDOWS)
+typedef HANDLE fsched__os_thread;
+typedef struct fsched__thread_start_args {
+    void (*fn)(void *);
+    void *arg;
+} fsched__thread_start_args;
+static DWORD WINAPI fsched__thread_trampoline(LPVOID p) {
+    fsched__thread_start_args a = *(fsched__thread_start_args *)p;
+    HeapFree(GetProcessHeap(), 0, p);
+    a.fn(a.arg);
+    return 0;
+}
+static fsched_result fsched__os_thread_start(fsched__os_thread *t, void (*fn)(void *), void *arg) {
+    fsched__thread_start_args *a = (fsched__thread_start_args *)HeapAlloc(GetProcessHeap(), 0, sizeof *a);
+    if (!a) return FSCHED_ERR_OUT_OF_MEMORY;
+    a->fn = fn;
+    a->arg = arg;
+    *t = CreateThread(NULL, 0, fsched__thread_trampoline, a, 0, NULL);
+    if (!*t) {
+        HeapFree(GetProcessHeap(), 0, a);
+        return FSCHED_ERR_SYSTEM;
+    }
+    return FSCHED_OK;
+}
+static void fsched__os_thread_join(fsched__os_thread t) {
+    WaitForSingleObject(t, INFINITE);
+    CloseHandle(t);
+}
+static void fsched__os_yield(void) { SwitchToThread(); }
+#else
+typedef pthread_t fsched__os_thread;
+typedef struct fsched__thread_start_args {
+    void (*fn)(void *);
+    void *arg;
+} fsched__thread_start_args;
+static void *fsched__thread_trampoline(void *p) {
+    fsched__thread_start_args a = *(fsched__thread_start_args *)p;
+    free(p);
+    a.fn(a.arg);
+    return NULL;
+}
+static fsched_result fsched__os_thread_start(fsched__os_thread *t, void (*fn)(void *), void *arg) {
+    fsched__thread_start_args *a = (fsched__thread_start_args *)malloc(sizeof *a);
+    int rc;
+    if (!a) return FSCHED_ERR_OUT_OF_MEMORY;
+    a->fn = fn;
+    a->arg = arg;
+    rc = pthread_create(t, NULL, fsched__thread_trampoline, a);
+    if (rc != 0) {
+        free(a);
+        return rc == EAGAIN ? FSCHED_ERR_OUT_OF_MEMORY : FSCHED_ERR_SYSTEM;
+    }
+    return FSCHED_OK;
+}
+static void fsched__os_thread_join(fsched__os_thread t) { pthread_join(t, NULL); }
+static void fsched__os_yield(void) { sched_yield(); }
+#endif
+#endif /* threads */
+
+static uint32_t fsched__cpu_count(void) {
+#if defined(FIBERSCHED_NO_THREADS)
+    return 1;
+#elif defined(FSCHED__OS_WINDOWS)
+    DWORD n = GetActiveProcessorCount(ALL_PROCESSOR_GROUPS);
+    return n ? (uint32_t)n : 1;
+#else
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (uint32_t)n : 1;
+#endif
+}
+
+/* ---- parker: one thread sleeps until another wakes it or a deadline passes ----
+   A permit, as in Rust's std: unpark stores NOTIFIED, park consumes it or sleeps. Linux
+   uses the futex word itself; other systems a mutex and condition variable. Without
+   threads nobody can unpark, so park only waits for its deadline. */
+
+#define FSCHED__PARK_EMPTY 0
+#define FSCHED__PARK_NOTIFIED 1
+#define FSCHED__PARK_PARKED 2
+
+#if defined(FIBERSCHED_NO_THREADS)
+#define FSCHED__PARKER_NONE 1
+#elif defined(__linux__) && !defined(FSCHED__PARKER_PTHREAD)
+#define FSCHED__PARKER_FUTEX 1
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#elif defined(FSCHED__OS_WINDOWS)
+#define FSCHED__PARKER_WIN32 1
+#else
+#define FSCHED__PARKER_PTHREAD_COND 1
+#endif
+
+typedef struct fsched__parker {
+    uint32_t state;
+#if defined(FSCHED__PARKER_PTHREAD_COND)
+    int ready;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+#elif defined(FSCHED__PARKER_WIN32)
+    SRWLOCK lock; /* zero is the initial state of both */
+    CONDITION_VARIABLE cond;
+#endif
+} fsched__parker;
+
+/* Prepares a parker that may sit in zeroed memory; idempotent per parker. */
+static void fsched__parker_init(fsched__parker *p) {
+#if defined(FSCHED__PARKER_PTHREAD_COND)
+    if (!p->ready) {
+        pthread_condattr_t attr;
+        pthread_mutex_init(&p->lock, NULL);
+        pthread_condattr_init(&attr);
+#if !defined(__APPLE__)
+        pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+#endif
+        pthread_cond_init(&p->cond, &attr);
+        pthread_condattr_destroy(&attr);
+        p->ready = 1;
+    }
+#else
+    (void)p;
+#endif
+}
+
+static void fsched__parker_destroy(fsched__parker *p) {
+#if defined(FSCHED__PARKER_PTHREAD_COND)
+    if (p->ready) {
+        pthread_mutex_destroy(&p->lock);
+        pthread_cond_destroy(&p->cond);
+        p->ready = 0;
+    }
+#else
+    (void)p;
+#endif
+}
+
+static uint64_t fsched__clock_ns(void);
+
+/* Blocks until unparked (returns 1) or until the monotonic deadline passes (returns 0;
+   deadline 0 means none). May return 1 spuriously only after an unpark: callers loop. */
+static int fsched__park(fsched__parker *p, uint64_t deadline) {
+    /* acquire: whatever the unparker wrote before its release store is visible */
+    if (FSCHED__EXCHANGE(&p->state, (uint32_t)FSCHED__PARK_EMPTY, FSCHED__ACQUIRE) ==
+        FSCHED__PARK_NOTIFIED)
+        return 1;
+#if defined(FSCHED__PARKER_NONE)
+    while (deadline && fsched__clock_ns() < deadline) fsched__cpu_relax();
+    return 0;
+#elif defined(FSCHED__PARKER_FUTEX)
+    {
+        uint32_t expected = FSCHED__PARK_EMPTY;
+        if (!FSCHED__CAS(&p->state, &expected, (uint32_t)FSCHED__PARK_PARKED, FSCHED__ACQUIRE,
+                         FSCHED__ACQUIRE))
+            goto consumed; /* notified between the exchange and here */
+        for (;;) {
+            struct timespec ts, *tsp = NULL;
+            if (deadline) {
+                uint64_t now = fsched__clock_ns();
+                if (now >= deadline) break;
+                ts.tv_sec = (time_t)(deadline / 1000000000u);
+                ts.tv_nsec = (long)(deadline % 1000000000u);
+                tsp = &ts;
+            }
+            /* absolute CLOCK_MONOTONIC deadline; returns at once unless still PARKED */
+            syscall(SYS_futex, &p->state, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG,
+                    (uint32_t)FSCHED__PARK_PARKED, tsp, NULL, FUTEX_BITSET_MATCH_ANY);
+            expected = FSCHED__PARK_NOTIFIED;
+            if (FSCHED__CAS(&p->state, &expected, (uint32_t)FSCHED__PARK_EMPTY, FSCHED__ACQUIRE,
+                            FSCHED__ACQUIRE))
+                return 1;
+        }
+        /* timed out: leave PARKED; a notification racing with us still counts */
+        return FSCHED__EXCHANGE(&p->state, (uint32_t)FSCHED__PARK_EMPTY, FSCHED__ACQUIRE) ==
+               FSCHED__PARK_NOTIFIED;
+    consumed:
+        FSCHED__STORE(&p->state, (uint32_t)FSCHED__PARK_EMPTY, FSCHED__RELAXED);
+        return 1;
+    }
+#elif defined(FSCHED__PARKER_WIN32)
+    {
+        int notified = 0;
+        AcquireSRWLockExclusive(&p->lock);
+        for (;;) {
+            uint32_t expected = FSCHED__PARK_NOTIFIED;
+            DWORD ms = INFINITE;
+            if (FSCHED__CAS(&p->state, &expected, (uint32_t)FSCHED__PARK_EMPTY, FSCHED__ACQUIRE,
+                            FSCHED__RELAXED)) {
+                notified = 1;
+                break;
+            }
+            if (deadline) {
+                uint64_t now = fsched__clock_ns();
+                if (now >= deadline) break;
+                ms = (DWORD)((deadline - now + 999999u) / 1000000u);
+            }
+            /* a CAS, not a store: an unpark that came first must not be overwritten */
+            expected = FSCHED__PARK_EMPTY;
+            if (!FSCHED__CAS(&p->state, &expected, (uint32_t)FSCHED__PARK_PARKED,
+                             FSCHED__RELAXED, FSCHED__RELAXED))
+                continue;
+            SleepConditionVariableSRW(&p->cond, &p->lock, ms, 0);
+            expected = FSCHED__PARK_PARKED;
+            FSCHED__CAS(&p->state, &expected, (uint32_t)FSCHED__PARK_EMPTY, FSCHED__RELAXED,
+                        FSCHED__RELAXED);
+        }
+        ReleaseSRWLockExclusive(&p->lock);
+        return notified;
+    }
+#else
+    {
+        int notified = 0;
+        fsched__parker_init(p);
+        pthread_mutex_lock(&p->lock);
+        for (;;) {
+            uint32_t expected = FSCHED__PARK_NOTIFIED;
+            struct timespec ts;
+            uint64_t now = 0;
+            if (FSCHED__CAS(&p->state, &expected, (uint32_t)FSCHED__PARK_EMPTY, FSCHED__ACQUIRE,
+                            FSCHED__RELAXED)) {
+                notified = 1;
+                break;
+            }
+            if (deadline && (now = fsched__clock_ns()) >= deadline) break;
+            /* a CAS, not a store: an unpark that came first must not be overwritten */
+            expected = FSCHED__PARK_EMPTY;
+            if (!FSCHED__CAS(&p->state, &expected, (uint32_t)FSCHED__PARK_PARKED,
+                             FSCHED__RELAXED, FSCHED__RELAXED))
+                continue;
+            if (deadline) {
+#if defined(__APPLE__)
+                ts.tv_sec = (time_t)((deadline - now) / 1000000000u);
+                ts.tv_nsec = (long)((deadline - now) % 1000000000u);
+                pthread_cond_timedwait_relative_np(&p->cond, &p->lock, &ts);
+#else
+                ts.tv_sec = (time_t)(deadline / 1000000000u);
+                ts.tv_nsec = (long)(deadline % 1000000000u);
+                pthread_cond_timedwait(&p->cond, &p->lock, &ts);
+#endif
+            } else {
+                pthread_cond_wait(&p->cond, &p->lock);
+            }
+            expected = FSCHED__PARK_PARKED;
+            FSCHED__CAS(&p->state, &expected, (uint32_t)FSCHED__PARK_EMPTY, FSCHED__RELAXED,
+                        FSCHED__RELAXED);
+        }
+        pthread_mutex_unlock(&p->lock);
+        return notified;
+    }
+#endif
+}
+
+/* Gives p a permit, waking its thread if it sleeps. Any thread. */
+static void fsched__unpark(fsched__parker *p) {
+    /* release: pairs with the acquire in fsched__park */
+    uint32_t old = FSCHED__EXCHANGE(&p->state, (uint32_t)FSCHED__PARK_NOTIFIED, FSCHED__RELEASE);
+#if defined(FSCHED__PARKER_NONE)
+    (void)old;
+#elif defined(FSCHED__PARKER_FUTEX)
+    if (old == FSCHED__PARK_PARKED)
+        syscall(SYS_futex, &p->state, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, NULL, NULL, 0);
+#elif defined(FSCHED__PARKER_WIN32)
+    if (old == FSCHED__PARK_PARKED) {
+        /* the lock orders the wake after the sleeper's wait began */
+        AcquireSRWLockExclusive(&p->lock);
+        ReleaseSRWLockExclusive(&p->lock);
+        WakeConditionVariable(&p->cond);
+    }
+#else
+    if (old == FSCHED__PARK_PARKED) {
+        pthread_mutex_lock(&p->lock);
+        pthread_mutex_unlock(&p->lock);
+        pthread_cond_signal(&p->cond);
+    }
+#endif
+}
+
 /* ===================================================================================== */
 /*  fiber: stacks, contexts, switching, sanitizer and Valgrind hooks                     */
 /* ===================================================================================== */
@@ -774,7 +1259,10 @@ struct fsched_fiber {
     const void *asan_bottom;
     size_t asan_size;
     void *tsan_fiber;
-    void *owner; /* the scheduler's bookkeeping for fibers it runs */
+    /* the scheduler's bookkeeping for fibers it runs */
+    void *owner;            /* the worker whose loop the fiber belongs to */
+    fsched_fiber *link;     /* ready queue, inbox or idle pool */
+    uint32_t ready_taken;   /* taken from the ready queue for a switch not yet made */
 };
 
 struct fsched_stack_pool {
@@ -788,9 +1276,12 @@ struct fsched_stack_pool {
 
 /* Per-thread state. Read only through fsched__thread_get(): a fiber may resume on another
    thread, and compilers cache thread-local addresses across calls inside one function. */
+struct fsched__worker;
 typedef struct fsched__thread {
     fsched_fiber *current;
     fsched_fiber root;
+    struct fsched__worker *worker; /* the scheduler slot this thread occupies, if any */
+    fsched__parker parker;         /* for waits of a thread outside any scheduler */
     void *altstack; /* alternate signal stack for the overflow handler */
 #if !defined(FSCHED__CTX_ASM)
     void *pass;        /* value carried across a ucontext / Windows fiber switch */
@@ -1553,6 +2044,2325 @@ FIBERSCHED_API fsched_result fsched_install_overflow_handler(void) {
     return FSCHED_ERR_UNSUPPORTED;
 }
 #endif
+
+/* ===================================================================================== */
+/*  deque: split work-stealing deque (private ring + Chase-Lev public part), injector    */
+/* ===================================================================================== */
+
+/* Everything a worker can run: a spawned task, the second half of a join, a loop chunk. */
+typedef struct fsched__job fsched__job;
+struct fsched__worker;
+struct fsched__job {
+    void (*execute)(fsched__job *job, struct fsched__worker *w);
+};
+
+#define FSCHED__ALIGN_LINE __attribute__((aligned(FSCHED__CACHE_LINE)))
+
+/* The public part is a Chase-Lev deque with the C11 orderings of Le, Pop, Cohen and
+   Zappa Nardelli, "Correct and Efficient Work-Stealing for Weak Memory Models" (PPoPP
+   2013). Indices are signed so that `bottom - 1` may go below `top`. The array grows by
+   doubling; arrays it outgrows may still be read by a thief that loaded the old pointer,
+   so they are kept on a list and freed with the deque. */
+typedef struct fsched__cl_array {
+    int64_t mask;                      /* capacity - 1, a power of two minus one */
+    struct fsched__cl_array *retired;  /* older arrays, freed with the deque */
+    fsched__job **slots;               /* atomic elements: thieves read them racily */
+} fsched__cl_array;
+
+/* The private part is a ring only its owner touches: push and pop of the newest job take
+   no fence and no atomic read-modify-write. A thief that finds the public part empty sets
+   `request`; the owner then moves the older half of its ring to the public part on its
+   next push or pop. Jobs in the ring are always newer than every job in the public part,
+   so thieves keep taking the oldest work. */
+#define FSCHED__RING_SIZE 256u
+typedef struct fsched__deque {
+    /* owner only */
+    fsched__job *ring[FSCHED__RING_SIZE];
+    size_t ring_head; /* oldest private job */
+    size_t ring_tail; /* one past the newest */
+    fsched_allocator allocator;
+    /* thieves write */
+    FSCHED__ALIGN_LINE int64_t top;
+    /* owner writes, thieves read */
+    FSCHED__ALIGN_LINE int64_t bottom;
+    fsched__cl_array *array;
+    /* thieves write rarely, the owner reads on every push and pop */
+    FSCHED__ALIGN_LINE uint32_t request;
+} fsched__deque;
+
+#define FSCHED__STEAL_EMPTY ((fsched__job *)0)
+#define FSCHED__STEAL_RETRY ((fsched__job *)1)
+
+static fsched__cl_array *fsched__cl_array_new(const fsched_allocator *a, int64_t capacity) {
+    size_t bytes = sizeof(fsched__cl_array) + (size_t)capacity * sizeof(fsched__job *);
+    fsched__cl_array *arr = (fsched__cl_array *)fsched__alloc(a, bytes, FSCHED__CACHE_LINE);
+    if (!arr) return NULL;
+    arr->mask = capacity - 1;
+    arr->retired = NULL;
+    arr->slots = (fsched__job **)(arr + 1);
+    return arr;
+}
+
+static void fsched__cl_array_free(const fsched_allocator *a, fsched__cl_array *arr) {
+    fsched__free(a, arr, sizeof(fsched__cl_array) + (size_t)(arr->mask + 1) * sizeof(fsched__job *),
+                 FSCHED__CACHE_LINE);
+}
+
+static fsched_result fsched__deque_init(fsched__deque *d, const fsched_allocator *a) {
+    memset(d, 0, sizeof *d);
+    d->allocator = *a;
+    d->array = fsched__cl_array_new(a, 256);
+    return d->array ? FSCHED_OK : FSCHED_ERR_OUT_OF_MEMORY;
+}
+
+static void fsched__deque_destroy(fsched__deque *d) {
+    fsched__cl_array *arr = d->array, *next;
+    for (; arr; arr = next) {
+        next = arr->retired;
+        fsched__cl_array_free(&d->allocator, arr);
+    }
+    d->array = NULL;
+}
+
+/* Owner: doubles the public array, keeping the old one readable for thieves. */
+static fsched__cl_array *fsched__cl_grow(fsched__deque *d, fsched__cl_array *old, int64_t t,
+                                         int64_t b) {
+    fsched__cl_array *arr = fsched__cl_array_new(&d->allocator, (old->mask + 1) * 2);
+    int64_t i;
+    if (!arr) return NULL;
+    for (i = t; i < b; i++)
+        FSCHED__STORE(&arr->slots[i & arr->mask],
+                      FSCHED__LOAD(&old->slots[i & old->mask], FSCHED__RELAXED), FSCHED__RELAXED);
+    arr->retired = old;
+    /* release: a thief that loads the new pointer sees its copied slots */
+    FSCHED__STORE(&d->array, arr, FSCHED__RELEASE);
+    return arr;
+}
+
+/* Owner: appends n jobs to the public part as one batch. Fails only for want of memory,
+   and then publishes nothing. */
+static int fsched__cl_push_batch(fsched__deque *d, fsched__job *const *jobs, size_t n) {
+    int64_t b = FSCHED__LOAD(&d->bottom, FSCHED__RELAXED);
+    /* acquire: pairs with thieves' CAS on top, so slots they vacated may be reused */
+    int64_t t = FSCHED__LOAD(&d->top, FSCHED__ACQUIRE);
+    fsched__cl_array *arr = FSCHED__LOAD(&d->array, FSCHED__RELAXED);
+    size_t i;
+    while (b - t + (int64_t)n > arr->mask + 1) {
+        arr = fsched__cl_grow(d, arr, t, b);
+        if (!arr) return 0;
+    }
+    for (i = 0; i < n; i++)
+        FSCHED__STORE(&arr->slots[(b + (int64_t)i) & arr->mask], jobs[i], FSCHED__RELAXED);
+    /* release: the slots (and the jobs they point to) are written before a thief sees the
+       new bottom. The paper's release fence followed by a relaxed store gives the same
+       order for this purpose; a release store is also understood by ThreadSanitizer. */
+    FSCHED__STORE(&d->bottom, b + (int64_t)n, FSCHED__RELEASE);
+    return 1;
+}
+
+/* Owner: takes the newest public job (the slow path, only when the ring is empty). */
+static fsched__job *fsched__cl_take(fsched__deque *d) {
+    int64_t b = FSCHED__LOAD(&d->bottom, FSCHED__RELAXED) - 1;
+    fsched__cl_array *arr = FSCHED__LOAD(&d->array, FSCHED__RELAXED);
+    int64_t t;
+    fsched__job *job = NULL;
+    FSCHED__STORE(&d->bottom, b, FSCHED__RELAXED);
+    /* seq_cst: the bottom store and the top load must not reorder (against a thief's
+       top load and bottom load, which its own seq_cst fence separates) */
+    FSCHED__FENCE(FSCHED__SEQ_CST);
+    t = FSCHED__LOAD(&d->top, FSCHED__RELAXED);
+    if (t <= b) {
+        job = FSCHED__LOAD(&arr->slots[b & arr->mask], FSCHED__RELAXED);
+        if (t == b) { /* the last job: race the thieves for it */
+            if (!FSCHED__CAS(&d->top, &t, t + 1, FSCHED__SEQ_CST, FSCHED__RELAXED)) job = NULL;
+            FSCHED__STORE(&d->bottom, b + 1, FSCHED__RELAXED);
+        }
+    } else {
+        FSCHED__STORE(&d->bottom, b + 1, FSCHED__RELAXED);
+    }
+    return job;
+}
+
+/* Thief: takes the oldest public job; FSCHED__STEAL_RETRY when another thief won it. */
+static fsched__job *fsched__cl_steal(fsched__deque *d) {
+    /* acquire: pairs with other thieves' CAS and the owner's take */
+    int64_t t = FSCHED__LOAD(&d->top, FSCHED__ACQUIRE);
+    int64_t b;
+    FSCHED__FENCE(FSCHED__SEQ_CST); /* see fsched__cl_take */
+    /* acquire: pairs with the owner's release store of bottom */
+    b = FSCHED__LOAD(&d->bottom, FSCHED__ACQUIRE);
+    if (t < b) {
+        /* acquire (consume in the paper): the slots of the array we load are visible */
+        fsched__cl_array *arr = FSCHED__LOAD(&d->array, FSCHED__ACQUIRE);
+        fsched__job *job = FSCHED__LOAD(&arr->slots[t & arr->mask], FSCHED__RELAXED);
+        /* seq_cst: decides the race with other thieves and with the owner's take */
+        if (!FSCHED__CAS(&d->top, &t, t + 1, FSCHED__SEQ_CST, FSCHED__RELAXED))
+            return FSCHED__STEAL_RETRY;
+        return job;
+    }
+    return FSCHED__STEAL_EMPTY;
+}
+
+/* Owner: moves the older half of the ring (at least one job) to the public part. */
+static void fsched__deque_share(fsched__deque *d) {
+    size_t n = (d->ring_tail - d->ring_head + 1) / 2, i;
+    fsched__job *batch[FSCHED__RING_SIZE / 2 + 1];
+    if (n == 0) return;
+    for (i = 0; i < n; i++) batch[i] = d->ring[(d->ring_head + i) % FSCHED__RING_SIZE];
+    if (fsched__cl_push_batch(d, batch, n)) d->ring_head += n;
+}
+
+/* True when a thief asked this deque for work. Relaxed: a hint, answered on the owner's
+   next push or pop; a late answer costs only time. */
+static inline int fsched__deque_requested(fsched__deque *d) {
+    return FSCHED__LOAD(&d->request, FSCHED__RELAXED) != 0;
+}
+
+/* Owner: pushes a job as the newest. Returns 0 only when the ring is full and the public
+   part cannot grow (out of memory); the job is then not queued. */
+static inline int fsched__deque_push(fsched__deque *d, fsched__job *job) {
+    if (FSCHED__UNLIKELY(d->ring_tail - d->ring_head == FSCHED__RING_SIZE)) {
+        fsched__deque_share(d);
+        if (d->ring_tail - d->ring_head == FSCHED__RING_SIZE) return 0;
+    }
+    d->ring[d->ring_tail++ % FSCHED__RING_SIZE] = job;
+    return 1;
+}
+
+/* Owner: takes the newest job, or NULL when the deque is empty. */
+static inline fsched__job *fsched__deque_pop(fsched__deque *d) {
+    if (FSCHED__LIKELY(d->ring_tail != d->ring_head))
+        return d->ring[--d->ring_tail % FSCHED__RING_SIZE];
+    return fsched__cl_take(d);
+}
+
+/* Owner: the newest private job without taking it, or NULL. */
+static inline fsched__job *fsched__deque_peek_private(fsched__deque *d) {
+    return d->ring_tail != d->ring_head ? d->ring[(d->ring_tail - 1) % FSCHED__RING_SIZE] : NULL;
+}
+
+/* Owner: whether any job is queued (private or public). */
+static inline int fsched__deque_empty(fsched__deque *d) {
+    return d->ring_tail == d->ring_head &&
+           FSCHED__LOAD(&d->bottom, FSCHED__RELAXED) <= FSCHED__LOAD(&d->top, FSCHED__RELAXED);
+}
+
+/* Thief: asks the owner to share, writing the flag only when it is clear (the owner reads
+   it on every push: a write to a line it reads costs it a cache miss). */
+static inline void fsched__deque_request(fsched__deque *d) {
+    if (!FSCHED__LOAD(&d->request, FSCHED__RELAXED)) FSCHED__STORE(&d->request, 1u, FSCHED__RELAXED);
+}
+
+/* ---- the injector: work submitted from threads outside the pool ----
+   A FIFO under a mutex; workers check its atomic count before taking the lock, and take
+   several jobs at a time, so the lock is touched once per batch. */
+typedef struct fsched__injector {
+    fsched__mutex lock;
+    fsched__job **items; /* ring of capacity cap */
+    size_t head, count, cap;
+    FSCHED__ALIGN_LINE size_t size; /* atomic copy of count, read without the lock */
+    fsched_allocator allocator;
+} fsched__injector;
+
+static void fsched__injector_init(fsched__injector *q, const fsched_allocator *a) {
+    memset(q, 0, sizeof *q);
+    fsched__mutex_init(&q->lock);
+    q->allocator = *a;
+}
+
+static void fsched__injector_destroy(fsched__injector *q) {
+    fsched__free(&q->allocator, q->items, q->cap * sizeof *q->items, sizeof(void *));
+    fsched__mutex_destroy(&q->lock);
+}
+
+static int fsched__injector_push(fsched__injector *q, fsched__job *job) {
+    fsched__mutex_lock(&q->lock);
+    if (q->count == q->cap) {
+        size_t cap = q->cap ? q->cap * 2 : 64, i;
+        fsched__job **items = (fsched__job **)fsched__alloc(&q->allocator, cap * sizeof *items,
+                                                            sizeof(void *));
+        if (!items) {
+            fsched__mutex_unlock(&q->lock);
+            return 0;
+        }
+        for (i = 0; i < q->count; i++) items[i] = q->items[(q->head + i) % q->cap];
+        fsched__free(&q->allocator, q->items, q->cap * sizeof *q->items, sizeof(void *));
+        q->items = items;
+        q->cap = cap;
+        q->head = 0;
+    }
+    q->items[(q->head + q->count) % q->cap] = job;
+    q->count++;
+    /* release: a worker that sees the size also sees the queue (it takes the lock anyway) */
+    FSCHED__STORE(&q->size, q->count, FSCHED__RELEASE);
+    fsched__mutex_unlock(&q->lock);
+    return 1;
+}
+
+/* Takes up to max jobs, oldest first; returns how many. */
+static size_t fsched__injector_take(fsched__injector *q, fsched__job **out, size_t max) {
+    size_t n = 0;
+    if (!FSCHED__LOAD(&q->size, FSCHED__RELAXED)) return 0;
+    fsched__mutex_lock(&q->lock);
+    while (n < max && q->count) {
+        out[n++] = q->items[q->head];
+        q->head = (q->head + 1) % q->cap;
+        q->count--;
+    }
+    FSCHED__STORE(&q->size, q->count, FSCHED__RELAXED);
+    fsched__mutex_unlock(&q->lock);
+    return n;
+}
+
+/* ===================================================================================== */
+/*  latch & sleep: per-worker core latch, the sleep counters and jobs event counter      */
+/* ===================================================================================== */
+
+/* A worker's core latch says whether something was posted for it in particular (a fiber
+   made ready, termination, a drained scheduler). Its owner moves it UNSET -> SLEEPY ->
+   SLEEPING on its way to sleep and gives up if it finds it SET; whoever posts swaps in
+   SET and unparks the owner only if it was SLEEPING. */
+#define FSCHED__LATCH_UNSET 0u
+#define FSCHED__LATCH_SLEEPY 1u
+#define FSCHED__LATCH_SLEEPING 2u
+#define FSCHED__LATCH_SET 3u
+
+/* One word counts the workers that sleep (bits 0-15) and that are inactive, searching or
+   sleeping (bits 16-31), and holds the jobs event counter (bits 32-63). The counter is
+   even ("sleepy") after a worker announced it may sleep, and is made odd by the next
+   publication of work, so a worker about to sleep sees whether work was published since
+   it last searched. */
+#define FSCHED__SLEEPING_ONE ((uint64_t)1)
+#define FSCHED__INACTIVE_ONE ((uint64_t)1 << 16)
+#define FSCHED__JEC_ONE ((uint64_t)1 << 32)
+#define FSCHED__SLEEPING(c) ((uint32_t)((c)&0xffffu))
+#define FSCHED__INACTIVE(c) ((uint32_t)(((c) >> 16) & 0xffffu))
+#define FSCHED__JEC(c) ((uint32_t)((c) >> 32))
+
+/* Idle rounds: spin, then announce sleepiness, search a few more rounds, then sleep. */
+#define FSCHED__ROUNDS_UNTIL_SLEEPY 32u
+#define FSCHED__ROUNDS_UNTIL_SLEEP 40u
+#define FSCHED__SPIN_PER_ROUND 64u
+
+typedef struct fsched__idle {
+    uint32_t rounds;
+    uint32_t jec;      /* the jobs event counter when sleepiness was announced */
+    uint32_t inactive; /* counted in the inactive workers */
+} fsched__idle;
+
+/* ===================================================================================== */
+/*  worker: threads, fibers, ready queues, timers, tasks, bind/unbind                    */
+/* ===================================================================================== */
+
+typedef struct fsched__waiter fsched__waiter;
+
+/* A detached task. Tasks are carved from slabs owned by a worker and go back to that
+   worker's free list (through its remote-free stack when another worker ran them). */
+typedef struct fsched__task {
+    fsched__job job;
+    void (*fn)(void *);
+    void *arg;
+    fsched_wait_group *wait_group;
+    struct fsched__task *next;   /* free lists */
+    struct fsched__worker *home; /* owner of the slab; NULL: allocated alone */
+    void *copy;                  /* a copy too large for `data`, or NULL */
+    size_t copy_size;
+    __attribute__((aligned(16))) unsigned char data[FSCHED_TASK_INLINE_BYTES];
+} fsched__task;
+
+#define FSCHED__TASKS_PER_SLAB 63u
+typedef struct fsched__task_slab {
+    struct fsched__task_slab *next;
+    fsched__task tasks[FSCHED__TASKS_PER_SLAB];
+} fsched__task_slab;
+
+/* A slot of the scheduler: a worker thread, or a thread bound with fsched_bind. */
+typedef struct fsched__worker {
+    fsched__deque deque;
+    struct fsched_sched *sched;
+    uint32_t index;
+    uint32_t bound;          /* a slot for fsched_bind rather than a worker thread */
+    uint64_t rng;            /* victim selection */
+    fsched__thread *thread;  /* the thread in the slot */
+    fsched_fiber *root;      /* that thread's own context */
+    /* fibers, owner only */
+    fsched_fiber *idle;      /* parked in the scheduling loop, ready to take over */
+    uint32_t idle_count;
+    fsched_fiber *retire;    /* freed by whichever fiber the next switch resumes */
+    fsched_fiber *ready_head, *ready_tail; /* FIFO of fibers to resume */
+    uint32_t blocked;        /* suspended fibers of this slot */
+    uint32_t yield_pending;  /* a fiber yielded: run one job before ready fibers */
+    fsched__waiter *root_waiter; /* what the root fiber waits for (deadlock reports) */
+    /* tasks, owner only */
+    fsched__task *free_tasks;
+    fsched__task_slab *slabs;
+    uint64_t spawned, completed; /* written by the owner, read by fsched_destroy */
+    /* timers: a binary min-heap of waiters by deadline */
+    fsched__waiter **timers;
+    uint32_t timer_count, timer_cap;
+    /* written by other threads */
+    FSCHED__ALIGN_LINE fsched_fiber *inbox; /* fibers made ready elsewhere (a stack) */
+    fsched__task *remote_free;              /* tasks freed elsewhere (a stack) */
+    uint32_t in_use;                        /* bound slots: taken */
+    FSCHED__ALIGN_LINE uint32_t latch;
+    uint32_t sleeping; /* parked and counted as sleeping: a wake for work may take it */
+    fsched__parker parker;
+#if !defined(FIBERSCHED_NO_THREADS)
+    fsched__os_thread os_thread;
+#endif
+} fsched__worker;
+
+#define FSCHED__SCHED_LIVE 0x46534348u /* "FSCH" */
+#define FSCHED__SCHED_DEAD 0xdead5c4eu
+
+struct fsched_sched {
+    uint32_t magic;
+    uint32_t n_threads;   /* worker threads */
+    uint32_t n_slots;     /* worker threads, bound slots, and one for fsched_destroy */
+    uint32_t started;     /* worker threads started */
+    fsched__worker **slots;
+    fsched_stack_pool *stacks;
+    fsched_allocator allocator;
+    fsched_logger logger;
+    uint64_t (*clock)(void *user);
+    void *clock_user;
+    FSCHED__ALIGN_LINE uint64_t counters;
+    FSCHED__ALIGN_LINE fsched__injector injector;
+    FSCHED__ALIGN_LINE uint32_t closing;   /* fsched_destroy has begun */
+    uint32_t terminating;                  /* workers leave their loops */
+    uint32_t wake_cursor;                  /* where the next search for a sleeper starts */
+    fsched__worker *drainer;               /* the slot of the thread in fsched_destroy */
+    uint64_t external_spawned;             /* tasks spawned from outside the slots */
+    uint64_t external_cancelled;           /* of those, refused after closing began */
+};
+
+#define FSCHED__IDLE_FIBERS_MAX 16u
+
+/* ---- time ---- */
+
+static uint64_t fsched__sched_now(const fsched_sched *s) {
+    return s && s->clock ? s->clock(s->clock_user) : fsched__now_ns();
+}
+
+static uint64_t fsched__clock_ns(void) {
+    fsched__worker *w = fsched__tls_thread.worker;
+    return fsched__sched_now(w ? w->sched : NULL);
+}
+
+static uint64_t fsched__deadline_after(uint64_t timeout_ns) {
+    uint64_t now = fsched__clock_ns();
+    return timeout_ns > UINT64_MAX - now - 1 ? UINT64_MAX : now + timeout_ns + !timeout_ns;
+}
+
+/* ---- the core latch ---- */
+
+/* Posts an event for w: unparks it if it sleeps. Any thread. */
+static void fsched__notify(fsched__worker *w) {
+    /* acq_rel: releases what was posted (a fiber in the inbox); the owner's acquiring
+       exchange or CAS on the latch sees it */
+    if (FSCHED__EXCHANGE(&w->latch, FSCHED__LATCH_SET, FSCHED__ACQ_REL) == FSCHED__LATCH_SLEEPING)
+        fsched__unpark(&w->parker);
+}
+
+/* ---- ready fibers ---- */
+
+static void fsched__ready_append(fsched__worker *w, fsched_fiber *f) {
+    f->link = NULL;
+    if (w->ready_tail) w->ready_tail->link = f;
+    else w->ready_head = f;
+    w->ready_tail = f;
+}
+
+/* Makes a suspended fiber of w runnable again. Any thread. */
+static void fsched__make_ready(fsched__worker *w, fsched_fiber *f) {
+    if (fsched__tls_thread.worker == w) {
+        fsched__ready_append(w, f);
+        return;
+    }
+    {
+        fsched_fiber *head = FSCHED__LOAD(&w->inbox, FSCHED__RELAXED);
+        do {
+            f->link = head;
+            /* release: the fiber's state before it became ready is visible to w */
+        } while (!FSCHED__CAS_WEAK(&w->inbox, &head, f, FSCHED__RELEASE, FSCHED__RELAXED));
+    }
+    fsched__notify(w);
+}
+
+/* Owner: consumes the latch, then moves fibers posted by other threads to the FIFO (in
+   the order they were posted). The latch is reset first: a post after it sets it again. */
+static void fsched__collect_posted(fsched__worker *w) {
+    fsched_fiber *list, *rev = NULL;
+    if (FSCHED__LOAD(&w->latch, FSCHED__RELAXED) == FSCHED__LATCH_SET)
+        FSCHED__EXCHANGE(&w->latch, FSCHED__LATCH_UNSET, FSCHED__ACQUIRE);
+    if (!FSCHED__LOAD(&w->inbox, FSCHED__RELAXED)) return;
+    /* acquire: pairs with the release CAS of each post */
+    list = FSCHED__EXCHANGE(&w->inbox, (fsched_fiber *)NULL, FSCHED__ACQUIRE);
+    while (list) {
+        fsched_fiber *next = list->link;
+        list->link = rev;
+        rev = list;
+        list = next;
+    }
+    while (rev) {
+        fsched_fiber *next = rev->link;
+        fsched__ready_append(w, rev);
+        rev = next;
+    }
+}
+
+static fsched_fiber *fsched__ready_pop(fsched__worker *w) {
+    fsched_fiber *f = w->ready_head;
+    if (f) {
+        w->ready_head = f->link;
+        if (!w->ready_head) w->ready_tail = NULL;
+    }
+    return f;
+}
+
+/* ---- fibers of a worker ---- */
+
+static void fsched__loop_main(void *pass);
+
+/* Owner: a fiber parked in the scheduling loop, from the idle pool or newly made. */
+static fsched_fiber *fsched__idle_take(fsched__worker *w) {
+    fsched_fiber *f = w->idle;
+    if (f) {
+        w->idle = f->link;
+        w->idle_count -= f != w->root;
+        return f;
+    }
+    if (fsched__pool_take(w->sched->stacks, &f) != FSCHED_OK) return NULL;
+    if (fsched__fiber_prepare(f, fsched__loop_main, "fibersched worker") != FSCHED_OK) {
+        fsched__fiber_release(f);
+        return NULL;
+    }
+    f->owner = w;
+    return f;
+}
+
+/* Owner: parks the running fiber in the idle pool (or retires it) before a switch. */
+static void fsched__idle_park(fsched__worker *w, fsched_fiber *self) {
+    if (self != w->root && w->idle_count >= FSCHED__IDLE_FIBERS_MAX) {
+        w->retire = self; /* freed once the switch has left its stack */
+        return;
+    }
+    self->link = w->idle;
+    w->idle = self;
+    w->idle_count += self != w->root;
+}
+
+/* Owner: frees the fiber retired by the switch that just completed. */
+static inline void fsched__after_switch(fsched__worker *w) {
+    if (FSCHED__UNLIKELY(w->retire != NULL)) {
+        fsched_fiber *f = w->retire;
+        w->retire = NULL;
+        fsched__fiber_release(f);
+    }
+}
+
+/* Owner: switches from the running fiber to `to`, a fiber of this worker. Returns when
+   the running fiber is resumed. */
+static void fsched__switch_to(fsched__worker *w, fsched_fiber *to) {
+    fsched__thread *t = &fsched__tls_thread;
+    fsched_fiber *from = t->current;
+    void *sp = to->ctx.sp;
+    to->ctx.sp = NULL;
+    t->current = to;
+    fsched__fiber_jump(from, to, sp, 0);
+    fsched__after_switch(w);
+}
+
+/* First frame of a worker's loop fibers. */
+static void fsched__schedule(fsched__worker *w, int (*until)(fsched__worker *w));
+static void fsched__loop_main(void *pass) {
+    fsched__thread *t = fsched__thread_get();
+    fsched__worker *w = t->worker;
+    fsched__fiber_arrived(t->current, (fsched_fiber *)pass);
+    fsched__after_switch(w);
+    fsched__schedule(w, NULL);
+    fsched__fiber_trap(); /* schedule() leaves a non-root fiber only by switching away */
+}
+
+/* Owner: the running fiber stops until someone makes it ready; the worker carries on
+   with a ready fiber or, failing that, an idle one. `next` was taken by the caller
+   (fsched__suspend_prepare), before it published the fiber as waiting. */
+static void fsched__suspend(fsched__worker *w, fsched_fiber *next) {
+    next->ready_taken = 0;
+    w->blocked++;
+    fsched__switch_to(w, next);
+    w->blocked--;
+}
+
+/* Owner: the fiber to switch to when the running one blocks, or NULL when no fiber can be
+   had (out of memory): the caller then waits by running jobs inline. */
+static fsched_fiber *fsched__suspend_prepare(fsched__worker *w) {
+    fsched_fiber *next = fsched__ready_pop(w);
+    if (next) {
+        next->ready_taken = 1;
+        return next;
+    }
+    return fsched__idle_take(w);
+}
+
+/* Owner: gives back a fiber taken by fsched__suspend_prepare when the wait turned out
+   not to be needed: a ready fiber to the front of the queue, an idle one to the pool. */
+static void fsched__suspend_cancel(fsched__worker *w, fsched_fiber *next) {
+    if (next->ready_taken) {
+        next->ready_taken = 0;
+        next->link = w->ready_head;
+        w->ready_head = next;
+        if (!w->ready_tail) w->ready_tail = next;
+    } else {
+        fsched__idle_park(w, next);
+        fsched__after_switch(w);
+    }
+}
+
+/* Owner: frees the idle fibers and retired fibers of a slot (never its root). */
+static void fsched__release_fibers(fsched__worker *w) {
+    fsched_fiber *f = w->idle, *next;
+    for (; f; f = next) {
+        next = f->link;
+        if (f != w->root) fsched__fiber_release(f);
+    }
+    w->idle = NULL;
+    w->idle_count = 0;
+    fsched__after_switch(w);
+}
+
+/* ---- timers: a binary min-heap of waiting fibers by deadline ---- */
+
+struct fsched__waiter {
+    fsched__waiter *next, *prev;
+    fsched_wait_list *list;   /* where it waits; NULL for a sleep */
+    fsched_fiber *fiber;      /* a waiting fiber and its worker, ... */
+    fsched__worker *worker;
+    fsched__parker *parker;   /* ... or a waiting thread; neither: a worker helping inline */
+    uint64_t deadline;        /* 0: none */
+    uint32_t state;           /* atomic: WAITING, then WOKEN, TIMED_OUT or ABORTED */
+    uint32_t linked;          /* in `list`, under its lock */
+    uint32_t timer;           /* position in the worker's heap + 1; 0: not there */
+    int64_t value;            /* for the primitive: a semaphore's units, ... */
+};
+
+#define FSCHED__WAIT_WAITING 0u
+#define FSCHED__WAIT_WOKEN 1u
+#define FSCHED__WAIT_TIMED_OUT 2u
+#define FSCHED__WAIT_ABORTED 3u
+
+static void fsched__timer_place(fsched__worker *w, uint32_t i, fsched__waiter *wt) {
+    w->timers[i] = wt;
+    wt->timer = i + 1;
+}
+
+static void fsched__timer_sift_up(fsched__worker *w, uint32_t i) {
+    fsched__waiter *wt = w->timers[i];
+    while (i > 0) {
+        uint32_t parent = (i - 1) / 2;
+        if (w->timers[parent]->deadline <= wt->deadline) break;
+        fsched__timer_place(w, i, w->timers[parent]);
+        i = parent;
+    }
+    fsched__timer_place(w, i, wt);
+}
+
+static void fsched__timer_sift_down(fsched__worker *w, uint32_t i) {
+    fsched__waiter *wt = w->timers[i];
+    for (;;) {
+        uint32_t child = 2 * i + 1;
+        if (child >= w->timer_count) break;
+        if (child + 1 < w->timer_count && w->timers[child + 1]->deadline < w->timers[child]->deadline)
+            child++;
+        if (wt->deadline <= w->timers[child]->deadline) break;
+        fsched__timer_place(w, i, w->timers[child]);
+        i = child;
+    }
+    fsched__timer_place(w, i, wt);
+}
+
+/* Owner: adds a waiter with a deadline. 0 when the heap cannot grow. */
+static int fsched__timer_add(fsched__worker *w, fsched__waiter *wt) {
+    if (w->timer_count == w->timer_cap) {
+        uint32_t cap = w->timer_cap ? w->timer_cap * 2 : 16;
+        fsched__waiter **t = (fsched__waiter **)fsched__alloc(&w->sched->allocator,
+                                                               cap * sizeof *t, sizeof(void *));
+        if (!t) return 0;
+        if (w->timer_count) memcpy(t, w->timers, w->timer_count * sizeof *t);
+        fsched__free(&w->sched->allocator, w->timers, w->timer_cap * sizeof *t, sizeof(void *));
+        w->timers = t;
+        w->timer_cap = cap;
+    }
+    w->timers[w->timer_count] = wt;
+    fsched__timer_sift_up(w, w->timer_count++);
+    return 1;
+}
+
+/* Owner: removes a waiter from the heap, wherever it is. */
+static void fsched__timer_remove(fsched__worker *w, fsched__waiter *wt) {
+    uint32_t i = wt->timer - 1;
+    fsched__waiter *last = w->timers[--w->timer_count];
+    wt->timer = 0;
+    if (last != wt) {
+        fsched__timer_place(w, i, last);
+        fsched__timer_sift_down(w, i);
+        fsched__timer_sift_up(w, last->timer - 1);
+    }
+}
+
+static void fsched__wait_list_lock(fsched_wait_list *l);
+static void fsched__wait_list_unlock(fsched_wait_list *l);
+static void fsched__wait_list_remove(fsched_wait_list *l, fsched__waiter *wt);
+
+/* Owner: wakes the fibers whose deadline has passed. */
+static void fsched__timers_fire(fsched__worker *w) {
+    uint64_t now;
+    if (!w->timer_count) return;
+    now = fsched__sched_now(w->sched);
+    while (w->timer_count && w->timers[0]->deadline <= now) {
+        fsched__waiter *wt = w->timers[0];
+        uint32_t expected = FSCHED__WAIT_WAITING;
+        fsched__timer_remove(w, wt);
+        /* acq_rel: decides the race with a waker (which then makes the fiber ready) */
+        if (FSCHED__CAS(&wt->state, &expected, FSCHED__WAIT_TIMED_OUT, FSCHED__ACQ_REL,
+                        FSCHED__ACQUIRE)) {
+            if (wt->list) {
+                fsched__wait_list_lock(wt->list);
+                if (wt->linked) fsched__wait_list_remove(wt->list, wt);
+                fsched__wait_list_unlock(wt->list);
+            }
+            fsched__ready_append(w, wt->fiber);
+        }
+    }
+}
+
+/* ---- tasks ---- */
+
+static fsched__task *fsched__task_alloc(fsched__worker *w) {
+    fsched__task *t = w->free_tasks;
+    if (!t && FSCHED__LOAD(&w->remote_free, FSCHED__RELAXED))
+        /* acquire: pairs with the release CAS of remote frees */
+        t = FSCHED__EXCHANGE(&w->remote_free, (fsched__task *)NULL, FSCHED__ACQUIRE);
+    if (!t) {
+        fsched__task_slab *slab = (fsched__task_slab *)fsched__alloc(
+            &w->sched->allocator, sizeof *slab, FSCHED__CACHE_LINE);
+        uint32_t i;
+        if (!slab) return NULL;
+        slab->next = w->slabs;
+        w->slabs = slab;
+        for (i = 0; i < FSCHED__TASKS_PER_SLAB; i++) {
+            slab->tasks[i].home = w;
+            slab->tasks[i].next = i + 1 < FSCHED__TASKS_PER_SLAB ? &slab->tasks[i + 1] : NULL;
+        }
+        t = &slab->tasks[0];
+    }
+    w->free_tasks = t->next;
+    return t;
+}
+
+static void fsched__task_free(fsched_sched *s, fsched__worker *w, fsched__task *t) {
+    if (t->copy) fsched__free(&s->allocator, t->copy, t->copy_size, 16);
+    t->copy = NULL;
+    if (!t->home) {
+        fsched__free(&s->allocator, t, sizeof *t, FSCHED__CACHE_LINE);
+    } else if (t->home == w) {
+        t->next = w->free_tasks;
+        w->free_tasks = t;
+    } else {
+        fsched__worker *home = t->home;
+        fsched__task *head = FSCHED__LOAD(&home->remote_free, FSCHED__RELAXED);
+        do {
+            t->next = head;
+            /* release: the task's fields are written before its home reuses it */
+        } while (!FSCHED__CAS_WEAK(&home->remote_free, &head, t, FSCHED__RELEASE, FSCHED__RELAXED));
+    }
+}
+
+static void fsched__wait_group_finish(fsched_wait_group *wg);
+
+static void fsched__task_execute(fsched__job *job, fsched__worker *w) {
+    fsched__task *t = (fsched__task *)job;
+    fsched_wait_group *wg = t->wait_group;
+    t->fn(t->arg);
+    /* the task may have suspended: it resumes on the same worker, so w still holds */
+    fsched__task_free(w->sched, w, t);
+    if (wg) fsched__wait_group_finish(wg);
+    /* relaxed: fsched_destroy reads it after an acquiring read of the counters, which
+       follows this worker's release when it goes idle */
+    FSCHED__STORE(&w->completed, w->completed + 1, FSCHED__RELAXED);
+}
+
+/* ---- finding work ---- */
+
+static inline uint64_t fsched__rng_next(fsched__worker *w) {
+    uint64_t x = w->rng; /* xorshift64 */
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    w->rng = x;
+    return x;
+}
+
+static void fsched__wake_sleepers(fsched_sched *s, uint32_t n);
+
+/* Publishes work: whoever may be about to sleep either sees it or is counted as
+   sleeping here, and is woken when nobody else is awake to find it. */
+static void fsched__new_jobs(fsched_sched *s, uint32_t n) {
+    uint64_t c;
+    uint32_t sleeping, awake_idle;
+    /* seq_cst fence: orders the publication before the counters read, against the
+       sleeper's counters update, its own seq_cst fence and its final search */
+    FSCHED__FENCE(FSCHED__SEQ_CST);
+    /* acquire: a sleeper's flag, set before it counted itself, is visible */
+    c = FSCHED__LOAD(&s->counters, FSCHED__ACQUIRE);
+    while ((FSCHED__JEC(c) & 1u) == 0) { /* sleepy: make it active again */
+        if (FSCHED__CAS_WEAK(&s->counters, &c, c + FSCHED__JEC_ONE, FSCHED__SEQ_CST,
+                             FSCHED__ACQUIRE)) {
+            c += FSCHED__JEC_ONE;
+            break;
+        }
+    }
+    sleeping = FSCHED__SLEEPING(c);
+    awake_idle = FSCHED__INACTIVE(c) - sleeping;
+    if (sleeping == 0 || awake_idle >= n) return;
+    fsched__wake_sleepers(s, n - awake_idle < sleeping ? n - awake_idle : sleeping);
+}
+
+/* Wakes up to n sleeping slots. */
+static void fsched__wake_sleepers(fsched_sched *s, uint32_t n) {
+    uint32_t start = FSCHED__FETCH_ADD(&s->wake_cursor, 1u, FSCHED__RELAXED), i;
+    for (i = 0; i < s->n_slots && n; i++) {
+        fsched__worker *v = s->slots[(start + i) % s->n_slots];
+        uint32_t expected = 1;
+        /* the flag is taken by exactly one waker; the sleeper uncounts itself */
+        if (FSCHED__LOAD(&v->sleeping, FSCHED__RELAXED) &&
+            FSCHED__CAS(&v->sleeping, &expected, 0u, FSCHED__ACQ_REL, FSCHED__RELAXED)) {
+            fsched__notify(v);
+            n--;
+        }
+    }
+}
+
+/* True when sleeping workers could take work and no awake one is looking for it. */
+static inline int fsched__wants_workers(fsched_sched *s) {
+    uint64_t c = FSCHED__LOAD(&s->counters, FSCHED__RELAXED); /* a hint */
+    return FSCHED__SLEEPING(c) != 0 && FSCHED__INACTIVE(c) == FSCHED__SLEEPING(c);
+}
+
+/* Owner: moves the older half of its private jobs where thieves can take them, for a
+   thief that asked or for workers that sleep, and announces the publication. */
+static FSCHED__NOINLINE void fsched__share(fsched__worker *w) {
+    fsched__deque *d = &w->deque;
+    if (d->ring_tail == d->ring_head) return; /* nothing private: a request stays set */
+    FSCHED__STORE(&d->request, 0u, FSCHED__RELAXED); /* first: a new request survives */
+    fsched__deque_share(d);
+    fsched__new_jobs(w->sched, 1);
+}
+
+/* Owner: queues a job. Bound threads publish at once: nothing else would. */
+static inline int fsched__push_job(fsched__worker *w, fsched__job *job) {
+    if (FSCHED__UNLIKELY(!fsched__deque_push(&w->deque, job))) return 0;
+    if (FSCHED__UNLIKELY(fsched__deque_requested(&w->deque) || w->bound ||
+                         fsched__wants_workers(w->sched)))
+        fsched__share(w);
+    return 1;
+}
+
+static inline fsched__job *fsched__pop_job(fsched__worker *w) {
+    fsched__job *job = fsched__deque_pop(&w->deque);
+    if (FSCHED__UNLIKELY(fsched__deque_requested(&w->deque))) fsched__share(w);
+    return job;
+}
+
+/* Tries the other slots' public deques from a random one, asking each empty one to share.
+   A worker that found work while others sleep wakes one more to keep searching. */
+static fsched__job *fsched__steal(fsched__worker *w) {
+    fsched_sched *s = w->sched;
+    uint32_t n = s->n_slots, start, i;
+    if (n < 2) return NULL;
+    start = (uint32_t)(fsched__rng_next(w) % n);
+    for (i = 0; i < n; i++) {
+        fsched__worker *v = s->slots[(start + i) % n];
+        fsched__job *job;
+        int attempt;
+        if (v == w) continue;
+        for (attempt = 0; attempt < 4; attempt++) {
+            job = fsched__cl_steal(&v->deque);
+            if (job != FSCHED__STEAL_RETRY) break;
+        }
+        if (job == FSCHED__STEAL_RETRY) continue;
+        if (job) {
+            if (fsched__wants_workers(s)) fsched__new_jobs(s, 1);
+            return job;
+        }
+        fsched__deque_request(&v->deque);
+    }
+    return NULL;
+}
+
+/* Takes a batch from the injector: runs the first, queues the rest locally. */
+static fsched__job *fsched__take_injected(fsched__worker *w) {
+    fsched__job *batch[16];
+    size_t n = fsched__injector_take(&w->sched->injector, batch, 16), i;
+    for (i = n; i > 1; i--)
+        if (!fsched__push_job(w, batch[i - 1])) {
+            /* out of room: run it here rather than lose it */
+            batch[i - 1]->execute(batch[i - 1], w);
+        }
+    return n ? batch[0] : NULL;
+}
+
+static fsched__job *fsched__find_job(fsched__worker *w) {
+    fsched__job *job = fsched__pop_job(w);
+    if (job) return job;
+    job = fsched__take_injected(w);
+    if (job) return job;
+    return fsched__steal(w);
+}
+
+/* ---- idling and sleeping ---- */
+
+static void fsched__idle_begin(fsched__worker *w, fsched__idle *idle) {
+    fsched_sched *s = w->sched;
+    if (idle->inactive) return;
+    idle->inactive = 1;
+    idle->rounds = 0;
+    /* release: this worker's counts (spawned, completed) before it is seen inactive */
+    FSCHED__FETCH_ADD(&s->counters, FSCHED__INACTIVE_ONE, FSCHED__SEQ_CST);
+    if (FSCHED__LOAD(&s->closing, FSCHED__ACQUIRE)) {
+        fsched__worker *drainer = FSCHED__LOAD(&s->drainer, FSCHED__ACQUIRE);
+        if (drainer && drainer != w) fsched__notify(drainer); /* maybe the last task ended */
+    }
+}
+
+static void fsched__idle_end(fsched__worker *w, fsched__idle *idle) {
+    if (!idle->inactive) return;
+    idle->inactive = 0;
+    FSCHED__FETCH_SUB(&w->sched->counters, FSCHED__INACTIVE_ONE, FSCHED__SEQ_CST);
+}
+
+/* Makes the jobs event counter even ("sleepy") and returns it. */
+static uint32_t fsched__announce_sleepy(fsched_sched *s) {
+    uint64_t c = FSCHED__LOAD(&s->counters, FSCHED__RELAXED);
+    for (;;) {
+        if ((FSCHED__JEC(c) & 1u) == 0) return FSCHED__JEC(c);
+        if (FSCHED__CAS_WEAK(&s->counters, &c, c + FSCHED__JEC_ONE, FSCHED__SEQ_CST,
+                             FSCHED__RELAXED))
+            return FSCHED__JEC(c + FSCHED__JEC_ONE);
+    }
+}
+
+#if defined(FIBERSCHED_NO_THREADS)
+static void fsched__deadlock(fsched__worker *w);
+#endif
+
+/* Sleeps until something is posted for this worker, work is published, or the earliest
+   timer is due. Gives up at once when any of these already happened. */
+static void fsched__sleep(fsched__worker *w, fsched__idle *idle) {
+    fsched_sched *s = w->sched;
+    uint32_t expected = FSCHED__LATCH_UNSET;
+    uint64_t c, deadline = 0;
+    /* acquire: if the latch is SET, what was posted is visible (the loop handles it) */
+    if (!FSCHED__CAS(&w->latch, &expected, FSCHED__LATCH_SLEEPY, FSCHED__ACQUIRE, FSCHED__ACQUIRE))
+        return;
+    /* the flag goes up before the count, so a waker that sees the count finds the flag */
+    FSCHED__STORE(&w->sleeping, 1u, FSCHED__RELAXED);
+    c = FSCHED__LOAD(&s->counters, FSCHED__RELAXED);
+    for (;;) {
+        if (FSCHED__JEC(c) != idle->jec) { /* work was published since we looked */
+            expected = 1;
+            FSCHED__CAS(&w->sleeping, &expected, 0u, FSCHED__RELAXED, FSCHED__RELAXED);
+            expected = FSCHED__LATCH_SLEEPY;
+            FSCHED__CAS(&w->latch, &expected, FSCHED__LATCH_UNSET, FSCHED__RELAXED, FSCHED__RELAXED);
+            idle->rounds = 0;
+            return;
+        }
+        /* seq_cst, release: publishes the sleeping flag with the count */
+        if (FSCHED__CAS_WEAK(&s->counters, &c, c + FSCHED__SLEEPING_ONE, FSCHED__SEQ_CST,
+                             FSCHED__RELAXED))
+            break;
+    }
+    /* seq_cst fence: pairs with the one in fsched__new_jobs (see there) */
+    FSCHED__FENCE(FSCHED__SEQ_CST);
+    if (w->timer_count) deadline = w->timers[0]->deadline;
+    expected = FSCHED__LATCH_SLEEPY;
+    if (!FSCHED__LOAD(&s->injector.size, FSCHED__RELAXED) &&
+        !FSCHED__LOAD(&w->inbox, FSCHED__RELAXED) &&
+        FSCHED__CAS(&w->latch, &expected, FSCHED__LATCH_SLEEPING, FSCHED__ACQUIRE, FSCHED__ACQUIRE)) {
+#if defined(FIBERSCHED_NO_THREADS)
+        if (!deadline) {
+            fsched__deadlock(w); /* nothing can ever wake this only thread */
+        } else
+#endif
+        fsched__park(&w->parker, deadline);
+        expected = FSCHED__LATCH_SLEEPING;
+        FSCHED__CAS(&w->latch, &expected, FSCHED__LATCH_UNSET, FSCHED__RELAXED, FSCHED__RELAXED);
+    } else {
+        expected = FSCHED__LATCH_SLEEPY;
+        FSCHED__CAS(&w->latch, &expected, FSCHED__LATCH_UNSET, FSCHED__RELAXED, FSCHED__RELAXED);
+    }
+    expected = 1;
+    FSCHED__CAS(&w->sleeping, &expected, 0u, FSCHED__RELAXED, FSCHED__RELAXED);
+    FSCHED__FETCH_SUB(&s->counters, FSCHED__SLEEPING_ONE, FSCHED__SEQ_CST);
+    idle->rounds = 0;
+}
+
+static void fsched__idle_step(fsched__worker *w, fsched__idle *idle) {
+    uint32_t i;
+    fsched__idle_begin(w, idle);
+    idle->rounds++;
+    if (idle->rounds < FSCHED__ROUNDS_UNTIL_SLEEPY) {
+        for (i = 0; i < FSCHED__SPIN_PER_ROUND; i++) fsched__cpu_relax();
+    } else if (idle->rounds == FSCHED__ROUNDS_UNTIL_SLEEPY) {
+        idle->jec = fsched__announce_sleepy(w->sched);
+    } else if (idle->rounds < FSCHED__ROUNDS_UNTIL_SLEEP) {
+#if !defined(FIBERSCHED_NO_THREADS)
+        fsched__os_yield();
+#endif
+    } else {
+        fsched__sleep(w, idle);
+    }
+}
+
+/* ---- the scheduling loop ---- */
+
+/* Owner: leaves the running loop fiber for the root, which then leaves the loop. */
+static void fsched__exit_to_root(fsched__worker *w) {
+    fsched__thread *t = &fsched__tls_thread;
+    fsched_fiber *self = t->current, **p = &w->idle;
+    void *sp;
+    while (*p && *p != w->root) p = &(*p)->link;
+    if (*p) *p = w->root->link; /* the root leaves the idle pool */
+    self->link = w->idle;       /* and this fiber joins it, to be freed with it */
+    w->idle = self;
+    sp = w->root->ctx.sp;
+    w->root->ctx.sp = NULL;
+    t->current = w->root;
+    fsched__fiber_jump(self, w->root, sp, 1);
+    fsched__fiber_trap();
+}
+
+/* Owner: resumes a ready fiber, parking the running one in the idle pool. */
+static void fsched__run_fiber(fsched__worker *w, fsched_fiber *f) {
+    fsched__idle_park(w, fsched__tls_thread.current);
+    fsched__switch_to(w, f);
+}
+
+/* The scheduling loop: ready fibers first (they bound memory), then jobs from the own
+   deque, the injector and other workers, then timers; idle rounds end in sleep. The
+   root fiber returns when `until` holds (checked when idle) or, on worker threads, when
+   the scheduler terminates; other fibers of the loop never return. */
+static void fsched__schedule(fsched__worker *w, int (*until)(fsched__worker *w)) {
+    fsched_sched *s = w->sched;
+    fsched__idle idle;
+    memset(&idle, 0, sizeof idle);
+    for (;;) {
+        fsched_fiber *f;
+        fsched__job *job;
+        fsched__collect_posted(w);
+        if (w->timer_count) fsched__timers_fire(w);
+        if (FSCHED__UNLIKELY(w->yield_pending)) { /* a yield lets one job run first */
+            w->yield_pending = 0;
+            if ((job = fsched__find_job(w))) {
+                fsched__idle_end(w, &idle);
+                job->execute(job, w);
+                continue;
+            }
+        }
+        if ((f = fsched__ready_pop(w))) {
+            fsched__idle_end(w, &idle);
+            fsched__run_fiber(w, f);
+            continue;
+        }
+        if ((job = fsched__find_job(w))) {
+            fsched__idle_end(w, &idle);
+            job->execute(job, w);
+            continue;
+        }
+        if (fsched__tls_thread.current == w->root && until && until(w)) {
+            fsched__idle_end(w, &idle);
+            return;
+        }
+        if (!w->bound && FSCHED__LOAD(&s->terminating, FSCHED__ACQUIRE)) {
+            fsched__idle_end(w, &idle);
+            if (fsched__tls_thread.current == w->root) return;
+            fsched__exit_to_root(w);
+        }
+        fsched__idle_step(w, &idle);
+    }
+}
+
+/* ---- worker threads ---- */
+
+#if !defined(FIBERSCHED_NO_THREADS)
+static void fsched__worker_main(void *arg) {
+    fsched__worker *w = (fsched__worker *)arg;
+    fsched__thread *t = fsched__thread_get();
+    t->worker = w;
+    w->thread = t;
+    w->root = t->current;
+    fsched__schedule(w, NULL);
+    fsched__release_fibers(w);
+    t->worker = NULL;
+}
+#endif
+
+static fsched__worker *fsched__slot_new(fsched_sched *s, uint32_t index, int bound) {
+    fsched__worker *w = (fsched__worker *)fsched__alloc(&s->allocator, sizeof *w, FSCHED__CACHE_LINE);
+    if (!w) return NULL;
+    memset(w, 0, sizeof *w);
+    if (fsched__deque_init(&w->deque, &s->allocator) != FSCHED_OK) {
+        fsched__free(&s->allocator, w, sizeof *w, FSCHED__CACHE_LINE);
+        return NULL;
+    }
+    w->sched = s;
+    w->index = index;
+    w->bound = (uint32_t)bound;
+    w->rng = 0x9e3779b97f4a7c15ull * (index + 1);
+    fsched__parker_init(&w->parker);
+    return w;
+}
+
+static void fsched__slot_free(fsched_sched *s, fsched__worker *w) {
+    fsched__task_slab *slab, *next;
+    for (slab = w->slabs; slab; slab = next) {
+        next = slab->next;
+        fsched__free(&s->allocator, slab, sizeof *slab, FSCHED__CACHE_LINE);
+    }
+    fsched__free(&s->allocator, w->timers, w->timer_cap * sizeof *w->timers, sizeof(void *));
+    fsched__deque_destroy(&w->deque);
+    fsched__parker_destroy(&w->parker);
+    fsched__free(&s->allocator, w, sizeof *w, FSCHED__CACHE_LINE);
+}
+
+/* ===================================================================================== */
+/*  lifecycle: create, destroy, bind, unbind                                             */
+/* ===================================================================================== */
+
+static void fsched__sched_free(fsched_sched *s) {
+    fsched_allocator a = s->allocator;
+    uint32_t i;
+    for (i = 0; i < s->n_slots; i++)
+        if (s->slots[i]) fsched__slot_free(s, s->slots[i]);
+    fsched__free(&a, s->slots, s->n_slots * sizeof *s->slots, sizeof(void *));
+    if (s->stacks) fsched_stack_pool_destroy(s->stacks);
+    fsched__injector_destroy(&s->injector);
+    s->magic = FSCHED__SCHED_DEAD;
+    fsched__free(&a, s, sizeof *s, FSCHED__CACHE_LINE);
+}
+
+/* Stops the worker threads (all work done) and waits for them. */
+static void fsched__stop_workers(fsched_sched *s) {
+#if !defined(FIBERSCHED_NO_THREADS)
+    uint32_t i;
+    /* release: everything before is visible to the workers that see the flag */
+    FSCHED__STORE(&s->terminating, 1u, FSCHED__RELEASE);
+    for (i = 0; i < s->started; i++) fsched__notify(s->slots[i]);
+    for (i = 0; i < s->started; i++) fsched__os_thread_join(s->slots[i]->os_thread);
+    s->started = 0;
+#else
+    (void)s;
+#endif
+}
+
+FIBERSCHED_API fsched_result fsched_create(const fsched_desc *desc, fsched_sched **out) {
+    fsched_desc d;
+    fsched_sched *s;
+    fsched_allocator a;
+    fsched_stack_pool_desc pd;
+    fsched_result r;
+    uint32_t i, bound;
+    if (desc) d = *desc;
+    else memset(&d, 0, sizeof d);
+    if (!out) return FSCHED__MISUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
+                                    "fsched_create: out is NULL");
+    *out = NULL;
+#if defined(FIBERSCHED_NO_THREADS)
+    d.single_threaded = 1;
+#endif
+    if (!d.single_threaded && d.workers == 0) d.workers = fsched__cpu_count();
+    if (d.single_threaded) d.workers = 0;
+    bound = d.max_bound_threads ? d.max_bound_threads : 8;
+    if (d.workers > 4096 || bound > 4096)
+        return FSCHED__MISUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
+                              "fsched_create: %lu workers and %lu bound threads is too many",
+                              (unsigned long)d.workers, (unsigned long)bound);
+    a = fsched__allocator_resolve(&d.allocator);
+    s = (fsched_sched *)fsched__alloc(&a, sizeof *s, FSCHED__CACHE_LINE);
+    if (!s) return FSCHED_ERR_OUT_OF_MEMORY;
+    memset(s, 0, sizeof *s);
+    s->magic = FSCHED__SCHED_LIVE;
+    s->allocator = a;
+    s->logger = d.logger;
+    s->clock = d.clock;
+    s->clock_user = d.clock_user;
+    s->n_threads = d.workers;
+    s->n_slots = d.workers + bound + 1; /* the last bound slot is kept for fsched_destroy */
+    s->counters = FSCHED__JEC_ONE;      /* odd: active */
+    fsched__injector_init(&s->injector, &a);
+    memset(&pd, 0, sizeof pd);
+    pd.stack_size = d.stack_size;
+    pd.guard_size = d.guard_size;
+    pd.stack_kind = d.stack_kind;
+    pd.max_cached = 4u * (s->n_slots + 4u);
+    pd.allocator = a;
+    pd.logger = d.logger;
+    r = fsched_stack_pool_create(&pd, &s->stacks);
+    s->slots = (fsched__worker **)fsched__alloc(&a, s->n_slots * sizeof *s->slots, sizeof(void *));
+    if (s->slots) memset(s->slots, 0, s->n_slots * sizeof *s->slots);
+    if (r != FSCHED_OK || !s->slots) {
+        if (!s->slots) s->n_slots = 0;
+        fsched__sched_free(s);
+        return r != FSCHED_OK ? r : FSCHED_ERR_OUT_OF_MEMORY;
+    }
+    for (i = 0; i < s->n_slots; i++) {
+        s->slots[i] = fsched__slot_new(s, i, i >= s->n_threads);
+        if (!s->slots[i]) {
+            fsched__sched_free(s);
+            return FSCHED_ERR_OUT_OF_MEMORY;
+        }
+    }
+#if !defined(FIBERSCHED_NO_THREADS)
+    for (i = 0; i < s->n_threads; i++) {
+        r = fsched__os_thread_start(&s->slots[i]->os_thread, fsched__worker_main, s->slots[i]);
+        if (r != FSCHED_OK) {
+            fsched__log(&s->logger, FSCHED_LOG_ERROR, "fsched_create: cannot start worker %lu",
+                        (unsigned long)i);
+            fsched__stop_workers(s);
+            fsched__sched_free(s);
+            return r;
+        }
+        s->started++;
+    }
+#endif
+    *out = s;
+    return FSCHED_OK;
+}
+
+/* Claims a bound slot for the calling thread; `reserved` may take the last one. */
+static fsched_result fsched__bind(fsched_sched *s, int reserved, fsched__worker **out) {
+    fsched__thread *t = fsched__thread_get();
+    uint32_t i, last = s->n_slots - (reserved ? 0u : 1u);
+    if (t->worker)
+        return FSCHED__MISUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
+                              "fsched_bind: the thread already works for a scheduler");
+    for (i = s->n_threads; i < last; i++) {
+        fsched__worker *w = s->slots[i];
+        uint32_t expected = 0;
+        /* acquire: the previous binder's release in fsched__unbind */
+        if (FSCHED__CAS(&w->in_use, &expected, 1u, FSCHED__ACQUIRE, FSCHED__RELAXED)) {
+            w->thread = t;
+            w->root = t->current;
+            t->worker = w;
+            *out = w;
+            return FSCHED_OK;
+        }
+    }
+    return FSCHED__MISUSE(&s->logger, FSCHED_ERR_OUT_OF_MEMORY,
+                          "fsched_bind: all %lu bound-thread slots are taken",
+                          (unsigned long)(s->n_slots - s->n_threads - 1));
+}
+
+static int fsched__slot_drained(fsched__worker *w) {
+    return w->blocked == 0 && !w->ready_head && !FSCHED__LOAD(&w->inbox, FSCHED__ACQUIRE) &&
+           fsched__deque_empty(&w->deque);
+}
+
+static void fsched__unbind(fsched__worker *w) {
+    fsched__thread *t = &fsched__tls_thread;
+    fsched__schedule(w, fsched__slot_drained); /* what it queued runs before it leaves */
+    fsched__release_fibers(w);
+    t->worker = NULL;
+    w->thread = NULL;
+    w->root = NULL;
+    /* release: the slot's state is complete before another thread binds it */
+    FSCHED__STORE(&w->in_use, 0u, FSCHED__RELEASE);
+}
+
+FIBERSCHED_API fsched_result fsched_bind(fsched_sched *s) {
+    fsched__worker *w;
+    if (!s || s->magic != FSCHED__SCHED_LIVE)
+        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "fsched_bind: %s", s ? "not a live scheduler" : "s is NULL");
+    if (FSCHED__LOAD(&s->closing, FSCHED__ACQUIRE))
+        return FSCHED__MISUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
+                              "fsched_bind: the scheduler is being destroyed");
+    return fsched__bind(s, 0, &w);
+}
+
+FIBERSCHED_API fsched_result fsched_unbind(void) {
+    fsched__thread *t = fsched__thread_get();
+    fsched__worker *w = t->worker;
+    if (!w || !w->bound)
+        return FSCHED__MISUSE(w ? &w->sched->logger : NULL, FSCHED_ERR_WRONG_STATE,
+                              "fsched_unbind: the thread is %s", w ? "a worker" : "not bound");
+    if (t->current != w->root)
+        return FSCHED__MISUSE(&w->sched->logger, FSCHED_ERR_WRONG_STATE,
+                              "fsched_unbind: called from a task, not from the bound thread itself");
+    fsched__unbind(w);
+    return FSCHED_OK;
+}
+
+/* fsched_destroy's test, run when its slot is idle: every task spawned has completed.
+   Counts are monotonic; completions are summed before spawns, so equal sums mean that at
+   some moment no task was outstanding, and none can be spawned after that (only tasks
+   and, before closing, outside threads spawn). */
+static int fsched__quiescent(fsched__worker *self) {
+    fsched_sched *s = self->sched;
+    uint64_t completed, spawned;
+    uint32_t i;
+    /* acquire, all: pair with the release stores of the counts */
+    completed = FSCHED__LOAD(&s->external_cancelled, FSCHED__ACQUIRE);
+    for (i = 0; i < s->n_slots; i++) completed += FSCHED__LOAD(&s->slots[i]->completed, FSCHED__ACQUIRE);
+    spawned = FSCHED__LOAD(&s->external_spawned, FSCHED__ACQUIRE);
+    for (i = 0; i < s->n_slots; i++) spawned += FSCHED__LOAD(&s->slots[i]->spawned, FSCHED__ACQUIRE);
+    return completed == spawned && !FSCHED__LOAD(&s->injector.size, FSCHED__ACQUIRE);
+}
+
+FIBERSCHED_API fsched_result fsched_destroy(fsched_sched *s) {
+    fsched__thread *t;
+    fsched__worker *w;
+    fsched_result r;
+    uint32_t i;
+    if (!s) return FSCHED_OK;
+    if (s->magic != FSCHED__SCHED_LIVE)
+        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "fsched_destroy: not a live scheduler");
+    t = fsched__thread_get();
+    if (t->worker && (t->worker->sched != s || !t->worker->bound || t->current != t->worker->root))
+        return FSCHED__MISUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
+                              "fsched_destroy: called from a task or from another scheduler");
+    for (i = s->n_threads; i < s->n_slots; i++)
+        if (s->slots[i] != t->worker && FSCHED__LOAD(&s->slots[i]->in_use, FSCHED__ACQUIRE))
+            return FSCHED__MISUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
+                                  "fsched_destroy: another thread is still bound");
+    w = t->worker;
+    if (!w) {
+        r = fsched__bind(s, 1, &w);
+        if (r != FSCHED_OK) return r;
+    }
+    /* seq_cst: against outside spawns (see fsched__spawn) */
+    FSCHED__STORE(&s->closing, 1u, FSCHED__SEQ_CST);
+    FSCHED__STORE(&s->drainer, w, FSCHED__RELEASE);
+    fsched__schedule(w, fsched__quiescent);
+    fsched__stop_workers(s);
+    fsched__unbind(w);
+    fsched__sched_free(s);
+    return FSCHED_OK;
+}
+
+FIBERSCHED_API fsched_sched *fsched_current(void) {
+    fsched__worker *w = fsched__tls_thread.worker;
+    return w ? w->sched : NULL;
+}
+
+FIBERSCHED_API uint32_t fsched_worker_count(const fsched_sched *s) {
+    return s && s->magic == FSCHED__SCHED_LIVE ? s->n_threads : 0;
+}
+
+FIBERSCHED_API int fsched_worker_index(void) {
+    fsched__worker *w = fsched__tls_thread.worker;
+    return w ? (int)w->index : -1;
+}
+
+/* ===================================================================================== */
+/*  sync: event, wait group, mutex, condition variable, semaphore, sleep, yield          */
+/* ===================================================================================== */
+
+/* Every primitive keeps its waiters in a wait list: a spinlock held for a few
+   instructions (never across a switch) and a FIFO of waiter records that live on the
+   waiters' stacks. A waiter is resumed by exactly one party: the one whose CAS moves its
+   state from WAITING (a waker, its timer, or the deadlock breaker). */
+
+static void fsched__wait_list_lock(fsched_wait_list *l) {
+#if !defined(FIBERSCHED_NO_THREADS)
+    uint32_t spins = 0;
+    for (;;) {
+        uint32_t expected = 0;
+        /* acquire: the protected list as the last holder left it */
+        if (!FSCHED__LOAD(&l->lock, FSCHED__RELAXED) &&
+            FSCHED__CAS_WEAK(&l->lock, &expected, 1u, FSCHED__ACQUIRE, FSCHED__RELAXED))
+            return;
+        if (++spins < 64) fsched__cpu_relax();
+        else fsched__os_yield(); /* the holder was preempted */
+    }
+#else
+    (void)l;
+#endif
+}
+
+static void fsched__wait_list_unlock(fsched_wait_list *l) {
+#if !defined(FIBERSCHED_NO_THREADS)
+    FSCHED__STORE(&l->lock, 0u, FSCHED__RELEASE);
+#else
+    (void)l;
+#endif
+}
+
+static void fsched__wait_list_append(fsched_wait_list *l, fsched__waiter *wt) {
+    wt->next = NULL;
+    wt->prev = (fsched__waiter *)l->tail;
+    if (l->tail) ((fsched__waiter *)l->tail)->next = wt;
+    else l->head = wt;
+    l->tail = wt;
+    wt->list = l;
+    wt->linked = 1;
+    l->count++;
+}
+
+static void fsched__wait_list_remove(fsched_wait_list *l, fsched__waiter *wt) {
+    if (wt->prev) wt->prev->next = wt->next;
+    else l->head = wt->next;
+    if (wt->next) wt->next->prev = wt->prev;
+    else l->tail = wt->prev;
+    wt->linked = 0;
+    l->count--;
+}
+
+/* What it takes to resume a waiter, copied out under the lock: a woken thread may return
+   (and its waiter record vanish) before we resume it. */
+typedef struct fsched__wake {
+    fsched_fiber *fiber;
+    fsched__worker *worker;
+    fsched__parker *parker;
+} fsched__wake;
+
+/* Under the lock: takes the first waiter still waiting and marks it woken. */
+static int fsched__wait_list_wake_one(fsched_wait_list *l, fsched__wake *out, int64_t *value) {
+    fsched__waiter *wt;
+    while ((wt = (fsched__waiter *)l->head) != NULL) {
+        uint32_t expected = FSCHED__WAIT_WAITING;
+        fsched__wait_list_remove(l, wt);
+        out->fiber = wt->fiber;
+        out->worker = wt->worker;
+        out->parker = wt->parker;
+        if (value) *value = wt->value;
+        /* acq_rel: releases the waker's writes (e.g. a mutex handed over) to the waiter;
+           loses to a timer that already timed the waiter out */
+        if (FSCHED__CAS(&wt->state, &expected, FSCHED__WAIT_WOKEN, FSCHED__ACQ_REL, FSCHED__RELAXED))
+            return 1;
+    }
+    return 0;
+}
+
+/* After the lock is released: resumes a woken waiter. */
+static void fsched__wake_resume(const fsched__wake *wk) {
+    if (wk->fiber) fsched__make_ready(wk->worker, wk->fiber);
+    else if (wk->parker) fsched__unpark(wk->parker);
+    else fsched__notify(wk->worker); /* a worker waiting inline polls its waiter */
+}
+
+/* Wakes every waiter, resuming them in batches outside the lock, oldest first. */
+static void fsched__wait_list_wake_all(fsched_wait_list *l) {
+    fsched__wake batch[16];
+    int n, i, more;
+    do {
+        n = 0;
+        fsched__wait_list_lock(l);
+        while (n < 16 && fsched__wait_list_wake_one(l, &batch[n], NULL)) n++;
+        more = n == 16;
+        fsched__wait_list_unlock(l);
+        for (i = 0; i < n; i++) fsched__wake_resume(&batch[i]);
+    } while (more);
+}
+
+/* Owner: waits inline when no fiber can be had to switch to (out of memory): runs jobs
+   on the running fiber until the waiter is resumed or times out. */
+static void fsched__wait_inline(fsched__worker *w, fsched__waiter *wt) {
+    while (FSCHED__LOAD(&wt->state, FSCHED__ACQUIRE) == FSCHED__WAIT_WAITING) {
+        fsched__job *job = fsched__find_job(w);
+        if (job) {
+            job->execute(job, w);
+        } else if (wt->deadline && fsched__sched_now(w->sched) >= wt->deadline) {
+            uint32_t expected = FSCHED__WAIT_WAITING;
+            if (FSCHED__CAS(&wt->state, &expected, FSCHED__WAIT_TIMED_OUT, FSCHED__ACQ_REL,
+                            FSCHED__ACQUIRE) && wt->list) {
+                fsched__wait_list_lock(wt->list);
+                if (wt->linked) fsched__wait_list_remove(wt->list, wt);
+                fsched__wait_list_unlock(wt->list);
+            }
+        } else {
+#if !defined(FIBERSCHED_NO_THREADS)
+            fsched__os_yield();
+#endif
+        }
+    }
+}
+
+/* Blocks the caller on a waiter it has set up (value, deadline) and, if `list` is not
+   NULL, appended to the locked list. Unlocks the list. A task or bound thread suspends its
+   fiber; any other thread parks. Returns FSCHED_OK when woken, FSCHED_ERR_TIMEOUT at the
+   deadline, FSCHED_ERR_OUT_OF_MEMORY when a timer could not be set (nothing waited),
+   FSCHED_ERR_WRONG_STATE when the wait could never end (single-threaded deadlock). */
+static fsched_result fsched__wait_commit(fsched_wait_list *list, fsched__waiter *wt) {
+    fsched__thread *t = &fsched__tls_thread;
+    fsched__worker *w = t->worker;
+    uint32_t state;
+    if (w) {
+        fsched_fiber *next;
+        if (wt->deadline && !fsched__timer_add(w, wt)) {
+            if (list) {
+                fsched__wait_list_remove(list, wt);
+                fsched__wait_list_unlock(list);
+            }
+            return FSCHED_ERR_OUT_OF_MEMORY;
+        }
+        next = fsched__suspend_prepare(w);
+        wt->worker = w;
+        wt->parker = NULL;
+        wt->fiber = next ? t->current : NULL; /* no fiber to switch to: wait inline */
+        if (t->current == w->root) w->root_waiter = wt;
+        if (list) fsched__wait_list_unlock(list);
+        if (next) {
+            if (next != t->current) fsched__suspend(w, next);
+        } else {
+            fsched__wait_inline(w, wt);
+        }
+        if (t->current == w->root) w->root_waiter = NULL;
+        if (wt->timer) fsched__timer_remove(w, wt);
+    } else {
+        if (!list && !wt->deadline) return FSCHED_OK;
+        wt->worker = NULL;
+        wt->fiber = NULL;
+        wt->parker = &t->parker;
+        fsched__parker_init(wt->parker);
+        if (list) fsched__wait_list_unlock(list);
+        while (FSCHED__LOAD(&wt->state, FSCHED__ACQUIRE) == FSCHED__WAIT_WAITING) {
+            uint32_t expected = FSCHED__WAIT_WAITING, to;
+            /* without a deadline park returns 0 only where no thread can unpark it */
+            if (fsched__park(wt->parker, wt->deadline)) continue; /* woken: look again */
+            if (wt->deadline && fsched__clock_ns() < wt->deadline) continue;
+            to = wt->deadline ? FSCHED__WAIT_TIMED_OUT : FSCHED__WAIT_ABORTED;
+            if (FSCHED__CAS(&wt->state, &expected, to, FSCHED__ACQ_REL, FSCHED__ACQUIRE) && list) {
+                fsched__wait_list_lock(list);
+                if (wt->linked) fsched__wait_list_remove(list, wt);
+                fsched__wait_list_unlock(list);
+            }
+        }
+    }
+    /* acquire: pairs with the CAS of whoever ended the wait */
+    state = FSCHED__LOAD(&wt->state, FSCHED__ACQUIRE);
+    return state == FSCHED__WAIT_WOKEN ? FSCHED_OK
+           : state == FSCHED__WAIT_TIMED_OUT ? FSCHED_ERR_TIMEOUT
+                                             : FSCHED_ERR_WRONG_STATE;
+}
+
+#if defined(FIBERSCHED_NO_THREADS)
+/* Single-threaded only: nothing can run and nothing can wake the thread. The root
+   fiber's wait is ended with FSCHED_ERR_WRONG_STATE, so the call that would hang returns. */
+static void fsched__deadlock(fsched__worker *w) {
+    fsched__waiter *wt = w->root_waiter;
+    uint32_t expected = FSCHED__WAIT_WAITING;
+    if (wt && FSCHED__CAS(&wt->state, &expected, FSCHED__WAIT_ABORTED, FSCHED__ACQ_REL,
+                          FSCHED__RELAXED)) {
+        fsched__log(&w->sched->logger, FSCHED_LOG_ERROR,
+                    "deadlock: the only thread waits for something no task can provide");
+        if (wt->list) {
+            fsched__wait_list_lock(wt->list);
+            if (wt->linked) fsched__wait_list_remove(wt->list, wt);
+            fsched__wait_list_unlock(wt->list);
+        }
+        fsched__ready_append(w, wt->fiber);
+    }
+}
+
+#endif
+
+static void fsched__waiter_init(fsched__waiter *wt, uint64_t deadline) {
+    memset(wt, 0, sizeof *wt);
+    wt->deadline = deadline;
+}
+
+static void fsched__wait_list_init(fsched_wait_list *l) { memset(l, 0, sizeof *l); }
+
+static fsched_result fsched__wait_list_check_idle(fsched_wait_list *l, const char *what) {
+    if (FSCHED__LOAD(&l->count, FSCHED__ACQUIRE))
+        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
+                              "%s: destroyed while waited on", what);
+    return FSCHED_OK;
+}
+
+#define FSCHED__CHECK_ARG(ptr, fn)                                                          \
+    do {                                                                                    \
+        if (!(ptr))                                                                         \
+            return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT, \
+                                  fn ": NULL argument");                                    \
+    } while (0)
+
+/* ---- event ---- */
+
+FIBERSCHED_API fsched_result fsched_event_init(fsched_event *e, int manual_reset, int initially_set) {
+    FSCHED__CHECK_ARG(e, "fsched_event_init");
+    fsched__wait_list_init(&e->waiters);
+    e->signaled = initially_set ? 1u : 0u;
+    e->manual_reset = manual_reset ? 1u : 0u;
+    return FSCHED_OK;
+}
+
+FIBERSCHED_API fsched_result fsched_event_destroy(fsched_event *e) {
+    FSCHED__CHECK_ARG(e, "fsched_event_destroy");
+    return fsched__wait_list_check_idle(&e->waiters, "fsched_event_destroy");
+}
+
+FIBERSCHED_API fsched_result fsched_event_set(fsched_event *e) {
+    FSCHED__CHECK_ARG(e, "fsched_event_set");
+    if (e->manual_reset) {
+        fsched__wait_list_lock(&e->waiters);
+        /* release: what the setter wrote is visible to waiters that see the flag */
+        FSCHED__STORE(&e->signaled, 1u, FSCHED__RELEASE);
+        fsched__wait_list_unlock(&e->waiters);
+        fsched__wait_list_wake_all(&e->waiters);
+    } else {
+        fsched__wake wk;
+        int woke;
+        fsched__wait_list_lock(&e->waiters);
+        woke = fsched__wait_list_wake_one(&e->waiters, &wk, NULL);
+        if (!woke) FSCHED__STORE(&e->signaled, 1u, FSCHED__RELEASE);
+        fsched__wait_list_unlock(&e->waiters);
+        if (woke) fsched__wake_resume(&wk);
+    }
+    return FSCHED_OK;
+}
+
+FIBERSCHED_API fsched_result fsched_event_reset(fsched_event *e) {
+    FSCHED__CHECK_ARG(e, "fsched_event_reset");
+    FSCHED__STORE(&e->signaled, 0u, FSCHED__RELAXED);
+    return FSCHED_OK;
+}
+
+FIBERSCHED_API int fsched_event_is_set(const fsched_event *e) {
+    return e && FSCHED__LOAD(&e->signaled, FSCHED__ACQUIRE) != 0;
+}
+
+/* Takes the signal if it is there: always for manual reset, consuming it otherwise. */
+static int fsched__event_try(fsched_event *e) {
+    uint32_t expected = 1;
+    if (e->manual_reset) return FSCHED__LOAD(&e->signaled, FSCHED__ACQUIRE) != 0;
+    /* acquire: pairs with the setter's release */
+    return FSCHED__CAS(&e->signaled, &expected, 0u, FSCHED__ACQUIRE, FSCHED__RELAXED);
+}
+
+static fsched_result fsched__event_wait(fsched_event *e, uint64_t deadline) {
+    fsched__waiter wt;
+    if (fsched__event_try(e)) return FSCHED_OK;
+    fsched__waiter_init(&wt, deadline);
+    fsched__wait_list_lock(&e->waiters);
+    if (fsched__event_try(e)) { /* set meanwhile: the setter holds this lock to wake */
+        fsched__wait_list_unlock(&e->waiters);
+        return FSCHED_OK;
+    }
+    fsched__wait_list_append(&e->waiters, &wt);
+    return fsched__wait_commit(&e->waiters, &wt);
+}
+
+FIBERSCHED_API fsched_result fsched_event_wait(fsched_event *e) {
+    FSCHED__CHECK_ARG(e, "fsched_event_wait");
+    return fsched__event_wait(e, 0);
+}
+
+FIBERSCHED_API fsched_result fsched_event_wait_for(fsched_event *e, uint64_t timeout_ns) {
+    FSCHED__CHECK_ARG(e, "fsched_event_wait_for");
+    if (fsched__event_try(e)) return FSCHED_OK;
+    if (!timeout_ns) return FSCHED_ERR_TIMEOUT;
+    return fsched__event_wait(e, fsched__deadline_after(timeout_ns));
+}
+
+/* ---- wait group ---- */
+
+FIBERSCHED_API fsched_result fsched_wait_group_init(fsched_wait_group *wg) {
+    FSCHED__CHECK_ARG(wg, "fsched_wait_group_init");
+    fsched__wait_list_init(&wg->waiters);
+    wg->count = 0;
+    return FSCHED_OK;
+}
+
+FIBERSCHED_API fsched_result fsched_wait_group_destroy(fsched_wait_group *wg) {
+    FSCHED__CHECK_ARG(wg, "fsched_wait_group_destroy");
+    if (FSCHED__LOAD(&wg->count, FSCHED__ACQUIRE) != 0)
+        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
+                              "fsched_wait_group_destroy: work is still counted");
+    return fsched__wait_list_check_idle(&wg->waiters, "fsched_wait_group_destroy");
+}
+
+FIBERSCHED_API fsched_result fsched_wait_group_add(fsched_wait_group *wg, int64_t n) {
+    int64_t now;
+    FSCHED__CHECK_ARG(wg, "fsched_wait_group_add");
+    /* acq_rel: the work counted down happens before a waiter returns */
+    now = FSCHED__FETCH_ADD(&wg->count, n, FSCHED__ACQ_REL) + n;
+    if (now < 0) {
+        FSCHED__FETCH_SUB(&wg->count, n, FSCHED__ACQ_REL);
+        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
+                              "fsched_wait_group_add: the count would go below zero");
+    }
+    if (now == 0 && n != 0) fsched__wait_list_wake_all(&wg->waiters);
+    return FSCHED_OK;
+}
+
+FIBERSCHED_API fsched_result fsched_wait_group_done(fsched_wait_group *wg) {
+    return fsched_wait_group_add(wg, -1);
+}
+
+static void fsched__wait_group_finish(fsched_wait_group *wg) { fsched_wait_group_add(wg, -1); }
+
+/* Runs this group's tasks still at the top of the caller's own deque. */
+static void fsched__wait_group_help(fsched_wait_group *wg) {
+    fsched__worker *w = fsched__tls_thread.worker;
+    fsched__job *job;
+    if (!w) return;
+    while (FSCHED__LOAD(&wg->count, FSCHED__ACQUIRE) > 0 &&
+           (job = fsched__deque_peek_private(&w->deque)) != NULL &&
+           job->execute == fsched__task_execute && ((fsched__task *)job)->wait_group == wg) {
+        w->deque.ring_tail--; /* it was the newest: take it */
+        job->execute(job, w);
+    }
+}
+
+static fsched_result fsched__wait_group_wait(fsched_wait_group *wg, uint64_t deadline) {
+    fsched__waiter wt;
+    fsched__wait_group_help(wg);
+    if (FSCHED__LOAD(&wg->count, FSCHED__ACQUIRE) == 0) return FSCHED_OK;
+    fsched__waiter_init(&wt, deadline);
+    fsched__wait_list_lock(&wg->waiters);
+    if (FSCHED__LOAD(&wg->count, FSCHED__ACQUIRE) == 0) { /* the last done takes this lock */
+        fsched__wait_list_unlock(&wg->waiters);
+        return FSCHED_OK;
+    }
+    fsched__wait_list_append(&wg->waiters, &wt);
+    return fsched__wait_commit(&wg->waiters, &wt);
+}
+
+FIBERSCHED_API fsched_result fsched_wait_group_wait(fsched_wait_group *wg) {
+    FSCHED__CHECK_ARG(wg, "fsched_wait_group_wait");
+    return fsched__wait_group_wait(wg, 0);
+}
+
+FIBERSCHED_API fsched_result fsched_wait_group_wait_for(fsched_wait_group *wg, uint64_t timeout_ns) {
+    FSCHED__CHECK_ARG(wg, "fsched_wait_group_wait_for");
+    if (FSCHED__LOAD(&wg->count, FSCHED__ACQUIRE) == 0) return FSCHED_OK;
+    if (!timeout_ns) return FSCHED_ERR_TIMEOUT;
+    return fsched__wait_group_wait(wg, fsched__deadline_after(timeout_ns));
+}
+
+/* ---- mutex: 0 unlocked, 1 locked, 2 locked and maybe waited on ---- */
+
+FIBERSCHED_API fsched_result fsched_mutex_init(fsched_mutex *m) {
+    FSCHED__CHECK_ARG(m, "fsched_mutex_init");
+    fsched__wait_list_init(&m->waiters);
+    m->state = 0;
+    return FSCHED_OK;
+}
+
+FIBERSCHED_API fsched_result fsched_mutex_destroy(fsched_mutex *m) {
+    FSCHED__CHECK_ARG(m, "fsched_mutex_destroy");
+    if (FSCHED__LOAD(&m->state, FSCHED__ACQUIRE) != 0)
+        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
+                              "fsched_mutex_destroy: the mutex is locked");
+    return fsched__wait_list_check_idle(&m->waiters, "fsched_mutex_destroy");
+}
+
+FIBERSCHED_API fsched_result fsched_mutex_try_lock(fsched_mutex *m) {
+    uint32_t expected = 0;
+    FSCHED__CHECK_ARG(m, "fsched_mutex_try_lock");
+    /* acquire: the previous holder's critical section happens before ours */
+    return FSCHED__CAS(&m->state, &expected, 1u, FSCHED__ACQUIRE, FSCHED__RELAXED)
+               ? FSCHED_OK : FSCHED_ERR_TIMEOUT;
+}
+
+static fsched_result fsched__mutex_acquire(fsched_mutex *m, uint64_t deadline) {
+    fsched__waiter wt;
+    uint32_t expected;
+    int spins;
+    for (spins = 0; spins < 32; spins++) { /* critical sections are usually short */
+        expected = 0;
+        if (FSCHED__CAS(&m->state, &expected, 1u, FSCHED__ACQUIRE, FSCHED__RELAXED))
+            return FSCHED_OK;
+        fsched__cpu_relax();
+    }
+    fsched__waiter_init(&wt, deadline);
+    fsched__wait_list_lock(&m->waiters);
+    for (;;) { /* under the list lock: take the mutex, or mark it waited on */
+        uint32_t s = FSCHED__LOAD(&m->state, FSCHED__RELAXED);
+        if (s == 0) {
+            expected = 0;
+            if (FSCHED__CAS(&m->state, &expected, 1u, FSCHED__ACQUIRE, FSCHED__RELAXED)) {
+                fsched__wait_list_unlock(&m->waiters);
+                return FSCHED_OK;
+            }
+        } else if (s == 1) {
+            expected = 1;
+            if (FSCHED__CAS(&m->state, &expected, 2u, FSCHED__RELAXED, FSCHED__RELAXED)) break;
+        } else {
+            break;
+        }
+    }
+    if (deadline && fsched__clock_ns() >= deadline) {
+        fsched__wait_list_unlock(&m->waiters);
+        return FSCHED_ERR_TIMEOUT;
+    }
+    fsched__wait_list_append(&m->waiters, &wt);
+    /* woken means handed over: the unlocker left the mutex locked for us */
+    return fsched__wait_commit(&m->waiters, &wt);
+}
+
+FIBERSCHED_API fsched_result fsched_mutex_lock(fsched_mutex *m) {
+    FSCHED__CHECK_ARG(m, "fsched_mutex_lock");
+    return fsched__mutex_acquire(m, 0);
+}
+
+FIBERSCHED_API fsched_result fsched_mutex_lock_for(fsched_mutex *m, uint64_t timeout_ns) {
+    FSCHED__CHECK_ARG(m, "fsched_mutex_lock_for");
+    return fsched__mutex_acquire(m, fsched__deadline_after(timeout_ns));
+}
+
+FIBERSCHED_API fsched_result fsched_mutex_unlock(fsched_mutex *m) {
+    uint32_t expected = 1;
+    fsched__wake wk;
+    int woke;
+    FSCHED__CHECK_ARG(m, "fsched_mutex_unlock");
+    /* release: our critical section happens before the next holder's */
+    if (FSCHED__CAS(&m->state, &expected, 0u, FSCHED__RELEASE, FSCHED__RELAXED)) return FSCHED_OK;
+    if (expected == 0)
+        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
+                              "fsched_mutex_unlock: the mutex is not locked");
+    fsched__wait_list_lock(&m->waiters);
+    woke = fsched__wait_list_wake_one(&m->waiters, &wk, NULL);
+    if (!woke) FSCHED__STORE(&m->state, 0u, FSCHED__RELEASE);
+    else if (!m->waiters.head) FSCHED__STORE(&m->state, 1u, FSCHED__RELAXED);
+    fsched__wait_list_unlock(&m->waiters);
+    if (woke) fsched__wake_resume(&wk);
+    return FSCHED_OK;
+}
+
+/* ---- condition variable ---- */
+
+FIBERSCHED_API fsched_result fsched_cond_init(fsched_cond *c) {
+    FSCHED__CHECK_ARG(c, "fsched_cond_init");
+    fsched__wait_list_init(&c->waiters);
+    return FSCHED_OK;
+}
+
+FIBERSCHED_API fsched_result fsched_cond_destroy(fsched_cond *c) {
+    FSCHED__CHECK_ARG(c, "fsched_cond_destroy");
+    return fsched__wait_list_check_idle(&c->waiters, "fsched_cond_destroy");
+}
+
+static fsched_result fsched__cond_wait(fsched_cond *c, fsched_mutex *m, uint64_t deadline) {
+    fsched__waiter wt;
+    fsched_result r, relock;
+    fsched__waiter_init(&wt, deadline);
+    fsched__wait_list_lock(&c->waiters);
+    fsched__wait_list_append(&c->waiters, &wt); /* queued before m is released: no lost signal */
+    r = fsched_mutex_unlock(m);
+    if (r != FSCHED_OK) {
+        fsched__wait_list_remove(&c->waiters, &wt);
+        fsched__wait_list_unlock(&c->waiters);
+        return r;
+    }
+    r = fsched__wait_commit(&c->waiters, &wt);
+    relock = fsched_mutex_lock(m);
+    return r != FSCHED_OK ? r : relock;
+}
+
+FIBERSCHED_API fsched_result fsched_cond_wait(fsched_cond *c, fsched_mutex *m) {
+    FSCHED__CHECK_ARG(c && m, "fsched_cond_wait");
+    return fsched__cond_wait(c, m, 0);
+}
+
+FIBERSCHED_API fsched_result fsched_cond_wait_for(fsched_cond *c, fsched_mutex *m, uint64_t timeout_ns) {
+    FSCHED__CHECK_ARG(c && m, "fsched_cond_wait_for");
+    return fsched__cond_wait(c, m, fsched__deadline_after(timeout_ns));
+}
+
+FIBERSCHED_API fsched_result fsched_cond_signal(fsched_cond *c) {
+    fsched__wake wk;
+    int woke;
+    FSCHED__CHECK_ARG(c, "fsched_cond_signal");
+    if (!FSCHED__LOAD(&c->waiters.count, FSCHED__ACQUIRE)) return FSCHED_OK;
+    fsched__wait_list_lock(&c->waiters);
+    woke = fsched__wait_list_wake_one(&c->waiters, &wk, NULL);
+    fsched__wait_list_unlock(&c->waiters);
+    if (woke) fsched__wake_resume(&wk);
+    return FSCHED_OK;
+}
+
+FIBERSCHED_API fsched_result fsched_cond_broadcast(fsched_cond *c) {
+    FSCHED__CHECK_ARG(c, "fsched_cond_broadcast");
+    if (FSCHED__LOAD(&c->waiters.count, FSCHED__ACQUIRE)) fsched__wait_list_wake_all(&c->waiters);
+    return FSCHED_OK;
+}
+
+/* ---- semaphore ---- */
+
+FIBERSCHED_API fsched_result fsched_sema_init(fsched_sema *s, int64_t initial) {
+    FSCHED__CHECK_ARG(s, "fsched_sema_init");
+    if (initial < 0)
+        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "fsched_sema_init: negative count");
+    fsched__wait_list_init(&s->waiters);
+    s->count = initial;
+    return FSCHED_OK;
+}
+
+FIBERSCHED_API fsched_result fsched_sema_destroy(fsched_sema *s) {
+    FSCHED__CHECK_ARG(s, "fsched_sema_destroy");
+    return fsched__wait_list_check_idle(&s->waiters, "fsched_sema_destroy");
+}
+
+static int fsched__sema_try(fsched_sema *s) {
+    int64_t c = FSCHED__LOAD(&s->count, FSCHED__RELAXED);
+    while (c > 0)
+        /* acquire: the releaser's writes happen before ours */
+        if (FSCHED__CAS_WEAK(&s->count, &c, c - 1, FSCHED__ACQUIRE, FSCHED__RELAXED)) return 1;
+    return 0;
+}
+
+FIBERSCHED_API fsched_result fsched_sema_try_acquire(fsched_sema *s) {
+    FSCHED__CHECK_ARG(s, "fsched_sema_try_acquire");
+    return fsched__sema_try(s) ? FSCHED_OK : FSCHED_ERR_TIMEOUT;
+}
+
+static fsched_result fsched__sema_acquire(fsched_sema *s, uint64_t deadline) {
+    fsched__waiter wt;
+    if (fsched__sema_try(s)) return FSCHED_OK;
+    fsched__waiter_init(&wt, deadline);
+    fsched__wait_list_lock(&s->waiters);
+    if (fsched__sema_try(s)) { /* released meanwhile */
+        fsched__wait_list_unlock(&s->waiters);
+        return FSCHED_OK;
+    }
+    if (deadline && fsched__clock_ns() >= deadline) {
+        fsched__wait_list_unlock(&s->waiters);
+        return FSCHED_ERR_TIMEOUT;
+    }
+    fsched__wait_list_append(&s->waiters, &wt);
+    /* woken means a unit was handed to us directly */
+    return fsched__wait_commit(&s->waiters, &wt);
+}
+
+FIBERSCHED_API fsched_result fsched_sema_acquire(fsched_sema *s) {
+    FSCHED__CHECK_ARG(s, "fsched_sema_acquire");
+    return fsched__sema_acquire(s, 0);
+}
+
+FIBERSCHED_API fsched_result fsched_sema_acquire_for(fsched_sema *s, uint64_t timeout_ns) {
+    FSCHED__CHECK_ARG(s, "fsched_sema_acquire_for");
+    return fsched__sema_acquire(s, fsched__deadline_after(timeout_ns));
+}
+
+FIBERSCHED_API fsched_result fsched_sema_release(fsched_sema *s, int64_t n) {
+    FSCHED__CHECK_ARG(s, "fsched_sema_release");
+    if (n < 0)
+        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "fsched_sema_release: negative count");
+    while (n > 0) {
+        fsched__wake batch[16];
+        int woken = 0, i;
+        fsched__wait_list_lock(&s->waiters);
+        /* waiters first (each gets its unit directly), the rest to the count */
+        while (n > 0 && woken < 16 && fsched__wait_list_wake_one(&s->waiters, &batch[woken], NULL)) {
+            woken++;
+            n--;
+        }
+        if (woken < 16 && n > 0) {
+            /* release: our writes happen before an acquirer's */
+            FSCHED__FETCH_ADD(&s->count, n, FSCHED__RELEASE);
+            n = 0;
+        }
+        fsched__wait_list_unlock(&s->waiters);
+        for (i = 0; i < woken; i++) fsched__wake_resume(&batch[i]);
+    }
+    return FSCHED_OK;
+}
+
+/* ---- sleep and yield ---- */
+
+FIBERSCHED_API void fsched_sleep_for(uint64_t ns) {
+    fsched__worker *w = fsched__tls_thread.worker;
+    fsched__waiter wt;
+    if (!ns) return;
+    if (w) {
+        fsched__waiter_init(&wt, fsched__deadline_after(ns));
+        if (fsched__wait_commit(NULL, &wt) == FSCHED_OK) return;
+        return;
+    }
+#if defined(FSCHED__OS_WINDOWS)
+    Sleep((DWORD)((ns + 999999u) / 1000000u));
+#elif defined(FSCHED__OS_POSIX)
+    {
+        struct timespec ts;
+        ts.tv_sec = (time_t)(ns / 1000000000u);
+        ts.tv_nsec = (long)(ns % 1000000000u);
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+        }
+    }
+#else
+    {
+        uint64_t deadline = fsched__deadline_after(ns);
+        while (fsched__clock_ns() < deadline) fsched__cpu_relax();
+    }
+#endif
+}
+
+FIBERSCHED_API void fsched_yield(void) {
+    fsched__worker *w = fsched__tls_thread.worker;
+    if (w) {
+        fsched_fiber *next = fsched__idle_take(w);
+        if (next) {
+            fsched__ready_append(w, fsched__tls_thread.current);
+            w->yield_pending = 1;
+            fsched__switch_to(w, next);
+            return;
+        }
+        {   /* no fiber to switch to: run one job here */
+            fsched__job *job = fsched__find_job(w);
+            if (job) job->execute(job, w);
+        }
+        return;
+    }
+#if !defined(FIBERSCHED_NO_THREADS)
+    fsched__os_yield();
+#endif
+}
+
+FIBERSCHED_API uint64_t fsched_clock_ns(void) { return fsched__clock_ns(); }
+
+/* ===================================================================================== */
+/*  algorithms: spawn, join, parallel for and reduce                                     */
+/* ===================================================================================== */
+
+/* ---- spawn ---- */
+
+static fsched_result fsched__spawn(fsched_sched *s, fsched_wait_group *wg, void (*fn)(void *),
+                                   void *arg, const void *data, size_t size) {
+    fsched__worker *w = fsched__tls_thread.worker;
+    fsched__task *t;
+    if (!s || s->magic != FSCHED__SCHED_LIVE)
+        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "fsched_spawn: %s", s ? "not a live scheduler" : "s is NULL");
+    if (!fn || (size && !data))
+        return FSCHED__MISUSE(&s->logger, FSCHED_ERR_INVALID_ARGUMENT, "fsched_spawn: fn is NULL");
+    if (w && w->sched != s) w = NULL; /* a task of another scheduler: from outside */
+    if (!w) {
+        /* seq_cst, both: against fsched_destroy, which sets closing and then reads this
+           count; one of us sees the other */
+        FSCHED__FETCH_ADD(&s->external_spawned, 1u, FSCHED__SEQ_CST);
+        if (FSCHED__LOAD(&s->closing, FSCHED__SEQ_CST)) {
+            FSCHED__FETCH_ADD(&s->external_cancelled, 1u, FSCHED__SEQ_CST);
+            return FSCHED__MISUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
+                                  "fsched_spawn: the scheduler is being destroyed");
+        }
+        t = (fsched__task *)fsched__alloc(&s->allocator, sizeof *t, FSCHED__CACHE_LINE);
+        if (t) t->home = NULL;
+    } else {
+        t = fsched__task_alloc(w);
+    }
+    if (!t) {
+        if (!w) FSCHED__FETCH_ADD(&s->external_cancelled, 1u, FSCHED__SEQ_CST);
+        return FSCHED_ERR_OUT_OF_MEMORY;
+    }
+    t->job.execute = fsched__task_execute;
+    t->fn = fn;
+    t->wait_group = wg;
+    t->copy = NULL;
+    t->copy_size = 0;
+    if (size > sizeof t->data) {
+        t->copy = fsched__alloc(&s->allocator, size, 16);
+        if (!t->copy) {
+            fsched__task_free(s, w, t);
+            if (!w) FSCHED__FETCH_ADD(&s->external_cancelled, 1u, FSCHED__SEQ_CST);
+            return FSCHED_ERR_OUT_OF_MEMORY;
+        }
+        t->copy_size = size;
+        memcpy(t->copy, data, size);
+        t->arg = t->copy;
+    } else if (size) {
+        memcpy(t->data, data, size);
+        t->arg = t->data;
+    } else {
+        t->arg = arg;
+    }
+    if (wg) fsched_wait_group_add(wg, 1);
+    if (w) {
+        /* release: fsched_destroy reads the counts of spawns and completions */
+        FSCHED__STORE(&w->spawned, w->spawned + 1, FSCHED__RELEASE);
+        if (!fsched__push_job(w, &t->job)) { /* the deque could not grow: run it now */
+            t->job.execute(&t->job, w);
+        }
+        return FSCHED_OK;
+    }
+    if (!fsched__injector_push(&s->injector, &t->job)) {
+        if (wg) fsched_wait_group_add(wg, -1);
+        fsched__task_free(s, NULL, t);
+        FSCHED__FETCH_ADD(&s->external_cancelled, 1u, FSCHED__SEQ_CST);
+        return FSCHED_ERR_OUT_OF_MEMORY;
+    }
+    fsched__new_jobs(s, 1);
+    return FSCHED_OK;
+}
+
+FIBERSCHED_API fsched_result fsched_spawn(fsched_sched *s, void (*fn)(void *arg), void *arg) {
+    return fsched__spawn(s, NULL, fn, arg, NULL, 0);
+}
+
+FIBERSCHED_API fsched_result fsched_spawn_copy(fsched_sched *s, void (*fn)(void *data),
+                                               const void *data, size_t size) {
+    return fsched__spawn(s, NULL, fn, NULL, data, size);
+}
+
+FIBERSCHED_API fsched_result fsched_wait_group_spawn(fsched_wait_group *wg, fsched_sched *s,
+                                                     void (*fn)(void *arg), void *arg) {
+    FSCHED__CHECK_ARG(wg, "fsched_wait_group_spawn");
+    return fsched__spawn(s, wg, fn, arg, NULL, 0);
+}
+
+/* ---- join ---- */
+
+/* The second half of a join: a job on the joiner's stack. Its latch is 0 while pending,
+   1 when done, or the joiner's fiber once the joiner suspended on it. */
+typedef struct fsched__join_job {
+    fsched__job job;
+    void (*fn)(void *);
+    void *arg;
+    fsched__worker *owner;
+    uintptr_t latch;
+} fsched__join_job;
+
+static void fsched__join_execute(fsched__job *job, fsched__worker *w) {
+    fsched__join_job *j = (fsched__join_job *)job;
+    fsched__worker *owner = j->owner; /* after the latch is set, j may be gone */
+    uintptr_t waiting;
+    (void)w;
+    j->fn(j->arg);
+    /* acq_rel: releases fn's effects to the joiner, acquires the fiber it left there */
+    waiting = FSCHED__EXCHANGE(&j->latch, (uintptr_t)1, FSCHED__ACQ_REL);
+    if (waiting > 1) fsched__make_ready(owner, (fsched_fiber *)waiting);
+}
+
+#define FSCHED__JOIN_HELP_ROUNDS 64u
+
+/* The joiner's side once b has been taken by another worker: helps with other work for a
+   bounded time, then suspends until b's latch is set. */
+static void fsched__join_wait(fsched__worker *w, fsched__join_job *j) {
+    uint32_t round;
+    fsched_fiber *next;
+    uintptr_t expected = 0;
+    for (round = 0; round < FSCHED__JOIN_HELP_ROUNDS; round++) {
+        fsched__job *job;
+        uint32_t i;
+        /* acquire: pairs with the exchange in fsched__join_execute */
+        if (FSCHED__LOAD(&j->latch, FSCHED__ACQUIRE) == 1) return;
+        job = fsched__find_job(w);
+        if (job) {
+            job->execute(job, w);
+            continue;
+        }
+        for (i = 0; i < FSCHED__SPIN_PER_ROUND; i++) fsched__cpu_relax();
+    }
+    for (;;) {
+        if (FSCHED__LOAD(&j->latch, FSCHED__ACQUIRE) == 1) return;
+        next = fsched__suspend_prepare(w);
+        if (next) break;
+        { /* no fiber to switch to (out of memory): keep helping */
+            fsched__job *job = fsched__find_job(w);
+            if (job) job->execute(job, w);
+            else fsched__cpu_relax();
+        }
+    }
+    /* acq_rel: publishes the fiber to the finisher, or sees that it finished */
+    if (FSCHED__CAS(&j->latch, &expected, (uintptr_t)fsched__tls_thread.current,
+                    FSCHED__ACQ_REL, FSCHED__ACQUIRE))
+        fsched__suspend(w, next);
+    else
+        fsched__suspend_cancel(w, next); /* finished meanwhile */
+}
+
+/* Runs jobs popped from the own deque until b comes back (then runs it here) or turns
+   out to be taken (then waits for it). Jobs newer than b are tasks spawned meanwhile. */
+static void fsched__join_finish(fsched__worker *w, fsched__join_job *j) {
+    for (;;) {
+        fsched__job *job = fsched__pop_job(w);
+        if (!job) break;
+        if (job == &j->job) {
+            j->fn(j->arg);
+            return;
+        }
+        job->execute(job, w);
+    }
+    fsched__join_wait(w, j);
+}
+
+static fsched_result fsched__join_check(fsched__worker *w, int null_function, const char *what) {
+    if (null_function)
+        return FSCHED__MISUSE(w ? &w->sched->logger : NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "%s: NULL function", what);
+    if (!w)
+        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
+                              "%s: not called from a task or a bound thread", what);
+    return FSCHED_OK;
+}
+
+FIBERSCHED_API fsched_result fsched_join(void (*a)(void *arg), void *arg_a,
+                                         void (*b)(void *arg), void *arg_b) {
+    fsched__worker *w = fsched__tls_thread.worker;
+    fsched__join_job j;
+    if (FSCHED__UNLIKELY(!a || !b || !w))
+        return fsched__join_check(w, !a || !b, "fsched_join");
+    j.job.execute = fsched__join_execute;
+    j.fn = b;
+    j.arg = arg_b;
+    j.owner = w;
+    j.latch = 0;
+    if (FSCHED__UNLIKELY(!fsched__push_job(w, &j.job))) { /* out of memory: in sequence */
+        a(arg_a);
+        b(arg_b);
+        return FSCHED_OK;
+    }
+    a(arg_a);
+    fsched__join_finish(w, &j);
+    return FSCHED_OK;
+}
+
+/* ---- parallel for and reduce: binary splitting, adaptive ----
+   A range is split while it is longer than the grain and the splitter allows: it starts
+   with one split per worker (halved at each level) and is reset when a half is stolen, so
+   ranges split further only where other workers are taking work. */
+
+typedef struct fsched__range {
+    void (*body)(void *ctx, size_t lo, size_t hi);
+    void (*rbody)(void *ctx, size_t lo, size_t hi, void *acc);
+    void (*init)(void *ctx, void *acc);
+    void (*combine)(void *ctx, void *acc, const void *other);
+    void *ctx;
+    size_t grain, size;
+    uint32_t threads;
+    fsched_allocator allocator;
+} fsched__range;
+
+typedef struct fsched__range_part {
+    const fsched__range *r;
+    size_t lo, hi;
+    uint32_t splits;
+    fsched__worker *origin; /* where the part was queued: another worker means stolen */
+    void *acc;
+} fsched__range_part;
+
+static int fsched__split_more(uint32_t *splits, int stolen, uint32_t threads) {
+    if (stolen) {
+        *splits = *splits / 2 > threads ? *splits / 2 : threads;
+        return 1;
+    }
+    if (*splits == 0) return 0;
+    *splits /= 2;
+    return 1;
+}
+
+static void fsched__range_run(fsched__range_part *p, int stolen);
+
+static void fsched__range_right(void *arg) {
+    fsched__range_part *p = (fsched__range_part *)arg;
+    fsched__range_run(p, fsched__tls_thread.worker != p->origin);
+}
+
+#define FSCHED__ACC_INLINE 256u
+
+static void fsched__range_run(fsched__range_part *p, int stolen) {
+    const fsched__range *r = p->r;
+    fsched__worker *w = fsched__tls_thread.worker;
+    while (p->hi - p->lo > r->grain && fsched__split_more(&p->splits, stolen, r->threads)) {
+        size_t mid = p->lo + (p->hi - p->lo) / 2;
+        fsched__range_part right;
+        fsched__join_job j;
+        __attribute__((aligned(16))) unsigned char local[FSCHED__ACC_INLINE];
+        right = *p;
+        right.lo = mid;
+        right.origin = w;
+        right.acc = NULL;
+        if (r->rbody) { /* the right half folds into its own accumulator */
+            right.acc = r->size <= sizeof local ? (void *)local
+                                                : fsched__alloc(&r->allocator, r->size, 16);
+            if (!right.acc) break; /* no memory for a split: fold the whole range here */
+            r->init(r->ctx, right.acc);
+        }
+        j.job.execute = fsched__join_execute;
+        j.fn = fsched__range_right;
+        j.arg = &right;
+        j.owner = w;
+        j.latch = 0;
+        p->hi = mid;
+        if (!fsched__push_job(w, &j.job)) {
+            fsched__range_right(&right);
+        } else {
+            fsched__range_run(p, 0);
+            fsched__join_finish(w, &j);
+        }
+        if (r->rbody) {
+            r->combine(r->ctx, p->acc, right.acc);
+            if (right.acc != (void *)local) fsched__free(&r->allocator, right.acc, r->size, 16);
+        }
+        return;
+    }
+    if (r->rbody) r->rbody(r->ctx, p->lo, p->hi, p->acc);
+    else r->body(r->ctx, p->lo, p->hi);
+}
+
+static fsched_result fsched__range_start(fsched__range *r, size_t begin, size_t end, void *acc,
+                                         const char *what) {
+    fsched__worker *w = fsched__tls_thread.worker;
+    fsched__range_part p;
+    if (!w)
+        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
+                              "%s: not called from a task or a bound thread", what);
+    if (end < begin)
+        return FSCHED__MISUSE(&w->sched->logger, FSCHED_ERR_INVALID_ARGUMENT,
+                              "%s: end is before begin", what);
+    r->threads = w->sched->n_threads ? w->sched->n_threads : 1;
+    r->grain = r->grain ? r->grain : 1;
+    r->allocator = w->sched->allocator;
+    p.r = r;
+    p.lo = begin;
+    p.hi = end;
+    p.splits = r->threads;
+    p.origin = w;
+    p.acc = acc;
+    if (end > begin) fsched__range_run(&p, 0);
+    return FSCHED_OK;
+}
+
+FIBERSCHED_API fsched_result fsched_parallel_for(size_t begin, size_t end, size_t grain,
+                                                 void (*body)(void *ctx, size_t lo, size_t hi),
+                                                 void *ctx) {
+    fsched__range r;
+    if (!body)
+        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "fsched_parallel_for: body is NULL");
+    memset(&r, 0, sizeof r);
+    r.body = body;
+    r.ctx = ctx;
+    r.grain = grain;
+    return fsched__range_start(&r, begin, end, NULL, "fsched_parallel_for");
+}
+
+FIBERSCHED_API fsched_result fsched_parallel_reduce(
+    size_t begin, size_t end, size_t grain, size_t size, void (*init)(void *ctx, void *acc),
+    void (*body)(void *ctx, size_t lo, size_t hi, void *acc),
+    void (*combine)(void *ctx, void *acc, const void *other), void *ctx, void *result) {
+    fsched__range r;
+    fsched_result res;
+    if (!init || !body || !combine || !result || !size)
+        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "fsched_parallel_reduce: NULL function, result or size 0");
+    memset(&r, 0, sizeof r);
+    r.rbody = body;
+    r.init = init;
+    r.combine = combine;
+    r.ctx = ctx;
+    r.grain = grain;
+    r.size = size;
+    init(ctx, result);
+    res = fsched__range_start(&r, begin, end, result, "fsched_parallel_reduce");
+    return res;
+}
+
 
 /* ---- results and version ---- */
 
