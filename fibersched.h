@@ -386,7 +386,10 @@ FIBERSCHED_API fsched_result fsched_parallel_reduce(
    _destroy (which fails with FSCHED_ERR_WRONG_STATE while someone waits). Waiting suspends
    the calling fiber when called from a task or bound thread, and blocks the thread when
    called from any other thread. Timed waits take a relative timeout in nanoseconds and
-   return FSCHED_ERR_TIMEOUT when it expires. Fields are private. */
+   return FSCHED_ERR_TIMEOUT when it expires; under FIBERSCHED_NO_OS they need the
+   scheduler's desc.clock and return FSCHED_ERR_UNSUPPORTED without one. Without threads
+   (FIBERSCHED_NO_THREADS), a wait that nothing could ever end returns
+   FSCHED_ERR_WRONG_STATE instead of hanging. Fields are private. */
 
 typedef struct fsched_wait_list {
     uint32_t lock;
@@ -470,7 +473,8 @@ FIBERSCHED_API fsched_result fsched_sema_acquire_for(fsched_sema *s, uint64_t ti
 FIBERSCHED_API fsched_result fsched_sema_try_acquire(fsched_sema *s);
 FIBERSCHED_API fsched_result fsched_sema_release(fsched_sema *s, int64_t n);
 
-/* Suspends the calling fiber (or thread) for at least ns nanoseconds. */
+/* Suspends the calling fiber (or thread) for at least ns nanoseconds. Without any clock
+   (FIBERSCHED_NO_OS and no desc.clock) it yields instead. */
 FIBERSCHED_API void fsched_sleep_for(uint64_t ns);
 
 /* Lets other ready fibers, and at least one queued task if there is one, run before the
@@ -2236,6 +2240,16 @@ static inline fsched__job *fsched__deque_pop(fsched__deque *d) {
     return fsched__cl_take(d);
 }
 
+/* Owner: takes the newest job if it is `job` and still private (the common end of a
+   join: nobody asked for it). */
+static inline int fsched__deque_pop_if_newest(fsched__deque *d, const fsched__job *job) {
+    if (d->ring_tail != d->ring_head && d->ring[(d->ring_tail - 1) % FSCHED__RING_SIZE] == job) {
+        d->ring_tail--;
+        return 1;
+    }
+    return 0;
+}
+
 /* Owner: the newest private job without taking it, or NULL. */
 static inline fsched__job *fsched__deque_peek_private(fsched__deque *d) {
     return d->ring_tail != d->ring_head ? d->ring[(d->ring_tail - 1) % FSCHED__RING_SIZE] : NULL;
@@ -2388,6 +2402,7 @@ typedef struct fsched__worker {
     /* fibers, owner only */
     fsched_fiber *idle;      /* parked in the scheduling loop, ready to take over */
     uint32_t idle_count;
+    uint32_t root_parked;    /* the root fiber is among the idle ones */
     fsched_fiber *retire;    /* freed by whichever fiber the next switch resumes */
     fsched_fiber *ready_head, *ready_tail; /* FIFO of fibers to resume */
     uint32_t blocked;        /* suspended fibers of this slot */
@@ -2447,6 +2462,16 @@ static uint64_t fsched__sched_now(const fsched_sched *s) {
 static uint64_t fsched__clock_ns(void) {
     fsched__worker *w = fsched__tls_thread.worker;
     return fsched__sched_now(w ? w->sched : NULL);
+}
+
+/* Whether timed waits can work here: always with an OS, else with a desc.clock. */
+static int fsched__have_clock(void) {
+#if defined(FSCHED__OS_NONE)
+    fsched__worker *w = fsched__tls_thread.worker;
+    return w && w->sched->clock;
+#else
+    return 1;
+#endif
 }
 
 static uint64_t fsched__deadline_after(uint64_t timeout_ns) {
@@ -2529,7 +2554,8 @@ static fsched_fiber *fsched__idle_take(fsched__worker *w) {
     fsched_fiber *f = w->idle;
     if (f) {
         w->idle = f->link;
-        w->idle_count -= f != w->root;
+        if (f == w->root) w->root_parked = 0;
+        else w->idle_count--;
         return f;
     }
     if (fsched__pool_take(w->sched->stacks, &f) != FSCHED_OK) return NULL;
@@ -2549,7 +2575,16 @@ static void fsched__idle_park(fsched__worker *w, fsched_fiber *self) {
     }
     self->link = w->idle;
     w->idle = self;
-    w->idle_count += self != w->root;
+    if (self == w->root) w->root_parked = 1;
+    else w->idle_count++;
+}
+
+/* Owner: takes the root fiber out of the idle pool (it must be there). */
+static void fsched__unpark_root(fsched__worker *w) {
+    fsched_fiber **p = &w->idle;
+    while (*p != w->root) p = &(*p)->link;
+    *p = w->root->link;
+    w->root_parked = 0;
 }
 
 /* Owner: frees the fiber retired by the switch that just completed. */
@@ -2854,17 +2889,19 @@ static inline int fsched__wants_workers(fsched_sched *s) {
 static FSCHED__NOINLINE void fsched__share(fsched__worker *w) {
     fsched__deque *d = &w->deque;
     if (d->ring_tail == d->ring_head) return; /* nothing private: a request stays set */
-    FSCHED__STORE(&d->request, 0u, FSCHED__RELAXED); /* first: a new request survives */
+    /* cleared first, so that a request made meanwhile survives. A bound thread's request
+       stays raised: it publishes every job at once, since it may never push or pop
+       again (no other check is needed: a worker that goes to sleep has asked every other
+       slot for work during its last search) */
+    if (!w->bound) FSCHED__STORE(&d->request, 0u, FSCHED__RELAXED);
     fsched__deque_share(d);
     fsched__new_jobs(w->sched, 1);
 }
 
-/* Owner: queues a job. Bound threads publish at once: nothing else would. */
+/* Owner: queues a job; shares when a thief has asked for work. */
 static inline int fsched__push_job(fsched__worker *w, fsched__job *job) {
     if (FSCHED__UNLIKELY(!fsched__deque_push(&w->deque, job))) return 0;
-    if (FSCHED__UNLIKELY(fsched__deque_requested(&w->deque) || w->bound ||
-                         fsched__wants_workers(w->sched)))
-        fsched__share(w);
+    if (FSCHED__UNLIKELY(fsched__deque_requested(&w->deque))) fsched__share(w);
     return 1;
 }
 
@@ -3029,11 +3066,10 @@ static void fsched__idle_step(fsched__worker *w, fsched__idle *idle) {
 /* Owner: leaves the running loop fiber for the root, which then leaves the loop. */
 static void fsched__exit_to_root(fsched__worker *w) {
     fsched__thread *t = &fsched__tls_thread;
-    fsched_fiber *self = t->current, **p = &w->idle;
+    fsched_fiber *self = t->current;
     void *sp;
-    while (*p && *p != w->root) p = &(*p)->link;
-    if (*p) *p = w->root->link; /* the root leaves the idle pool */
-    self->link = w->idle;       /* and this fiber joins it, to be freed with it */
+    if (w->root_parked) fsched__unpark_root(w);
+    self->link = w->idle; /* this fiber joins the pool, to be freed with it */
     w->idle = self;
     sp = w->root->ctx.sp;
     w->root->ctx.sp = NULL;
@@ -3079,6 +3115,14 @@ static void fsched__schedule(fsched__worker *w, int (*until)(fsched__worker *w))
             job->execute(job, w);
             continue;
         }
+        if (fsched__tls_thread.current != w->root && w->root_parked) {
+            /* out of work on another fiber: the loop goes back to the root, which alone
+               may leave it (for `until`, or when the scheduler terminates) */
+            fsched__idle_end(w, &idle);
+            fsched__unpark_root(w);
+            fsched__run_fiber(w, w->root);
+            continue;
+        }
         if (fsched__tls_thread.current == w->root && until && until(w)) {
             fsched__idle_end(w, &idle);
             return;
@@ -3118,6 +3162,7 @@ static fsched__worker *fsched__slot_new(fsched_sched *s, uint32_t index, int bou
     w->sched = s;
     w->index = index;
     w->bound = (uint32_t)bound;
+    w->deque.request = (uint32_t)bound; /* see fsched__share */
     w->rng = 0x9e3779b97f4a7c15ull * (index + 1);
     fsched__parker_init(&w->parker);
     return w;
@@ -3660,10 +3705,18 @@ FIBERSCHED_API fsched_result fsched_event_wait(fsched_event *e) {
     return fsched__event_wait(e, 0);
 }
 
+#define FSCHED__CHECK_CLOCK(fn)                                                             \
+    do {                                                                                    \
+        if (!fsched__have_clock())                                                          \
+            return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_UNSUPPORTED,      \
+                                  fn ": no clock (give the scheduler's desc a clock)");     \
+    } while (0)
+
 FIBERSCHED_API fsched_result fsched_event_wait_for(fsched_event *e, uint64_t timeout_ns) {
     FSCHED__CHECK_ARG(e, "fsched_event_wait_for");
     if (fsched__event_try(e)) return FSCHED_OK;
     if (!timeout_ns) return FSCHED_ERR_TIMEOUT;
+    FSCHED__CHECK_CLOCK("fsched_event_wait_for");
     return fsched__event_wait(e, fsched__deadline_after(timeout_ns));
 }
 
@@ -3740,6 +3793,7 @@ FIBERSCHED_API fsched_result fsched_wait_group_wait_for(fsched_wait_group *wg, u
     FSCHED__CHECK_ARG(wg, "fsched_wait_group_wait_for");
     if (FSCHED__LOAD(&wg->count, FSCHED__ACQUIRE) == 0) return FSCHED_OK;
     if (!timeout_ns) return FSCHED_ERR_TIMEOUT;
+    FSCHED__CHECK_CLOCK("fsched_wait_group_wait_for");
     return fsched__wait_group_wait(wg, fsched__deadline_after(timeout_ns));
 }
 
@@ -3811,6 +3865,7 @@ FIBERSCHED_API fsched_result fsched_mutex_lock(fsched_mutex *m) {
 
 FIBERSCHED_API fsched_result fsched_mutex_lock_for(fsched_mutex *m, uint64_t timeout_ns) {
     FSCHED__CHECK_ARG(m, "fsched_mutex_lock_for");
+    FSCHED__CHECK_CLOCK("fsched_mutex_lock_for");
     return fsched__mutex_acquire(m, fsched__deadline_after(timeout_ns));
 }
 
@@ -3870,6 +3925,7 @@ FIBERSCHED_API fsched_result fsched_cond_wait(fsched_cond *c, fsched_mutex *m) {
 
 FIBERSCHED_API fsched_result fsched_cond_wait_for(fsched_cond *c, fsched_mutex *m, uint64_t timeout_ns) {
     FSCHED__CHECK_ARG(c && m, "fsched_cond_wait_for");
+    FSCHED__CHECK_CLOCK("fsched_cond_wait_for");
     return fsched__cond_wait(c, m, fsched__deadline_after(timeout_ns));
 }
 
@@ -3946,6 +4002,7 @@ FIBERSCHED_API fsched_result fsched_sema_acquire(fsched_sema *s) {
 
 FIBERSCHED_API fsched_result fsched_sema_acquire_for(fsched_sema *s, uint64_t timeout_ns) {
     FSCHED__CHECK_ARG(s, "fsched_sema_acquire_for");
+    FSCHED__CHECK_CLOCK("fsched_sema_acquire_for");
     return fsched__sema_acquire(s, fsched__deadline_after(timeout_ns));
 }
 
@@ -3980,10 +4037,14 @@ FIBERSCHED_API void fsched_sleep_for(uint64_t ns) {
     fsched__worker *w = fsched__tls_thread.worker;
     fsched__waiter wt;
     if (!ns) return;
+    if (!fsched__have_clock()) { /* no clock to sleep by: let others run instead */
+        fsched_yield();
+        return;
+    }
     if (w) {
         fsched__waiter_init(&wt, fsched__deadline_after(ns));
-        if (fsched__wait_commit(NULL, &wt) == FSCHED_OK) return;
-        return;
+        /* a timer that cannot be set (out of memory) falls back to blocking the thread */
+        if (fsched__wait_commit(NULL, &wt) != FSCHED_ERR_OUT_OF_MEMORY) return;
     }
 #if defined(FSCHED__OS_WINDOWS)
     Sleep((DWORD)((ns + 999999u) / 1000000u));
@@ -4218,6 +4279,10 @@ FIBERSCHED_API fsched_result fsched_join(void (*a)(void *arg), void *arg_a,
         return FSCHED_OK;
     }
     a(arg_a);
+    if (FSCHED__LIKELY(fsched__deque_pop_if_newest(&w->deque, &j.job))) { /* not taken */
+        b(arg_b);
+        return FSCHED_OK;
+    }
     fsched__join_finish(w, &j);
     return FSCHED_OK;
 }

@@ -1,0 +1,867 @@
+/* The work-stealing scheduler: known answers under heavy concurrency (fib, nqueens, a
+   parallel sort, an unbalanced tree), every task exactly once, parallel loops and
+   reductions, blocking tasks, shutdown with work in flight and spawns during shutdown,
+   several schedulers at once, bound threads, the single-threaded mode, and bad input.
+   Also built with FIBERSCHED_NO_THREADS, where the parts that need threads are left out. */
+#define FIBERSCHED_IMPLEMENTATION
+#include "../fibersched.h"
+#include "check.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+
+#if !defined(FIBERSCHED_NO_THREADS) && (defined(__unix__) || defined(__APPLE__))
+#include <pthread.h>
+#define TEST_PTHREADS 1
+#endif
+
+#if defined(FSCHED__ASAN) || defined(FSCHED__TSAN)
+#define TEST_SCALE 4 /* smaller problems under the sanitizers */
+#else
+#define TEST_SCALE 1
+#endif
+
+static uint64_t counter_add(uint64_t *p, uint64_t v) {
+    return FSCHED__FETCH_ADD(p, v, FSCHED__RELAXED) + v;
+}
+
+/* Runs fn(arg) as a task of s and waits for it from the calling (outside) thread. */
+typedef struct run_ctx {
+    void (*fn)(void *);
+    void *arg;
+} run_ctx;
+
+static void run_in_task(fsched_sched *s, void (*fn)(void *), void *arg) {
+    fsched_wait_group wg;
+    CHECK_OK(fsched_wait_group_init(&wg));
+    CHECK_OK(fsched_wait_group_spawn(&wg, s, fn, arg));
+    CHECK_OK(fsched_wait_group_wait(&wg));
+    CHECK_OK(fsched_wait_group_destroy(&wg));
+}
+
+#if defined(FIBERSCHED_NO_OS)
+/* Without an OS the application provides the clock: here one that advances by a
+   microsecond each time it is read. */
+static uint64_t test_clock(void *user) {
+    return FSCHED__FETCH_ADD((uint64_t *)user, 1000u, FSCHED__RELAXED) + 1000u;
+}
+static uint64_t test_clock_now;
+#endif
+
+static fsched_sched *make_sched(uint32_t workers) {
+    fsched_sched *s = NULL;
+    fsched_desc d;
+    memset(&d, 0, sizeof d);
+    d.workers = workers;
+#if defined(FIBERSCHED_NO_OS)
+    d.clock = test_clock;
+    d.clock_user = &test_clock_now;
+#endif
+    CHECK_OK(fsched_create(&d, &s));
+    CHECK(s != NULL);
+#if defined(FIBERSCHED_NO_THREADS)
+    CHECK(fsched_worker_count(s) == 0); /* single-threaded: this thread runs the tasks */
+    CHECK_OK(fsched_bind(s));
+#endif
+    return s;
+}
+
+/* ---- fib with join ---- */
+
+typedef struct fib_arg {
+    int n;
+    long long result;
+} fib_arg;
+
+static long long fib_serial(int n) { return n < 2 ? n : fib_serial(n - 1) + fib_serial(n - 2); }
+
+static void fib_join(void *p) {
+    fib_arg *a = (fib_arg *)p, x, y;
+    if (a->n < 2) {
+        a->result = a->n;
+        return;
+    }
+    x.n = a->n - 1;
+    y.n = a->n - 2;
+    CHECK_OK(fsched_join(fib_join, &x, fib_join, &y));
+    a->result = x.result + y.result;
+}
+
+static void test_fib(uint32_t workers, int n) {
+    fsched_sched *s = make_sched(workers);
+    fib_arg a;
+    a.n = n;
+    a.result = -1;
+    run_in_task(s, fib_join, &a);
+    CHECK_EQ_U64(a.result, fib_serial(n));
+    CHECK_OK(fsched_destroy(s));
+}
+
+/* ---- nqueens(1..12) ---- */
+
+typedef struct queens {
+    int n, row;
+    uint32_t cols, diag1, diag2;
+    long long count;
+} queens;
+
+static void queens_solve(void *p);
+
+/* Places queens in rows row..n-1, splitting the columns of this row in two halves. */
+typedef struct queens_range {
+    const queens *q;
+    int lo, hi;
+    long long count;
+} queens_range;
+
+static void queens_columns(void *p) {
+    queens_range *r = (queens_range *)p;
+    const queens *q = r->q;
+    if (r->hi - r->lo > 1) {
+        queens_range left = *r, right = *r;
+        left.hi = right.lo = r->lo + (r->hi - r->lo) / 2;
+        left.count = right.count = 0;
+        CHECK_OK(fsched_join(queens_columns, &left, queens_columns, &right));
+        r->count = left.count + right.count;
+        return;
+    }
+    r->count = 0;
+    if (r->lo < r->hi) {
+        int c = r->lo;
+        uint32_t d1 = 1u << (q->row + c), d2 = 1u << (q->row - c + q->n - 1);
+        if (!(q->cols & (1u << c)) && !(q->diag1 & d1) && !(q->diag2 & d2)) {
+            queens next = *q;
+            next.row = q->row + 1;
+            next.cols |= 1u << c;
+            next.diag1 |= d1;
+            next.diag2 |= d2;
+            queens_solve(&next);
+            r->count = next.count;
+        }
+    }
+}
+
+static void queens_solve(void *p) {
+    queens *q = (queens *)p;
+    queens_range r;
+    if (q->row == q->n) {
+        q->count = 1;
+        return;
+    }
+    r.q = q;
+    r.lo = 0;
+    r.hi = q->n;
+    r.count = 0;
+    queens_columns(&r);
+    q->count = r.count;
+}
+
+static void test_nqueens(fsched_sched *s) {
+    static const long long known[13] = {0, 1, 0, 0, 2, 10, 4, 40, 92, 352, 724, 2680, 14200};
+    int n, top = TEST_SCALE > 1 ? 10 : 12;
+    for (n = 1; n <= top; n++) {
+        queens q;
+        memset(&q, 0, sizeof q);
+        q.n = n;
+        run_in_task(s, queens_solve, &q);
+        CHECK_EQ_U64(q.count, known[n]);
+    }
+}
+
+/* ---- parallel sort, checked against qsort ---- */
+
+typedef struct sort_arg {
+    int *a;
+    size_t n;
+} sort_arg;
+
+static int cmp_int(const void *x, const void *y) {
+    int a = *(const int *)x, b = *(const int *)y;
+    return (a > b) - (a < b);
+}
+
+static void psort(void *p) {
+    sort_arg *s = (sort_arg *)p, left, right;
+    int *a = s->a, pivot, t;
+    size_t i, j;
+    if (s->n < 512) {
+        qsort(a, s->n, sizeof *a, cmp_int);
+        return;
+    }
+    pivot = a[s->n / 2];
+    i = 0;
+    j = s->n - 1;
+    for (;;) { /* Hoare partition */
+        while (a[i] < pivot) i++;
+        while (a[j] > pivot) j--;
+        if (i >= j) break;
+        t = a[i];
+        a[i] = a[j];
+        a[j] = t;
+        i++;
+        j--;
+    }
+    left.a = a;
+    left.n = j + 1;
+    right.a = a + j + 1;
+    right.n = s->n - j - 1;
+    CHECK_OK(fsched_join(psort, &left, psort, &right));
+}
+
+static void test_sort(fsched_sched *s) {
+    size_t n = 1000000 / TEST_SCALE, i;
+    int *a = (int *)malloc(n * sizeof *a), *b = (int *)malloc(n * sizeof *b);
+    uint64_t x = 88172645463325252ull;
+    sort_arg arg;
+    CHECK(a && b);
+    for (i = 0; i < n; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        a[i] = b[i] = (int)(x % 1000000); /* with duplicates */
+    }
+    arg.a = a;
+    arg.n = n;
+    run_in_task(s, psort, &arg);
+    qsort(b, n, sizeof *b, cmp_int);
+    CHECK(memcmp(a, b, n * sizeof *a) == 0);
+    free(a);
+    free(b);
+}
+
+/* ---- an unbalanced tree (UTS-like) with a known node count ---- */
+
+static uint64_t tree_hash(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    x ^= x >> 33;
+    return x;
+}
+
+/* Children of a node: mostly none or few, sometimes many, never below depth 0. */
+static int tree_children(uint64_t id, int depth) {
+    uint64_t h = tree_hash(id);
+    if (depth <= 0) return 0;
+    if (h % 100 < 3) return 8;      /* a rare wide node */
+    return (int)(h % 4 == 0 ? 0 : 1 + (h >> 8) % 3);
+}
+
+static uint64_t tree_serial(uint64_t id, int depth) {
+    uint64_t count = 1;
+    int c, n = tree_children(id, depth);
+    for (c = 0; c < n; c++) count += tree_serial(id * 31 + (uint64_t)c + 1, depth - 1);
+    return count;
+}
+
+typedef struct tree_node {
+    uint64_t id;
+    int depth;
+    uint64_t *count;
+    fsched_sched *s;
+} tree_node;
+
+static void tree_visit(void *p) {
+    tree_node *t = (tree_node *)p;
+    fsched_wait_group wg;
+    tree_node kids[8];
+    int c, n = tree_children(t->id, t->depth);
+    counter_add(t->count, 1);
+    if (!n) return;
+    CHECK_OK(fsched_wait_group_init(&wg));
+    for (c = 0; c < n; c++) {
+        kids[c].id = t->id * 31 + (uint64_t)c + 1;
+        kids[c].depth = t->depth - 1;
+        kids[c].count = t->count;
+        kids[c].s = t->s;
+        CHECK_OK(fsched_wait_group_spawn(&wg, t->s, tree_visit, &kids[c]));
+    }
+    CHECK_OK(fsched_wait_group_wait(&wg));
+    CHECK_OK(fsched_wait_group_destroy(&wg));
+}
+
+static void test_tree(fsched_sched *s) {
+    tree_node root;
+    uint64_t count = 0;
+    int depth = TEST_SCALE > 1 ? 13 : 16;
+    uint64_t expected = tree_serial(7, depth);
+    root.id = 7;
+    root.depth = depth;
+    root.count = &count;
+    root.s = s;
+    CHECK(expected > 1000);
+    run_in_task(s, tree_visit, &root);
+    CHECK_EQ_U64(count, expected);
+}
+
+/* ---- every task runs exactly once ---- */
+
+typedef struct once_ctx {
+    fsched_sched *s;
+    uint32_t *runs;
+    uint32_t n;
+    fsched_wait_group wg;
+} once_ctx;
+
+typedef struct once_item {
+    once_ctx *ctx;
+    uint32_t index;
+} once_item;
+
+static void once_task(void *p) {
+    once_item *it = (once_item *)p;
+    FSCHED__FETCH_ADD(&it->ctx->runs[it->index], 1u, FSCHED__RELAXED);
+    /* every 7th task spawns two more, copying its argument into the task */
+    if (it->index % 7 == 0 && it->index * 2 + 2 < it->ctx->n) {
+        once_item kid;
+        kid.ctx = it->ctx;
+        kid.index = it->index * 2 + 1;
+        CHECK_OK(fsched_wait_group_add(&it->ctx->wg, 2));
+        CHECK_OK(fsched_spawn_copy(it->ctx->s, once_task, &kid, sizeof kid));
+        kid.index++;
+        CHECK_OK(fsched_spawn_copy(it->ctx->s, once_task, &kid, sizeof kid));
+    }
+    CHECK_OK(fsched_wait_group_done(&it->ctx->wg));
+}
+
+/* Task i (i % 7 == 0) spawns 2i+1 and 2i+2 when 2i+2 < n. */
+static int spawned_by_a_task(uint32_t k, uint32_t n) {
+    uint32_t parent = (k - 1) / 2;
+    return k > 0 && parent % 7 == 0 && 2 * parent + 2 < n;
+}
+
+static void test_exactly_once(fsched_sched *s) {
+    uint32_t n = 200000 / TEST_SCALE, i;
+    once_ctx ctx;
+    once_item *items;
+    ctx.s = s;
+    ctx.n = n;
+    ctx.runs = (uint32_t *)calloc(n, sizeof *ctx.runs);
+    items = (once_item *)malloc(n * sizeof *items);
+    CHECK(ctx.runs && items);
+    CHECK_OK(fsched_wait_group_init(&ctx.wg));
+    /* from this outside thread, every index that no task spawns */
+    for (i = 0; i < n; i++) {
+        items[i].ctx = &ctx;
+        items[i].index = i;
+        if (spawned_by_a_task(i, n)) continue;
+        CHECK_OK(fsched_wait_group_add(&ctx.wg, 1));
+        CHECK_OK(fsched_spawn(s, once_task, &items[i]));
+    }
+    CHECK_OK(fsched_wait_group_wait(&ctx.wg));
+    for (i = 0; i < n; i++)
+        if (ctx.runs[i] != 1) {
+            fprintf(stderr, "task %u ran %u times\n", i, ctx.runs[i]);
+            CHECK(!"every task runs exactly once");
+        }
+    CHECK_OK(fsched_wait_group_destroy(&ctx.wg));
+    free(ctx.runs);
+    free(items);
+}
+
+/* ---- parallel for and reduce ---- */
+
+typedef struct pfor_ctx {
+    uint32_t *hits;
+    uint64_t calls;
+    size_t grain;
+} pfor_ctx;
+
+static void pfor_body(void *p, size_t lo, size_t hi) {
+    pfor_ctx *c = (pfor_ctx *)p;
+    size_t i;
+    CHECK(lo < hi);
+    CHECK(hi - lo >= 1);
+    for (i = lo; i < hi; i++) FSCHED__FETCH_ADD(&c->hits[i], 1u, FSCHED__RELAXED);
+    counter_add(&c->calls, 1);
+}
+
+typedef struct sum_acc {
+    uint64_t sum;
+    uint64_t lo, hi; /* the range folded, to check combine's order */
+    uint64_t pad[40]; /* larger than nothing, smaller than the inline limit */
+} sum_acc;
+
+static void sum_init(void *ctx, void *acc) {
+    sum_acc *a = (sum_acc *)acc;
+    (void)ctx;
+    memset(a, 0, sizeof *a);
+    a->lo = a->hi = UINT64_MAX;
+}
+
+static void sum_body(void *ctx, size_t lo, size_t hi, void *acc) {
+    sum_acc *a = (sum_acc *)acc;
+    size_t i;
+    (void)ctx;
+    for (i = lo; i < hi; i++) a->sum += (uint64_t)i * i;
+    if (a->lo == UINT64_MAX) a->lo = lo;
+    else CHECK(a->hi == lo); /* folds arrive in order */
+    a->hi = hi;
+}
+
+static void sum_combine(void *ctx, void *acc, const void *other) {
+    sum_acc *a = (sum_acc *)acc;
+    const sum_acc *b = (const sum_acc *)other;
+    (void)ctx;
+    if (b->lo == UINT64_MAX) return;
+    if (a->lo == UINT64_MAX) {
+        *a = *b;
+        return;
+    }
+    CHECK(a->hi == b->lo); /* left then right, adjacent */
+    a->sum += b->sum;
+    a->hi = b->hi;
+}
+
+/* A larger accumulator: allocated, not on the stack. */
+typedef struct big_acc {
+    uint64_t sum;
+    unsigned char bytes[1000];
+} big_acc;
+
+static void big_init(void *ctx, void *acc) {
+    (void)ctx;
+    memset(acc, 0, sizeof(big_acc));
+}
+static void big_body(void *ctx, size_t lo, size_t hi, void *acc) {
+    (void)ctx;
+    for (; lo < hi; lo++) ((big_acc *)acc)->sum += lo;
+}
+static void big_combine(void *ctx, void *acc, const void *other) {
+    (void)ctx;
+    ((big_acc *)acc)->sum += ((const big_acc *)other)->sum;
+}
+
+typedef struct loops_ctx {
+    int dummy;
+} loops_ctx;
+
+static void loops_task(void *p) {
+    static const size_t grains[] = {0, 1, 7, 1000};
+    size_t n = 300000 / TEST_SCALE, i, g;
+    pfor_ctx c;
+    sum_acc total;
+    big_acc big;
+    uint64_t expected = 0;
+    (void)p;
+    c.hits = (uint32_t *)calloc(n, sizeof *c.hits);
+    CHECK(c.hits);
+    for (g = 0; g < sizeof grains / sizeof grains[0]; g++) {
+        memset(c.hits, 0, n * sizeof *c.hits);
+        c.calls = 0;
+        CHECK_OK(fsched_parallel_for(0, n, grains[g], pfor_body, &c));
+        for (i = 0; i < n; i++) CHECK(c.hits[i] == 1);
+        CHECK(c.calls >= 1);
+        /* offset ranges, and the empty range */
+        CHECK_OK(fsched_parallel_for(10, 10, grains[g], pfor_body, &c));
+        CHECK_OK(fsched_parallel_for(n / 2, n, grains[g], pfor_body, &c));
+        for (i = 0; i < n; i++) CHECK(c.hits[i] == (i >= n / 2 ? 2u : 1u));
+    }
+    for (i = 0; i < n; i++) expected += (uint64_t)i * i;
+    CHECK_OK(fsched_parallel_reduce(0, n, 100, sizeof total, sum_init, sum_body, sum_combine, NULL,
+                                    &total));
+    CHECK_EQ_U64(total.sum, expected);
+    CHECK(total.lo == 0 && total.hi == n);
+    CHECK_OK(fsched_parallel_reduce(0, n, 0, sizeof big, big_init, big_body, big_combine, NULL, &big));
+    CHECK_EQ_U64(big.sum, (uint64_t)n * (n - 1) / 2);
+    free(c.hits);
+}
+
+static void test_loops(fsched_sched *s) {
+    loops_ctx c;
+    run_in_task(s, loops_task, &c);
+}
+
+/* ---- tasks that block: events, joins across blocking, sleeps ---- */
+
+typedef struct block_ctx {
+    fsched_event go;
+    fsched_wait_group started, finished;
+    uint64_t after;
+} block_ctx;
+
+static void blocker(void *p) {
+    block_ctx *b = (block_ctx *)p;
+    CHECK_OK(fsched_wait_group_done(&b->started));
+    CHECK_OK(fsched_event_wait(&b->go));
+    counter_add(&b->after, 1);
+    CHECK_OK(fsched_wait_group_done(&b->finished));
+}
+
+static void test_blocking(fsched_sched *s, uint32_t tasks) {
+    block_ctx b;
+    uint32_t i;
+    CHECK_OK(fsched_event_init(&b.go, 1, 0));
+    CHECK_OK(fsched_wait_group_init(&b.started));
+    CHECK_OK(fsched_wait_group_init(&b.finished));
+    b.after = 0;
+    CHECK_OK(fsched_wait_group_add(&b.started, tasks));
+    CHECK_OK(fsched_wait_group_add(&b.finished, tasks));
+    for (i = 0; i < tasks; i++) CHECK_OK(fsched_spawn(s, blocker, &b));
+    CHECK_OK(fsched_wait_group_wait(&b.started)); /* all suspended (or about to) */
+    CHECK(b.after == 0);
+    CHECK_OK(fsched_event_set(&b.go));
+    CHECK_OK(fsched_wait_group_wait(&b.finished));
+    CHECK_EQ_U64(b.after, tasks);
+    CHECK_OK(fsched_event_destroy(&b.go));
+    CHECK_OK(fsched_wait_group_destroy(&b.started));
+    CHECK_OK(fsched_wait_group_destroy(&b.finished));
+}
+
+/* Joins whose halves block and sleep at random: the joiner suspends on a stolen half. */
+typedef struct rj {
+    int depth;
+    uint64_t seed;
+    uint64_t *leaves;
+} rj;
+
+static void random_join(void *p) {
+    rj *r = (rj *)p, x, y;
+    uint64_t h = tree_hash(r->seed);
+    if (r->depth == 0) {
+        if (h % 16 == 0) fsched_sleep_for(1000 * (h % 200));
+        else if (h % 16 == 1) fsched_yield();
+        counter_add(r->leaves, 1);
+        return;
+    }
+    x = *r;
+    y = *r;
+    x.depth = y.depth = r->depth - 1;
+    x.seed = r->seed * 2 + 1;
+    y.seed = r->seed * 2 + 2;
+    CHECK_OK(fsched_join(random_join, &x, random_join, &y));
+}
+
+static void test_random_join(fsched_sched *s) {
+    uint64_t leaves = 0;
+    rj r;
+    r.depth = TEST_SCALE > 1 ? 10 : 13;
+    r.seed = 1;
+    r.leaves = &leaves;
+    run_in_task(s, random_join, &r);
+    CHECK_EQ_U64(leaves, 1ull << r.depth);
+}
+
+/* ---- shutdown with work in flight, and tasks spawning during it ---- */
+
+typedef struct flight {
+    fsched_sched *s;
+    uint64_t *done;
+    int generations;
+} flight;
+
+static void flight_task(void *p) {
+    flight f = *(flight *)p;
+    if (f.generations > 0) { /* spawns while fsched_destroy drains */
+        f.generations--;
+        CHECK_OK(fsched_spawn_copy(f.s, flight_task, &f, sizeof f));
+        CHECK_OK(fsched_spawn_copy(f.s, flight_task, &f, sizeof f));
+    }
+    if (tree_hash((uint64_t)(uintptr_t)p) % 8 == 0) fsched_sleep_for(100000);
+    counter_add(f.done, 1);
+}
+
+static void test_shutdown_in_flight(uint32_t workers) {
+    fsched_sched *s = make_sched(workers);
+    uint64_t done = 0;
+    flight f;
+    int i;
+    f.s = s;
+    f.done = &done;
+    f.generations = 6;
+    for (i = 0; i < 20; i++) CHECK_OK(fsched_spawn_copy(s, flight_task, &f, sizeof f));
+    CHECK_OK(fsched_destroy(s)); /* returns once all of them, and their children, ran */
+    CHECK_EQ_U64(done, 20ull * ((1u << 7) - 1));
+}
+
+/* ---- several schedulers at once, and bound threads ---- */
+
+#if defined(TEST_PTHREADS)
+typedef struct multi {
+    fsched_sched *s;
+    int n;
+} multi;
+
+static void *multi_thread(void *p) {
+    multi *m = (multi *)p;
+    fib_arg a;
+    a.n = m->n;
+    a.result = 0;
+    run_in_task(m->s, fib_join, &a);
+    CHECK_EQ_U64(a.result, fib_serial(m->n));
+    return NULL;
+}
+
+static void test_several_schedulers(void) {
+    multi m[3];
+    pthread_t th[3];
+    int i;
+    for (i = 0; i < 3; i++) {
+        m[i].s = make_sched((uint32_t)i + 1);
+        m[i].n = 20 + i;
+        CHECK(pthread_create(&th[i], NULL, multi_thread, &m[i]) == 0);
+    }
+    for (i = 0; i < 3; i++) CHECK(pthread_join(th[i], NULL) == 0);
+    for (i = 0; i < 3; i++) CHECK_OK(fsched_destroy(m[i].s));
+}
+
+/* A thread binds, joins and waits as a participant, and unbinds. */
+typedef struct bound_ctx {
+    fsched_sched *s;
+    uint64_t leaves;
+} bound_ctx;
+
+static void *bound_thread(void *p) {
+    bound_ctx *b = (bound_ctx *)p;
+    fib_arg a;
+    rj r;
+    CHECK_OK(fsched_bind(b->s));
+    CHECK(fsched_current() == b->s);
+    CHECK(fsched_worker_index() >= (int)fsched_worker_count(b->s));
+    CHECK_RESULT(fsched_bind(b->s), FSCHED_ERR_WRONG_STATE);
+    a.n = 18;
+    fib_join(&a); /* joins from a bound thread, outside any task */
+    CHECK_EQ_U64(a.result, fib_serial(18));
+    r.depth = 8;
+    r.seed = 99;
+    r.leaves = &b->leaves;
+    random_join(&r);
+    test_blocking(b->s, 50);
+    CHECK_OK(fsched_unbind());
+    CHECK(fsched_current() == NULL);
+    CHECK_RESULT(fsched_unbind(), FSCHED_ERR_WRONG_STATE);
+    return NULL;
+}
+
+static void test_bound_threads(void) {
+    fsched_sched *s = make_sched(2);
+    bound_ctx b[3];
+    pthread_t th[3];
+    int i;
+    for (i = 0; i < 3; i++) {
+        b[i].s = s;
+        b[i].leaves = 0;
+        CHECK(pthread_create(&th[i], NULL, bound_thread, &b[i]) == 0);
+    }
+    for (i = 0; i < 3; i++) {
+        CHECK(pthread_join(th[i], NULL) == 0);
+        CHECK_EQ_U64(b[i].leaves, 256);
+    }
+    CHECK_OK(fsched_destroy(s));
+}
+
+/* Outside threads spawn while the scheduler is destroyed: each spawn either runs or is
+   refused with FSCHED_ERR_WRONG_STATE, and nothing is lost. A task holds the drain open
+   until every racer has seen the refusal, since a scheduler must not be touched once
+   fsched_destroy has returned. */
+typedef struct racer_shared {
+    fsched_sched *s;
+    uint64_t ran;
+    uint64_t racing;
+    fsched_event all_refused;
+} racer_shared;
+
+typedef struct racer {
+    racer_shared *sh;
+    uint64_t accepted;
+} racer;
+
+static void racer_task(void *p) { counter_add(&((racer_shared *)p)->ran, 1); }
+
+static void racer_holder(void *p) {
+    CHECK_OK(fsched_event_wait(&((racer_shared *)p)->all_refused));
+}
+
+static void *racer_thread(void *p) {
+    racer *r = (racer *)p;
+    for (;;) {
+        fsched_result res = fsched_spawn(r->sh->s, racer_task, r->sh);
+        if (res == FSCHED_OK) {
+            r->accepted++;
+            continue;
+        }
+        CHECK(res == FSCHED_ERR_WRONG_STATE);
+        break;
+    }
+    if (FSCHED__FETCH_SUB(&r->sh->racing, 1u, FSCHED__ACQ_REL) == 1)
+        CHECK_OK(fsched_event_set(&r->sh->all_refused));
+    return NULL;
+}
+
+static void test_destroy_race(void) {
+    racer_shared sh;
+    racer r[2];
+    pthread_t th[2];
+    int i;
+    sh.s = make_sched(2);
+    sh.ran = 0;
+    sh.racing = 2;
+    CHECK_OK(fsched_event_init(&sh.all_refused, 1, 0));
+    CHECK_OK(fsched_spawn(sh.s, racer_holder, &sh));
+    for (i = 0; i < 2; i++) {
+        r[i].sh = &sh;
+        r[i].accepted = 0;
+        CHECK(pthread_create(&th[i], NULL, racer_thread, &r[i]) == 0);
+    }
+    while (FSCHED__LOAD(&sh.ran, FSCHED__RELAXED) < 1000) fsched_sleep_for(100000);
+    CHECK_OK(fsched_destroy(sh.s));
+    for (i = 0; i < 2; i++) CHECK(pthread_join(th[i], NULL) == 0);
+    CHECK_EQ_U64(sh.ran, r[0].accepted + r[1].accepted);
+    CHECK_OK(fsched_event_destroy(&sh.all_refused));
+}
+#endif
+
+/* ---- single-threaded mode: tasks run on the bound thread's fibers while it waits ---- */
+
+typedef struct st_ctx {
+    fsched_event ping, pong;
+    int rounds;
+    int log[8];
+    int n;
+} st_ctx;
+
+static void st_ponger(void *p) {
+    st_ctx *c = (st_ctx *)p;
+    int i;
+    for (i = 0; i < c->rounds; i++) {
+        CHECK_OK(fsched_event_wait(&c->ping));
+        if (c->n < 8) c->log[c->n++] = 2;
+        CHECK_OK(fsched_event_set(&c->pong));
+    }
+}
+
+static void test_single_threaded(void) {
+    fsched_sched *s;
+    fsched_desc d;
+    st_ctx c;
+    fib_arg a;
+    int i;
+    memset(&d, 0, sizeof d);
+    d.single_threaded = 1;
+    d.workers = 7; /* ignored */
+    CHECK_OK(fsched_create(&d, &s));
+    CHECK(fsched_worker_count(s) == 0);
+    CHECK_OK(fsched_bind(s));
+    CHECK_OK(fsched_event_init(&c.ping, 0, 0));
+    CHECK_OK(fsched_event_init(&c.pong, 0, 0));
+    c.rounds = 100;
+    c.n = 0;
+    CHECK_OK(fsched_spawn(s, st_ponger, &c));
+    for (i = 0; i < c.rounds; i++) { /* the task runs only while this thread waits */
+        if (c.n < 8) c.log[c.n++] = 1;
+        CHECK_OK(fsched_event_set(&c.ping));
+        CHECK_OK(fsched_event_wait(&c.pong));
+    }
+    CHECK(c.log[0] == 1 && c.log[1] == 2 && c.log[2] == 1 && c.log[3] == 2);
+    a.n = 20;
+    fib_join(&a); /* joins in sequence on one thread, through the same deque */
+    CHECK_EQ_U64(a.result, fib_serial(20));
+    test_nqueens(s);
+    test_tree(s);
+    test_blocking(s, 300);
+    CHECK_OK(fsched_event_destroy(&c.ping));
+    CHECK_OK(fsched_event_destroy(&c.pong));
+    CHECK_OK(fsched_destroy(s)); /* the bound thread destroys: allowed, it is unbound after */
+    CHECK(fsched_current() == NULL);
+}
+
+/* ---- bad input ---- */
+
+static void bad_task(void *p) { (void)p; }
+
+static void bad_in_task(void *p) {
+    fsched_sched *s = (fsched_sched *)p;
+    CHECK_RESULT(fsched_destroy(s), FSCHED_ERR_WRONG_STATE); /* not from its own task */
+    CHECK_RESULT(fsched_bind(s), FSCHED_ERR_WRONG_STATE);
+    CHECK_RESULT(fsched_unbind(), FSCHED_ERR_WRONG_STATE); /* workers cannot unbind */
+    CHECK_RESULT(fsched_join(NULL, NULL, bad_task, NULL), FSCHED_ERR_INVALID_ARGUMENT);
+    CHECK_RESULT(fsched_parallel_for(5, 4, 1, pfor_body, NULL), FSCHED_ERR_INVALID_ARGUMENT);
+    CHECK(fsched_current() == s);
+    CHECK(fsched_worker_index() >= 0);
+}
+
+static void quiet(fsched_log_level level, const char *message, void *user) {
+    (void)level;
+    (void)message;
+    ++*(int *)user;
+}
+
+static void test_bad_input(void) {
+    fsched_sched *s;
+    fsched_desc d;
+    int logged = 0;
+    sum_acc acc;
+    memset(&d, 0, sizeof d);
+    d.logger.func = quiet;
+    d.logger.user = &logged;
+    CHECK_RESULT(fsched_create(&d, NULL), FSCHED_ERR_INVALID_ARGUMENT);
+    d.max_bound_threads = 100000;
+    CHECK_RESULT(fsched_create(&d, &s), FSCHED_ERR_INVALID_ARGUMENT);
+    CHECK(s == NULL);
+    d.max_bound_threads = 0;
+    d.workers = 2;
+    CHECK_OK(fsched_create(&d, &s));
+    CHECK_RESULT(fsched_spawn(NULL, bad_task, NULL), FSCHED_ERR_INVALID_ARGUMENT);
+    CHECK_RESULT(fsched_spawn(s, NULL, NULL), FSCHED_ERR_INVALID_ARGUMENT);
+    CHECK_RESULT(fsched_spawn_copy(s, bad_task, NULL, 8), FSCHED_ERR_INVALID_ARGUMENT);
+    CHECK_RESULT(fsched_wait_group_spawn(NULL, s, bad_task, NULL), FSCHED_ERR_INVALID_ARGUMENT);
+    /* outside any scheduler */
+    CHECK(fsched_current() == NULL);
+    CHECK(fsched_worker_index() == -1);
+    CHECK_RESULT(fsched_join(bad_task, NULL, bad_task, NULL), FSCHED_ERR_WRONG_STATE);
+    CHECK_RESULT(fsched_parallel_for(0, 10, 1, pfor_body, NULL), FSCHED_ERR_WRONG_STATE);
+    CHECK_RESULT(fsched_parallel_for(0, 10, 1, NULL, NULL), FSCHED_ERR_INVALID_ARGUMENT);
+    CHECK_RESULT(fsched_parallel_reduce(0, 10, 1, sizeof acc, sum_init, sum_body, sum_combine,
+                                        NULL, &acc), FSCHED_ERR_WRONG_STATE);
+    CHECK_RESULT(fsched_parallel_reduce(0, 10, 1, 0, sum_init, sum_body, sum_combine, NULL, &acc),
+                 FSCHED_ERR_INVALID_ARGUMENT);
+    CHECK_RESULT(fsched_unbind(), FSCHED_ERR_WRONG_STATE);
+    CHECK_RESULT(fsched_bind(NULL), FSCHED_ERR_INVALID_ARGUMENT);
+#if defined(FIBERSCHED_NO_THREADS)
+    {   /* without threads, a wait outside the scheduler could never end: it says so */
+        fsched_wait_group wg;
+        CHECK_OK(fsched_wait_group_init(&wg));
+        CHECK_OK(fsched_wait_group_spawn(&wg, s, bad_task, NULL));
+        CHECK_RESULT(fsched_wait_group_wait(&wg), FSCHED_ERR_WRONG_STATE);
+        CHECK_OK(fsched_bind(s));
+        CHECK_OK(fsched_wait_group_wait(&wg)); /* bound: the task runs while we wait */
+        CHECK_OK(fsched_wait_group_destroy(&wg));
+    }
+#endif
+    run_in_task(s, bad_in_task, s);
+    CHECK(fsched_worker_count(NULL) == 0);
+    CHECK_OK(fsched_destroy(NULL));
+#if FSCHED__DEBUG
+    CHECK(logged >= 5); /* misuse was reported through the scheduler's logger */
+#endif
+    CHECK_OK(fsched_destroy(s));
+}
+
+int main(void) {
+    uint32_t w;
+    test_watchdog(900);
+    test_bad_input();
+    for (w = 1; w <= 4; w *= 2) test_fib(w, TEST_SCALE > 1 ? 20 : 24);
+    {
+        fsched_sched *s = make_sched(4); /* more workers than cores: real preemption */
+        test_nqueens(s);
+        test_sort(s);
+        test_tree(s);
+        test_exactly_once(s);
+        test_loops(s);
+        test_blocking(s, 2000 / TEST_SCALE);
+        test_random_join(s);
+        CHECK_OK(fsched_destroy(s));
+    }
+    test_shutdown_in_flight(3);
+    test_shutdown_in_flight(1);
+#if defined(TEST_PTHREADS)
+    test_several_schedulers();
+    test_bound_threads();
+    test_destroy_race();
+#endif
+    test_single_threaded();
+    printf("test_sched: ok\n");
+    return 0;
+}
