@@ -2889,11 +2889,10 @@ static inline int fsched__wants_workers(fsched_sched *s) {
 static FSCHED__NOINLINE void fsched__share(fsched__worker *w) {
     fsched__deque *d = &w->deque;
     if (d->ring_tail == d->ring_head) return; /* nothing private: a request stays set */
-    /* cleared first, so that a request made meanwhile survives. A bound thread's request
-       stays raised: it publishes every job at once, since it may never push or pop
-       again (no other check is needed: a worker that goes to sleep has asked every other
-       slot for work during its last search) */
-    if (!w->bound) FSCHED__STORE(&d->request, 0u, FSCHED__RELAXED);
+    /* cleared first, so that a request made meanwhile survives (no other trigger is
+       needed: a worker that goes to sleep has asked every other slot for work during
+       its last search) */
+    FSCHED__STORE(&d->request, 0u, FSCHED__RELAXED);
     fsched__deque_share(d);
     fsched__new_jobs(w->sched, 1);
 }
@@ -3162,7 +3161,6 @@ static fsched__worker *fsched__slot_new(fsched_sched *s, uint32_t index, int bou
     w->sched = s;
     w->index = index;
     w->bound = (uint32_t)bound;
-    w->deque.request = (uint32_t)bound; /* see fsched__share */
     w->rng = 0x9e3779b97f4a7c15ull * (index + 1);
     fsched__parker_init(&w->parker);
     return w;
@@ -4148,6 +4146,10 @@ static fsched_result fsched__spawn(fsched_sched *s, fsched_wait_group *wg, void 
         FSCHED__STORE(&w->spawned, w->spawned + 1, FSCHED__RELEASE);
         if (!fsched__push_job(w, &t->job)) { /* the deque could not grow: run it now */
             t->job.execute(&t->job, w);
+        } else if (w->bound && fsched__tls_thread.current == w->root) {
+            /* a bound thread's own code may not touch its deque again for a long time:
+               publish at once, so that workers can take the task */
+            fsched__share(w);
         }
         return FSCHED_OK;
     }
