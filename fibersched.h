@@ -4,11 +4,19 @@
 
    fibersched is a single-header scheduler library. It gives C (and C++) programs:
 
+   - a work-stealing scheduler: worker threads with split Chase-Lev deques, fork-join
+     (fsched_join), detached tasks (fsched_spawn), wait groups, parallel loops and
+     reductions; idle workers sleep and cost nothing;
+   - tasks that may block: a task that waits suspends its fiber, never its worker, on
+     fiber-aware events, wait groups, mutexes, condition variables, semaphores, timed
+     waits and sleeps, which also work from threads outside any scheduler;
    - fibers: cooperative threads with their own stacks, switched by a few instructions of
      assembly per architecture (fibersched_asm.h); usable on their own as coroutines;
    - stacks with guard pages, pooled for reuse, registered with AddressSanitizer,
      ThreadSanitizer and Valgrind, with an optional handler that reports a fiber stack
-     overflow by name instead of a bare segmentation fault.
+     overflow by name instead of a bare segmentation fault;
+   - a single-threaded mode, and builds without threads (FIBERSCHED_NO_THREADS) or without
+     any operating system (FIBERSCHED_NO_OS).
 
    QUICK START
 
@@ -18,7 +26,27 @@
        #include "fibersched.h"
 
    Everywhere else, include "fibersched.h" without the define. Keep fibersched_asm.h next to
-   fibersched.h. Build with `cc -O2 -pthread`. Coroutines without any scheduler:
+   fibersched.h. Build with `cc -O2 -pthread`. Parallel work:
+
+       static void fib(void *p) {                 // p points at {n, result}
+           long *a = p, x[2] = {a[0] - 1}, y[2] = {a[0] - 2};
+           if (a[0] < 2) { a[1] = a[0]; return; }
+           fsched_join(fib, x, fib, y);           // x and y possibly in parallel
+           a[1] = x[1] + y[1];
+       }
+       int main(void) {
+           fsched_sched *s;
+           fsched_wait_group wg;
+           long a[2] = {30};
+           fsched_create(NULL, &s);               // one worker per CPU
+           fsched_wait_group_init(&wg);
+           fsched_wait_group_spawn(&wg, s, fib, a);
+           fsched_wait_group_wait(&wg);           // this thread blocks; workers compute
+           printf("%ld\n", a[1]);
+           fsched_destroy(s);                     // finishes all work, joins the workers
+       }
+
+   Coroutines without any scheduler:
 
        static fsched_fiber *caller;
        static void counter(void *arg) {
@@ -84,6 +112,13 @@
      switches and may resume on another thread sees the other thread's copy.
    - Destroying a suspended fiber frees its stack without unwinding it.
    - Not compatible with x86 CET shadow stacks, nor with AArch64's shadow call stack.
+   - Tasks run on the scheduler's fibers: switch to those only through the scheduler
+     (never with fsched_fiber_switch). A task resumes on the worker where it blocked, so
+     thread-local variables stay valid across its waits.
+   - Work the scheduler runs inline while a join or a wait group waits (help-first) runs
+     on the waiting task's stack: give fibers stacks for the deepest such nesting.
+   - On Linux each guarded stack costs two memory mappings and vm.max_map_count (65530 by
+     default) bounds them: for 100,000 blocked tasks, use FSCHED_STACK_HEAP stacks.
 
    ERROR MODEL
 
@@ -96,9 +131,14 @@
 
    THREAD SAFETY
 
-   fsched_fiber_switch() and fsched_fiber_current() act on the calling thread. A fiber
-   may be switched to from any thread while it is suspended, but by one thread at a time.
-   Stack pools are thread-safe. Each function says more where it is declared.
+   Scheduler functions may be called from any thread unless their declaration says
+   otherwise: fsched_join and the parallel loops need a task or a bound thread;
+   fsched_destroy must not be called from one of the scheduler's own tasks, nor while
+   other threads are bound. Synchronisation objects may be shared by tasks of any
+   scheduler and by plain threads. fsched_fiber_switch() and fsched_fiber_current() act
+   on the calling thread; a fiber may be switched to from any thread while it is
+   suspended, but by one thread at a time. Stack pools are thread-safe. Each function
+   says more where it is declared.
 */
 
 /* The implementation needs POSIX and BSD declarations (mmap flags, sigaltstack,
