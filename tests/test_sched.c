@@ -838,6 +838,105 @@ static void test_bad_input(void) {
     CHECK_OK(fsched_destroy(s));
 }
 
+/* ---- out of memory: an error code, never an abort, a hang or lost work ---- */
+
+typedef struct oom_alloc {
+    uint64_t calls;      /* allocations attempted */
+    uint64_t live;       /* blocks not yet freed */
+    uint64_t fail_at;    /* fail the allocation with this number (1-based); 0: never */
+    size_t fail_from;    /* fail every allocation of at least this size; 0: never */
+} oom_alloc;
+
+static void *oom_alloc_fn(size_t size, size_t align, void *user) {
+    oom_alloc *o = (oom_alloc *)user;
+    void *p;
+    uint64_t n = FSCHED__FETCH_ADD(&o->calls, 1u, FSCHED__RELAXED) + 1;
+    if ((o->fail_at && n == o->fail_at) ||
+        (FSCHED__LOAD(&o->fail_from, FSCHED__RELAXED) &&
+         size >= FSCHED__LOAD(&o->fail_from, FSCHED__RELAXED)))
+        return NULL;
+    p = fsched__default_alloc(size, align, NULL);
+    if (p) FSCHED__FETCH_ADD(&o->live, 1u, FSCHED__RELAXED);
+    return p;
+}
+
+static void oom_free_fn(void *ptr, size_t size, size_t align, void *user) {
+    oom_alloc *o = (oom_alloc *)user;
+    FSCHED__FETCH_SUB(&o->live, 1u, FSCHED__RELAXED);
+    fsched__default_free(ptr, size, align, NULL);
+}
+
+typedef struct oom_wait {
+    fsched_event go;
+    fsched_wait_group done;
+    uint64_t woke;
+} oom_wait;
+
+static void oom_waiter(void *p) {
+    oom_wait *o = (oom_wait *)p;
+    CHECK_OK(fsched_event_wait(&o->go));
+    counter_add(&o->woke, 1);
+    CHECK_OK(fsched_wait_group_done(&o->done));
+}
+
+static void oom_setter(void *p) {
+    oom_wait *o = (oom_wait *)p;
+    CHECK_OK(fsched_event_set(&o->go));
+    CHECK_OK(fsched_wait_group_done(&o->done));
+}
+
+static void test_out_of_memory(void) {
+    fsched_desc d;
+    fsched_sched *s;
+    oom_alloc o;
+    oom_wait w;
+    uint64_t k, i;
+    memset(&d, 0, sizeof d);
+    d.workers = 2;
+    d.stack_kind = FSCHED_STACK_HEAP; /* stacks from the allocator too */
+    d.stack_size = 32 * 1024;
+    d.allocator.alloc = oom_alloc_fn;
+    d.allocator.free = oom_free_fn;
+    d.allocator.user = &o;
+    /* creation fails cleanly at each of its allocations, leaving nothing behind */
+    for (k = 1;; k++) {
+        fsched_result r;
+        memset(&o, 0, sizeof o);
+        o.fail_at = k;
+        r = fsched_create(&d, &s);
+        if (r == FSCHED_OK) {
+            CHECK(o.calls < k); /* no allocation left to fail */
+            CHECK_OK(fsched_destroy(s));
+            CHECK_EQ_U64(o.live, 0);
+            break;
+        }
+        CHECK(r == FSCHED_ERR_OUT_OF_MEMORY);
+        CHECK(s == NULL);
+        CHECK_EQ_U64(o.live, 0);
+        CHECK(k < 1000);
+    }
+    /* blocking tasks that cannot get a fiber wait by running other tasks inline */
+    memset(&o, 0, sizeof o);
+    CHECK_OK(fsched_create(&d, &s));
+    FSCHED__STORE(&o.fail_from, (size_t)16 * 1024, FSCHED__RELAXED); /* no more stacks */
+    CHECK_OK(fsched_event_init(&w.go, 1, 0));
+    CHECK_OK(fsched_wait_group_init(&w.done));
+    w.woke = 0;
+    CHECK_OK(fsched_wait_group_add(&w.done, 41));
+    for (i = 0; i < 40; i++) CHECK_OK(fsched_spawn(s, oom_waiter, &w));
+    CHECK_OK(fsched_spawn(s, oom_setter, &w));
+    CHECK_OK(fsched_wait_group_wait(&w.done));
+    CHECK_EQ_U64(w.woke, 40);
+    /* spawning with no memory at all fails with a code */
+    FSCHED__STORE(&o.fail_from, (size_t)1, FSCHED__RELAXED);
+    CHECK_RESULT(fsched_spawn(s, bad_task, NULL), FSCHED_ERR_OUT_OF_MEMORY);
+    FSCHED__STORE(&o.fail_from, (size_t)0, FSCHED__RELAXED);
+    CHECK_OK(fsched_destroy(s));
+    CHECK_EQ_U64(o.live, 0);
+    CHECK_OK(fsched_event_destroy(&w.go));
+    CHECK_OK(fsched_wait_group_destroy(&w.done));
+}
+
 int main(void) {
     uint32_t w;
     test_watchdog(900);
@@ -862,6 +961,9 @@ int main(void) {
     test_destroy_race();
 #endif
     test_single_threaded();
+#if !defined(FIBERSCHED_NO_THREADS)
+    test_out_of_memory();
+#endif
     printf("test_sched: ok\n");
     return 0;
 }
