@@ -2393,10 +2393,12 @@ static size_t fsched__injector_take(fsched__injector *q, fsched__job **out, size
 #define FSCHED__INACTIVE(c) ((uint32_t)(((c) >> 16) & 0xffffu))
 #define FSCHED__JEC(c) ((uint32_t)((c) >> 32))
 
-/* Idle rounds: spin, then announce sleepiness, search a few more rounds, then sleep. */
-#define FSCHED__ROUNDS_UNTIL_SLEEPY 32u
-#define FSCHED__ROUNDS_UNTIL_SLEEP 40u
-#define FSCHED__SPIN_PER_ROUND 64u
+/* Idle rounds: search and spin, announce sleepiness, search twice more, then sleep. A
+   few microseconds in all: enough for work that comes in bursts, little enough that an
+   idle scheduler woken a thousand times a second stays near 1% of a core. */
+#define FSCHED__ROUNDS_UNTIL_SLEEPY 10u
+#define FSCHED__ROUNDS_UNTIL_SLEEP 12u
+#define FSCHED__SPIN_PER_ROUND 32u
 
 typedef struct fsched__idle {
     uint32_t rounds;
@@ -2961,7 +2963,7 @@ static fsched__job *fsched__steal(fsched__worker *w) {
         fsched__worker *v = s->slots[(start + i) % n];
         fsched__job *job;
         int attempt;
-        if (v == w) continue;
+        if (v == w || (v->bound && !FSCHED__LOAD(&v->in_use, FSCHED__RELAXED))) continue;
         for (attempt = 0; attempt < 4; attempt++) {
             job = fsched__cl_steal(&v->deque);
             if (job != FSCHED__STEAL_RETRY) break;
