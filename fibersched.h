@@ -3456,8 +3456,16 @@ FIBERSCHED_API int fsched_worker_index(void) {
 
 /* Every primitive keeps its waiters in a wait list: a spinlock held for a few
    instructions (never across a switch) and a FIFO of waiter records that live on the
-   waiters' stacks. A waiter is resumed by exactly one party: the one whose CAS moves its
-   state from WAITING (a waker, its timer, or the deadlock breaker). */
+   waiters' stacks. A waiter is ended by exactly one party: the one whose CAS moves its
+   state from WAITING (a waker, its timer, or the deadlock breaker).
+
+   A waiter may return, and free the primitive, the moment it sees the signal, so a waker
+   does everything that touches the primitive inside one hold of the list's lock: the
+   change of state, the unlinking and the wakes. _destroy takes the lock, so it waits for
+   a waker still inside. A thread waiter is woken under that lock too, in a way that
+   leaves its record alone afterwards: on Linux it sleeps on its own state word (a futex
+   wake touches no user memory); elsewhere the waker holds the waiting thread's parker
+   mutex across its CAS, and the waiter takes that mutex once before it returns. */
 
 static void fsched__wait_list_lock(fsched_wait_list *l) {
 #if !defined(FIBERSCHED_NO_THREADS)
@@ -3478,12 +3486,13 @@ static void fsched__wait_list_lock(fsched_wait_list *l) {
 
 static void fsched__wait_list_unlock(fsched_wait_list *l) {
 #if !defined(FIBERSCHED_NO_THREADS)
-    FSCHED__STORE(&l->lock, 0u, FSCHED__RELEASE);
+    FSCHED__STORE(&l->lock, 0u, FSCHED__RELEASE); /* the last access of a waker */
 #else
     (void)l;
 #endif
 }
 
+/* The count is written under the lock and read without it (a hint for signal paths). */
 static void fsched__wait_list_append(fsched_wait_list *l, fsched__waiter *wt) {
     wt->next = NULL;
     wt->prev = (fsched__waiter *)l->tail;
@@ -3492,7 +3501,7 @@ static void fsched__wait_list_append(fsched_wait_list *l, fsched__waiter *wt) {
     l->tail = wt;
     wt->list = l;
     wt->linked = 1;
-    l->count++;
+    FSCHED__STORE(&l->count, FSCHED__LOAD(&l->count, FSCHED__RELAXED) + 1u, FSCHED__RELAXED);
 }
 
 static void fsched__wait_list_remove(fsched_wait_list *l, fsched__waiter *wt) {
@@ -3501,54 +3510,166 @@ static void fsched__wait_list_remove(fsched_wait_list *l, fsched__waiter *wt) {
     if (wt->next) wt->next->prev = wt->prev;
     else l->tail = wt->prev;
     wt->linked = 0;
-    l->count--;
+    FSCHED__STORE(&l->count, FSCHED__LOAD(&l->count, FSCHED__RELAXED) - 1u, FSCHED__RELAXED);
 }
 
-/* What it takes to resume a waiter, copied out under the lock: a woken thread may return
-   (and its waiter record vanish) before we resume it. */
-typedef struct fsched__wake {
-    fsched_fiber *fiber;
-    fsched__worker *worker;
-    fsched__parker *parker;
-} fsched__wake;
+/* ---- blocking a thread on its waiter ---- */
 
-/* Under the lock: takes the first waiter still waiting and marks it woken. */
-static int fsched__wait_list_wake_one(fsched_wait_list *l, fsched__wake *out, int64_t *value) {
+#if defined(FSCHED__PARKER_FUTEX)
+/* Sleeps while *word == value, until the monotonic deadline (0: none). */
+static void fsched__word_wait(uint32_t *word, uint32_t value, uint64_t deadline) {
+    struct timespec ts, *tsp = NULL;
+    if (deadline) {
+        ts.tv_sec = (time_t)(deadline / 1000000000u);
+        ts.tv_nsec = (long)(deadline % 1000000000u);
+        tsp = &ts;
+    }
+    syscall(SYS_futex, word, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, value, tsp, NULL,
+            FUTEX_BITSET_MATCH_ANY);
+}
+#endif
+
+/* A waker ends a thread's wait: moves its state from WAITING to `to` and wakes it.
+   Called with the list locked and the waiter still linked, so the record is alive. */
+static int fsched__thread_waiter_end(fsched__waiter *wt, uint32_t to) {
+    uint32_t expected = FSCHED__WAIT_WAITING;
+#if defined(FSCHED__PARKER_FUTEX)
+    /* acq_rel: releases the waker's writes to the waiter; a lost race with the
+       waiter's own timeout leaves the record alone */
+    if (!FSCHED__CAS(&wt->state, &expected, to, FSCHED__ACQ_REL, FSCHED__RELAXED)) return 0;
+    syscall(SYS_futex, &wt->state, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, NULL, NULL, 0);
+    return 1;
+#elif defined(FSCHED__PARKER_NONE)
+    return FSCHED__CAS(&wt->state, &expected, to, FSCHED__ACQ_REL, FSCHED__RELAXED);
+#else
+    fsched__parker *p = wt->parker;
+    int won;
+#if defined(FSCHED__PARKER_WIN32)
+    AcquireSRWLockExclusive(&p->lock);
+#else
+    pthread_mutex_lock(&p->lock);
+#endif
+    won = FSCHED__CAS(&wt->state, &expected, to, FSCHED__ACQ_REL, FSCHED__RELAXED);
+#if defined(FSCHED__PARKER_WIN32)
+    if (won) WakeAllConditionVariable(&p->cond);
+    ReleaseSRWLockExclusive(&p->lock);
+#else
+    if (won) pthread_cond_broadcast(&p->cond);
+    pthread_mutex_unlock(&p->lock);
+#endif
+    return won;
+#endif
+}
+
+/* The waiting thread's side: returns once its state left WAITING, having ended the wait
+   itself with `on_timeout` if the deadline came first (or at once, with
+   FSCHED__WAIT_ABORTED, when no thread could ever wake it). */
+static void fsched__thread_waiter_block(fsched__waiter *wt) {
+    for (;;) {
+        uint32_t expected = FSCHED__WAIT_WAITING, to = FSCHED__WAIT_TIMED_OUT;
+        if (FSCHED__LOAD(&wt->state, FSCHED__ACQUIRE) != FSCHED__WAIT_WAITING) break;
+        if (wt->deadline && fsched__clock_ns() >= wt->deadline) {
+            /* a timeout: end the wait ourselves, unless a waker got there first */
+        } else {
+#if defined(FSCHED__PARKER_FUTEX)
+            fsched__word_wait(&wt->state, FSCHED__WAIT_WAITING, wt->deadline);
+            continue;
+#elif defined(FSCHED__PARKER_NONE)
+            if (wt->deadline) {
+                fsched__cpu_relax();
+                continue;
+            }
+            to = FSCHED__WAIT_ABORTED; /* no other thread exists to end this wait */
+#else
+            /* the waker changes the state under this mutex, then broadcasts */
+            fsched__parker *p = wt->parker;
+#if defined(FSCHED__PARKER_WIN32)
+            AcquireSRWLockExclusive(&p->lock);
+            while (FSCHED__LOAD(&wt->state, FSCHED__ACQUIRE) == FSCHED__WAIT_WAITING) {
+                DWORD ms = INFINITE;
+                if (wt->deadline) {
+                    uint64_t now = fsched__clock_ns();
+                    if (now >= wt->deadline) break;
+                    ms = (DWORD)((wt->deadline - now + 999999u) / 1000000u);
+                }
+                SleepConditionVariableSRW(&p->cond, &p->lock, ms, 0);
+            }
+            ReleaseSRWLockExclusive(&p->lock);
+#else
+            pthread_mutex_lock(&p->lock);
+            while (FSCHED__LOAD(&wt->state, FSCHED__ACQUIRE) == FSCHED__WAIT_WAITING) {
+                if (wt->deadline) {
+                    struct timespec ts;
+                    uint64_t now = fsched__clock_ns();
+                    if (now >= wt->deadline) break;
+#if defined(__APPLE__)
+                    ts.tv_sec = (time_t)((wt->deadline - now) / 1000000000u);
+                    ts.tv_nsec = (long)((wt->deadline - now) % 1000000000u);
+                    pthread_cond_timedwait_relative_np(&p->cond, &p->lock, &ts);
+#else
+                    ts.tv_sec = (time_t)(wt->deadline / 1000000000u);
+                    ts.tv_nsec = (long)(wt->deadline % 1000000000u);
+                    pthread_cond_timedwait(&p->cond, &p->lock, &ts);
+#endif
+                } else {
+                    pthread_cond_wait(&p->cond, &p->lock);
+                }
+            }
+            pthread_mutex_unlock(&p->lock);
+#endif
+            continue;
+#endif
+        }
+        if (FSCHED__CAS(&wt->state, &expected, to, FSCHED__ACQ_REL, FSCHED__ACQUIRE)) {
+            if (wt->list) {
+                fsched__wait_list_lock(wt->list);
+                if (wt->linked) fsched__wait_list_remove(wt->list, wt);
+                fsched__wait_list_unlock(wt->list);
+            }
+            break;
+        }
+    }
+#if defined(FSCHED__PARKER_PTHREAD_COND)
+    /* the waker holds our parker's mutex until it is done with our record */
+    pthread_mutex_lock(&wt->parker->lock);
+    pthread_mutex_unlock(&wt->parker->lock);
+#elif defined(FSCHED__PARKER_WIN32)
+    AcquireSRWLockExclusive(&wt->parker->lock);
+    ReleaseSRWLockExclusive(&wt->parker->lock);
+#endif
+}
+
+/* Under the lock: ends the first waiter still waiting and resumes it. Returns 1 if a
+   waiter was woken. A fiber waiter is made ready on its worker; a worker waiting inline
+   (it had no fiber to switch to) is notified; a thread is woken as above. */
+static int fsched__wait_list_wake_one(fsched_wait_list *l) {
     fsched__waiter *wt;
     while ((wt = (fsched__waiter *)l->head) != NULL) {
+        fsched_fiber *fiber = wt->fiber;
+        fsched__worker *worker = wt->worker;
         uint32_t expected = FSCHED__WAIT_WAITING;
         fsched__wait_list_remove(l, wt);
-        out->fiber = wt->fiber;
-        out->worker = wt->worker;
-        out->parker = wt->parker;
-        if (value) *value = wt->value;
+        if (!fiber && !worker) {
+            if (fsched__thread_waiter_end(wt, FSCHED__WAIT_WOKEN)) return 1;
+            continue; /* it timed out meanwhile and will find itself unlinked */
+        }
         /* acq_rel: releases the waker's writes (e.g. a mutex handed over) to the waiter;
            loses to a timer that already timed the waiter out */
-        if (FSCHED__CAS(&wt->state, &expected, FSCHED__WAIT_WOKEN, FSCHED__ACQ_REL, FSCHED__RELAXED))
-            return 1;
+        if (!FSCHED__CAS(&wt->state, &expected, FSCHED__WAIT_WOKEN, FSCHED__ACQ_REL,
+                         FSCHED__RELAXED))
+            continue;
+        /* a fiber waiter stays suspended until made ready: its record outlives this */
+        if (fiber) fsched__make_ready(worker, fiber);
+        else fsched__notify(worker);
+        return 1;
     }
     return 0;
 }
 
-/* After the lock is released: resumes a woken waiter. */
-static void fsched__wake_resume(const fsched__wake *wk) {
-    if (wk->fiber) fsched__make_ready(wk->worker, wk->fiber);
-    else if (wk->parker) fsched__unpark(wk->parker);
-    else fsched__notify(wk->worker); /* a worker waiting inline polls its waiter */
-}
-
-/* Wakes every waiter, resuming them in batches outside the lock, oldest first. */
+/* Under the lock: wakes every waiter. */
 static void fsched__wait_list_wake_all(fsched_wait_list *l) {
-    fsched__wake batch[16];
-    int n, i, more;
-    do {
-        n = 0;
-        fsched__wait_list_lock(l);
-        while (n < 16 && fsched__wait_list_wake_one(l, &batch[n], NULL)) n++;
-        more = n == 16;
-        fsched__wait_list_unlock(l);
-        for (i = 0; i < n; i++) fsched__wake_resume(&batch[i]);
-    } while (more);
+    while (fsched__wait_list_wake_one(l)) {
+    }
 }
 
 /* Owner: waits inline when no fiber can be had to switch to (out of memory): runs jobs
@@ -3576,7 +3697,7 @@ static void fsched__wait_inline(fsched__worker *w, fsched__waiter *wt) {
 
 /* Blocks the caller on a waiter it has set up (value, deadline) and, if `list` is not
    NULL, appended to the locked list. Unlocks the list. A task or bound thread suspends its
-   fiber; any other thread parks. Returns FSCHED_OK when woken, FSCHED_ERR_TIMEOUT at the
+   fiber; any other thread blocks. Returns FSCHED_OK when woken, FSCHED_ERR_TIMEOUT at the
    deadline, FSCHED_ERR_OUT_OF_MEMORY when a timer could not be set (nothing waited),
    FSCHED_ERR_WRONG_STATE when the wait could never end (single-threaded deadlock). */
 static fsched_result fsched__wait_commit(fsched_wait_list *list, fsched__waiter *wt) {
@@ -3612,18 +3733,7 @@ static fsched_result fsched__wait_commit(fsched_wait_list *list, fsched__waiter 
         wt->parker = &t->parker;
         fsched__parker_init(wt->parker);
         if (list) fsched__wait_list_unlock(list);
-        while (FSCHED__LOAD(&wt->state, FSCHED__ACQUIRE) == FSCHED__WAIT_WAITING) {
-            uint32_t expected = FSCHED__WAIT_WAITING, to;
-            /* without a deadline park returns 0 only where no thread can unpark it */
-            if (fsched__park(wt->parker, wt->deadline)) continue; /* woken: look again */
-            if (wt->deadline && fsched__clock_ns() < wt->deadline) continue;
-            to = wt->deadline ? FSCHED__WAIT_TIMED_OUT : FSCHED__WAIT_ABORTED;
-            if (FSCHED__CAS(&wt->state, &expected, to, FSCHED__ACQ_REL, FSCHED__ACQUIRE) && list) {
-                fsched__wait_list_lock(list);
-                if (wt->linked) fsched__wait_list_remove(list, wt);
-                fsched__wait_list_unlock(list);
-            }
-        }
+        fsched__thread_waiter_block(wt);
     }
     /* acquire: pairs with the CAS of whoever ended the wait */
     state = FSCHED__LOAD(&wt->state, FSCHED__ACQUIRE);
@@ -3650,7 +3760,6 @@ static void fsched__deadlock(fsched__worker *w) {
         fsched__ready_append(w, wt->fiber);
     }
 }
-
 #endif
 
 static void fsched__waiter_init(fsched__waiter *wt, uint64_t deadline) {
@@ -3660,8 +3769,13 @@ static void fsched__waiter_init(fsched__waiter *wt, uint64_t deadline) {
 
 static void fsched__wait_list_init(fsched_wait_list *l) { memset(l, 0, sizeof *l); }
 
+/* For _destroy: waits for a waker still inside the lock, then checks for waiters. */
 static fsched_result fsched__wait_list_check_idle(fsched_wait_list *l, const char *what) {
-    if (FSCHED__LOAD(&l->count, FSCHED__ACQUIRE))
+    uint32_t n;
+    fsched__wait_list_lock(l);
+    n = FSCHED__LOAD(&l->count, FSCHED__RELAXED);
+    fsched__wait_list_unlock(l);
+    if (n)
         return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
                               "%s: destroyed while waited on", what);
     return FSCHED_OK;
@@ -3691,21 +3805,15 @@ FIBERSCHED_API fsched_result fsched_event_destroy(fsched_event *e) {
 
 FIBERSCHED_API fsched_result fsched_event_set(fsched_event *e) {
     FSCHED__CHECK_ARG(e, "fsched_event_set");
+    fsched__wait_list_lock(&e->waiters);
     if (e->manual_reset) {
-        fsched__wait_list_lock(&e->waiters);
         /* release: what the setter wrote is visible to waiters that see the flag */
         FSCHED__STORE(&e->signaled, 1u, FSCHED__RELEASE);
-        fsched__wait_list_unlock(&e->waiters);
         fsched__wait_list_wake_all(&e->waiters);
-    } else {
-        fsched__wake wk;
-        int woke;
-        fsched__wait_list_lock(&e->waiters);
-        woke = fsched__wait_list_wake_one(&e->waiters, &wk, NULL);
-        if (!woke) FSCHED__STORE(&e->signaled, 1u, FSCHED__RELEASE);
-        fsched__wait_list_unlock(&e->waiters);
-        if (woke) fsched__wake_resume(&wk);
+    } else if (!fsched__wait_list_wake_one(&e->waiters)) {
+        FSCHED__STORE(&e->signaled, 1u, FSCHED__RELEASE); /* for the next wait */
     }
+    fsched__wait_list_unlock(&e->waiters);
     return FSCHED_OK;
 }
 
@@ -3770,24 +3878,42 @@ FIBERSCHED_API fsched_result fsched_wait_group_init(fsched_wait_group *wg) {
 }
 
 FIBERSCHED_API fsched_result fsched_wait_group_destroy(fsched_wait_group *wg) {
+    fsched_result r;
     FSCHED__CHECK_ARG(wg, "fsched_wait_group_destroy");
-    if (FSCHED__LOAD(&wg->count, FSCHED__ACQUIRE) != 0)
+    r = fsched__wait_list_check_idle(&wg->waiters, "fsched_wait_group_destroy");
+    if (r == FSCHED_OK && FSCHED__LOAD(&wg->count, FSCHED__ACQUIRE) != 0)
         return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
                               "fsched_wait_group_destroy: work is still counted");
-    return fsched__wait_list_check_idle(&wg->waiters, "fsched_wait_group_destroy");
+    return r;
 }
 
 FIBERSCHED_API fsched_result fsched_wait_group_add(fsched_wait_group *wg, int64_t n) {
-    int64_t now;
+    int64_t c;
     FSCHED__CHECK_ARG(wg, "fsched_wait_group_add");
-    /* acq_rel: the work counted down happens before a waiter returns */
-    now = FSCHED__FETCH_ADD(&wg->count, n, FSCHED__ACQ_REL) + n;
-    if (now < 0) {
-        FSCHED__FETCH_SUB(&wg->count, n, FSCHED__ACQ_REL);
-        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
-                              "fsched_wait_group_add: the count would go below zero");
+    c = FSCHED__LOAD(&wg->count, FSCHED__RELAXED);
+    for (;;) { /* without the lock while the count stays above zero */
+        if (c + n < 0)
+            return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
+                                  "fsched_wait_group_add: the count would go below zero");
+        if (c + n == 0 && n != 0) break;
+        /* acq_rel: the work counted down happens before a waiter returns */
+        if (FSCHED__CAS_WEAK(&wg->count, &c, c + n, FSCHED__ACQ_REL, FSCHED__RELAXED))
+            return FSCHED_OK;
     }
-    if (now == 0 && n != 0) fsched__wait_list_wake_all(&wg->waiters);
+    /* reaching zero: under the lock, together with the wakes (a waiter that sees zero may
+       free the group at once) */
+    fsched__wait_list_lock(&wg->waiters);
+    c = FSCHED__LOAD(&wg->count, FSCHED__RELAXED);
+    for (;;) {
+        if (c + n < 0) {
+            fsched__wait_list_unlock(&wg->waiters);
+            return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
+                                  "fsched_wait_group_add: the count would go below zero");
+        }
+        if (FSCHED__CAS_WEAK(&wg->count, &c, c + n, FSCHED__ACQ_REL, FSCHED__RELAXED)) break;
+    }
+    if (c + n == 0) fsched__wait_list_wake_all(&wg->waiters);
+    fsched__wait_list_unlock(&wg->waiters);
     return FSCHED_OK;
 }
 
@@ -3847,11 +3973,13 @@ FIBERSCHED_API fsched_result fsched_mutex_init(fsched_mutex *m) {
 }
 
 FIBERSCHED_API fsched_result fsched_mutex_destroy(fsched_mutex *m) {
+    fsched_result r;
     FSCHED__CHECK_ARG(m, "fsched_mutex_destroy");
-    if (FSCHED__LOAD(&m->state, FSCHED__ACQUIRE) != 0)
+    r = fsched__wait_list_check_idle(&m->waiters, "fsched_mutex_destroy");
+    if (r == FSCHED_OK && FSCHED__LOAD(&m->state, FSCHED__ACQUIRE) != 0)
         return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
                               "fsched_mutex_destroy: the mutex is locked");
-    return fsched__wait_list_check_idle(&m->waiters, "fsched_mutex_destroy");
+    return r;
 }
 
 FIBERSCHED_API fsched_result fsched_mutex_try_lock(fsched_mutex *m) {
@@ -3911,8 +4039,6 @@ FIBERSCHED_API fsched_result fsched_mutex_lock_for(fsched_mutex *m, uint64_t tim
 
 FIBERSCHED_API fsched_result fsched_mutex_unlock(fsched_mutex *m) {
     uint32_t expected = 1;
-    fsched__wake wk;
-    int woke;
     FSCHED__CHECK_ARG(m, "fsched_mutex_unlock");
     /* release: our critical section happens before the next holder's */
     if (FSCHED__CAS(&m->state, &expected, 0u, FSCHED__RELEASE, FSCHED__RELAXED)) return FSCHED_OK;
@@ -3920,11 +4046,11 @@ FIBERSCHED_API fsched_result fsched_mutex_unlock(fsched_mutex *m) {
         return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
                               "fsched_mutex_unlock: the mutex is not locked");
     fsched__wait_list_lock(&m->waiters);
-    woke = fsched__wait_list_wake_one(&m->waiters, &wk, NULL);
-    if (!woke) FSCHED__STORE(&m->state, 0u, FSCHED__RELEASE);
-    else if (!m->waiters.head) FSCHED__STORE(&m->state, 1u, FSCHED__RELAXED);
+    if (!fsched__wait_list_wake_one(&m->waiters))
+        FSCHED__STORE(&m->state, 0u, FSCHED__RELEASE); /* nobody left: unlocked */
+    else if (!m->waiters.head)
+        FSCHED__STORE(&m->state, 1u, FSCHED__RELAXED); /* handed over, nobody else waits */
     fsched__wait_list_unlock(&m->waiters);
-    if (woke) fsched__wake_resume(&wk);
     return FSCHED_OK;
 }
 
@@ -3970,20 +4096,20 @@ FIBERSCHED_API fsched_result fsched_cond_wait_for(fsched_cond *c, fsched_mutex *
 }
 
 FIBERSCHED_API fsched_result fsched_cond_signal(fsched_cond *c) {
-    fsched__wake wk;
-    int woke;
     FSCHED__CHECK_ARG(c, "fsched_cond_signal");
     if (!FSCHED__LOAD(&c->waiters.count, FSCHED__ACQUIRE)) return FSCHED_OK;
     fsched__wait_list_lock(&c->waiters);
-    woke = fsched__wait_list_wake_one(&c->waiters, &wk, NULL);
+    fsched__wait_list_wake_one(&c->waiters);
     fsched__wait_list_unlock(&c->waiters);
-    if (woke) fsched__wake_resume(&wk);
     return FSCHED_OK;
 }
 
 FIBERSCHED_API fsched_result fsched_cond_broadcast(fsched_cond *c) {
     FSCHED__CHECK_ARG(c, "fsched_cond_broadcast");
-    if (FSCHED__LOAD(&c->waiters.count, FSCHED__ACQUIRE)) fsched__wait_list_wake_all(&c->waiters);
+    if (!FSCHED__LOAD(&c->waiters.count, FSCHED__ACQUIRE)) return FSCHED_OK;
+    fsched__wait_list_lock(&c->waiters);
+    fsched__wait_list_wake_all(&c->waiters);
+    fsched__wait_list_unlock(&c->waiters);
     return FSCHED_OK;
 }
 
@@ -4051,23 +4177,13 @@ FIBERSCHED_API fsched_result fsched_sema_release(fsched_sema *s, int64_t n) {
     if (n < 0)
         return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
                               "fsched_sema_release: negative count");
-    while (n > 0) {
-        fsched__wake batch[16];
-        int woken = 0, i;
-        fsched__wait_list_lock(&s->waiters);
-        /* waiters first (each gets its unit directly), the rest to the count */
-        while (n > 0 && woken < 16 && fsched__wait_list_wake_one(&s->waiters, &batch[woken], NULL)) {
-            woken++;
-            n--;
-        }
-        if (woken < 16 && n > 0) {
-            /* release: our writes happen before an acquirer's */
-            FSCHED__FETCH_ADD(&s->count, n, FSCHED__RELEASE);
-            n = 0;
-        }
-        fsched__wait_list_unlock(&s->waiters);
-        for (i = 0; i < woken; i++) fsched__wake_resume(&batch[i]);
-    }
+    if (n == 0) return FSCHED_OK;
+    fsched__wait_list_lock(&s->waiters);
+    /* waiters first (each gets its unit directly), the rest to the count */
+    while (n > 0 && fsched__wait_list_wake_one(&s->waiters)) n--;
+    /* release: our writes happen before an acquirer's */
+    if (n > 0) FSCHED__FETCH_ADD(&s->count, n, FSCHED__RELEASE);
+    fsched__wait_list_unlock(&s->waiters);
     return FSCHED_OK;
 }
 
@@ -4176,7 +4292,7 @@ static fsched_result fsched__spawn(fsched_sched *s, fsched_wait_group *wg, void 
         t->copy_size = size;
         memcpy(t->copy, data, size);
         t->arg = t->copy;
-    } else if (size) {
+    } else if (size && data) {
         memcpy(t->data, data, size);
         t->arg = t->data;
     } else {

@@ -918,6 +918,9 @@ static void test_out_of_memory(void) {
     /* blocking tasks that cannot get a fiber wait by running other tasks inline */
     memset(&o, 0, sizeof o);
     CHECK_OK(fsched_create(&d, &s));
+#if defined(FIBERSCHED_NO_THREADS)
+    CHECK_OK(fsched_bind(s)); /* the only thread runs the tasks while it waits */
+#endif
     FSCHED__STORE(&o.fail_from, (size_t)16 * 1024, FSCHED__RELAXED); /* no more stacks */
     CHECK_OK(fsched_event_init(&w.go, 1, 0));
     CHECK_OK(fsched_wait_group_init(&w.done));
@@ -927,9 +930,15 @@ static void test_out_of_memory(void) {
     CHECK_OK(fsched_spawn(s, oom_setter, &w));
     CHECK_OK(fsched_wait_group_wait(&w.done));
     CHECK_EQ_U64(w.woke, 40);
-    /* spawning with no memory at all fails with a code */
+    /* spawning with no memory at all fails with a code (a task-slab refill from a bound
+       thread, or a task from an outside thread) */
     FSCHED__STORE(&o.fail_from, (size_t)1, FSCHED__RELAXED);
-    CHECK_RESULT(fsched_spawn(s, bad_task, NULL), FSCHED_ERR_OUT_OF_MEMORY);
+    for (i = 0; i < 200; i++) {
+        fsched_result r = fsched_spawn(s, bad_task, NULL);
+        if (r == FSCHED_ERR_OUT_OF_MEMORY) break;
+        CHECK_OK(r); /* a bound thread may still have free task records */
+    }
+    CHECK(i < 200);
     FSCHED__STORE(&o.fail_from, (size_t)0, FSCHED__RELAXED);
     CHECK_OK(fsched_destroy(s));
     CHECK_EQ_U64(o.live, 0);
@@ -961,9 +970,7 @@ int main(void) {
     test_destroy_race();
 #endif
     test_single_threaded();
-#if !defined(FIBERSCHED_NO_THREADS)
     test_out_of_memory();
-#endif
     printf("test_sched: ok\n");
     return 0;
 }
