@@ -81,8 +81,9 @@
    FIBERSCHED_CONTEXT_ASM, FIBERSCHED_CONTEXT_UCONTEXT, FIBERSCHED_CONTEXT_WINFIBER
                                    force a context backend (default: assembly where
                                    available, else ucontext on POSIX, fibers on Windows)
-   FIBERSCHED_FPU_CONTROL          0 stops switching the x86 floating-point control words
-                                   (default 1; see fibersched_asm.h)
+   FIBERSCHED_FPU_CONTROL          1 switches the x86 floating-point control words with
+                                   every fiber (default 0: fibers share the thread's; see
+                                   fibersched_asm.h)
    FIBERSCHED_VALGRIND             1/0 forces the Valgrind stack registration on or off
                                    (default: on when <valgrind/valgrind.h> is available)
 
@@ -2720,7 +2721,7 @@ struct fsched__waiter {
     uint32_t state;           /* atomic: WAITING, then WOKEN, TIMED_OUT or ABORTED */
     uint32_t linked;          /* in `list`, under its lock */
     uint32_t timer;           /* position in the worker's heap + 1; 0: not there */
-    int64_t value;            /* for the primitive: a semaphore's units, ... */
+    fsched_fiber *next_fiber; /* what the worker switches to when the fiber blocks */
 };
 
 #define FSCHED__WAIT_WAITING 0u
@@ -3695,46 +3696,69 @@ static void fsched__wait_inline(fsched__worker *w, fsched__waiter *wt) {
     }
 }
 
-/* Blocks the caller on a waiter it has set up (value, deadline) and, if `list` is not
-   NULL, appended to the locked list. Unlocks the list. A task or bound thread suspends its
-   fiber; any other thread blocks. Returns FSCHED_OK when woken, FSCHED_ERR_TIMEOUT at the
-   deadline, FSCHED_ERR_OUT_OF_MEMORY when a timer could not be set (nothing waited),
+/* Sets up a waiter before the caller locks a wait list, so that nothing slow happens
+   under the lock: a task or bound thread takes the fiber its worker will switch to and
+   arms its timer; any other thread readies its parker. FSCHED_ERR_OUT_OF_MEMORY when the
+   timer cannot be set. */
+static fsched_result fsched__wait_begin(fsched__waiter *wt, uint64_t deadline) {
+    fsched__thread *t = &fsched__tls_thread;
+    fsched__worker *w = t->worker;
+    memset(wt, 0, sizeof *wt);
+    wt->deadline = deadline;
+    if (w) {
+        if (deadline && !fsched__timer_add(w, wt)) return FSCHED_ERR_OUT_OF_MEMORY;
+        wt->worker = w;
+        wt->next_fiber = fsched__suspend_prepare(w);
+        wt->fiber = wt->next_fiber ? t->current : NULL; /* none: wait inline */
+    } else {
+        wt->parker = &t->parker;
+        fsched__parker_init(wt->parker);
+    }
+    return FSCHED_OK;
+}
+
+/* The wait was not needed after all (the caller never appended the waiter): gives back
+   what fsched__wait_begin took. */
+static void fsched__wait_abandon(fsched__waiter *wt) {
+    if (!wt->worker) return;
+    if (wt->timer) fsched__timer_remove(wt->worker, wt);
+    if (wt->next_fiber) fsched__suspend_cancel(wt->worker, wt->next_fiber);
+}
+
+/* Waits until no waker is inside the list's lock. Every wait calls it before it returns
+   a success, fast paths included: the signal it saw may have been given inside a
+   waker's critical section, and the caller may free the primitive next. */
+static inline void fsched__wait_list_quiesce(const fsched_wait_list *l) {
+#if !defined(FIBERSCHED_NO_THREADS)
+    /* acquire: pairs with the waker's release of the lock */
+    while (FSCHED__LOAD(&l->lock, FSCHED__ACQUIRE)) fsched__cpu_relax();
+#else
+    (void)l;
+#endif
+}
+
+/* Blocks on a waiter set up by fsched__wait_begin and, if `list` is not NULL, appended to
+   the locked list, which this unlocks. A task or bound thread suspends its fiber; any
+   other thread blocks. Returns FSCHED_OK when woken, FSCHED_ERR_TIMEOUT at the deadline,
    FSCHED_ERR_WRONG_STATE when the wait could never end (single-threaded deadlock). */
 static fsched_result fsched__wait_commit(fsched_wait_list *list, fsched__waiter *wt) {
     fsched__thread *t = &fsched__tls_thread;
-    fsched__worker *w = t->worker;
+    fsched__worker *w = wt->worker;
     uint32_t state;
     if (w) {
-        fsched_fiber *next;
-        if (wt->deadline && !fsched__timer_add(w, wt)) {
-            if (list) {
-                fsched__wait_list_remove(list, wt);
-                fsched__wait_list_unlock(list);
-            }
-            return FSCHED_ERR_OUT_OF_MEMORY;
-        }
-        next = fsched__suspend_prepare(w);
-        wt->worker = w;
-        wt->parker = NULL;
-        wt->fiber = next ? t->current : NULL; /* no fiber to switch to: wait inline */
+        fsched_fiber *next = wt->next_fiber;
         if (t->current == w->root) w->root_waiter = wt;
         if (list) fsched__wait_list_unlock(list);
-        if (next) {
-            if (next != t->current) fsched__suspend(w, next);
-        } else {
-            fsched__wait_inline(w, wt);
-        }
+        if (next) fsched__suspend(w, next);
+        else fsched__wait_inline(w, wt);
         if (t->current == w->root) w->root_waiter = NULL;
         if (wt->timer) fsched__timer_remove(w, wt);
     } else {
         if (!list && !wt->deadline) return FSCHED_OK;
-        wt->worker = NULL;
-        wt->fiber = NULL;
-        wt->parker = &t->parker;
-        fsched__parker_init(wt->parker);
         if (list) fsched__wait_list_unlock(list);
         fsched__thread_waiter_block(wt);
     }
+    if (list) fsched__wait_list_quiesce(list);
     /* acquire: pairs with the CAS of whoever ended the wait */
     state = FSCHED__LOAD(&wt->state, FSCHED__ACQUIRE);
     return state == FSCHED__WAIT_WOKEN ? FSCHED_OK
@@ -3761,11 +3785,6 @@ static void fsched__deadlock(fsched__worker *w) {
     }
 }
 #endif
-
-static void fsched__waiter_init(fsched__waiter *wt, uint64_t deadline) {
-    memset(wt, 0, sizeof *wt);
-    wt->deadline = deadline;
-}
 
 static void fsched__wait_list_init(fsched_wait_list *l) { memset(l, 0, sizeof *l); }
 
@@ -3837,11 +3856,17 @@ static int fsched__event_try(fsched_event *e) {
 
 static fsched_result fsched__event_wait(fsched_event *e, uint64_t deadline) {
     fsched__waiter wt;
-    if (fsched__event_try(e)) return FSCHED_OK;
-    fsched__waiter_init(&wt, deadline);
+    fsched_result r;
+    if (fsched__event_try(e)) {
+        fsched__wait_list_quiesce(&e->waiters);
+        return FSCHED_OK;
+    }
+    r = fsched__wait_begin(&wt, deadline);
+    if (r != FSCHED_OK) return r;
     fsched__wait_list_lock(&e->waiters);
-    if (fsched__event_try(e)) { /* set meanwhile: the setter holds this lock to wake */
+    if (fsched__event_try(e)) { /* set meanwhile */
         fsched__wait_list_unlock(&e->waiters);
+        fsched__wait_abandon(&wt);
         return FSCHED_OK;
     }
     fsched__wait_list_append(&e->waiters, &wt);
@@ -3862,7 +3887,10 @@ FIBERSCHED_API fsched_result fsched_event_wait(fsched_event *e) {
 
 FIBERSCHED_API fsched_result fsched_event_wait_for(fsched_event *e, uint64_t timeout_ns) {
     FSCHED__CHECK_ARG(e, "fsched_event_wait_for");
-    if (fsched__event_try(e)) return FSCHED_OK;
+    if (fsched__event_try(e)) {
+        fsched__wait_list_quiesce(&e->waiters);
+        return FSCHED_OK;
+    }
     if (!timeout_ns) return FSCHED_ERR_TIMEOUT;
     FSCHED__CHECK_CLOCK("fsched_event_wait_for");
     return fsched__event_wait(e, fsched__deadline_after(timeout_ns));
@@ -3938,12 +3966,18 @@ static void fsched__wait_group_help(fsched_wait_group *wg) {
 
 static fsched_result fsched__wait_group_wait(fsched_wait_group *wg, uint64_t deadline) {
     fsched__waiter wt;
+    fsched_result r;
     fsched__wait_group_help(wg);
-    if (FSCHED__LOAD(&wg->count, FSCHED__ACQUIRE) == 0) return FSCHED_OK;
-    fsched__waiter_init(&wt, deadline);
+    if (FSCHED__LOAD(&wg->count, FSCHED__ACQUIRE) == 0) {
+        fsched__wait_list_quiesce(&wg->waiters); /* the last done may still be waking */
+        return FSCHED_OK;
+    }
+    r = fsched__wait_begin(&wt, deadline);
+    if (r != FSCHED_OK) return r;
     fsched__wait_list_lock(&wg->waiters);
     if (FSCHED__LOAD(&wg->count, FSCHED__ACQUIRE) == 0) { /* the last done takes this lock */
         fsched__wait_list_unlock(&wg->waiters);
+        fsched__wait_abandon(&wt);
         return FSCHED_OK;
     }
     fsched__wait_list_append(&wg->waiters, &wt);
@@ -3957,7 +3991,10 @@ FIBERSCHED_API fsched_result fsched_wait_group_wait(fsched_wait_group *wg) {
 
 FIBERSCHED_API fsched_result fsched_wait_group_wait_for(fsched_wait_group *wg, uint64_t timeout_ns) {
     FSCHED__CHECK_ARG(wg, "fsched_wait_group_wait_for");
-    if (FSCHED__LOAD(&wg->count, FSCHED__ACQUIRE) == 0) return FSCHED_OK;
+    if (FSCHED__LOAD(&wg->count, FSCHED__ACQUIRE) == 0) {
+        fsched__wait_list_quiesce(&wg->waiters);
+        return FSCHED_OK;
+    }
     if (!timeout_ns) return FSCHED_ERR_TIMEOUT;
     FSCHED__CHECK_CLOCK("fsched_wait_group_wait_for");
     return fsched__wait_group_wait(wg, fsched__deadline_after(timeout_ns));
@@ -3986,31 +4023,38 @@ FIBERSCHED_API fsched_result fsched_mutex_try_lock(fsched_mutex *m) {
     uint32_t expected = 0;
     FSCHED__CHECK_ARG(m, "fsched_mutex_try_lock");
     /* acquire: the previous holder's critical section happens before ours */
-    return FSCHED__CAS(&m->state, &expected, 1u, FSCHED__ACQUIRE, FSCHED__RELAXED)
-               ? FSCHED_OK : FSCHED_ERR_TIMEOUT;
+    if (!FSCHED__CAS(&m->state, &expected, 1u, FSCHED__ACQUIRE, FSCHED__RELAXED))
+        return FSCHED_ERR_TIMEOUT;
+    fsched__wait_list_quiesce(&m->waiters);
+    return FSCHED_OK;
 }
 
 static fsched_result fsched__mutex_acquire(fsched_mutex *m, uint64_t deadline) {
     fsched__waiter wt;
+    fsched_result r;
     uint32_t expected;
     int spins;
     for (spins = 0; spins < 32; spins++) { /* critical sections are usually short */
         expected = 0;
-        if (FSCHED__CAS(&m->state, &expected, 1u, FSCHED__ACQUIRE, FSCHED__RELAXED))
+        if (FSCHED__CAS(&m->state, &expected, 1u, FSCHED__ACQUIRE, FSCHED__RELAXED)) {
+            fsched__wait_list_quiesce(&m->waiters);
             return FSCHED_OK;
+        }
         fsched__cpu_relax();
     }
-    fsched__waiter_init(&wt, deadline);
+    r = fsched__wait_begin(&wt, deadline);
+    if (r != FSCHED_OK) return r;
     fsched__wait_list_lock(&m->waiters);
     for (;;) { /* under the list lock: take the mutex, or mark it waited on */
-        uint32_t s = FSCHED__LOAD(&m->state, FSCHED__RELAXED);
-        if (s == 0) {
+        uint32_t st = FSCHED__LOAD(&m->state, FSCHED__RELAXED);
+        if (st == 0) {
             expected = 0;
             if (FSCHED__CAS(&m->state, &expected, 1u, FSCHED__ACQUIRE, FSCHED__RELAXED)) {
                 fsched__wait_list_unlock(&m->waiters);
+                fsched__wait_abandon(&wt);
                 return FSCHED_OK;
             }
-        } else if (s == 1) {
+        } else if (st == 1) {
             expected = 1;
             if (FSCHED__CAS(&m->state, &expected, 2u, FSCHED__RELAXED, FSCHED__RELAXED)) break;
         } else {
@@ -4019,6 +4063,7 @@ static fsched_result fsched__mutex_acquire(fsched_mutex *m, uint64_t deadline) {
     }
     if (deadline && fsched__clock_ns() >= deadline) {
         fsched__wait_list_unlock(&m->waiters);
+        fsched__wait_abandon(&wt);
         return FSCHED_ERR_TIMEOUT;
     }
     fsched__wait_list_append(&m->waiters, &wt);
@@ -4070,13 +4115,15 @@ FIBERSCHED_API fsched_result fsched_cond_destroy(fsched_cond *c) {
 static fsched_result fsched__cond_wait(fsched_cond *c, fsched_mutex *m, uint64_t deadline) {
     fsched__waiter wt;
     fsched_result r, relock;
-    fsched__waiter_init(&wt, deadline);
+    r = fsched__wait_begin(&wt, deadline);
+    if (r != FSCHED_OK) return r;
     fsched__wait_list_lock(&c->waiters);
     fsched__wait_list_append(&c->waiters, &wt); /* queued before m is released: no lost signal */
     r = fsched_mutex_unlock(m);
     if (r != FSCHED_OK) {
         fsched__wait_list_remove(&c->waiters, &wt);
         fsched__wait_list_unlock(&c->waiters);
+        fsched__wait_abandon(&wt);
         return r;
     }
     r = fsched__wait_commit(&c->waiters, &wt);
@@ -4134,6 +4181,17 @@ static int fsched__sema_try(fsched_sema *s) {
     int64_t c = FSCHED__LOAD(&s->count, FSCHED__RELAXED);
     while (c > 0)
         /* acquire: the releaser's writes happen before ours */
+        if (FSCHED__CAS_WEAK(&s->count, &c, c - 1, FSCHED__ACQUIRE, FSCHED__RELAXED)) {
+            fsched__wait_list_quiesce(&s->waiters); /* the releaser may still be inside */
+            return 1;
+        }
+    return 0;
+}
+
+/* With the list locked (no waker inside): takes a unit if there is one. */
+static int fsched__sema_take_locked(fsched_sema *s) {
+    int64_t c = FSCHED__LOAD(&s->count, FSCHED__RELAXED);
+    while (c > 0)
         if (FSCHED__CAS_WEAK(&s->count, &c, c - 1, FSCHED__ACQUIRE, FSCHED__RELAXED)) return 1;
     return 0;
 }
@@ -4145,15 +4203,19 @@ FIBERSCHED_API fsched_result fsched_sema_try_acquire(fsched_sema *s) {
 
 static fsched_result fsched__sema_acquire(fsched_sema *s, uint64_t deadline) {
     fsched__waiter wt;
+    fsched_result r;
     if (fsched__sema_try(s)) return FSCHED_OK;
-    fsched__waiter_init(&wt, deadline);
+    r = fsched__wait_begin(&wt, deadline);
+    if (r != FSCHED_OK) return r;
     fsched__wait_list_lock(&s->waiters);
-    if (fsched__sema_try(s)) { /* released meanwhile */
+    if (fsched__sema_take_locked(s)) { /* released meanwhile */
         fsched__wait_list_unlock(&s->waiters);
+        fsched__wait_abandon(&wt);
         return FSCHED_OK;
     }
     if (deadline && fsched__clock_ns() >= deadline) {
         fsched__wait_list_unlock(&s->waiters);
+        fsched__wait_abandon(&wt);
         return FSCHED_ERR_TIMEOUT;
     }
     fsched__wait_list_append(&s->waiters, &wt);
@@ -4198,9 +4260,11 @@ FIBERSCHED_API void fsched_sleep_for(uint64_t ns) {
         return;
     }
     if (w) {
-        fsched__waiter_init(&wt, fsched__deadline_after(ns));
         /* a timer that cannot be set (out of memory) falls back to blocking the thread */
-        if (fsched__wait_commit(NULL, &wt) != FSCHED_ERR_OUT_OF_MEMORY) return;
+        if (fsched__wait_begin(&wt, fsched__deadline_after(ns)) == FSCHED_OK) {
+            fsched__wait_commit(NULL, &wt);
+            return;
+        }
     }
 #if defined(FSCHED__OS_WINDOWS)
     Sleep((DWORD)((ns + 999999u) / 1000000u));

@@ -4,9 +4,10 @@
                      registers, swaps stack pointers, pops, jumps to the resumed context's
                      return address (x86-64, AArch64); also shown returning with `ret`
    fibersched        fsched_fiber_switch(), the public API (state checks included), in the
-                     default configuration (x86: floating-point control words switched)
-   fibersched, no FPU control words
-                     the same with FIBERSCHED_FPU_CONTROL=0 (bench_switch_fpu.c)
+                     default configuration
+   fibersched, FIBERSCHED_FPU_CONTROL=1
+                     the same, also switching the x86 floating-point control words
+                     (bench_switch_fpu.c)
    fsched__asm_switch
                      the library's assembly primitive alone, without the API around it
    swapcontext       POSIX ucontext (saves the signal mask: a system call per switch)

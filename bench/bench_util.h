@@ -1,13 +1,17 @@
-/* Shared benchmark helpers: a monotonic clock, medians, and table output. Benchmarks
-   compare candidates side by side in one run: every repetition runs each candidate once,
-   in rotating order, and the table reports the median of the repetitions. */
+/* Shared benchmark helpers: a monotonic clock, medians, options, and running candidates.
+   Benchmarks compare candidates side by side in one run: every repetition runs each
+   candidate once, in rotating order, and the table reports the median of the repetitions.
+   POSIX: include after a definition of _DEFAULT_SOURCE or _GNU_SOURCE (fibersched's
+   implementation defines _DEFAULT_SOURCE itself). */
 #ifndef FIBERSCHED_BENCH_UTIL_H
 #define FIBERSCHED_BENCH_UTIL_H
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static inline double bench_now(void) {
     struct timespec ts;
@@ -39,6 +43,123 @@ static inline int bench_quick(int argc, char **argv) {
     for (i = 1; i < argc; i++)
         if (strcmp(argv[i], "--quick") == 0) return 1;
     return 0;
+}
+
+/* ---- candidates run side by side ----
+   A candidate's run() performs one timed repetition and returns its duration in seconds;
+   it checks its own result and calls bench_fail() when the result is wrong. */
+
+#define BENCH_MAX_REPS 64
+
+typedef struct bench_case {
+    const char *name;
+    double (*run)(void *ctx);
+    void *ctx;
+    int workers; /* threads the candidate uses (0: not applicable) */
+    double samples[BENCH_MAX_REPS];
+    double median, min, max;
+} bench_case;
+
+/* Ends the program with a message: a candidate computed a wrong result or failed. */
+static inline void bench_fail(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2), noreturn))
+#endif
+    ;
+static inline void bench_fail(const char *fmt, ...) {
+    va_list ap;
+    fflush(stdout);
+    fputs("bench: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    abort();
+}
+
+/* Sleeps ms milliseconds (lets the idle threads of the previous candidate's runtime stop
+   spinning before the next candidate starts). */
+static inline void bench_sleep_ms(int ms) {
+    struct timespec ts;
+    ts.tv_sec = ms / 1000;
+    ts.tv_nsec = (long)(ms % 1000) * 1000000L;
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+}
+
+/* The value of an option `--name=N` (e.g. "--workers="), or def when absent. */
+static inline long bench_option(int argc, char **argv, const char *prefix, long def) {
+    size_t n = strlen(prefix);
+    int i;
+    for (i = 1; i < argc; i++)
+        if (strncmp(argv[i], prefix, n) == 0) return strtol(argv[i] + n, NULL, 10);
+    return def;
+}
+
+/* Repetitions: --reps=N, or def; between 1 and BENCH_MAX_REPS. */
+static inline int bench_reps(int argc, char **argv, int def) {
+    long n = bench_option(argc, argv, "--reps=", def);
+    return n < 1 ? 1 : n > BENCH_MAX_REPS ? BENCH_MAX_REPS : (int)n;
+}
+
+/* Online processors (1 when unknown). */
+static inline int bench_cpu_count(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+/* Runs `reps` repetitions (after a warm-up run of every candidate when `warm_up` is set);
+   each repetition runs every candidate once, starting one further in the list each time,
+   with settle_ms of sleep before each run. Fills median, min and max (in seconds). */
+static inline void bench_run_cases(bench_case *c, int nc, int reps, int settle_ms, int warm_up) {
+    int r, i;
+    if (reps > BENCH_MAX_REPS) reps = BENCH_MAX_REPS;
+    for (i = 0; i < nc && warm_up; i++) {
+        if (settle_ms) bench_sleep_ms(settle_ms);
+        c[i].run(c[i].ctx);
+    }
+    for (r = 0; r < reps; r++)
+        for (i = 0; i < nc; i++) {
+            int k = (i + r) % nc; /* rotate the order between repetitions */
+            if (settle_ms) bench_sleep_ms(settle_ms);
+            c[k].samples[r] = c[k].run(c[k].ctx);
+        }
+    for (i = 0; i < nc; i++) {
+        c[i].median = bench_median(c[i].samples, reps); /* sorts */
+        c[i].min = c[i].samples[0];
+        c[i].max = c[i].samples[reps - 1];
+    }
+}
+
+/* The candidate named `name` that uses `workers` threads, or NULL. */
+static inline bench_case *bench_find(bench_case *c, int nc, const char *name, int workers) {
+    int i;
+    for (i = 0; i < nc; i++)
+        if (strcmp(c[i].name, name) == 0 && c[i].workers == workers) return &c[i];
+    return NULL;
+}
+
+/* "1.23x" of a / b into buf, or "-" when either is missing. */
+static inline const char *bench_ratio(char *buf, size_t size, const bench_case *a,
+                                      const bench_case *b) {
+    if (a && b && b->median > 0) snprintf(buf, size, "%.2fx", a->median / b->median);
+    else snprintf(buf, size, "-");
+    return buf;
+}
+
+/* Printed before the targets of a --quick run. */
+static inline void bench_quick_note(int quick) {
+    if (quick)
+        printf("note: --quick runs small sizes as a smoke test; the targets apply to full runs\n");
+}
+
+/* One line of the target summary, e.g. "target: fibersched / serial = 3.21x (target <= 4x):
+   met". unit follows each number: "x" for ratios, "%" for percentages. */
+static inline void bench_target(const char *what, double value, const char *op, double limit,
+                                const char *unit) {
+    int met = strcmp(op, "<=") == 0 ? value <= limit : value >= limit;
+    printf("target: %s = %.2f%s (target %s %g%s): %s\n", what, value, unit, op, limit, unit,
+           met ? "met" : "MISSED");
 }
 
 #endif

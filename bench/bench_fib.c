@@ -1,0 +1,235 @@
+/* Fork-join overhead: fib(n) with a fork and a join at every level, no serial cutoff, so
+   nearly all the time goes to the scheduler. Candidates, side by side in one run:
+
+   serial            the same recursion as a plain function (the floor; GCC inlines it
+                     into itself), and for scale the same kept from inlining itself
+   fibersched        fsched_join(fib(n - 2), fib(n - 1)) at every level; the root runs as a
+                     task of a scheduler created once per process with `workers` worker
+                     threads, spawned from the main thread, which waits on a wait group
+   oneTBB            tbb::task_group run/wait at every level, in a task_arena of `workers`
+                     threads (bench_fib_tbb.cpp), when available
+   OpenMP tasks      `omp task` / `omp taskwait` at every level inside one `single` region
+                     of `workers` threads (bench_fib_omp.c), when available
+
+   Every candidate runs with 1 worker and with 2 (--workers=N for another count). Each
+   repetition runs every candidate once, in rotating order, after a short sleep that lets
+   the previous runtime's threads go idle. Reported: median and minimum milliseconds.
+   Usage: bench_fib [--quick] [--workers=N] [--reps=N] */
+#define FIBERSCHED_IMPLEMENTATION
+#include "../fibersched.h"
+#include "bench_util.h"
+
+#if defined(FSCHED_BENCH_TBB)
+long bench_fib_tbb(int n, int workers); /* bench_fib_tbb.cpp */
+#endif
+#if defined(FSCHED_BENCH_OPENMP)
+long bench_fib_omp(int n, int workers); /* bench_fib_omp.c */
+#endif
+
+typedef struct fib_ctx {
+    int n, workers;
+    fsched_sched *sched;
+} fib_ctx;
+
+/* The known answer, by iteration. */
+static long fib_known(int n) {
+    long a = 0, b = 1;
+    int i;
+    for (i = 0; i < n; i++) {
+        long t = a + b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+static void check(const char *who, const fib_ctx *c, long got) {
+    if (got != fib_known(c->n))
+        bench_fail("%s, %d worker(s): fib(%d) = %ld, expected %ld", who, c->workers, c->n, got,
+                   fib_known(c->n));
+}
+
+/* ---- serial ---- */
+
+static long fib_serial(int n) { return n < 2 ? n : fib_serial(n - 1) + fib_serial(n - 2); }
+
+/* For scale only: the same function kept from being inlined into itself (GCC -O2 inlines
+   fib_serial into itself several levels deep, leaving far fewer calls than nodes). */
+__attribute__((noinline)) static long fib_serial_noinline(int n) {
+    return n < 2 ? n : fib_serial_noinline(n - 1) + fib_serial_noinline(n - 2);
+}
+
+static double run_serial(void *ctx) {
+    fib_ctx *c = (fib_ctx *)ctx;
+    double t0 = bench_now();
+    long r = fib_serial(c->n);
+    double t1 = bench_now();
+    check("serial", c, r);
+    return t1 - t0;
+}
+
+static double run_serial_noinline(void *ctx) {
+    fib_ctx *c = (fib_ctx *)ctx;
+    double t0 = bench_now();
+    long r = fib_serial_noinline(c->n);
+    double t1 = bench_now();
+    check("serial, noinline", c, r);
+    return t1 - t0;
+}
+
+/* ---- fibersched ---- */
+
+typedef struct fib_arg {
+    int n;
+    long r;
+} fib_arg;
+
+static void fib_task(void *p) {
+    fib_arg *a = (fib_arg *)p, x, y;
+    if (a->n < 2) {
+        a->r = a->n;
+        return;
+    }
+    x.n = a->n - 1;
+    y.n = a->n - 2;
+    if (fsched_join(fib_task, &y, fib_task, &x) != FSCHED_OK) bench_fail("fsched_join failed");
+    a->r = x.r + y.r;
+}
+
+static double run_fsched(void *ctx) {
+    fib_ctx *c = (fib_ctx *)ctx;
+    fsched_wait_group wg;
+    fib_arg a;
+    fsched_result r;
+    double t0, t1;
+    a.n = c->n;
+    a.r = -1;
+    fsched_wait_group_init(&wg);
+    t0 = bench_now();
+    r = fsched_wait_group_spawn(&wg, c->sched, fib_task, &a);
+    if (r != FSCHED_OK) bench_fail("fsched_wait_group_spawn: %s", fsched_result_string(r));
+    fsched_wait_group_wait(&wg);
+    t1 = bench_now();
+    fsched_wait_group_destroy(&wg);
+    check("fibersched", c, a.r);
+    return t1 - t0;
+}
+
+/* ---- peers ---- */
+
+#if defined(FSCHED_BENCH_TBB)
+static double run_tbb(void *ctx) {
+    fib_ctx *c = (fib_ctx *)ctx;
+    double t0 = bench_now();
+    long r = bench_fib_tbb(c->n, c->workers);
+    double t1 = bench_now();
+    check("oneTBB", c, r);
+    return t1 - t0;
+}
+#endif
+
+#if defined(FSCHED_BENCH_OPENMP)
+static double run_omp(void *ctx) {
+    fib_ctx *c = (fib_ctx *)ctx;
+    double t0 = bench_now();
+    long r = bench_fib_omp(c->n, c->workers);
+    double t1 = bench_now();
+    check("OpenMP tasks", c, r);
+    return t1 - t0;
+}
+#endif
+
+/* ---- the table ---- */
+
+int main(int argc, char **argv) {
+    int quick = bench_quick(argc, argv);
+    int n = quick ? 27 : 35;
+    int reps = bench_reps(argc, argv, quick ? 3 : 7);
+    int counts[2], nw, wi, i, nc = 0;
+    long expected = fib_known(n);
+    fib_ctx ctx[2];
+    bench_case c[16];
+    bench_case *serial, *f1, *f2;
+    char buf1[16], buf2[16];
+
+    counts[0] = 1;
+    counts[1] = (int)bench_option(argc, argv, "--workers=", 2);
+    if (counts[1] < 1) bench_fail("--workers must be at least 1");
+    nw = counts[1] > 1 ? 2 : 1;
+    memset(c, 0, sizeof c);
+    for (wi = 0; wi < nw; wi++) {
+        fsched_desc d;
+        fsched_result r;
+        memset(&d, 0, sizeof d);
+        d.workers = (uint32_t)counts[wi];
+        ctx[wi].n = n;
+        ctx[wi].workers = counts[wi];
+        r = fsched_create(&d, &ctx[wi].sched);
+        if (r != FSCHED_OK) bench_fail("fsched_create: %s", fsched_result_string(r));
+    }
+    c[nc].name = "serial";
+    c[nc].run = run_serial;
+    c[nc].ctx = &ctx[0];
+    c[nc++].workers = 1;
+    c[nc].name = "serial, noinline (for scale)";
+    c[nc].run = run_serial_noinline;
+    c[nc].ctx = &ctx[0];
+    c[nc++].workers = 1;
+    for (wi = 0; wi < nw; wi++) {
+        c[nc].name = "fibersched: fsched_join";
+        c[nc].run = run_fsched;
+        c[nc].ctx = &ctx[wi];
+        c[nc++].workers = counts[wi];
+#if defined(FSCHED_BENCH_TBB)
+        c[nc].name = "oneTBB: task_group";
+        c[nc].run = run_tbb;
+        c[nc].ctx = &ctx[wi];
+        c[nc++].workers = counts[wi];
+#endif
+#if defined(FSCHED_BENCH_OPENMP)
+        c[nc].name = "OpenMP tasks";
+        c[nc].run = run_omp;
+        c[nc].ctx = &ctx[wi];
+        c[nc++].workers = counts[wi];
+#endif
+    }
+
+    /* warm up at the --quick size (thread pools started, memory touched): the slowest
+       peers take seconds per run at the full size */
+    for (wi = 0; wi < nw; wi++) ctx[wi].n = 27;
+    for (i = 0; i < nc; i++) c[i].run(c[i].ctx);
+    for (wi = 0; wi < nw; wi++) ctx[wi].n = n;
+    bench_run_cases(c, nc, reps, 20, 0);
+
+    serial = &c[0];
+    f1 = bench_find(c, nc, "fibersched: fsched_join", 1);
+    f2 = nw > 1 ? bench_find(c, nc, "fibersched: fsched_join", counts[1]) : NULL;
+    printf("fib(%d) = %ld, a fork and a join at every level (no cutoff): median of %d "
+           "repetitions\n\n", n, expected, reps);
+    printf("| %-30s | %7s | %10s | %10s | %9s | %13s |\n", "candidate", "workers", "median ms",
+           "min ms", "vs serial", "vs fibersched");
+    printf("|%s|%s|%s|%s|%s|%s|\n", "--------------------------------", "---------", "------------",
+           "------------", "-----------", "---------------");
+    for (i = 0; i < nc; i++) {
+        bench_case *f = bench_find(c, nc, "fibersched: fsched_join", c[i].workers);
+        printf("| %-30s | %7d | %10.1f | %10.1f | %9s | %13s |\n", c[i].name, c[i].workers,
+               c[i].median * 1e3, c[i].min * 1e3, bench_ratio(buf1, sizeof buf1, &c[i], serial),
+               i < 2 ? "-" : bench_ratio(buf2, sizeof buf2, &c[i], f));
+    }
+    printf("\n");
+    bench_quick_note(quick);
+    bench_target("fibersched 1 worker / serial", f1->median / serial->median, "<=", 4.0, "x");
+    if (f2) {
+        char what[64];
+        snprintf(what, sizeof what, "fibersched speed-up, %d workers over 1", counts[1]);
+        bench_target(what, f1->median / f2->median, ">=", 1.7, "x");
+    }
+    for (i = 2; i < nc; i++) {
+        bench_case *f = bench_find(c, nc, "fibersched: fsched_join", c[i].workers);
+        if (&c[i] == f) continue;
+        printf("peer: %s / fibersched, %d worker(s) = %s\n", c[i].name, c[i].workers,
+               bench_ratio(buf1, sizeof buf1, &c[i], f));
+    }
+    for (wi = 0; wi < nw; wi++) fsched_destroy(ctx[wi].sched);
+    return 0;
+}

@@ -1,0 +1,180 @@
+/* Skynet: a tree of tasks, 10 children per task, whose leaves return their number; each
+   parent spawns its 10 children, waits for them and returns their sum. With 1,000,000
+   leaves (6 levels) that is 1,111,111 tasks and the sum 499999500000. Candidates, side by
+   side in one run:
+
+   fibersched        each parent counts its children in a wait group on its own stack:
+                     fsched_wait_group_spawn for each child, then fsched_wait_group_wait;
+                     the root runs as a task of a scheduler created once per process
+   oneTBB            a tbb::task_group per parent, run x10 then wait (bench_skynet_tbb.cpp),
+                     in a task_arena of the same thread count, when available
+   OpenMP tasks      `omp task` x10 then `omp taskwait` per parent, in one `single` region
+                     (bench_skynet_omp.c), when available
+
+   All use `workers` threads (default: one per CPU). Each repetition runs every candidate
+   once, in rotating order, after a short sleep that lets the previous runtime go idle.
+   Usage: bench_skynet [--quick] [--workers=N] [--reps=N]   (--quick: 10,000 leaves) */
+#define FIBERSCHED_IMPLEMENTATION
+#include "../fibersched.h"
+#include "bench_util.h"
+
+#if defined(FSCHED_BENCH_TBB)
+long bench_skynet_tbb(long leaves, int workers); /* bench_skynet_tbb.cpp */
+#endif
+#if defined(FSCHED_BENCH_OPENMP)
+long bench_skynet_omp(long leaves, int workers); /* bench_skynet_omp.c */
+#endif
+
+typedef struct sky_ctx {
+    long leaves, expected;
+    int workers;
+    fsched_sched *sched;
+} sky_ctx;
+
+static void check(const char *who, const sky_ctx *c, long got) {
+    if (got != c->expected)
+        bench_fail("%s: skynet over %ld leaves = %ld, expected %ld", who, c->leaves, got,
+                   c->expected);
+}
+
+/* ---- fibersched ---- */
+
+static fsched_sched *sky_sched;
+
+typedef struct sky_arg {
+    long num, size, sum;
+} sky_arg;
+
+static void sky_task(void *p) {
+    sky_arg *a = (sky_arg *)p, kids[10];
+    fsched_wait_group wg;
+    long step, sum = 0;
+    int i;
+    if (a->size == 1) {
+        a->sum = a->num;
+        return;
+    }
+    step = a->size / 10;
+    fsched_wait_group_init(&wg);
+    for (i = 0; i < 10; i++) {
+        fsched_result r;
+        kids[i].num = a->num + i * step;
+        kids[i].size = step;
+        r = fsched_wait_group_spawn(&wg, sky_sched, sky_task, &kids[i]);
+        if (r != FSCHED_OK) bench_fail("fsched_wait_group_spawn: %s", fsched_result_string(r));
+    }
+    fsched_wait_group_wait(&wg);
+    for (i = 0; i < 10; i++) sum += kids[i].sum;
+    a->sum = sum;
+}
+
+static double run_fsched(void *ctx) {
+    sky_ctx *c = (sky_ctx *)ctx;
+    fsched_wait_group wg;
+    sky_arg root;
+    fsched_result r;
+    double t0, t1;
+    root.num = 0;
+    root.size = c->leaves;
+    root.sum = -1;
+    sky_sched = c->sched;
+    fsched_wait_group_init(&wg);
+    t0 = bench_now();
+    r = fsched_wait_group_spawn(&wg, c->sched, sky_task, &root);
+    if (r != FSCHED_OK) bench_fail("fsched_wait_group_spawn: %s", fsched_result_string(r));
+    fsched_wait_group_wait(&wg);
+    t1 = bench_now();
+    check("fibersched", c, root.sum);
+    return t1 - t0;
+}
+
+/* ---- peers ---- */
+
+#if defined(FSCHED_BENCH_TBB)
+static double run_tbb(void *ctx) {
+    sky_ctx *c = (sky_ctx *)ctx;
+    double t0 = bench_now();
+    long r = bench_skynet_tbb(c->leaves, c->workers);
+    double t1 = bench_now();
+    check("oneTBB", c, r);
+    return t1 - t0;
+}
+#endif
+
+#if defined(FSCHED_BENCH_OPENMP)
+static double run_omp(void *ctx) {
+    sky_ctx *c = (sky_ctx *)ctx;
+    double t0 = bench_now();
+    long r = bench_skynet_omp(c->leaves, c->workers);
+    double t1 = bench_now();
+    check("OpenMP tasks", c, r);
+    return t1 - t0;
+}
+#endif
+
+/* ---- the table ---- */
+
+int main(int argc, char **argv) {
+    int quick = bench_quick(argc, argv);
+    int reps = bench_reps(argc, argv, quick ? 3 : 15);
+    int i, nc = 0;
+    long tasks = 0, level;
+    sky_ctx ctx;
+    bench_case c[4];
+    bench_case *f, *tbb;
+    fsched_desc d;
+    fsched_result r;
+    char buf1[16], buf2[16];
+
+    memset(&ctx, 0, sizeof ctx);
+    ctx.leaves = quick ? 10000 : 1000000;
+    ctx.expected = ctx.leaves * (ctx.leaves - 1) / 2;
+    ctx.workers = (int)bench_option(argc, argv, "--workers=", bench_cpu_count());
+    if (ctx.workers < 1) bench_fail("--workers must be at least 1");
+    for (level = ctx.leaves; level >= 1; level /= 10) tasks += level;
+    memset(&d, 0, sizeof d);
+    d.workers = (uint32_t)ctx.workers;
+    r = fsched_create(&d, &ctx.sched);
+    if (r != FSCHED_OK) bench_fail("fsched_create: %s", fsched_result_string(r));
+
+    memset(c, 0, sizeof c);
+    c[nc].name = "fibersched: fsched_wait_group_spawn";
+    c[nc].run = run_fsched;
+    c[nc].ctx = &ctx;
+    c[nc++].workers = ctx.workers;
+#if defined(FSCHED_BENCH_TBB)
+    c[nc].name = "oneTBB: task_group";
+    c[nc].run = run_tbb;
+    c[nc].ctx = &ctx;
+    c[nc++].workers = ctx.workers;
+#endif
+#if defined(FSCHED_BENCH_OPENMP)
+    c[nc].name = "OpenMP tasks";
+    c[nc].run = run_omp;
+    c[nc].ctx = &ctx;
+    c[nc++].workers = ctx.workers;
+#endif
+
+    bench_run_cases(c, nc, reps, 20, 1);
+
+    f = &c[0];
+    tbb = bench_find(c, nc, "oneTBB: task_group", ctx.workers);
+    printf("skynet: %ld leaves, %ld tasks, 10 children per task, sum %ld; %d worker(s); "
+           "median of %d repetitions\n\n", ctx.leaves, tasks, ctx.expected, ctx.workers, reps);
+    printf("| %-36s | %10s | %10s | %10s | %13s |\n", "candidate", "median ms", "min ms",
+           "ns/task", "vs fibersched");
+    printf("|%s|%s|%s|%s|%s|\n", "--------------------------------------", "------------",
+           "------------", "------------", "---------------");
+    for (i = 0; i < nc; i++)
+        printf("| %-36s | %10.1f | %10.1f | %10.1f | %13s |\n", c[i].name, c[i].median * 1e3,
+               c[i].min * 1e3, c[i].median * 1e9 / (double)tasks,
+               bench_ratio(buf1, sizeof buf1, &c[i], f));
+    printf("\n");
+    bench_quick_note(quick);
+    if (tbb) bench_target("fibersched / oneTBB", f->median / tbb->median, "<=", 1.5, "x");
+    else printf("target: fibersched / oneTBB: not measured (oneTBB not available)\n");
+    for (i = 1; i < nc; i++)
+        printf("peer: %s / fibersched = %s\n", c[i].name, bench_ratio(buf2, sizeof buf2, &c[i], f));
+    fsched_destroy(ctx.sched);
+    return 0;
+}
