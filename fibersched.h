@@ -380,8 +380,9 @@ FIBERSCHED_API int fsched_worker_index(void);
 
 /* ---- tasks ----------------------------------------------------------------------- */
 
-/* Runs fn(arg) as a detached task. From a task of s the task goes to the caller's deque;
-   from any other thread to s's injector queue. FSCHED_ERR_INVALID_ARGUMENT (NULL),
+/* Runs fn(arg) as a detached task. From a task of s the task goes to the caller's deque,
+   where other workers can take it at once (the caller may compute for long before it
+   next calls the scheduler); from any other thread to s's injector queue. FSCHED_ERR_INVALID_ARGUMENT (NULL),
    FSCHED_ERR_OUT_OF_MEMORY, FSCHED_ERR_WRONG_STATE (s is being destroyed and the caller
    is outside it). Any thread. */
 FIBERSCHED_API fsched_result fsched_spawn(fsched_sched *s, void (*fn)(void *arg), void *arg);
@@ -2115,10 +2116,15 @@ typedef struct fsched__cl_array {
 } fsched__cl_array;
 
 /* The private part is a ring only its owner touches: push and pop of the newest job take
-   no fence and no atomic read-modify-write. A thief that finds the public part empty sets
-   `request`; the owner then moves the older half of its ring to the public part on its
-   next push or pop. Jobs in the ring are always newer than every job in the public part,
-   so thieves keep taking the oldest work. */
+   no fence and no atomic read-modify-write. `request` says that the public part went
+   empty: it starts set, and whoever takes the last public job (a thief or the owner) or
+   finds none (a thief) sets it. The owner answers on its next push or pop by moving the
+   older half of its ring to the public part. So an owner with queued work offers its
+   oldest job as soon as it next queues or takes one, not only after a thief asked and
+   waited: a job queued just before a long computation that never calls the scheduler
+   is not stranded behind it while other workers idle. Jobs in the ring are always newer
+   than every job in the public part, so thieves keep taking the oldest work. In
+   recursive fork-join the ring does nearly all the work: one move per public job taken. */
 #define FSCHED__RING_SIZE 256u
 typedef struct fsched__deque {
     /* owner only */
@@ -2156,6 +2162,7 @@ static void fsched__cl_array_free(const fsched_allocator *a, fsched__cl_array *a
 static fsched_result fsched__deque_init(fsched__deque *d, const fsched_allocator *a) {
     memset(d, 0, sizeof *d);
     d->allocator = *a;
+    d->request = 1; /* the public part is empty */
     d->array = fsched__cl_array_new(a, 256);
     return d->array ? FSCHED_OK : FSCHED_ERR_OUT_OF_MEMORY;
 }
@@ -2184,25 +2191,37 @@ static fsched__cl_array *fsched__cl_grow(fsched__deque *d, fsched__cl_array *old
     return arr;
 }
 
-/* Owner: appends n jobs to the public part as one batch. Fails only for want of memory,
-   and then publishes nothing. */
-static int fsched__cl_push_batch(fsched__deque *d, fsched__job *const *jobs, size_t n) {
+/* Owner: appends the n oldest private jobs, then the m jobs of `more`, to the public part
+   as one batch (so the public part stays older than the ring). Fails only for want of
+   memory, and then moves nothing. */
+static int fsched__deque_expose(fsched__deque *d, size_t n, fsched__job *const *more, size_t m) {
     int64_t b = FSCHED__LOAD(&d->bottom, FSCHED__RELAXED);
     /* acquire: pairs with thieves' CAS on top, so slots they vacated may be reused */
     int64_t t = FSCHED__LOAD(&d->top, FSCHED__ACQUIRE);
     fsched__cl_array *arr = FSCHED__LOAD(&d->array, FSCHED__RELAXED);
     size_t i;
-    while (b - t + (int64_t)n > arr->mask + 1) {
+    while (b - t + (int64_t)(n + m) > arr->mask + 1) {
         arr = fsched__cl_grow(d, arr, t, b);
         if (!arr) return 0;
     }
     for (i = 0; i < n; i++)
-        FSCHED__STORE(&arr->slots[(b + (int64_t)i) & arr->mask], jobs[i], FSCHED__RELAXED);
+        FSCHED__STORE(&arr->slots[(b + (int64_t)i) & arr->mask],
+                      d->ring[(d->ring_head + i) % FSCHED__RING_SIZE], FSCHED__RELAXED);
+    for (i = 0; i < m; i++)
+        FSCHED__STORE(&arr->slots[(b + (int64_t)(n + i)) & arr->mask], more[i], FSCHED__RELAXED);
+    d->ring_head += n;
     /* release: the slots (and the jobs they point to) are written before a thief sees the
        new bottom. The paper's release fence followed by a relaxed store gives the same
        order for this purpose; a release store is also understood by ThreadSanitizer. */
-    FSCHED__STORE(&d->bottom, b + (int64_t)n, FSCHED__RELEASE);
+    FSCHED__STORE(&d->bottom, b + (int64_t)(n + m), FSCHED__RELEASE);
     return 1;
+}
+
+/* Says that the public part went empty, so the owner shares on its next push or pop.
+   Written only when clear: the owner reads the flag on every push, and a write to a
+   line it reads costs it a cache miss. Relaxed: a hint; a late answer costs only time. */
+static inline void fsched__deque_request(fsched__deque *d) {
+    if (!FSCHED__LOAD(&d->request, FSCHED__RELAXED)) FSCHED__STORE(&d->request, 1u, FSCHED__RELAXED);
 }
 
 /* Owner: takes the newest public job (the slow path, only when the ring is empty). */
@@ -2221,9 +2240,11 @@ static fsched__job *fsched__cl_take(fsched__deque *d) {
         if (t == b) { /* the last job: race the thieves for it */
             if (!FSCHED__CAS(&d->top, &t, t + 1, FSCHED__SEQ_CST, FSCHED__RELAXED)) job = NULL;
             FSCHED__STORE(&d->bottom, b + 1, FSCHED__RELAXED);
+            fsched__deque_request(d);
         }
     } else {
         FSCHED__STORE(&d->bottom, b + 1, FSCHED__RELAXED);
+        fsched__deque_request(d);
     }
     return job;
 }
@@ -2243,6 +2264,7 @@ static fsched__job *fsched__cl_steal(fsched__deque *d) {
         /* seq_cst: decides the race with other thieves and with the owner's take */
         if (!FSCHED__CAS(&d->top, &t, t + 1, FSCHED__SEQ_CST, FSCHED__RELAXED))
             return FSCHED__STEAL_RETRY;
+        if (t + 1 == b) fsched__deque_request(d); /* took the last one */
         return job;
     }
     return FSCHED__STEAL_EMPTY;
@@ -2250,15 +2272,11 @@ static fsched__job *fsched__cl_steal(fsched__deque *d) {
 
 /* Owner: moves the older half of the ring (at least one job) to the public part. */
 static void fsched__deque_share(fsched__deque *d) {
-    size_t n = (d->ring_tail - d->ring_head + 1) / 2, i;
-    fsched__job *batch[FSCHED__RING_SIZE / 2 + 1];
-    if (n == 0) return;
-    for (i = 0; i < n; i++) batch[i] = d->ring[(d->ring_head + i) % FSCHED__RING_SIZE];
-    if (fsched__cl_push_batch(d, batch, n)) d->ring_head += n;
+    size_t n = (d->ring_tail - d->ring_head + 1) / 2;
+    if (n) fsched__deque_expose(d, n, NULL, 0);
 }
 
-/* True when a thief asked this deque for work. Relaxed: a hint, answered on the owner's
-   next push or pop; a late answer costs only time. */
+/* True when the public part went empty (see fsched__deque_request). */
 static inline int fsched__deque_requested(fsched__deque *d) {
     return FSCHED__LOAD(&d->request, FSCHED__RELAXED) != 0;
 }
@@ -2291,9 +2309,18 @@ static inline int fsched__deque_pop_if_newest(fsched__deque *d, const fsched__jo
     return 0;
 }
 
-/* Owner: the newest private job without taking it, or NULL. */
-static inline fsched__job *fsched__deque_peek_private(fsched__deque *d) {
-    return d->ring_tail != d->ring_head ? d->ring[(d->ring_tail - 1) % FSCHED__RING_SIZE] : NULL;
+/* Owner: the newest job without taking it, or NULL. A public job may be stolen before
+   the owner takes it; fsched__deque_pop then returns NULL, never another job (only the
+   owner writes slots and bottom). */
+static inline fsched__job *fsched__deque_peek(fsched__deque *d) {
+    int64_t b, t;
+    fsched__cl_array *arr;
+    if (d->ring_tail != d->ring_head) return d->ring[(d->ring_tail - 1) % FSCHED__RING_SIZE];
+    b = FSCHED__LOAD(&d->bottom, FSCHED__RELAXED);
+    t = FSCHED__LOAD(&d->top, FSCHED__RELAXED);
+    if (b <= t) return NULL;
+    arr = FSCHED__LOAD(&d->array, FSCHED__RELAXED);
+    return FSCHED__LOAD(&arr->slots[(b - 1) & arr->mask], FSCHED__RELAXED);
 }
 
 /* Owner: whether any job is queued (private or public). */
@@ -2302,11 +2329,6 @@ static inline int fsched__deque_empty(fsched__deque *d) {
            FSCHED__LOAD(&d->bottom, FSCHED__RELAXED) <= FSCHED__LOAD(&d->top, FSCHED__RELAXED);
 }
 
-/* Thief: asks the owner to share, writing the flag only when it is clear (the owner reads
-   it on every push: a write to a line it reads costs it a cache miss). */
-static inline void fsched__deque_request(fsched__deque *d) {
-    if (!FSCHED__LOAD(&d->request, FSCHED__RELAXED)) FSCHED__STORE(&d->request, 1u, FSCHED__RELAXED);
-}
 
 /* ---- the injector: work submitted from threads outside the pool ----
    A FIFO under a mutex; workers check its atomic count before taking the lock, and take
@@ -2883,16 +2905,11 @@ static inline uint64_t fsched__rng_next(fsched__worker *w) {
 
 static void fsched__wake_sleepers(fsched_sched *s, uint32_t n);
 
-/* Publishes work: whoever may be about to sleep either sees it or is counted as
-   sleeping here, and is woken when nobody else is awake to find it. */
-static void fsched__new_jobs(fsched_sched *s, uint32_t n) {
-    uint64_t c;
+/* Announces n published jobs, given the counters read after their publication: a worker
+   that announced it may sleep is told through the jobs event counter, and sleepers are
+   woken when too few awake workers are idle to take the jobs. */
+static void fsched__announce_jobs(fsched_sched *s, uint32_t n, uint64_t c) {
     uint32_t sleeping, awake_idle;
-    /* seq_cst fence: orders the publication before the counters read, against the
-       sleeper's counters update, its own seq_cst fence and its final search */
-    FSCHED__FENCE(FSCHED__SEQ_CST);
-    /* acquire: a sleeper's flag, set before it counted itself, is visible */
-    c = FSCHED__LOAD(&s->counters, FSCHED__ACQUIRE);
     while ((FSCHED__JEC(c) & 1u) == 0) { /* sleepy: make it active again */
         if (FSCHED__CAS_WEAK(&s->counters, &c, c + FSCHED__JEC_ONE, FSCHED__SEQ_CST,
                              FSCHED__ACQUIRE)) {
@@ -2904,6 +2921,28 @@ static void fsched__new_jobs(fsched_sched *s, uint32_t n) {
     awake_idle = FSCHED__INACTIVE(c) - sleeping;
     if (sleeping == 0 || awake_idle >= n) return;
     fsched__wake_sleepers(s, n - awake_idle < sleeping ? n - awake_idle : sleeping);
+}
+
+/* Publishes work: whoever may be about to sleep either sees it or is counted as
+   sleeping here, and is woken when nobody else is awake to find it. For work that only
+   the announcing thread's own deque holds, see fsched__new_local_jobs. */
+static void fsched__new_jobs(fsched_sched *s, uint32_t n) {
+    /* seq_cst fence: orders the publication before the counters read, against the
+       sleeper's counters update, its own seq_cst fence and its final search */
+    FSCHED__FENCE(FSCHED__SEQ_CST);
+    /* acquire: a sleeper's flag, set before it counted itself, is visible */
+    fsched__announce_jobs(s, n, FSCHED__LOAD(&s->counters, FSCHED__ACQUIRE));
+}
+
+/* Announces jobs just published on the caller's own deque, without the fence of
+   fsched__new_jobs (it would cost as much as the rest of a spawn). Without it, a worker
+   going to sleep at this very moment may miss them: that costs parallelism, never work,
+   because the owner runs what is left in its own deque itself (oneTBB makes the same
+   trade on every spawn). Sleepers that have slept for a while, the case that matters,
+   are seen and woken. */
+static void fsched__new_local_jobs(fsched_sched *s, uint32_t n) {
+    /* acquire: as in fsched__new_jobs */
+    fsched__announce_jobs(s, n, FSCHED__LOAD(&s->counters, FSCHED__ACQUIRE));
 }
 
 /* Wakes up to n sleeping slots. */
@@ -2928,7 +2967,7 @@ static inline int fsched__wants_workers(fsched_sched *s) {
 }
 
 /* Owner: moves the older half of its private jobs where thieves can take them, for a
-   thief that asked or for workers that sleep, and announces the publication. */
+   thief that asked, and announces the publication. */
 static FSCHED__NOINLINE void fsched__share(fsched__worker *w) {
     fsched__deque *d = &w->deque;
     if (d->ring_tail == d->ring_head) return; /* nothing private: a request stays set */
@@ -2940,7 +2979,25 @@ static FSCHED__NOINLINE void fsched__share(fsched__worker *w) {
     fsched__new_jobs(w->sched, 1);
 }
 
-/* Owner: queues a job; shares when a thief has asked for work. */
+/* Owner: queues the m jobs of `jobs` where thieves see them, after every private job, and
+   announces them. Returns how many were queued: all of them, or, when the public part
+   cannot grow (out of memory), those that fit in the ring. */
+static FSCHED__NOINLINE size_t fsched__publish(fsched__worker *w, fsched__job *const *jobs,
+                                               size_t m) {
+    fsched__deque *d = &w->deque;
+    size_t n = d->ring_tail - d->ring_head, i;
+    FSCHED__STORE(&d->request, 0u, FSCHED__RELAXED); /* answered, as in fsched__share */
+    if (fsched__deque_expose(d, n, jobs, m)) {
+        fsched__new_local_jobs(w->sched, (uint32_t)(n + m));
+        return m;
+    }
+    for (i = 0; i < m && fsched__deque_push(d, jobs[i]); i++) {
+    }
+    return i;
+}
+
+/* Owner: queues a job; shares when the public part went empty (see fsched__deque).
+   0 when out of memory (not queued). */
 static inline int fsched__push_job(fsched__worker *w, fsched__job *job) {
     if (FSCHED__UNLIKELY(!fsched__deque_push(&w->deque, job))) return 0;
     if (FSCHED__UNLIKELY(fsched__deque_requested(&w->deque))) fsched__share(w);
@@ -2979,16 +3036,17 @@ static fsched__job *fsched__steal(fsched__worker *w) {
     return NULL;
 }
 
-/* Takes a batch from the injector: runs the first, queues the rest locally. */
+/* Takes a batch from the injector: runs the first, queues the rest where other workers
+   can take them too (newest last, so the owner runs them in the order they came). */
 static fsched__job *fsched__take_injected(fsched__worker *w) {
-    fsched__job *batch[16];
-    size_t n = fsched__injector_take(&w->sched->injector, batch, 16), i;
-    for (i = n; i > 1; i--)
-        if (!fsched__push_job(w, batch[i - 1])) {
-            /* out of room: run it here rather than lose it */
-            batch[i - 1]->execute(batch[i - 1], w);
-        }
-    return n ? batch[0] : NULL;
+    fsched__job *batch[16], *rest[15];
+    size_t n = fsched__injector_take(&w->sched->injector, batch, 16), queued, i;
+    if (n < 2) return n ? batch[0] : NULL;
+    for (i = 1; i < n; i++) rest[i - 1] = batch[n - i];
+    queued = fsched__publish(w, rest, n - 1);
+    for (i = queued; i < n - 1; i++) /* out of room: run it here rather than lose it */
+        rest[i]->execute(rest[i], w);
+    return batch[0];
 }
 
 static fsched__job *fsched__find_job(fsched__worker *w) {
@@ -3951,16 +4009,17 @@ FIBERSCHED_API fsched_result fsched_wait_group_done(fsched_wait_group *wg) {
 
 static void fsched__wait_group_finish(fsched_wait_group *wg) { fsched_wait_group_add(wg, -1); }
 
-/* Runs this group's tasks still at the top of the caller's own deque. */
+/* Runs this group's tasks still at the top of the caller's own deque. A bound thread's
+   own code does not: it waits on its root fiber while the tasks run on others, so that a
+   task that blocks is never taken for the thread's own wait. */
 static void fsched__wait_group_help(fsched_wait_group *wg) {
     fsched__worker *w = fsched__tls_thread.worker;
     fsched__job *job;
-    if (!w) return;
+    if (!w || (w->bound && fsched__tls_thread.current == w->root)) return;
     while (FSCHED__LOAD(&wg->count, FSCHED__ACQUIRE) > 0 &&
-           (job = fsched__deque_peek_private(&w->deque)) != NULL &&
+           (job = fsched__deque_peek(&w->deque)) != NULL &&
            job->execute == fsched__task_execute && ((fsched__task *)job)->wait_group == wg) {
-        w->deque.ring_tail--; /* it was the newest: take it */
-        job->execute(job, w);
+        if (fsched__pop_job(w) == job) job->execute(job, w); /* else a thief took it */
     }
 }
 
@@ -4364,15 +4423,12 @@ static fsched_result fsched__spawn(fsched_sched *s, fsched_wait_group *wg, void 
     }
     if (wg) fsched_wait_group_add(wg, 1);
     if (w) {
+        fsched__job *job = &t->job;
         /* release: fsched_destroy reads the counts of spawns and completions */
         FSCHED__STORE(&w->spawned, w->spawned + 1, FSCHED__RELEASE);
-        if (!fsched__push_job(w, &t->job)) { /* the deque could not grow: run it now */
-            t->job.execute(&t->job, w);
-        } else if (w->bound && fsched__tls_thread.current == w->root) {
-            /* a bound thread's own code may not touch its deque again for a long time:
-               publish at once, so that workers can take the task */
-            fsched__share(w);
-        }
+        /* published at once: the spawner may compute for long before it next calls the
+           scheduler, and the task must not wait for it */
+        if (fsched__publish(w, &job, 1) != 1) job->execute(job, w); /* out of memory */
         return FSCHED_OK;
     }
     if (!fsched__injector_push(&s->injector, &t->job)) {
@@ -4486,9 +4542,24 @@ static fsched_result fsched__join_check(fsched__worker *w, int null_function, co
     return FSCHED_OK;
 }
 
+/* The rest of a join when its job could not simply go to the ring (full, or a share
+   is due): kept out of line, so that fsched_join's own path stays short. */
+static FSCHED__NOINLINE void fsched__join_queue_slow(fsched__worker *w, fsched__join_job *j,
+                                                     void (*a)(void *), void *arg_a) {
+    if (!fsched__push_job(w, &j->job)) { /* out of memory: in sequence */
+        a(arg_a);
+        j->fn(j->arg);
+        return;
+    }
+    a(arg_a);
+    if (fsched__deque_pop_if_newest(&w->deque, &j->job)) j->fn(j->arg);
+    else fsched__join_finish(w, j);
+}
+
 FIBERSCHED_API fsched_result fsched_join(void (*a)(void *arg), void *arg_a,
                                          void (*b)(void *arg), void *arg_b) {
     fsched__worker *w = fsched__tls_thread.worker;
+    fsched__deque *d;
     fsched__join_job j;
     if (FSCHED__UNLIKELY(!a || !b || !w))
         return fsched__join_check(w, !a || !b, "fsched_join");
@@ -4497,13 +4568,15 @@ FIBERSCHED_API fsched_result fsched_join(void (*a)(void *arg), void *arg_a,
     j.arg = arg_b;
     j.owner = w;
     j.latch = 0;
-    if (FSCHED__UNLIKELY(!fsched__push_job(w, &j.job))) { /* out of memory: in sequence */
-        a(arg_a);
-        b(arg_b);
+    d = &w->deque;
+    if (FSCHED__UNLIKELY(d->ring_tail - d->ring_head == FSCHED__RING_SIZE ||
+                         fsched__deque_requested(d))) {
+        fsched__join_queue_slow(w, &j, a, arg_a);
         return FSCHED_OK;
     }
+    d->ring[d->ring_tail++ % FSCHED__RING_SIZE] = &j.job; /* fsched__push_job's common case */
     a(arg_a);
-    if (FSCHED__LIKELY(fsched__deque_pop_if_newest(&w->deque, &j.job))) { /* not taken */
+    if (FSCHED__LIKELY(fsched__deque_pop_if_newest(d, &j.job))) { /* not taken */
         b(arg_b);
         return FSCHED_OK;
     }

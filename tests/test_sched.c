@@ -543,6 +543,74 @@ static void test_random_join(fsched_sched *s) {
     CHECK_EQ_U64(leaves, 1ull << r.depth);
 }
 
+/* ---- work queued before a long computation is offered to the other workers ----
+   A task queues work and then computes without calling the scheduler until that work has
+   run: only another worker can run it. A scheduler that kept the work private until the
+   task's next call would never finish (the computation gives up after a long limit, so
+   the test fails with a message rather than by the watchdog). */
+
+#if defined(TEST_PTHREADS)
+#include <sched.h>
+#include <time.h>
+
+typedef struct offered {
+    uint64_t done;   /* pieces of work that ran */
+    uint64_t wanted;
+} offered;
+
+static double wall_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Computes until o->wanted pieces ran, touching no scheduler function. */
+static void compute_until_done(offered *o) {
+    double limit = wall_seconds() + 60.0;
+    unsigned spins = 0;
+    while (FSCHED__LOAD(&o->done, FSCHED__ACQUIRE) < o->wanted) {
+        CHECK(wall_seconds() < limit); /* the queued work never ran */
+        if (++spins % 1024 == 0) sched_yield(); /* an oversubscribed machine */
+    }
+}
+
+/* release: the computing task's acquire load then orders this before its return */
+static void offered_piece(void *p) {
+    FSCHED__FETCH_ADD(&((offered *)p)->done, (uint64_t)1, FSCHED__RELEASE);
+}
+
+static void offered_spawner(void *p) {
+    offered *o = (offered *)p;
+    uint64_t i;
+    for (i = 0; i < o->wanted; i++) CHECK_OK(fsched_spawn(fsched_current(), offered_piece, o));
+    compute_until_done(o);
+}
+
+static void offered_first_half(void *p) { compute_until_done((offered *)p); }
+
+static void offered_joiner(void *p) {
+    CHECK_OK(fsched_join(offered_first_half, p, offered_piece, p));
+}
+
+static void test_offered_while_computing(void) {
+    fsched_sched *s = make_sched(2);
+    int round;
+    for (round = 0; round < 50; round++) {
+        offered o;
+        memset(&o, 0, sizeof o);
+        o.wanted = 1 + (uint64_t)round % 5;
+        run_in_task(s, offered_spawner, &o);
+        CHECK_EQ_U64(o.done, o.wanted);
+        memset(&o, 0, sizeof o);
+        o.wanted = 1;
+        run_in_task(s, offered_joiner, &o);
+        CHECK_EQ_U64(o.done, 1);
+        if (round % 10 == 9) fsched_sleep_for(2000000); /* let the other worker fall asleep */
+    }
+    CHECK_OK(fsched_destroy(s));
+}
+#endif
+
 /* ---- shutdown with work in flight, and tasks spawning during it ---- */
 
 typedef struct flight {
@@ -965,6 +1033,7 @@ int main(void) {
     test_shutdown_in_flight(3);
     test_shutdown_in_flight(1);
 #if defined(TEST_PTHREADS)
+    test_offered_while_computing();
     test_several_schedulers();
     test_bound_threads();
     test_destroy_race();
