@@ -10,6 +10,9 @@
    - tasks that may block: a task that waits suspends its fiber, never its worker, on
      fiber-aware events, wait groups, mutexes, condition variables, semaphores, timed
      waits and sleeps, which also work from threads outside any scheduler;
+   - dependency graphs: tasks with predecessors, built once and run many times, results
+     passed along, failures and cancellation propagated to dependents, worker sets,
+     priorities and cost hints, tasks that add tasks while running, cycles refused;
    - fibers: cooperative threads with their own stacks, switched by a few instructions of
      assembly per architecture (fibersched_asm.h); usable on their own as coroutines;
    - stacks with guard pages, pooled for reuse, registered with AddressSanitizer,
@@ -45,6 +48,31 @@
            printf("%ld\n", a[1]);
            fsched_destroy(s);                     // finishes all work, joins the workers
        }
+
+   A dependency graph: c runs once a and b have finished, and reads their results.
+
+       static int produce(fsched_graph_task *self, void *arg) {
+           fsched_graph_set_result(self, arg, NULL, NULL);
+           return 0;                              // nonzero: failed, c does not run
+       }
+       static int add(fsched_graph_task *self, void *arg) {
+           *(long *)arg = *(long *)fsched_graph_result(fsched_graph_pred(self, 0)) +
+                          *(long *)fsched_graph_result(fsched_graph_pred(self, 1));
+           return 0;
+       }
+       ...
+       long x = 1, y = 2, sum;
+       fsched_graph *g;
+       fsched_graph_task *a, *b, *c;
+       fsched_graph_create(NULL, &g);
+       fsched_graph_add(g, produce, &x, NULL, &a);
+       fsched_graph_add(g, produce, &y, NULL, &b);
+       fsched_graph_add(g, add, &sum, NULL, &c);
+       fsched_graph_precede(g, a, c);
+       fsched_graph_precede(g, b, c);
+       fsched_graph_run(g, s);                    // starts it and returns
+       fsched_graph_wait(g, NULL);                // FSCHED_OK, or how the run failed
+       fsched_graph_destroy(g);
 
    Coroutines without any scheduler:
 
@@ -189,7 +217,8 @@ typedef enum fsched_result {
     FSCHED_ERR_TIMEOUT,          /* a timed wait expired */
     FSCHED_ERR_CANCELLED,        /* the work was cancelled */
     FSCHED_ERR_SYSTEM,           /* the operating system refused (errno / GetLastError) */
-    FSCHED_ERR_UNSUPPORTED       /* not available in this build or on this platform */
+    FSCHED_ERR_UNSUPPORTED,      /* not available in this build or on this platform */
+    FSCHED_ERR_TASK_FAILED       /* a task of a graph reported an error */
 } fsched_result;
 
 /* A static English description of r, e.g. "invalid argument". Any thread. */
@@ -526,6 +555,181 @@ FIBERSCHED_API void fsched_yield(void);
 /* The monotonic clock timed waits use, in nanoseconds. */
 FIBERSCHED_API uint64_t fsched_clock_ns(void);
 
+/* ---- dependency graphs ------------------------------------------------------------
+   A graph holds tasks and the edges between them ("before" precedes "after"). Running it
+   starts every task once all its predecessors have finished, in parallel wherever the
+   edges allow, on the work-stealing pool: a task made ready starts on the worker that
+   finished its last predecessor, without a queue when it is the only one. Graphs are
+   built once and run many times; a running task may add tasks and edges to its own
+   graph. An edge that would close a cycle is refused when it is added.
+
+   A task function returns 0 when it succeeded and any other value (its status) when it
+   failed. By default the dependents of a failed task do not run and are marked failed,
+   while independent branches still finish; FSCHED_GRAPH_FAIL_FAST cancels every task not
+   yet started instead. fsched_graph_wait reports the first failure and its task. Results
+   are values a task publishes for its successors; each is released as soon as no task
+   needs it any more.
+
+   Thread safety: building (add, precede) may happen from several threads at once (the
+   graph serializes it); while the graph runs, only its own running tasks may add to it.
+   Run, wait and cancel may be called from any thread; wait suspends only the calling
+   task when called from one. Task handles stay valid until the graph is destroyed (tasks
+   a running task added: until the graph is run again). */
+
+typedef struct fsched_graph fsched_graph;
+typedef struct fsched_graph_task fsched_graph_task;
+
+/* A task: self is the running task (for results, predecessors, the graph and the
+   cancellation flag), arg what was given to fsched_graph_add. 0: success; anything else
+   is the task's status and marks it failed. */
+typedef int (*fsched_graph_fn)(fsched_graph_task *self, void *arg);
+
+typedef enum fsched_priority {
+    FSCHED_PRIORITY_DEFAULT = 0, /* normal */
+    FSCHED_PRIORITY_LOW,
+    FSCHED_PRIORITY_NORMAL,
+    FSCHED_PRIORITY_HIGH
+} fsched_priority;
+
+typedef enum fsched_task_state {
+    FSCHED_TASK_WAITING = 0, /* predecessors have not finished (or the graph is not running) */
+    FSCHED_TASK_READY,       /* queued to run */
+    FSCHED_TASK_RUNNING,
+    FSCHED_TASK_FINISHED,    /* returned 0 */
+    FSCHED_TASK_FAILED,      /* returned a status, could not be queued, or a predecessor failed */
+    FSCHED_TASK_CANCELLED    /* not started: the graph was cancelled */
+} fsched_task_state;
+
+typedef enum fsched_graph_policy {
+    FSCHED_GRAPH_SKIP_DEPENDENTS = 0, /* a failure fails only what depends on it */
+    FSCHED_GRAPH_FAIL_FAST            /* a failure cancels every task not yet started */
+} fsched_graph_policy;
+
+typedef struct fsched_graph_desc {
+    const char *name;           /* for diagnostics and DOT output; copied */
+    fsched_graph_policy on_failure;
+    fsched_allocator allocator;
+    fsched_logger logger;
+} fsched_graph_desc;
+
+typedef struct fsched_graph_task_desc {
+    const char *name;           /* for diagnostics and DOT output; copied */
+    fsched_priority priority;   /* among ready tasks on one worker, higher levels start first */
+    uint64_t cost;              /* estimated cost, any unit; when any task has one, ready
+                                   tasks on the longest remaining chain start first */
+    uint64_t workers;           /* bit i: worker thread i (fsched_worker_index) may run it;
+                                   0: any worker. Only workers 0..63 can be named */
+    int on_caller;              /* run only on the thread that called fsched_graph_run
+                                   (a task or a bound thread of the scheduler) */
+} fsched_graph_task_desc;
+
+typedef struct fsched_graph_outcome {
+    fsched_result result;       /* FSCHED_OK; FSCHED_ERR_TASK_FAILED when a task failed;
+                                   FSCHED_ERR_CANCELLED; or, when the first failure was a
+                                   task that could not be queued, why (out of memory, or
+                                   FSCHED_ERR_WRONG_STATE: its thread had unbound) */
+    fsched_graph_task *failed;  /* the first task that failed, or NULL */
+    int status;                 /* what that task returned (0 if it could not be queued) */
+    size_t finished;            /* tasks that returned 0 */
+    size_t failed_count;        /* tasks that failed themselves */
+    size_t skipped;             /* tasks marked failed because a predecessor failed */
+    size_t cancelled;           /* tasks cancelled before they started */
+} fsched_graph_outcome;
+
+/* Creates an empty graph. desc may be NULL. FSCHED_ERR_INVALID_ARGUMENT, _OUT_OF_MEMORY. */
+FIBERSCHED_API fsched_result fsched_graph_create(const fsched_graph_desc *desc, fsched_graph **out);
+
+/* Frees the graph, its tasks and the results still held (releasing them).
+   FSCHED_ERR_WRONG_STATE, freeing nothing, while it runs. NULL is ignored. */
+FIBERSCHED_API fsched_result fsched_graph_destroy(fsched_graph *g);
+
+/* Adds a task that runs fn(self, arg). desc may be NULL. While the graph runs, only its
+   running tasks may add (the new task starts once the adding task has returned and the
+   new task's own predecessors have finished; it belongs to this run only). Any thread.
+   FSCHED_ERR_INVALID_ARGUMENT, _OUT_OF_MEMORY, _WRONG_STATE. */
+FIBERSCHED_API fsched_result fsched_graph_add(fsched_graph *g, fsched_graph_fn fn, void *arg,
+                                              const fsched_graph_task_desc *desc,
+                                              fsched_graph_task **out);
+
+/* Adds a task that runs the whole graph `sub` (on the same scheduler) and waits for it:
+   composition. The task fails when sub does, with the fsched_result of sub's run as its
+   status. sub must not contain g. Errors as fsched_graph_add. */
+FIBERSCHED_API fsched_result fsched_graph_add_graph(fsched_graph *g, fsched_graph *sub,
+                                                    const fsched_graph_task_desc *desc,
+                                                    fsched_graph_task **out);
+
+/* `before` must finish before `after` starts. Adding an edge twice has no further effect.
+   FSCHED_ERR_INVALID_ARGUMENT when the edge would close a cycle (before == after
+   included) or the tasks belong to another graph; while the graph runs, only its running
+   tasks may add edges, and `after` must not have started (FSCHED_ERR_WRONG_STATE). */
+FIBERSCHED_API fsched_result fsched_graph_precede(fsched_graph *g, fsched_graph_task *before,
+                                                  fsched_graph_task *after);
+
+/* Starts a run of g on s and returns at once. Results and tasks added by the previous
+   run are released first. FSCHED_ERR_WRONG_STATE (already running; on_caller tasks but
+   the caller is no task or bound thread of s; s being destroyed),
+   FSCHED_ERR_INVALID_ARGUMENT (a task names only workers s does not have). Any thread. */
+FIBERSCHED_API fsched_result fsched_graph_run(fsched_graph *g, fsched_sched *s);
+
+/* Waits for the current (or last) run to end and describes how it ended; out may be
+   NULL. Returns how the run ended (out->result: FSCHED_OK when every task finished), or
+   an error of the call itself, out left alone: FSCHED_ERR_WRONG_STATE when g never ran
+   or when called from one of g's own tasks, FSCHED_ERR_INVALID_ARGUMENT. A task waits by
+   suspending; any other thread blocks. */
+FIBERSCHED_API fsched_result fsched_graph_wait(fsched_graph *g, fsched_graph_outcome *out);
+
+/* fsched_graph_wait with a relative timeout: FSCHED_ERR_TIMEOUT when the run goes on. */
+FIBERSCHED_API fsched_result fsched_graph_wait_for(fsched_graph *g, uint64_t timeout_ns,
+                                                   fsched_graph_outcome *out);
+
+/* Cancels the current run: tasks not yet started are marked cancelled and do not run;
+   running tasks may notice through fsched_graph_cancelled. Any thread. */
+FIBERSCHED_API fsched_result fsched_graph_cancel(fsched_graph *g);
+
+/* Writes g in Graphviz DOT, with each task's name and state, through write (called with
+   pieces of text, no terminator). Any thread, also while g runs. */
+FIBERSCHED_API fsched_result fsched_graph_dump_dot(fsched_graph *g,
+                                                   void (*write)(const char *text, size_t len,
+                                                                 void *user),
+                                                   void *user);
+
+/* Number of tasks in g (including those added by the running tasks). */
+FIBERSCHED_API size_t fsched_graph_task_count(fsched_graph *g);
+
+/* ---- inside a task, and queries ---- */
+
+/* The graph a task belongs to (for adding tasks while running). */
+FIBERSCHED_API fsched_graph *fsched_graph_task_graph(const fsched_graph_task *t);
+
+/* Publishes the running task's result for its successors; release(result, user) is
+   called once no successor needs it any more (for a task without successors: when the
+   graph is run again or destroyed), or at once when replaced by another call. Only the
+   task itself, while it runs: FSCHED_ERR_WRONG_STATE otherwise. release may be NULL. */
+FIBERSCHED_API fsched_result fsched_graph_set_result(fsched_graph_task *self, void *result,
+                                                     void (*release)(void *result, void *user),
+                                                     void *user);
+
+/* The result t published, or NULL. A running task may read its predecessors' results;
+   after a run, the results of tasks without successors can be read. */
+FIBERSCHED_API void *fsched_graph_result(const fsched_graph_task *t);
+
+/* t's predecessors, in the order the edges were added. */
+FIBERSCHED_API size_t fsched_graph_pred_count(const fsched_graph_task *t);
+FIBERSCHED_API fsched_graph_task *fsched_graph_pred(const fsched_graph_task *t, size_t i);
+
+/* Nonzero when the run of t's graph has been cancelled (a running task may stop early). */
+FIBERSCHED_API int fsched_graph_cancelled(const fsched_graph_task *t);
+
+/* State of t (FSCHED_TASK_WAITING for NULL). Any thread. */
+FIBERSCHED_API fsched_task_state fsched_graph_task_state(const fsched_graph_task *t);
+
+/* What t returned in the last run when it failed: its status (0 otherwise, also when it
+   failed because a predecessor did or because it could not be queued). */
+FIBERSCHED_API int fsched_graph_task_status(const fsched_graph_task *t);
+
+/* t's name ("" without one). */
+FIBERSCHED_API const char *fsched_graph_task_name(const fsched_graph_task *t);
+
 #ifdef __cplusplus
 }
 #endif
@@ -700,6 +904,7 @@ void __tsan_set_fiber_name(void *fiber, const char *name);
 #define FSCHED__STORE(p, v, mo) __atomic_store_n((p), (v), (mo))
 #define FSCHED__FETCH_ADD(p, v, mo) __atomic_fetch_add((p), (v), (mo))
 #define FSCHED__FETCH_SUB(p, v, mo) __atomic_fetch_sub((p), (v), (mo))
+#define FSCHED__FETCH_OR(p, v, mo) __atomic_fetch_or((p), (v), (mo))
 #define FSCHED__EXCHANGE(p, v, mo) __atomic_exchange_n((p), (v), (mo))
 #define FSCHED__CAS(p, expected, desired, succ, fail) \
     __atomic_compare_exchange_n((p), (expected), (desired), 0, (succ), (fail))
@@ -716,6 +921,8 @@ void __tsan_set_fiber_name(void *fiber, const char *name);
     __extension__({ __typeof__(*(p)) fsched__old_ = *(p); *(p) = fsched__old_ + (v); fsched__old_; })
 #define FSCHED__FETCH_SUB(p, v, mo) \
     __extension__({ __typeof__(*(p)) fsched__old_ = *(p); *(p) = fsched__old_ - (v); fsched__old_; })
+#define FSCHED__FETCH_OR(p, v, mo) \
+    __extension__({ __typeof__(*(p)) fsched__old_ = *(p); *(p) = fsched__old_ | (v); fsched__old_; })
 #define FSCHED__EXCHANGE(p, v, mo) \
     __extension__({ __typeof__(*(p)) fsched__old_ = *(p); *(p) = (v); fsched__old_; })
 #define FSCHED__CAS(p, expected, desired, succ, fail) \
@@ -1309,6 +1516,7 @@ struct fsched_fiber {
     void *owner;            /* the worker whose loop the fiber belongs to */
     fsched_fiber *link;     /* ready queue, inbox or idle pool */
     uint32_t ready_taken;   /* taken from the ready queue for a switch not yet made */
+    void *graph_task;       /* the graph task whose function runs on this fiber */
 };
 
 struct fsched_stack_pool {
@@ -2104,42 +2312,26 @@ struct fsched__job {
 
 #define FSCHED__ALIGN_LINE __attribute__((aligned(FSCHED__CACHE_LINE)))
 
-/* The public part is a Chase-Lev deque with the C11 orderings of Le, Pop, Cohen and
-   Zappa Nardelli, "Correct and Efficient Work-Stealing for Weak Memory Models" (PPoPP
-   2013). Indices are signed so that `bottom - 1` may go below `top`. The array grows by
-   doubling; arrays it outgrows may still be read by a thief that loaded the old pointer,
-   so they are kept on a list and freed with the deque. */
+#define FSCHED__RING_SIZE 256u /* the private part of a split deque (below) */
+
+/* ---- Chase-Lev deque ----
+   The C11 orderings of Le, Pop, Cohen and Zappa Nardelli, "Correct and Efficient
+   Work-Stealing for Weak Memory Models" (PPoPP 2013). Indices are signed so that
+   `bottom - 1` may go below `top`. The array grows by doubling; arrays it outgrows may
+   still be read by a thief that loaded the old pointer, so they are kept on a list and
+   freed with the deque. The array is allocated on the first push. */
 typedef struct fsched__cl_array {
     int64_t mask;                      /* capacity - 1, a power of two minus one */
     struct fsched__cl_array *retired;  /* older arrays, freed with the deque */
     fsched__job **slots;               /* atomic elements: thieves read them racily */
 } fsched__cl_array;
 
-/* The private part is a ring only its owner touches: push and pop of the newest job take
-   no fence and no atomic read-modify-write. `request` says that the public part went
-   empty: it starts set, and whoever takes the last public job (a thief or the owner) or
-   finds none (a thief) sets it. The owner answers on its next push or pop by moving the
-   older half of its ring to the public part. So an owner with queued work offers its
-   oldest job as soon as it next queues or takes one, not only after a thief asked and
-   waited: a job queued just before a long computation that never calls the scheduler
-   is not stranded behind it while other workers idle. Jobs in the ring are always newer
-   than every job in the public part, so thieves keep taking the oldest work. In
-   recursive fork-join the ring does nearly all the work: one move per public job taken. */
-#define FSCHED__RING_SIZE 256u
-typedef struct fsched__deque {
-    /* owner only */
-    fsched__job *ring[FSCHED__RING_SIZE];
-    size_t ring_head; /* oldest private job */
-    size_t ring_tail; /* one past the newest */
-    fsched_allocator allocator;
-    /* thieves write */
-    FSCHED__ALIGN_LINE int64_t top;
-    /* owner writes, thieves read */
-    FSCHED__ALIGN_LINE int64_t bottom;
+typedef struct fsched__cl {
+    FSCHED__ALIGN_LINE int64_t top;    /* thieves write */
+    FSCHED__ALIGN_LINE int64_t bottom; /* the owner writes, thieves read */
     fsched__cl_array *array;
-    /* thieves write rarely, the owner reads on every push and pop */
-    FSCHED__ALIGN_LINE uint32_t request;
-} fsched__deque;
+    fsched_allocator allocator;
+} fsched__cl;
 
 #define FSCHED__STEAL_EMPTY ((fsched__job *)0)
 #define FSCHED__STEAL_RETRY ((fsched__job *)1)
@@ -2154,66 +2346,165 @@ static fsched__cl_array *fsched__cl_array_new(const fsched_allocator *a, int64_t
     return arr;
 }
 
-static void fsched__cl_array_free(const fsched_allocator *a, fsched__cl_array *arr) {
-    fsched__free(a, arr, sizeof(fsched__cl_array) + (size_t)(arr->mask + 1) * sizeof(fsched__job *),
-                 FSCHED__CACHE_LINE);
+static void fsched__cl_init(fsched__cl *q, const fsched_allocator *a) {
+    memset(q, 0, sizeof *q);
+    q->allocator = *a;
 }
 
-static fsched_result fsched__deque_init(fsched__deque *d, const fsched_allocator *a) {
-    memset(d, 0, sizeof *d);
-    d->allocator = *a;
-    d->request = 1; /* the public part is empty */
-    d->array = fsched__cl_array_new(a, 256);
-    return d->array ? FSCHED_OK : FSCHED_ERR_OUT_OF_MEMORY;
-}
-
-static void fsched__deque_destroy(fsched__deque *d) {
-    fsched__cl_array *arr = d->array, *next;
+static void fsched__cl_destroy(fsched__cl *q) {
+    fsched__cl_array *arr = q->array, *next;
     for (; arr; arr = next) {
         next = arr->retired;
-        fsched__cl_array_free(&d->allocator, arr);
+        fsched__free(&q->allocator, arr,
+                     sizeof(fsched__cl_array) + (size_t)(arr->mask + 1) * sizeof(fsched__job *),
+                     FSCHED__CACHE_LINE);
     }
-    d->array = NULL;
+    q->array = NULL;
 }
 
-/* Owner: doubles the public array, keeping the old one readable for thieves. */
-static fsched__cl_array *fsched__cl_grow(fsched__deque *d, fsched__cl_array *old, int64_t t,
-                                         int64_t b) {
-    fsched__cl_array *arr = fsched__cl_array_new(&d->allocator, (old->mask + 1) * 2);
-    int64_t i;
-    if (!arr) return NULL;
-    for (i = t; i < b; i++)
-        FSCHED__STORE(&arr->slots[i & arr->mask],
-                      FSCHED__LOAD(&old->slots[i & old->mask], FSCHED__RELAXED), FSCHED__RELAXED);
-    arr->retired = old;
+/* Owner: an array with room for `need` jobs between t and b (the first, or a doubled
+   one that keeps the old array readable for thieves); NULL for want of memory. */
+static fsched__cl_array *fsched__cl_room(fsched__cl *q, int64_t t, int64_t b, int64_t need) {
+    fsched__cl_array *arr = FSCHED__LOAD(&q->array, FSCHED__RELAXED), *bigger;
+    int64_t capacity = arr ? arr->mask + 1 : 256, i;
+    if (arr && need <= capacity) return arr;
+    while (capacity < need) capacity *= 2;
+    bigger = fsched__cl_array_new(&q->allocator, capacity);
+    if (!bigger) return NULL;
+    if (arr)
+        for (i = t; i < b; i++)
+            FSCHED__STORE(&bigger->slots[i & bigger->mask],
+                          FSCHED__LOAD(&arr->slots[i & arr->mask], FSCHED__RELAXED),
+                          FSCHED__RELAXED);
+    bigger->retired = arr;
     /* release: a thief that loads the new pointer sees its copied slots */
-    FSCHED__STORE(&d->array, arr, FSCHED__RELEASE);
-    return arr;
+    FSCHED__STORE(&q->array, bigger, FSCHED__RELEASE);
+    return bigger;
 }
+
+/* Owner: appends n jobs taken from ring[first...] (modulo the ring's size; ring may be
+   NULL), then the m jobs of `more`, as one batch. 0, pushing nothing, for want of memory. */
+static int fsched__cl_push(fsched__cl *q, fsched__job *const *ring, size_t first, size_t n,
+                           fsched__job *const *more, size_t m) {
+    int64_t b = FSCHED__LOAD(&q->bottom, FSCHED__RELAXED);
+    /* acquire: pairs with thieves' CAS on top, so slots they vacated may be reused */
+    int64_t t = FSCHED__LOAD(&q->top, FSCHED__ACQUIRE);
+    fsched__cl_array *arr = fsched__cl_room(q, t, b, b - t + (int64_t)(n + m));
+    size_t i;
+    if (!arr) return 0;
+    for (i = 0; i < n; i++)
+        FSCHED__STORE(&arr->slots[(b + (int64_t)i) & arr->mask],
+                      ring[(first + i) % FSCHED__RING_SIZE], FSCHED__RELAXED);
+    for (i = 0; i < m; i++)
+        FSCHED__STORE(&arr->slots[(b + (int64_t)(n + i)) & arr->mask], more[i], FSCHED__RELAXED);
+    /* release: the slots (and the jobs they point to) are written before a thief sees the
+       new bottom. The paper's release fence followed by a relaxed store gives the same
+       order for this purpose; a release store is also understood by ThreadSanitizer. */
+    FSCHED__STORE(&q->bottom, b + (int64_t)(n + m), FSCHED__RELEASE);
+    return 1;
+}
+
+/* Owner: takes the newest job, or NULL. Sets *emptied when the deque is now empty (it
+   took the last job, lost it to a thief, or found none). */
+static fsched__job *fsched__cl_take(fsched__cl *q, int *emptied) {
+    int64_t b = FSCHED__LOAD(&q->bottom, FSCHED__RELAXED) - 1;
+    fsched__cl_array *arr = FSCHED__LOAD(&q->array, FSCHED__RELAXED);
+    int64_t t;
+    fsched__job *job = NULL;
+    *emptied = 1;
+    FSCHED__STORE(&q->bottom, b, FSCHED__RELAXED);
+    /* seq_cst: the bottom store and the top load must not reorder (against a thief's
+       top load and bottom load, which its own seq_cst fence separates) */
+    FSCHED__FENCE(FSCHED__SEQ_CST);
+    t = FSCHED__LOAD(&q->top, FSCHED__RELAXED);
+    if (t <= b) {
+        job = FSCHED__LOAD(&arr->slots[b & arr->mask], FSCHED__RELAXED);
+        if (t == b) { /* the last job: race the thieves for it */
+            if (!FSCHED__CAS(&q->top, &t, t + 1, FSCHED__SEQ_CST, FSCHED__RELAXED)) job = NULL;
+            FSCHED__STORE(&q->bottom, b + 1, FSCHED__RELAXED);
+        } else {
+            *emptied = 0;
+        }
+    } else {
+        FSCHED__STORE(&q->bottom, b + 1, FSCHED__RELAXED);
+    }
+    return job;
+}
+
+/* Thief: takes the oldest job; FSCHED__STEAL_RETRY when another thief won it. Sets
+   *emptied when it took the last one. */
+static fsched__job *fsched__cl_steal(fsched__cl *q, int *emptied) {
+    /* acquire: pairs with other thieves' CAS and the owner's take */
+    int64_t t = FSCHED__LOAD(&q->top, FSCHED__ACQUIRE);
+    int64_t b;
+    FSCHED__FENCE(FSCHED__SEQ_CST); /* see fsched__cl_take */
+    /* acquire: pairs with the owner's release store of bottom */
+    b = FSCHED__LOAD(&q->bottom, FSCHED__ACQUIRE);
+    *emptied = 0;
+    if (t < b) {
+        /* acquire (consume in the paper): the slots of the array we load are visible */
+        fsched__cl_array *arr = FSCHED__LOAD(&q->array, FSCHED__ACQUIRE);
+        fsched__job *job = FSCHED__LOAD(&arr->slots[t & arr->mask], FSCHED__RELAXED);
+        /* seq_cst: decides the race with other thieves and with the owner's take */
+        if (!FSCHED__CAS(&q->top, &t, t + 1, FSCHED__SEQ_CST, FSCHED__RELAXED))
+            return FSCHED__STEAL_RETRY;
+        *emptied = t + 1 == b;
+        return job;
+    }
+    return FSCHED__STEAL_EMPTY;
+}
+
+/* Whether the deque looks empty. Relaxed: a hint (the owner's own bottom, or a thief's
+   quick look before the fenced steal); a stale answer costs only time. */
+static inline int fsched__cl_looks_empty(fsched__cl *q) {
+    return FSCHED__LOAD(&q->bottom, FSCHED__RELAXED) <= FSCHED__LOAD(&q->top, FSCHED__RELAXED);
+}
+
+/* Owner: the newest job without taking it, or NULL. Only the owner writes slots and
+   bottom, so a take that follows returns this job or, if a thief took it, NULL. */
+static inline fsched__job *fsched__cl_peek(fsched__cl *q) {
+    int64_t b = FSCHED__LOAD(&q->bottom, FSCHED__RELAXED);
+    fsched__cl_array *arr;
+    if (b <= FSCHED__LOAD(&q->top, FSCHED__RELAXED)) return NULL;
+    arr = FSCHED__LOAD(&q->array, FSCHED__RELAXED);
+    return FSCHED__LOAD(&arr->slots[(b - 1) & arr->mask], FSCHED__RELAXED);
+}
+
+/* ---- split deque: a private ring in front of a Chase-Lev deque ----
+   The ring is touched only by its owner: push and pop of the newest job take no fence
+   and no atomic read-modify-write. `request` says that the public part went empty: it
+   starts set, and whoever takes the last public job (a thief or the owner) or finds none
+   (a thief) sets it. The owner answers on its next push or pop by moving the older half
+   of its ring to the public part. So an owner with queued work offers its oldest job as
+   soon as it next queues or takes one, not only after a thief asked and waited: a job
+   queued just before a long computation that never calls the scheduler is not stranded
+   behind it while other workers idle. Jobs in the ring are always newer than every job
+   in the public part, so thieves keep taking the oldest work. In recursive fork-join the
+   ring does nearly all the work: one move per public job taken. */
+typedef struct fsched__deque {
+    /* owner only */
+    fsched__job *ring[FSCHED__RING_SIZE];
+    size_t ring_head; /* oldest private job */
+    size_t ring_tail; /* one past the newest */
+    fsched__cl pub;
+    /* thieves write rarely, the owner reads on every push and pop */
+    FSCHED__ALIGN_LINE uint32_t request;
+} fsched__deque;
+
+static void fsched__deque_init(fsched__deque *d, const fsched_allocator *a) {
+    memset(d, 0, sizeof *d);
+    fsched__cl_init(&d->pub, a);
+    d->request = 1; /* the public part is empty */
+}
+
+static void fsched__deque_destroy(fsched__deque *d) { fsched__cl_destroy(&d->pub); }
 
 /* Owner: appends the n oldest private jobs, then the m jobs of `more`, to the public part
    as one batch (so the public part stays older than the ring). Fails only for want of
    memory, and then moves nothing. */
 static int fsched__deque_expose(fsched__deque *d, size_t n, fsched__job *const *more, size_t m) {
-    int64_t b = FSCHED__LOAD(&d->bottom, FSCHED__RELAXED);
-    /* acquire: pairs with thieves' CAS on top, so slots they vacated may be reused */
-    int64_t t = FSCHED__LOAD(&d->top, FSCHED__ACQUIRE);
-    fsched__cl_array *arr = FSCHED__LOAD(&d->array, FSCHED__RELAXED);
-    size_t i;
-    while (b - t + (int64_t)(n + m) > arr->mask + 1) {
-        arr = fsched__cl_grow(d, arr, t, b);
-        if (!arr) return 0;
-    }
-    for (i = 0; i < n; i++)
-        FSCHED__STORE(&arr->slots[(b + (int64_t)i) & arr->mask],
-                      d->ring[(d->ring_head + i) % FSCHED__RING_SIZE], FSCHED__RELAXED);
-    for (i = 0; i < m; i++)
-        FSCHED__STORE(&arr->slots[(b + (int64_t)(n + i)) & arr->mask], more[i], FSCHED__RELAXED);
+    if (!fsched__cl_push(&d->pub, d->ring, d->ring_head, n, more, m)) return 0;
     d->ring_head += n;
-    /* release: the slots (and the jobs they point to) are written before a thief sees the
-       new bottom. The paper's release fence followed by a relaxed store gives the same
-       order for this purpose; a release store is also understood by ThreadSanitizer. */
-    FSCHED__STORE(&d->bottom, b + (int64_t)(n + m), FSCHED__RELEASE);
     return 1;
 }
 
@@ -2222,52 +2513,6 @@ static int fsched__deque_expose(fsched__deque *d, size_t n, fsched__job *const *
    line it reads costs it a cache miss. Relaxed: a hint; a late answer costs only time. */
 static inline void fsched__deque_request(fsched__deque *d) {
     if (!FSCHED__LOAD(&d->request, FSCHED__RELAXED)) FSCHED__STORE(&d->request, 1u, FSCHED__RELAXED);
-}
-
-/* Owner: takes the newest public job (the slow path, only when the ring is empty). */
-static fsched__job *fsched__cl_take(fsched__deque *d) {
-    int64_t b = FSCHED__LOAD(&d->bottom, FSCHED__RELAXED) - 1;
-    fsched__cl_array *arr = FSCHED__LOAD(&d->array, FSCHED__RELAXED);
-    int64_t t;
-    fsched__job *job = NULL;
-    FSCHED__STORE(&d->bottom, b, FSCHED__RELAXED);
-    /* seq_cst: the bottom store and the top load must not reorder (against a thief's
-       top load and bottom load, which its own seq_cst fence separates) */
-    FSCHED__FENCE(FSCHED__SEQ_CST);
-    t = FSCHED__LOAD(&d->top, FSCHED__RELAXED);
-    if (t <= b) {
-        job = FSCHED__LOAD(&arr->slots[b & arr->mask], FSCHED__RELAXED);
-        if (t == b) { /* the last job: race the thieves for it */
-            if (!FSCHED__CAS(&d->top, &t, t + 1, FSCHED__SEQ_CST, FSCHED__RELAXED)) job = NULL;
-            FSCHED__STORE(&d->bottom, b + 1, FSCHED__RELAXED);
-            fsched__deque_request(d);
-        }
-    } else {
-        FSCHED__STORE(&d->bottom, b + 1, FSCHED__RELAXED);
-        fsched__deque_request(d);
-    }
-    return job;
-}
-
-/* Thief: takes the oldest public job; FSCHED__STEAL_RETRY when another thief won it. */
-static fsched__job *fsched__cl_steal(fsched__deque *d) {
-    /* acquire: pairs with other thieves' CAS and the owner's take */
-    int64_t t = FSCHED__LOAD(&d->top, FSCHED__ACQUIRE);
-    int64_t b;
-    FSCHED__FENCE(FSCHED__SEQ_CST); /* see fsched__cl_take */
-    /* acquire: pairs with the owner's release store of bottom */
-    b = FSCHED__LOAD(&d->bottom, FSCHED__ACQUIRE);
-    if (t < b) {
-        /* acquire (consume in the paper): the slots of the array we load are visible */
-        fsched__cl_array *arr = FSCHED__LOAD(&d->array, FSCHED__ACQUIRE);
-        fsched__job *job = FSCHED__LOAD(&arr->slots[t & arr->mask], FSCHED__RELAXED);
-        /* seq_cst: decides the race with other thieves and with the owner's take */
-        if (!FSCHED__CAS(&d->top, &t, t + 1, FSCHED__SEQ_CST, FSCHED__RELAXED))
-            return FSCHED__STEAL_RETRY;
-        if (t + 1 == b) fsched__deque_request(d); /* took the last one */
-        return job;
-    }
-    return FSCHED__STEAL_EMPTY;
 }
 
 /* Owner: moves the older half of the ring (at least one job) to the public part. */
@@ -2294,9 +2539,13 @@ static inline int fsched__deque_push(fsched__deque *d, fsched__job *job) {
 
 /* Owner: takes the newest job, or NULL when the deque is empty. */
 static inline fsched__job *fsched__deque_pop(fsched__deque *d) {
+    fsched__job *job;
+    int emptied;
     if (FSCHED__LIKELY(d->ring_tail != d->ring_head))
         return d->ring[--d->ring_tail % FSCHED__RING_SIZE];
-    return fsched__cl_take(d);
+    job = fsched__cl_take(&d->pub, &emptied);
+    if (emptied) fsched__deque_request(d);
+    return job;
 }
 
 /* Owner: takes the newest job if it is `job` and still private (the common end of a
@@ -2309,26 +2558,16 @@ static inline int fsched__deque_pop_if_newest(fsched__deque *d, const fsched__jo
     return 0;
 }
 
-/* Owner: the newest job without taking it, or NULL. A public job may be stolen before
-   the owner takes it; fsched__deque_pop then returns NULL, never another job (only the
-   owner writes slots and bottom). */
+/* Owner: the newest job without taking it, or NULL; see fsched__cl_peek. */
 static inline fsched__job *fsched__deque_peek(fsched__deque *d) {
-    int64_t b, t;
-    fsched__cl_array *arr;
     if (d->ring_tail != d->ring_head) return d->ring[(d->ring_tail - 1) % FSCHED__RING_SIZE];
-    b = FSCHED__LOAD(&d->bottom, FSCHED__RELAXED);
-    t = FSCHED__LOAD(&d->top, FSCHED__RELAXED);
-    if (b <= t) return NULL;
-    arr = FSCHED__LOAD(&d->array, FSCHED__RELAXED);
-    return FSCHED__LOAD(&arr->slots[(b - 1) & arr->mask], FSCHED__RELAXED);
+    return fsched__cl_peek(&d->pub);
 }
 
 /* Owner: whether any job is queued (private or public). */
 static inline int fsched__deque_empty(fsched__deque *d) {
-    return d->ring_tail == d->ring_head &&
-           FSCHED__LOAD(&d->bottom, FSCHED__RELAXED) <= FSCHED__LOAD(&d->top, FSCHED__RELAXED);
+    return d->ring_tail == d->ring_head && fsched__cl_looks_empty(&d->pub);
 }
-
 
 /* ---- the injector: work submitted from threads outside the pool ----
    A FIFO under a mutex; workers check its atomic count before taking the lock, and take
@@ -2352,10 +2591,13 @@ static void fsched__injector_destroy(fsched__injector *q) {
     fsched__mutex_destroy(&q->lock);
 }
 
-static int fsched__injector_push(fsched__injector *q, fsched__job *job) {
+/* Queues the n jobs of `jobs` in order, all or (out of memory) none. */
+static int fsched__injector_push(fsched__injector *q, fsched__job *const *jobs, size_t n) {
+    size_t i;
     fsched__mutex_lock(&q->lock);
-    if (q->count == q->cap) {
-        size_t cap = q->cap ? q->cap * 2 : 64, i;
+    if (q->count + n > q->cap) {
+        size_t cap = q->cap ? q->cap * 2 : 64;
+        while (cap < q->count + n) cap *= 2;
         fsched__job **items = (fsched__job **)fsched__alloc(&q->allocator, cap * sizeof *items,
                                                             sizeof(void *));
         if (!items) {
@@ -2368,8 +2610,8 @@ static int fsched__injector_push(fsched__injector *q, fsched__job *job) {
         q->cap = cap;
         q->head = 0;
     }
-    q->items[(q->head + q->count) % q->cap] = job;
-    q->count++;
+    for (i = 0; i < n; i++) q->items[(q->head + q->count + i) % q->cap] = jobs[i];
+    q->count += n;
     /* release: a worker that sees the size also sees the queue (it takes the lock anyway) */
     FSCHED__STORE(&q->size, q->count, FSCHED__RELEASE);
     fsched__mutex_unlock(&q->lock);
@@ -2389,6 +2631,83 @@ static size_t fsched__injector_take(fsched__injector *q, fsched__job **out, size
     FSCHED__STORE(&q->size, q->count, FSCHED__RELAXED);
     fsched__mutex_unlock(&q->lock);
     return n;
+}
+
+/* ---- placed jobs: a priority level, or a set of slots that may run them ---- */
+
+#define FSCHED__LEVEL_LOW 0u
+#define FSCHED__LEVEL_NORMAL 1u
+#define FSCHED__LEVEL_HIGH 2u
+#define FSCHED__LEVELS 3u
+
+/* A job with a place (graph tasks): its level orders it against other local work, and
+   `slot` or `workers` restrict who may run it. */
+typedef struct fsched__placed {
+    fsched__job job;
+    struct fsched__placed *next; /* in an affinity queue */
+    uint64_t workers;            /* bit i: worker thread i may run it; 0 and slot < 0: any */
+    int32_t slot;                /* >= 0: only this slot may run it */
+    uint32_t level;              /* FSCHED__LEVEL_* */
+} fsched__placed;
+
+/* Jobs that only some slots may run, queued at one of them: a FIFO per level under a
+   mutex, and a count read without it. Other slots a job allows take it too: thieves only
+   take what they may run. A bound slot closes its queue when it unbinds. */
+typedef struct fsched__affine {
+    fsched__mutex lock;
+    fsched__placed *head[FSCHED__LEVELS], *tail[FSCHED__LEVELS];
+    uint32_t closed;
+    FSCHED__ALIGN_LINE uint32_t size; /* written under the lock */
+} fsched__affine;
+
+static void fsched__affine_init(fsched__affine *q) {
+    memset(q, 0, sizeof *q);
+    fsched__mutex_init(&q->lock);
+}
+
+static void fsched__affine_destroy(fsched__affine *q) { fsched__mutex_destroy(&q->lock); }
+
+/* Queues p; 0 when the queue is closed. */
+static int fsched__affine_put(fsched__affine *q, fsched__placed *p) {
+    fsched__mutex_lock(&q->lock);
+    if (q->closed) {
+        fsched__mutex_unlock(&q->lock);
+        return 0;
+    }
+    p->next = NULL;
+    if (q->tail[p->level]) q->tail[p->level]->next = p;
+    else q->head[p->level] = p;
+    q->tail[p->level] = p;
+    /* relaxed: a hint; the job itself is handed over by the mutex */
+    FSCHED__STORE(&q->size, q->size + 1u, FSCHED__RELAXED);
+    fsched__mutex_unlock(&q->lock);
+    return 1;
+}
+
+/* Whether slot `index` (a worker thread when `worker`) may run p. */
+static inline int fsched__placed_allows(const fsched__placed *p, uint32_t index, int worker) {
+    if (p->slot >= 0) return (uint32_t)p->slot == index;
+    if (!p->workers) return 1;
+    return worker && index < 64 && ((p->workers >> index) & 1u);
+}
+
+/* Takes the oldest job of the highest level that slot `index` may run, or NULL. */
+static fsched__placed *fsched__affine_take(fsched__affine *q, uint32_t index, int worker) {
+    fsched__placed *p = NULL, *prev;
+    uint32_t level;
+    if (!FSCHED__LOAD(&q->size, FSCHED__RELAXED)) return NULL;
+    fsched__mutex_lock(&q->lock);
+    for (level = FSCHED__LEVELS; level-- > 0 && !p;) {
+        for (prev = NULL, p = q->head[level]; p; prev = p, p = p->next)
+            if (fsched__placed_allows(p, index, worker)) break;
+        if (!p) continue;
+        if (prev) prev->next = p->next;
+        else q->head[level] = p->next;
+        if (q->tail[level] == p) q->tail[level] = prev;
+        FSCHED__STORE(&q->size, q->size - 1u, FSCHED__RELAXED);
+    }
+    fsched__mutex_unlock(&q->lock);
+    return p;
 }
 
 /* ===================================================================================== */
@@ -2457,7 +2776,9 @@ typedef struct fsched__task_slab {
 
 /* A slot of the scheduler: a worker thread, or a thread bound with fsched_bind. */
 typedef struct fsched__worker {
-    fsched__deque deque;
+    fsched__deque deque;     /* normal work */
+    fsched__cl high, low;    /* placed jobs of the other levels (always public) */
+    fsched__affine affine;   /* placed jobs that only some slots may run */
     struct fsched_sched *sched;
     uint32_t index;
     uint32_t bound;          /* a slot for fsched_bind rather than a worker thread */
@@ -2996,6 +3317,51 @@ static FSCHED__NOINLINE size_t fsched__publish(fsched__worker *w, fsched__job *c
     return i;
 }
 
+/* The slot that should queue p, which only some slots may run: its own slot, else the
+   calling worker if allowed, else an allowed worker that sleeps, else the next allowed
+   worker in turn. NULL when no slot of s is allowed. */
+static fsched__worker *fsched__place_target(fsched_sched *s, fsched__worker *self,
+                                            const fsched__placed *p) {
+    uint32_t n = s->n_threads < 64 ? s->n_threads : 64, start, i;
+    fsched__worker *pick = NULL;
+    if (p->slot >= 0) return (uint32_t)p->slot < s->n_slots ? s->slots[p->slot] : NULL;
+    if (self && fsched__placed_allows(p, self->index, !self->bound)) return self;
+    if (!n) return NULL;
+    start = FSCHED__FETCH_ADD(&s->wake_cursor, 1u, FSCHED__RELAXED);
+    for (i = 0; i < n; i++) {
+        uint32_t k = (start + i) % n;
+        if (!((p->workers >> k) & 1u)) continue;
+        if (FSCHED__LOAD(&s->slots[k]->sleeping, FSCHED__RELAXED)) return s->slots[k];
+        if (!pick) pick = s->slots[k];
+    }
+    return pick;
+}
+
+/* Queues a placed job from `self` (a slot of s, or NULL outside it): in an affinity queue
+   when only some slots may run it, else on the caller's deque of its level (the injector
+   from outside). 0 when it cannot be queued: out of memory, no allowed slot, or its only
+   slot has unbound. */
+static int fsched__place(fsched_sched *s, fsched__worker *self, fsched__placed *p) {
+    fsched__job *job = &p->job;
+    if (p->slot >= 0 || p->workers) {
+        fsched__worker *target = fsched__place_target(s, self, p);
+        if (!target || !fsched__affine_put(&target->affine, p)) return 0;
+        if (target != self) fsched__notify(target);
+        return 1;
+    }
+    if (!self) {
+        if (!fsched__injector_push(&s->injector, &job, 1)) return 0;
+        fsched__new_jobs(s, 1);
+        return 1;
+    }
+    if (p->level == FSCHED__LEVEL_NORMAL) return fsched__publish(self, &job, 1) == 1;
+    if (!fsched__cl_push(p->level == FSCHED__LEVEL_HIGH ? &self->high : &self->low, NULL, 0, 0,
+                         &job, 1))
+        return 0;
+    fsched__new_local_jobs(s, 1);
+    return 1;
+}
+
 /* Owner: queues a job; shares when the public part went empty (see fsched__deque).
    0 when out of memory (not queued). */
 static inline int fsched__push_job(fsched__worker *w, fsched__job *job) {
@@ -3010,8 +3376,35 @@ static inline fsched__job *fsched__pop_job(fsched__worker *w) {
     return job;
 }
 
-/* Tries the other slots' public deques from a random one, asking each empty one to share.
-   A worker that found work while others sleep wakes one more to keep searching. */
+/* Thief: steals from q, retrying a few times when other thieves win the race. */
+static fsched__job *fsched__steal_from(fsched__cl *q, int *emptied) {
+    fsched__job *job = FSCHED__STEAL_RETRY;
+    int attempt;
+    for (attempt = 0; attempt < 4 && job == FSCHED__STEAL_RETRY; attempt++)
+        job = fsched__cl_steal(q, emptied);
+    return job == FSCHED__STEAL_RETRY ? NULL : job;
+}
+
+/* Thief: a job of v that w may run: high level first, then normal work (asking v to
+   share when it has none public), then placed jobs w is allowed to take, then low. */
+static fsched__job *fsched__steal_one(fsched__worker *w, fsched__worker *v) {
+    fsched__job *job = NULL;
+    int emptied = 0;
+    fsched__placed *p;
+    if (!fsched__cl_looks_empty(&v->high) && (job = fsched__steal_from(&v->high, &emptied)))
+        return job;
+    if ((job = fsched__steal_from(&v->deque.pub, &emptied))) {
+        if (emptied) fsched__deque_request(&v->deque); /* took the last one */
+        return job;
+    }
+    fsched__deque_request(&v->deque);
+    if ((p = fsched__affine_take(&v->affine, w->index, !w->bound))) return &p->job;
+    if (!fsched__cl_looks_empty(&v->low)) return fsched__steal_from(&v->low, &emptied);
+    return NULL;
+}
+
+/* Tries the other slots from a random one. A worker that found work while others sleep
+   wakes one more to keep searching. */
 static fsched__job *fsched__steal(fsched__worker *w) {
     fsched_sched *s = w->sched;
     uint32_t n = s->n_slots, start, i;
@@ -3020,18 +3413,11 @@ static fsched__job *fsched__steal(fsched__worker *w) {
     for (i = 0; i < n; i++) {
         fsched__worker *v = s->slots[(start + i) % n];
         fsched__job *job;
-        int attempt;
         if (v == w || (v->bound && !FSCHED__LOAD(&v->in_use, FSCHED__RELAXED))) continue;
-        for (attempt = 0; attempt < 4; attempt++) {
-            job = fsched__cl_steal(&v->deque);
-            if (job != FSCHED__STEAL_RETRY) break;
-        }
-        if (job == FSCHED__STEAL_RETRY) continue;
-        if (job) {
+        if ((job = fsched__steal_one(w, v))) {
             if (fsched__wants_workers(s)) fsched__new_jobs(s, 1);
             return job;
         }
-        fsched__deque_request(&v->deque);
     }
     return NULL;
 }
@@ -3049,11 +3435,19 @@ static fsched__job *fsched__take_injected(fsched__worker *w) {
     return batch[0];
 }
 
+/* The next job for w: its own work by level (high, placed jobs for it, normal, low),
+   then work from outside, then other slots' work. */
 static fsched__job *fsched__find_job(fsched__worker *w) {
-    fsched__job *job = fsched__pop_job(w);
-    if (job) return job;
-    job = fsched__take_injected(w);
-    if (job) return job;
+    fsched__job *job;
+    fsched__placed *p;
+    int emptied;
+    if (!fsched__cl_looks_empty(&w->high) && (job = fsched__cl_take(&w->high, &emptied)))
+        return job;
+    if ((p = fsched__affine_take(&w->affine, w->index, !w->bound))) return &p->job;
+    if ((job = fsched__pop_job(w))) return job;
+    if (!fsched__cl_looks_empty(&w->low) && (job = fsched__cl_take(&w->low, &emptied)))
+        return job;
+    if ((job = fsched__take_injected(w))) return job;
     return fsched__steal(w);
 }
 
@@ -3255,10 +3649,10 @@ static fsched__worker *fsched__slot_new(fsched_sched *s, uint32_t index, int bou
     fsched__worker *w = (fsched__worker *)fsched__alloc(&s->allocator, sizeof *w, FSCHED__CACHE_LINE);
     if (!w) return NULL;
     memset(w, 0, sizeof *w);
-    if (fsched__deque_init(&w->deque, &s->allocator) != FSCHED_OK) {
-        fsched__free(&s->allocator, w, sizeof *w, FSCHED__CACHE_LINE);
-        return NULL;
-    }
+    fsched__deque_init(&w->deque, &s->allocator);
+    fsched__cl_init(&w->high, &s->allocator);
+    fsched__cl_init(&w->low, &s->allocator);
+    fsched__affine_init(&w->affine);
     w->sched = s;
     w->index = index;
     w->bound = (uint32_t)bound;
@@ -3275,6 +3669,9 @@ static void fsched__slot_free(fsched_sched *s, fsched__worker *w) {
     }
     fsched__free(&s->allocator, w->timers, w->timer_cap * sizeof *w->timers, sizeof(void *));
     fsched__deque_destroy(&w->deque);
+    fsched__cl_destroy(&w->high);
+    fsched__cl_destroy(&w->low);
+    fsched__affine_destroy(&w->affine);
     fsched__parker_destroy(&w->parker);
     fsched__free(&s->allocator, w, sizeof *w, FSCHED__CACHE_LINE);
 }
@@ -3395,6 +3792,9 @@ static fsched_result fsched__bind(fsched_sched *s, int reserved, fsched__worker 
         uint32_t expected = 0;
         /* acquire: the previous binder's release in fsched__unbind */
         if (FSCHED__CAS(&w->in_use, &expected, 1u, FSCHED__ACQUIRE, FSCHED__RELAXED)) {
+            fsched__mutex_lock(&w->affine.lock);
+            w->affine.closed = 0;
+            fsched__mutex_unlock(&w->affine.lock);
             w->thread = t;
             w->root = t->current;
             t->worker = w;
@@ -3409,12 +3809,19 @@ static fsched_result fsched__bind(fsched_sched *s, int reserved, fsched__worker 
 
 static int fsched__slot_drained(fsched__worker *w) {
     return w->blocked == 0 && !w->ready_head && !FSCHED__LOAD(&w->inbox, FSCHED__ACQUIRE) &&
-           fsched__deque_empty(&w->deque);
+           fsched__deque_empty(&w->deque) && fsched__cl_looks_empty(&w->high) &&
+           fsched__cl_looks_empty(&w->low) && !FSCHED__LOAD(&w->affine.size, FSCHED__RELAXED);
 }
 
 static void fsched__unbind(fsched__worker *w) {
     fsched__thread *t = &fsched__tls_thread;
-    fsched__schedule(w, fsched__slot_drained); /* what it queued runs before it leaves */
+    for (;;) { /* what it queued runs before it leaves; then nothing more may be queued */
+        fsched__schedule(w, fsched__slot_drained);
+        fsched__mutex_lock(&w->affine.lock);
+        w->affine.closed = w->affine.size == 0;
+        fsched__mutex_unlock(&w->affine.lock);
+        if (w->affine.closed) break;
+    }
     fsched__release_fibers(w);
     t->worker = NULL;
     w->thread = NULL;
@@ -4375,6 +4782,7 @@ FIBERSCHED_API uint64_t fsched_clock_ns(void) { return fsched__clock_ns(); }
 static fsched_result fsched__spawn(fsched_sched *s, fsched_wait_group *wg, void (*fn)(void *),
                                    void *arg, const void *data, size_t size) {
     fsched__worker *w = fsched__tls_thread.worker;
+    fsched__job *job;
     fsched__task *t;
     if (!s || s->magic != FSCHED__SCHED_LIVE)
         return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
@@ -4423,7 +4831,7 @@ static fsched_result fsched__spawn(fsched_sched *s, fsched_wait_group *wg, void 
     }
     if (wg) fsched_wait_group_add(wg, 1);
     if (w) {
-        fsched__job *job = &t->job;
+        job = &t->job;
         /* release: fsched_destroy reads the counts of spawns and completions */
         FSCHED__STORE(&w->spawned, w->spawned + 1, FSCHED__RELEASE);
         /* published at once: the spawner may compute for long before it next calls the
@@ -4431,7 +4839,8 @@ static fsched_result fsched__spawn(fsched_sched *s, fsched_wait_group *wg, void 
         if (fsched__publish(w, &job, 1) != 1) job->execute(job, w); /* out of memory */
         return FSCHED_OK;
     }
-    if (!fsched__injector_push(&s->injector, &t->job)) {
+    job = &t->job;
+    if (!fsched__injector_push(&s->injector, &job, 1)) {
         if (wg) fsched_wait_group_add(wg, -1);
         fsched__task_free(s, NULL, t);
         FSCHED__FETCH_ADD(&s->external_cancelled, 1u, FSCHED__SEQ_CST);
@@ -4726,6 +5135,1214 @@ FIBERSCHED_API fsched_result fsched_parallel_reduce(
 }
 
 
+/* ===================================================================================== */
+/*  graph: dependency-graph tasks                                                        */
+/* ===================================================================================== */
+
+/* Fixed-size items carved from chunks, with a free list: the tasks and edges of graphs.
+   Owned by one graph and used under its lock. */
+typedef struct fsched__slab {
+    void *free;   /* free items, linked through their first word */
+    void *chunks; /* chunks, linked through their first word */
+    size_t item, per_chunk;
+} fsched__slab;
+
+static void *fsched__slab_get(fsched__slab *sl, const fsched_allocator *a) {
+    void *item = sl->free;
+    if (!item) {
+        size_t header = fsched__round_up(sizeof(void *), 16), i;
+        unsigned char *chunk = (unsigned char *)fsched__alloc(
+            a, header + sl->item * sl->per_chunk, FSCHED__CACHE_LINE);
+        if (!chunk) return NULL;
+        memcpy(chunk, &sl->chunks, sizeof(void *));
+        sl->chunks = chunk;
+        for (i = sl->per_chunk; i-- > 0;) {
+            void *it = chunk + header + i * sl->item;
+            memcpy(it, &sl->free, sizeof(void *));
+            sl->free = it;
+        }
+        item = sl->free;
+    }
+    memcpy(&sl->free, item, sizeof(void *));
+    return item;
+}
+
+static void fsched__slab_put(fsched__slab *sl, void *item) {
+    memcpy(item, &sl->free, sizeof(void *));
+    sl->free = item;
+}
+
+static void fsched__slab_destroy(fsched__slab *sl, const fsched_allocator *a) {
+    size_t header = fsched__round_up(sizeof(void *), 16);
+    while (sl->chunks) {
+        void *next;
+        memcpy(&next, sl->chunks, sizeof(void *));
+        fsched__free(a, sl->chunks, header + sl->item * sl->per_chunk, FSCHED__CACHE_LINE);
+        sl->chunks = next;
+    }
+    sl->free = NULL;
+}
+
+/* An edge, in the successor list of its `before` task. */
+typedef struct fsched__gedge {
+    struct fsched__gedge *next;
+    fsched_graph_task *to;
+} fsched__gedge;
+
+/* The successor list of a task that has completed in this run. */
+#define FSCHED__GEDGE_CLOSED ((fsched__gedge *)1)
+
+/* Why a task will not run, set by its predecessors (bits of `upstream`). */
+#define FSCHED__UPSTREAM_FAILED 1u
+#define FSCHED__UPSTREAM_CANCELLED 2u
+
+#define FSCHED__GRAPH_INLINE_PREDS 2u
+
+struct fsched_graph_task {
+    fsched__placed placed;      /* the job; must be first */
+    fsched_graph *graph;
+    fsched_graph_fn fn;
+    void *arg;
+    char *name;                 /* a copy, or NULL */
+    /* structure, under the graph's lock */
+    fsched__gedge *succ;        /* successors, newest first */
+    fsched__gedge *succ_built;  /* the list before the current run added to it */
+    fsched_graph_task **preds;  /* predecessors in the order added: pred_inline or allocated */
+    fsched_graph_task *pred_inline[FSCHED__GRAPH_INLINE_PREDS];
+    uint32_t npreds, preds_cap, npreds_built, nsucc, nsucc_built;
+    uint32_t index;             /* in the graph's task array */
+    uint32_t dynamic;           /* added by a running task: belongs to that run only */
+    uint32_t level;             /* FSCHED__LEVEL_* from the priority */
+    uint32_t on_caller;
+    uint64_t workers;
+    int64_t ord;                /* position in a topological order (Pearce-Kelly) */
+    uint64_t mark;              /* visit mark of the cycle search */
+    uint64_t cost, rank;        /* rank: the costliest chain from this task to a sink */
+    /* one run */
+    fsched__gedge *live;        /* atomic: the successor list, CLOSED once completed */
+    uint32_t pending;           /* atomic: predecessors not completed, plus holds */
+    uint32_t upstream;          /* atomic: FSCHED__UPSTREAM_* */
+    uint32_t state;             /* atomic: fsched_task_state */
+    uint32_t users;             /* atomic: successors that may still read the result */
+    int status;
+    int doomed;                 /* a fsched_result that kept the task from being queued */
+    void *result;
+    void (*release)(void *result, void *user);
+    void *release_user;
+    fsched_graph_task *added;       /* tasks this one added while it ran (held) */
+    fsched_graph_task *added_next;
+    fsched_graph_task *local_next;  /* a worker's list of tasks to process */
+};
+
+#define FSCHED__GRAPH_LIVE 0x46534752u /* "FSGR" */
+#define FSCHED__GRAPH_DEAD 0xdead6a4fu
+
+struct fsched_graph {
+    uint32_t magic;
+    fsched_graph_policy policy;
+    fsched_allocator allocator;
+    fsched_logger logger;
+    char *name;
+    fsched__mutex lock;         /* structure: tasks, edges, order; and starting runs */
+    fsched__slab task_slab, edge_slab;
+    fsched_graph_task **tasks;
+    uint32_t ntasks, tasks_cap, nbuilt;
+    int64_t next_ord;
+    uint64_t next_mark;
+    uint32_t has_costs;
+    uint32_t ran;               /* a run has been started since creation */
+    /* the current run */
+    fsched_sched *sched;
+    int32_t caller_slot;
+    uint32_t running;           /* atomic: from fsched_graph_run until the run has ended */
+    uint32_t cancel;            /* atomic */
+    fsched_graph_task *first_failed; /* atomic: set once per run */
+    fsched_event done;          /* manual reset: the run has ended */
+    FSCHED__ALIGN_LINE uint64_t remaining; /* atomic: tasks of the run not completed, + holds */
+};
+
+/* A predecessor entry: the task, with the low bit set when its result is not counted for
+   this successor (an edge added while running, after the predecessor had completed). */
+#define FSCHED__GRAPH_UNCOUNTED ((uintptr_t)1)
+static inline fsched_graph_task *fsched__graph_pred_at(const fsched_graph_task *t, uint32_t i) {
+    return (fsched_graph_task *)((uintptr_t)t->preds[i] & ~FSCHED__GRAPH_UNCOUNTED);
+}
+
+static void fsched__graph_execute(fsched__job *job, fsched__worker *w);
+static void fsched__graph_process_list(fsched_graph_task *t, fsched__worker *w);
+static void fsched__graph_prepare_task(fsched_graph *g, fsched_graph_task *t);
+
+static void fsched__graph_free_task(fsched_graph *g, fsched_graph_task *t) {
+    if (t->preds != t->pred_inline)
+        fsched__free(&g->allocator, t->preds, t->preds_cap * sizeof *t->preds, sizeof(void *));
+    if (t->name) fsched__free(&g->allocator, t->name, strlen(t->name) + 1, 1);
+    t->placed.job.execute = NULL;
+    fsched__slab_put(&g->task_slab, t);
+}
+
+static char *fsched__graph_strdup(const fsched_allocator *a, const char *text) {
+    size_t n;
+    char *copy;
+    if (!text || !*text) return NULL;
+    n = strlen(text) + 1;
+    copy = (char *)fsched__alloc(a, n, 1);
+    if (copy) memcpy(copy, text, n);
+    return copy;
+}
+
+/* The graph task whose function runs on the calling fiber, or NULL. */
+static fsched_graph_task *fsched__graph_current(void) {
+    fsched_fiber *f = fsched__tls_thread.current;
+    return f ? (fsched_graph_task *)f->graph_task : NULL;
+}
+
+/* Releases a task's result (calls its release function once). */
+static void fsched__graph_release_result(fsched_graph_task *t) {
+    void (*release)(void *, void *) = t->release;
+    void *result = t->result;
+    t->release = NULL;
+    t->result = NULL;
+    if (release) release(result, t->release_user);
+}
+
+/* ---- the order: incremental cycle detection (Pearce and Kelly, "A dynamic topological
+   sort algorithm for directed acyclic graphs", JEA 2006) ----
+   Every task has an `ord`; edges always go from a lower to a higher one. A new edge that
+   agrees with the order costs nothing; otherwise only the tasks whose ords lie between
+   its ends are searched, and reordered. Under the graph's lock. */
+
+typedef struct fsched__ord_search {
+    fsched_graph_task **stack, **found;
+    size_t stack_len, found_len, cap;
+} fsched__ord_search;
+
+static int fsched__ord_push(fsched_graph *g, fsched__ord_search *os, fsched_graph_task *t) {
+    if (os->stack_len == os->cap || os->found_len == os->cap) {
+        size_t cap = os->cap ? os->cap * 2 : 64;
+        fsched_graph_task **stack = (fsched_graph_task **)fsched__alloc(
+            &g->allocator, cap * sizeof *stack, sizeof(void *));
+        fsched_graph_task **found = (fsched_graph_task **)fsched__alloc(
+            &g->allocator, cap * sizeof *found, sizeof(void *));
+        if (!stack || !found) {
+            fsched__free(&g->allocator, stack, cap * sizeof *stack, sizeof(void *));
+            fsched__free(&g->allocator, found, cap * sizeof *found, sizeof(void *));
+            return 0;
+        }
+        if (os->stack_len) memcpy(stack, os->stack, os->stack_len * sizeof *stack);
+        if (os->found_len) memcpy(found, os->found, os->found_len * sizeof *found);
+        fsched__free(&g->allocator, os->stack, os->cap * sizeof *stack, sizeof(void *));
+        fsched__free(&g->allocator, os->found, os->cap * sizeof *found, sizeof(void *));
+        os->stack = stack;
+        os->found = found;
+        os->cap = cap;
+    }
+    t->mark = g->next_mark;
+    os->stack[os->stack_len++] = t;
+    os->found[os->found_len++] = t;
+    return 1;
+}
+
+/* Depth-first search from `from` over successors (forward) or predecessors with ords
+   within [lo, hi]; the tasks reached are in os->found. Returns 1 when `target` was
+   reached, 0 when not, -1 for want of memory. */
+static int fsched__ord_search_from(fsched_graph *g, fsched__ord_search *os,
+                                   fsched_graph_task *from, int forward, int64_t lo,
+                                   int64_t hi, const fsched_graph_task *target) {
+    if (!fsched__ord_push(g, os, from)) return -1;
+    while (os->stack_len) {
+        fsched_graph_task *t = os->stack[--os->stack_len];
+        if (forward) {
+            fsched__gedge *e;
+            for (e = t->succ; e; e = e->next) {
+                fsched_graph_task *u = e->to;
+                if (u == target) return 1;
+                if (u->mark != g->next_mark && u->ord <= hi && !fsched__ord_push(g, os, u))
+                    return -1;
+            }
+        } else {
+            uint32_t i;
+            for (i = 0; i < t->npreds; i++) {
+                fsched_graph_task *u = fsched__graph_pred_at(t, i);
+                if (u->mark != g->next_mark && u->ord >= lo && !fsched__ord_push(g, os, u))
+                    return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+static void fsched__ord_sort(fsched_graph_task **v, size_t n) { /* by ord, insertion */
+    size_t i, j;
+    for (i = 1; i < n; i++) {
+        fsched_graph_task *t = v[i];
+        for (j = i; j > 0 && v[j - 1]->ord > t->ord; j--) v[j] = v[j - 1];
+        v[j] = t;
+    }
+}
+
+static void fsched__int64_sort(int64_t *v, size_t n) {
+    size_t i, j;
+    for (i = 1; i < n; i++) {
+        int64_t x = v[i];
+        for (j = i; j > 0 && v[j - 1] > x; j--) v[j] = v[j - 1];
+        v[j] = x;
+    }
+}
+
+/* Makes room in the order for the edge before -> after. FSCHED_OK, or
+   FSCHED_ERR_INVALID_ARGUMENT when the edge would close a cycle, or _OUT_OF_MEMORY. */
+static fsched_result fsched__ord_add_edge(fsched_graph *g, fsched_graph_task *before,
+                                          fsched_graph_task *after) {
+    fsched__ord_search fwd, bwd;
+    fsched_result r = FSCHED_OK;
+    int64_t *ords = NULL;
+    size_t n = 0, i;
+    int hit;
+    if (before == after) return FSCHED_ERR_INVALID_ARGUMENT;
+    if (before->ord < after->ord) return FSCHED_OK;
+    memset(&fwd, 0, sizeof fwd);
+    memset(&bwd, 0, sizeof bwd);
+    g->next_mark++;
+    hit = fsched__ord_search_from(g, &fwd, after, 1, after->ord, before->ord, before);
+    if (hit) {
+        r = hit > 0 ? FSCHED_ERR_INVALID_ARGUMENT : FSCHED_ERR_OUT_OF_MEMORY;
+        goto done;
+    }
+    if (fsched__ord_search_from(g, &bwd, before, 0, after->ord, before->ord, NULL) < 0) {
+        r = FSCHED_ERR_OUT_OF_MEMORY;
+        goto done;
+    }
+    n = fwd.found_len + bwd.found_len;
+    ords = (int64_t *)fsched__alloc(&g->allocator, n * sizeof *ords, sizeof(int64_t));
+    if (!ords) {
+        r = FSCHED_ERR_OUT_OF_MEMORY;
+        goto done;
+    }
+    /* the tasks that reach `before` go first, then those `after` reaches, each group in
+       its old order, into the same set of ords */
+    fsched__ord_sort(bwd.found, bwd.found_len);
+    fsched__ord_sort(fwd.found, fwd.found_len);
+    for (i = 0; i < bwd.found_len; i++) ords[i] = bwd.found[i]->ord;
+    for (i = 0; i < fwd.found_len; i++) ords[bwd.found_len + i] = fwd.found[i]->ord;
+    fsched__int64_sort(ords, n);
+    for (i = 0; i < bwd.found_len; i++) bwd.found[i]->ord = ords[i];
+    for (i = 0; i < fwd.found_len; i++) fwd.found[i]->ord = ords[bwd.found_len + i];
+done:
+    fsched__free(&g->allocator, ords, n * sizeof *ords, sizeof(int64_t));
+    fsched__free(&g->allocator, fwd.stack, fwd.cap * sizeof(void *), sizeof(void *));
+    fsched__free(&g->allocator, fwd.found, fwd.cap * sizeof(void *), sizeof(void *));
+    fsched__free(&g->allocator, bwd.stack, bwd.cap * sizeof(void *), sizeof(void *));
+    fsched__free(&g->allocator, bwd.found, bwd.cap * sizeof(void *), sizeof(void *));
+    return r;
+}
+
+/* ---- building ---- */
+
+FIBERSCHED_API fsched_result fsched_graph_create(const fsched_graph_desc *desc, fsched_graph **out) {
+    fsched_graph_desc d;
+    fsched_allocator a;
+    fsched_graph *g;
+    if (desc) d = *desc;
+    else memset(&d, 0, sizeof d);
+    if (!out) return FSCHED__MISUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
+                                    "fsched_graph_create: out is NULL");
+    *out = NULL;
+    if (d.on_failure != FSCHED_GRAPH_SKIP_DEPENDENTS && d.on_failure != FSCHED_GRAPH_FAIL_FAST)
+        return FSCHED__MISUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
+                              "fsched_graph_create: unknown failure policy %d", (int)d.on_failure);
+    a = fsched__allocator_resolve(&d.allocator);
+    g = (fsched_graph *)fsched__alloc(&a, sizeof *g, FSCHED__CACHE_LINE);
+    if (!g) return FSCHED_ERR_OUT_OF_MEMORY;
+    memset(g, 0, sizeof *g);
+    g->allocator = a;
+    g->logger = d.logger;
+    g->policy = d.on_failure;
+    if (d.name && *d.name && !(g->name = fsched__graph_strdup(&a, d.name))) {
+        fsched__free(&a, g, sizeof *g, FSCHED__CACHE_LINE);
+        return FSCHED_ERR_OUT_OF_MEMORY;
+    }
+    g->task_slab.item = fsched__round_up(sizeof(fsched_graph_task), 16);
+    g->task_slab.per_chunk = 64;
+    g->edge_slab.item = fsched__round_up(sizeof(fsched__gedge), 16);
+    g->edge_slab.per_chunk = 256;
+    fsched__mutex_init(&g->lock);
+    fsched_event_init(&g->done, 1, 1);
+    g->magic = FSCHED__GRAPH_LIVE;
+    *out = g;
+    return FSCHED_OK;
+}
+
+static fsched_result fsched__graph_check(const fsched_graph *g, const char *what) {
+    if (!g || g->magic != FSCHED__GRAPH_LIVE)
+        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "%s: %s", what, g ? "not a live graph" : "the graph is NULL");
+    return FSCHED_OK;
+}
+
+/* Whether the caller may change g's structure now: while g runs, only g's running tasks. */
+static fsched_result fsched__graph_may_build(fsched_graph *g, const char *what) {
+    fsched_graph_task *cur;
+    if (!FSCHED__LOAD(&g->running, FSCHED__ACQUIRE)) return FSCHED_OK;
+    cur = fsched__graph_current();
+    if (cur && cur->graph == g) return FSCHED_OK;
+    return FSCHED__MISUSE(&g->logger, FSCHED_ERR_WRONG_STATE,
+                          "%s: the graph runs; only its own tasks may add to it", what);
+}
+
+static fsched_result fsched__graph_add(fsched_graph *g, fsched_graph_fn fn, void *arg,
+                                       const fsched_graph_task_desc *desc,
+                                       fsched_graph_task **out, const char *what) {
+    fsched_graph_task_desc d;
+    fsched_graph_task *t, *cur;
+    fsched_result r;
+    if ((r = fsched__graph_check(g, what)) != FSCHED_OK) return r;
+    if (out) *out = NULL;
+    if (!fn || !out)
+        return FSCHED__MISUSE(&g->logger, FSCHED_ERR_INVALID_ARGUMENT, "%s: %s is NULL", what,
+                              fn ? "out" : "fn");
+    if (desc) d = *desc;
+    else memset(&d, 0, sizeof d);
+    if ((unsigned)d.priority > (unsigned)FSCHED_PRIORITY_HIGH)
+        return FSCHED__MISUSE(&g->logger, FSCHED_ERR_INVALID_ARGUMENT,
+                              "%s: unknown priority %d", what, (int)d.priority);
+    if (d.on_caller && d.workers)
+        return FSCHED__MISUSE(&g->logger, FSCHED_ERR_INVALID_ARGUMENT,
+                              "%s: on_caller and a worker set exclude each other", what);
+    fsched__mutex_lock(&g->lock);
+    if ((r = fsched__graph_may_build(g, what)) != FSCHED_OK) goto unlock;
+    if (g->ntasks == g->tasks_cap) {
+        uint32_t cap = g->tasks_cap ? g->tasks_cap * 2 : 64;
+        fsched_graph_task **tasks = (fsched_graph_task **)fsched__alloc(
+            &g->allocator, cap * sizeof *tasks, sizeof(void *));
+        if (!tasks) {
+            r = FSCHED_ERR_OUT_OF_MEMORY;
+            goto unlock;
+        }
+        if (g->ntasks) memcpy(tasks, g->tasks, g->ntasks * sizeof *tasks);
+        fsched__free(&g->allocator, g->tasks, g->tasks_cap * sizeof *tasks, sizeof(void *));
+        g->tasks = tasks;
+        g->tasks_cap = cap;
+    }
+    t = (fsched_graph_task *)fsched__slab_get(&g->task_slab, &g->allocator);
+    if (!t) {
+        r = FSCHED_ERR_OUT_OF_MEMORY;
+        goto unlock;
+    }
+    memset(t, 0, sizeof *t);
+    if (d.name && *d.name && !(t->name = fsched__graph_strdup(&g->allocator, d.name))) {
+        fsched__slab_put(&g->task_slab, t);
+        r = FSCHED_ERR_OUT_OF_MEMORY;
+        goto unlock;
+    }
+    t->placed.job.execute = fsched__graph_execute; /* NULL again once freed */
+    t->graph = g;
+    t->fn = fn;
+    t->arg = arg;
+    t->preds = t->pred_inline;
+    t->preds_cap = FSCHED__GRAPH_INLINE_PREDS;
+    t->level = d.priority == FSCHED_PRIORITY_LOW    ? FSCHED__LEVEL_LOW
+               : d.priority == FSCHED_PRIORITY_HIGH ? FSCHED__LEVEL_HIGH
+                                                    : FSCHED__LEVEL_NORMAL;
+    t->on_caller = d.on_caller ? 1u : 0u;
+    t->workers = d.workers;
+    t->cost = d.cost;
+    t->rank = d.cost;
+    if (d.cost) g->has_costs = 1;
+    t->ord = g->next_ord++;
+    t->index = g->ntasks;
+    g->tasks[g->ntasks++] = t;
+    cur = fsched__graph_current();
+    if (FSCHED__LOAD(&g->running, FSCHED__RELAXED) && cur && cur->graph == g &&
+        ((t->on_caller && g->caller_slot < 0) ||
+         (t->workers && g->sched->n_threads < 64 &&
+          !(t->workers & (((uint64_t)1 << g->sched->n_threads) - 1))))) {
+        g->ntasks--;
+        fsched__graph_free_task(g, t);
+        r = FSCHED__MISUSE(&g->logger, FSCHED_ERR_INVALID_ARGUMENT,
+                           "%s: no thread of the running graph's scheduler may run it", what);
+        goto unlock;
+    }
+    if (FSCHED__LOAD(&g->running, FSCHED__RELAXED) && cur && cur->graph == g) {
+        /* added by a running task: held until that task returns, then part of this run */
+        fsched__graph_prepare_task(g, t);
+        t->dynamic = 1;
+        t->pending = 1;
+        t->added_next = cur->added;
+        cur->added = t;
+        FSCHED__FETCH_ADD(&g->remaining, (uint64_t)1, FSCHED__RELAXED); /* cur holds one */
+    } else {
+        g->nbuilt = g->ntasks;
+    }
+    *out = t;
+unlock:
+    fsched__mutex_unlock(&g->lock);
+    return r;
+}
+
+FIBERSCHED_API fsched_result fsched_graph_add(fsched_graph *g, fsched_graph_fn fn, void *arg,
+                                              const fsched_graph_task_desc *desc,
+                                              fsched_graph_task **out) {
+    return fsched__graph_add(g, fn, arg, desc, out, "fsched_graph_add");
+}
+
+/* Whether `before` -> `after` exists: looks through the shorter of the two lists. */
+static int fsched__graph_has_edge(const fsched_graph_task *before, const fsched_graph_task *after) {
+    if (after->npreds <= before->nsucc) {
+        uint32_t i;
+        for (i = 0; i < after->npreds; i++)
+            if (fsched__graph_pred_at(after, i) == before) return 1;
+    } else {
+        const fsched__gedge *e;
+        for (e = before->succ; e; e = e->next)
+            if (e->to == after) return 1;
+    }
+    return 0;
+}
+
+static int fsched__graph_add_pred(fsched_graph *g, fsched_graph_task *t, fsched_graph_task *pred) {
+    if (t->npreds == t->preds_cap) {
+        uint32_t cap = t->preds_cap * 2;
+        fsched_graph_task **preds = (fsched_graph_task **)fsched__alloc(
+            &g->allocator, cap * sizeof *preds, sizeof(void *));
+        if (!preds) return 0;
+        memcpy(preds, t->preds, t->npreds * sizeof *preds);
+        if (t->preds != t->pred_inline)
+            fsched__free(&g->allocator, t->preds, t->preds_cap * sizeof *preds, sizeof(void *));
+        t->preds = preds;
+        t->preds_cap = cap;
+    }
+    t->preds[t->npreds++] = pred;
+    return 1;
+}
+
+static void fsched__graph_queue(fsched_graph_task *t, fsched__worker *w,
+                                fsched_graph_task **local);
+
+FIBERSCHED_API fsched_result fsched_graph_precede(fsched_graph *g, fsched_graph_task *before,
+                                                  fsched_graph_task *after) {
+    fsched__gedge *e;
+    fsched_result r;
+    int running;
+    if ((r = fsched__graph_check(g, "fsched_graph_precede")) != FSCHED_OK) return r;
+    if (!before || !after || before->graph != g || after->graph != g ||
+        !before->placed.job.execute || !after->placed.job.execute)
+        return FSCHED__MISUSE(&g->logger, FSCHED_ERR_INVALID_ARGUMENT,
+                              "fsched_graph_precede: a task is NULL or not of this graph");
+    fsched__mutex_lock(&g->lock);
+    if ((r = fsched__graph_may_build(g, "fsched_graph_precede")) != FSCHED_OK) goto unlock;
+    if (fsched__graph_has_edge(before, after)) goto unlock;
+    running = (int)FSCHED__LOAD(&g->running, FSCHED__RELAXED);
+    if (running) {
+        /* `after` must not have been released: its count stays above zero meanwhile */
+        uint32_t c = FSCHED__LOAD(&after->pending, FSCHED__ACQUIRE);
+        do {
+            if (c == 0) {
+                r = FSCHED__MISUSE(&g->logger, FSCHED_ERR_WRONG_STATE,
+                                   "fsched_graph_precede: task '%s' has already started",
+                                   after->name ? after->name : "");
+                goto unlock;
+            }
+            /* relaxed: only the count matters here */
+        } while (!FSCHED__CAS_WEAK(&after->pending, &c, c + 1, FSCHED__RELAXED, FSCHED__RELAXED));
+    }
+    r = fsched__ord_add_edge(g, before, after);
+    if (r == FSCHED_ERR_INVALID_ARGUMENT)
+        r = FSCHED__MISUSE(&g->logger, r, "fsched_graph_precede: '%s' -> '%s' closes a cycle",
+                           before->name ? before->name : "", after->name ? after->name : "");
+    e = r == FSCHED_OK ? (fsched__gedge *)fsched__slab_get(&g->edge_slab, &g->allocator) : NULL;
+    if (e && !fsched__graph_add_pred(g, after, before)) {
+        fsched__slab_put(&g->edge_slab, e);
+        e = NULL;
+    }
+    if (!e) {
+        if (r == FSCHED_OK) r = FSCHED_ERR_OUT_OF_MEMORY;
+        if (running && FSCHED__FETCH_SUB(&after->pending, 1u, FSCHED__ACQ_REL) == 1)
+            fsched__graph_queue(after, fsched__tls_thread.worker, NULL);
+        goto unlock;
+    }
+    e->to = after;
+    e->next = before->succ;
+    before->nsucc++;
+    if (running) {
+        /* joins the live list unless `before` has completed (then it counts no more) */
+        fsched__gedge *expected = before->succ;
+        /* release: the edge is written before the finisher of `before` walks the list */
+        if (FSCHED__CAS(&before->live, &expected, e, FSCHED__RELEASE, FSCHED__ACQUIRE)) {
+            FSCHED__FETCH_ADD(&before->users, 1u, FSCHED__RELAXED);
+        } else {
+            uint32_t st = FSCHED__LOAD(&before->state, FSCHED__ACQUIRE);
+            after->preds[after->npreds - 1] =
+                (fsched_graph_task *)((uintptr_t)before | FSCHED__GRAPH_UNCOUNTED);
+            if (st == FSCHED_TASK_FAILED)
+                FSCHED__FETCH_OR(&after->upstream, FSCHED__UPSTREAM_FAILED, FSCHED__RELAXED);
+            else if (st == FSCHED_TASK_CANCELLED)
+                FSCHED__FETCH_OR(&after->upstream, FSCHED__UPSTREAM_CANCELLED, FSCHED__RELAXED);
+            /* acq_rel: the upstream mark is seen by whoever releases `after` */
+            if (FSCHED__FETCH_SUB(&after->pending, 1u, FSCHED__ACQ_REL) == 1)
+                fsched__graph_queue(after, fsched__tls_thread.worker, NULL);
+        }
+    } else {
+        before->nsucc_built = before->nsucc;
+        before->succ_built = e;
+        after->npreds_built = after->npreds;
+    }
+    before->succ = e;
+unlock:
+    fsched__mutex_unlock(&g->lock);
+    return r;
+}
+
+FIBERSCHED_API fsched_result fsched_graph_add_graph(fsched_graph *g, fsched_graph *sub,
+                                                    const fsched_graph_task_desc *desc,
+                                                    fsched_graph_task **out);
+
+/* ---- running ---- */
+
+/* Sets up a task's state for the run about to start (or, for a task added by a running
+   task, the current run). Under the graph's lock. */
+static void fsched__graph_prepare_task(fsched_graph *g, fsched_graph_task *t) {
+    t->placed.level = t->level;
+    t->placed.workers = t->workers;
+    t->placed.slot = t->on_caller ? g->caller_slot : -1;
+    t->live = t->succ;
+    t->pending = t->npreds;
+    t->upstream = 0;
+    t->state = FSCHED_TASK_WAITING;
+    t->users = t->nsucc;
+    t->status = 0;
+    t->doomed = 0;
+    t->added = NULL;
+    t->local_next = NULL;
+}
+
+/* Undoes what the previous run added: its tasks, its edges, and results still held.
+   Under the graph's lock, while g does not run. */
+static void fsched__graph_reset(fsched_graph *g) {
+    uint32_t i;
+    for (i = 0; i < g->ntasks; i++) {
+        fsched_graph_task *t = g->tasks[i];
+        if (t->result || t->release) fsched__graph_release_result(t);
+    }
+    for (i = g->nbuilt; i < g->ntasks; i++) { /* added while running: edges and all */
+        fsched_graph_task *t = g->tasks[i];
+        while (t->succ) {
+            fsched__gedge *e = t->succ;
+            t->succ = e->next;
+            fsched__slab_put(&g->edge_slab, e);
+        }
+        fsched__graph_free_task(g, t);
+    }
+    g->ntasks = g->nbuilt;
+    for (i = 0; i < g->ntasks; i++) {
+        fsched_graph_task *t = g->tasks[i];
+        while (t->succ != t->succ_built) {
+            fsched__gedge *e = t->succ;
+            t->succ = e->next;
+            fsched__slab_put(&g->edge_slab, e);
+        }
+        t->nsucc = t->nsucc_built;
+        t->npreds = t->npreds_built;
+    }
+}
+
+/* Ranks for "longest chain first": rank = cost + the largest rank of a successor, over
+   the tasks in reverse topological order. Under the graph's lock. */
+static int fsched__graph_rank(fsched_graph *g) {
+    fsched_graph_task **order;
+    uint32_t i;
+    if (!g->has_costs) return 1;
+    order = (fsched_graph_task **)fsched__alloc(&g->allocator, g->ntasks * sizeof *order,
+                                                sizeof(void *));
+    if (!order) return 0;
+    memcpy(order, g->tasks, g->ntasks * sizeof *order);
+    fsched__ord_sort(order, g->ntasks);
+    for (i = g->ntasks; i-- > 0;) {
+        fsched_graph_task *t = order[i];
+        uint64_t best = 0;
+        fsched__gedge *e;
+        for (e = t->succ; e; e = e->next)
+            if (e->to->rank > best) best = e->to->rank;
+        t->rank = t->cost + best;
+    }
+    fsched__free(&g->allocator, order, g->ntasks * sizeof *order, sizeof(void *));
+    return 1;
+}
+
+/* Whether a starts before b among ready tasks: higher level, then longer chain. */
+static inline int fsched__graph_before(const fsched_graph_task *a, const fsched_graph_task *b) {
+    return a->level != b->level ? a->level > b->level : a->rank > b->rank;
+}
+
+static void fsched__graph_sort_ready(fsched_graph_task **v, size_t n) { /* insertion */
+    size_t i, j;
+    for (i = 1; i < n; i++) {
+        fsched_graph_task *t = v[i];
+        for (j = i; j > 0 && fsched__graph_before(t, v[j - 1]); j--) v[j] = v[j - 1];
+        v[j] = t;
+    }
+}
+
+/* Queues a ready task. When it cannot be queued (out of memory, or no slot may run it any
+   more) it is doomed: put on `local` to be completed as failed without running, or, with
+   no list, completed here. */
+static void fsched__graph_queue(fsched_graph_task *t, fsched__worker *w,
+                                fsched_graph_task **local) {
+    fsched_graph *g = t->graph;
+    FSCHED__STORE(&t->state, (uint32_t)FSCHED_TASK_READY, FSCHED__RELAXED);
+    if (fsched__place(g->sched, w, &t->placed)) return;
+    t->doomed = t->placed.slot >= 0 || t->placed.workers ? FSCHED_ERR_WRONG_STATE
+                                                         : FSCHED_ERR_OUT_OF_MEMORY;
+    fsched__log(&g->logger, FSCHED_LOG_ERROR, "graph task '%s' could not be queued: %s",
+                t->name ? t->name : "", fsched_result_string((fsched_result)t->doomed));
+    if (local) {
+        t->local_next = *local;
+        *local = t;
+    } else {
+        fsched__graph_process_list(t, w);
+    }
+}
+
+#define FSCHED__GRAPH_READY_BATCH 32u
+#define FSCHED__GRAPH_CHAIN_MAX 64u /* tasks run back to back before the loop gets a turn */
+
+/* Queues ready tasks so that the worker that queues them starts the best first: its own
+   deque gives back the newest first, so the best goes last. (Thieves take the oldest,
+   the least urgent: the queueing worker is the one that runs the best soon.) */
+static void fsched__graph_queue_batch(fsched_graph_task **batch, size_t n, fsched__worker *w,
+                                      fsched_graph_task **local) {
+    size_t i;
+    fsched__graph_sort_ready(batch, n);
+    for (i = n; i-- > 0;) fsched__graph_queue(batch[i], w, local);
+}
+
+/* From outside the scheduler: queues ready tasks best first, those any slot may run as
+   one batch of the injector (one lock, one wake-up), the others one by one. */
+static void fsched__graph_inject_batch(fsched_graph *g, fsched_graph_task **batch, size_t n,
+                                       fsched_graph_task **local) {
+    fsched__job *jobs[FSCHED__GRAPH_READY_BATCH];
+    size_t i, k = 0;
+    fsched__graph_sort_ready(batch, n);
+    for (i = 0; i < n; i++) {
+        if (batch[i]->placed.slot >= 0 || batch[i]->placed.workers) {
+            fsched__graph_queue(batch[i], NULL, local);
+        } else {
+            FSCHED__STORE(&batch[i]->state, (uint32_t)FSCHED_TASK_READY, FSCHED__RELAXED);
+            jobs[k++] = &batch[i]->placed.job;
+        }
+    }
+    if (!k) return;
+    if (fsched__injector_push(&g->sched->injector, jobs, k)) {
+        fsched__new_jobs(g->sched, (uint32_t)k);
+        return;
+    }
+    for (i = 0; i < k; i++) fsched__graph_queue((fsched_graph_task *)jobs[i], NULL, local);
+}
+
+/* The end of a run. Storing `running` is the last touch of g: a waiter returns only
+   once it sees it (see fsched_graph_wait). The run counts as one task for
+   fsched_destroy's quiescence test, completed here. */
+static void fsched__graph_end(fsched_graph *g, fsched__worker *w) {
+    fsched_sched *s = g->sched;
+    fsched_event_set(&g->done);
+    /* release: the run's writes are visible to whoever sees it ended */
+    FSCHED__STORE(&g->running, 0u, FSCHED__RELEASE);
+    if (w && w->sched == s) /* relaxed: as in fsched__task_execute */
+        FSCHED__STORE(&w->completed, w->completed + 1, FSCHED__RELAXED);
+    else
+        FSCHED__FETCH_ADD(&s->external_cancelled, (uint64_t)1, FSCHED__SEQ_CST);
+}
+
+/* Records t as the run's first failure if it is; fail-fast cancels the rest. */
+static void fsched__graph_record_failure(fsched_graph *g, fsched_graph_task *t) {
+    fsched_graph_task *none = NULL;
+    /* acq_rel: the waiter reads the task's status after reading this */
+    FSCHED__CAS(&g->first_failed, &none, t, FSCHED__ACQ_REL, FSCHED__RELAXED);
+    if (g->policy == FSCHED_GRAPH_FAIL_FAST) FSCHED__STORE(&g->cancel, 1u, FSCHED__RELEASE);
+}
+
+
+/* Completes t with `state`: starts what it added, releases predecessors' results nobody
+   needs, tells its successors. The best successor made ready may be put on *local to run
+   next on this worker; the others are queued. */
+static void fsched__graph_complete(fsched_graph_task *t, fsched__worker *w, uint32_t state,
+                                   fsched_graph_task **local, uint32_t *chain) {
+    fsched_graph *g = t->graph;
+    fsched_graph_task *batch[FSCHED__GRAPH_READY_BATCH], *best = NULL;
+    size_t n = 0, i;
+    fsched__gedge *e;
+    uint32_t bad = state == FSCHED_TASK_FINISHED ? 0u
+                   : state == FSCHED_TASK_FAILED ? FSCHED__UPSTREAM_FAILED
+                                                 : FSCHED__UPSTREAM_CANCELLED;
+    /* release: what the task did is visible to whoever reads the state with acquire */
+    FSCHED__STORE(&t->state, state, FSCHED__RELEASE);
+    /* predecessors' results this task no longer needs */
+    for (i = 0; i < t->npreds; i++) {
+        fsched_graph_task *p = t->preds[i];
+        /* p published before it completed, so before t started. acq_rel: every reader is
+           done before the last one releases */
+        if (!((uintptr_t)p & FSCHED__GRAPH_UNCOUNTED) && p->release &&
+            FSCHED__FETCH_SUB(&p->users, 1u, FSCHED__ACQ_REL) == 1)
+            fsched__graph_release_result(p);
+    }
+    /* acq_rel: edges added meanwhile are seen; later additions see CLOSED */
+    e = FSCHED__EXCHANGE(&t->live, FSCHED__GEDGE_CLOSED, FSCHED__ACQ_REL);
+    for (;;) {
+        fsched_graph_task *s = NULL;
+        if (t->added) { /* tasks t added while it ran: its hold on them ends */
+            s = t->added;
+            t->added = s->added_next;
+        } else if (e) {
+            s = e->to;
+            e = e->next;
+            if (bad) FSCHED__FETCH_OR(&s->upstream, bad, FSCHED__RELAXED);
+        } else {
+            break;
+        }
+        /* acq_rel: this task's effects (and an upstream mark) happen before s runs */
+        if (FSCHED__FETCH_SUB(&s->pending, 1u, FSCHED__ACQ_REL) != 1) continue;
+        if (local && w && *chain < FSCHED__GRAPH_CHAIN_MAX &&
+            fsched__placed_allows(&s->placed, w->index, !w->bound) &&
+            (!best || fsched__graph_before(s, best))) {
+            fsched_graph_task *x = best; /* s runs next here; the former best is queued */
+            best = s;
+            if (!(s = x)) continue;
+        }
+        batch[n++] = s;
+        if (n == FSCHED__GRAPH_READY_BATCH) {
+            fsched__graph_queue_batch(batch, n, w, local);
+            n = 0;
+        }
+    }
+    fsched__graph_queue_batch(batch, n, w, local);
+    if (best) {
+        if (best->level < FSCHED__LEVEL_HIGH && !fsched__cl_looks_empty(&w->high)) {
+            fsched__graph_queue(best, w, local); /* higher-level work waits here */
+        } else {
+            FSCHED__STORE(&best->state, (uint32_t)FSCHED_TASK_READY, FSCHED__RELAXED);
+            best->local_next = *local;
+            *local = best;
+            ++*chain;
+        }
+    }
+    /* acq_rel: the run's effects are gathered in the last decrement, which ends it */
+    if (FSCHED__FETCH_SUB(&g->remaining, (uint64_t)1, FSCHED__ACQ_REL) == 1) fsched__graph_end(g, w);
+}
+
+/* Runs (or skips) t and completes it. */
+static void fsched__graph_process(fsched_graph_task *t, fsched__worker *w,
+                                  fsched_graph_task **local, uint32_t *chain) {
+    fsched_graph *g = t->graph;
+    /* acquire: the marks predecessors left before their release of `pending` */
+    uint32_t up = FSCHED__LOAD(&t->upstream, FSCHED__ACQUIRE), state;
+    if (t->doomed) {
+        state = FSCHED_TASK_FAILED;
+        fsched__graph_record_failure(g, t);
+    } else if (up & FSCHED__UPSTREAM_FAILED) {
+        state = FSCHED_TASK_FAILED;
+    } else if ((up & FSCHED__UPSTREAM_CANCELLED) || FSCHED__LOAD(&g->cancel, FSCHED__ACQUIRE)) {
+        state = FSCHED_TASK_CANCELLED;
+    } else {
+        fsched_fiber *f = fsched__tls_thread.current;
+        void *outer = f->graph_task; /* a task may run inline while another one waits */
+        FSCHED__STORE(&t->state, (uint32_t)FSCHED_TASK_RUNNING, FSCHED__RELAXED);
+        f->graph_task = t;
+        t->status = t->fn(t, t->arg);
+        /* the task may have suspended: it resumes on the same fiber and worker */
+        f->graph_task = outer;
+        state = t->status ? FSCHED_TASK_FAILED : FSCHED_TASK_FINISHED;
+        if (t->status) fsched__graph_record_failure(g, t);
+    }
+    fsched__graph_complete(t, w, state, local, chain);
+}
+
+/* Processes t and every task it leaves on the worker's list. */
+static void fsched__graph_process_list(fsched_graph_task *t, fsched__worker *w) {
+    fsched_graph_task *local = t;
+    uint32_t chain = 0;
+    t->local_next = NULL;
+    while (local) {
+        t = local;
+        local = t->local_next;
+        fsched__graph_process(t, w, &local, &chain);
+        /* ready fibers run before more tasks start (they bound memory): queue the rest */
+        if (local && w && (w->ready_head || FSCHED__LOAD(&w->inbox, FSCHED__RELAXED))) {
+            while (local) {
+                fsched_graph_task *x = local;
+                local = x->local_next;
+                if (x->doomed) {
+                    x->local_next = NULL;
+                    fsched__graph_process_list(x, w);
+                } else {
+                    fsched__graph_queue(x, w, NULL);
+                }
+            }
+        }
+    }
+}
+
+static void fsched__graph_execute(fsched__job *job, fsched__worker *w) {
+    fsched__graph_process_list((fsched_graph_task *)job, w);
+}
+
+/* Starts counting a run (or spawn) from a thread outside s as outstanding work for
+   fsched_destroy; FSCHED_ERR_WRONG_STATE once destruction has begun. */
+static fsched_result fsched__external_begin(fsched_sched *s, const char *what) {
+    /* seq_cst, both: against fsched_destroy, which sets closing and then reads this
+       count; one of us sees the other */
+    FSCHED__FETCH_ADD(&s->external_spawned, (uint64_t)1, FSCHED__SEQ_CST);
+    if (FSCHED__LOAD(&s->closing, FSCHED__SEQ_CST)) {
+        FSCHED__FETCH_ADD(&s->external_cancelled, (uint64_t)1, FSCHED__SEQ_CST);
+        return FSCHED__MISUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
+                              "%s: the scheduler is being destroyed", what);
+    }
+    return FSCHED_OK;
+}
+
+FIBERSCHED_API fsched_result fsched_graph_run(fsched_graph *g, fsched_sched *s) {
+    fsched__worker *w = fsched__tls_thread.worker;
+    fsched_graph_task *local = NULL;
+    fsched_result r;
+    uint32_t i, n_workers_mask_bits;
+    uint64_t existing;
+    if ((r = fsched__graph_check(g, "fsched_graph_run")) != FSCHED_OK) return r;
+    if (!s || s->magic != FSCHED__SCHED_LIVE)
+        return FSCHED__MISUSE(&g->logger, FSCHED_ERR_INVALID_ARGUMENT,
+                              "fsched_graph_run: %s", s ? "not a live scheduler" : "s is NULL");
+    if (w && w->sched != s) w = NULL; /* a task of another scheduler: from outside */
+    fsched__mutex_lock(&g->lock);
+    if (FSCHED__LOAD(&g->running, FSCHED__ACQUIRE)) {
+        r = FSCHED__MISUSE(&g->logger, FSCHED_ERR_WRONG_STATE, "fsched_graph_run: already running");
+        goto unlock;
+    }
+    n_workers_mask_bits = s->n_threads < 64 ? s->n_threads : 64;
+    existing = n_workers_mask_bits == 64 ? ~(uint64_t)0 : (((uint64_t)1 << n_workers_mask_bits) - 1);
+    for (i = 0; i < g->nbuilt; i++) {
+        fsched_graph_task *t = g->tasks[i];
+        if (t->on_caller && !w) {
+            r = FSCHED__MISUSE(&g->logger, FSCHED_ERR_WRONG_STATE,
+                               "fsched_graph_run: task '%s' runs on the caller, which is no "
+                               "task or bound thread of the scheduler (fsched_bind it)",
+                               t->name ? t->name : "");
+            goto unlock;
+        }
+        if (t->workers && !(t->workers & existing)) {
+            r = FSCHED__MISUSE(&g->logger, FSCHED_ERR_INVALID_ARGUMENT,
+                               "fsched_graph_run: task '%s' may run only on workers the "
+                               "scheduler does not have", t->name ? t->name : "");
+            goto unlock;
+        }
+    }
+    fsched__graph_reset(g);
+    if (!fsched__graph_rank(g)) {
+        r = FSCHED_ERR_OUT_OF_MEMORY;
+        goto unlock;
+    }
+    if (!w && (r = fsched__external_begin(s, "fsched_graph_run")) != FSCHED_OK) goto unlock;
+    if (w) FSCHED__STORE(&w->spawned, w->spawned + 1, FSCHED__RELEASE); /* as a spawn */
+    g->sched = s;
+    g->caller_slot = w ? (int32_t)w->index : -1;
+    g->cancel = 0;
+    g->first_failed = NULL;
+    g->ran = 1;
+    for (i = 0; i < g->ntasks; i++) fsched__graph_prepare_task(g, g->tasks[i]);
+    fsched_event_reset(&g->done);
+    /* one more than the tasks: this call's hold, so that the run cannot end (and g be
+       freed by a waiter) before the sources are queued */
+    g->remaining = (uint64_t)g->ntasks + 1;
+    /* release: the run's setup is visible to tasks of this run and to its waiters */
+    FSCHED__STORE(&g->running, 1u, FSCHED__RELEASE);
+    {
+        /* the sources, in batches: from a slot as in fsched__graph_complete, from
+           outside best first (the injector is a queue) */
+        fsched_graph_task *batch[FSCHED__GRAPH_READY_BATCH];
+        size_t n = 0;
+        for (i = 0; i <= g->ntasks; i++) {
+            if (i < g->ntasks && g->tasks[i]->npreds) continue;
+            if (i < g->ntasks) batch[n++] = g->tasks[i];
+            if (n < FSCHED__GRAPH_READY_BATCH && (i < g->ntasks || !n)) continue;
+            if (w) {
+                fsched__graph_queue_batch(batch, n, w, &local);
+            } else {
+                fsched__graph_inject_batch(g, batch, n, &local);
+            }
+            n = 0;
+        }
+    }
+    r = FSCHED_OK;
+unlock:
+    fsched__mutex_unlock(&g->lock);
+    if (r != FSCHED_OK) return r;
+    /* tasks that could not be queued complete here, as failed */
+    while (local) {
+        fsched_graph_task *t = local;
+        local = t->local_next;
+        t->local_next = NULL;
+        fsched__graph_process_list(t, w);
+    }
+    /* acq_rel: as in fsched__graph_complete */
+    if (FSCHED__FETCH_SUB(&g->remaining, (uint64_t)1, FSCHED__ACQ_REL) == 1) fsched__graph_end(g, w);
+    return FSCHED_OK;
+}
+
+static void fsched__graph_outcome(fsched_graph *g, fsched_graph_outcome *out) {
+    uint32_t i;
+    memset(out, 0, sizeof *out);
+    fsched__mutex_lock(&g->lock);
+    for (i = 0; i < g->ntasks; i++) {
+        const fsched_graph_task *t = g->tasks[i];
+        uint32_t st = FSCHED__LOAD(&t->state, FSCHED__ACQUIRE);
+        if (st == FSCHED_TASK_FINISHED) out->finished++;
+        else if (st == FSCHED_TASK_FAILED && (t->status || t->doomed)) out->failed_count++;
+        else if (st == FSCHED_TASK_FAILED) out->skipped++;
+        else if (st == FSCHED_TASK_CANCELLED) out->cancelled++;
+    }
+    fsched__mutex_unlock(&g->lock);
+    out->failed = FSCHED__LOAD(&g->first_failed, FSCHED__ACQUIRE);
+    if (out->failed) {
+        out->status = out->failed->status;
+        out->result = out->failed->doomed ? (fsched_result)out->failed->doomed
+                                          : FSCHED_ERR_TASK_FAILED;
+    } else if (out->cancelled || FSCHED__LOAD(&g->cancel, FSCHED__RELAXED)) {
+        out->result = FSCHED_ERR_CANCELLED;
+    }
+}
+
+static fsched_result fsched__graph_wait(fsched_graph *g, uint64_t timeout_ns, int timed,
+                                        fsched_graph_outcome *out, const char *what) {
+    fsched_graph_outcome o;
+    fsched_graph_task *cur = fsched__graph_current();
+    fsched_result r;
+    uint32_t spins = 0;
+    if ((r = fsched__graph_check(g, what)) != FSCHED_OK) return r;
+    if (!g->ran) return FSCHED__MISUSE(&g->logger, FSCHED_ERR_WRONG_STATE, "%s: never ran", what);
+    if (cur && cur->graph == g && FSCHED__LOAD(&g->running, FSCHED__ACQUIRE))
+        return FSCHED__MISUSE(&g->logger, FSCHED_ERR_WRONG_STATE,
+                              "%s: a task cannot wait for its own graph", what);
+    r = timed ? fsched_event_wait_for(&g->done, timeout_ns) : fsched_event_wait(&g->done);
+    if (r != FSCHED_OK) return r;
+    /* the ending thread sets the event and then clears `running`, its last touch of g:
+       wait for that, so that the caller may free g at once */
+    while (FSCHED__LOAD(&g->running, FSCHED__ACQUIRE)) {
+        if (++spins < 64) fsched__cpu_relax();
+        else fsched_yield();
+    }
+    fsched__graph_outcome(g, &o);
+    if (out) *out = o;
+    return o.result;
+}
+
+FIBERSCHED_API fsched_result fsched_graph_wait(fsched_graph *g, fsched_graph_outcome *out) {
+    return fsched__graph_wait(g, 0, 0, out, "fsched_graph_wait");
+}
+
+FIBERSCHED_API fsched_result fsched_graph_wait_for(fsched_graph *g, uint64_t timeout_ns,
+                                                   fsched_graph_outcome *out) {
+    return fsched__graph_wait(g, timeout_ns, 1, out, "fsched_graph_wait_for");
+}
+
+FIBERSCHED_API fsched_result fsched_graph_cancel(fsched_graph *g) {
+    fsched_result r = fsched__graph_check(g, "fsched_graph_cancel");
+    /* release: tasks that see the flag see what the canceller did before */
+    if (r == FSCHED_OK && FSCHED__LOAD(&g->running, FSCHED__ACQUIRE))
+        FSCHED__STORE(&g->cancel, 1u, FSCHED__RELEASE);
+    return r;
+}
+
+FIBERSCHED_API fsched_result fsched_graph_destroy(fsched_graph *g) {
+    fsched_result r;
+    uint32_t i;
+    if (!g) return FSCHED_OK;
+    if ((r = fsched__graph_check(g, "fsched_graph_destroy")) != FSCHED_OK) return r;
+    if (FSCHED__LOAD(&g->running, FSCHED__ACQUIRE))
+        return FSCHED__MISUSE(&g->logger, FSCHED_ERR_WRONG_STATE,
+                              "fsched_graph_destroy: the graph is running");
+    fsched__mutex_lock(&g->lock);
+    fsched__graph_reset(g);
+    for (i = 0; i < g->ntasks; i++) {
+        fsched_graph_task *t = g->tasks[i];
+        if (t->preds != t->pred_inline)
+            fsched__free(&g->allocator, t->preds, t->preds_cap * sizeof *t->preds, sizeof(void *));
+        if (t->name) fsched__free(&g->allocator, t->name, strlen(t->name) + 1, 1);
+    }
+    fsched__mutex_unlock(&g->lock);
+    fsched__slab_destroy(&g->task_slab, &g->allocator);
+    fsched__slab_destroy(&g->edge_slab, &g->allocator);
+    fsched__free(&g->allocator, g->tasks, g->tasks_cap * sizeof *g->tasks, sizeof(void *));
+    if (g->name) fsched__free(&g->allocator, g->name, strlen(g->name) + 1, 1);
+    fsched_event_destroy(&g->done);
+    fsched__mutex_destroy(&g->lock);
+    g->magic = FSCHED__GRAPH_DEAD;
+    fsched__free(&g->allocator, g, sizeof *g, FSCHED__CACHE_LINE);
+    return FSCHED_OK;
+}
+
+/* ---- composition ---- */
+
+static int fsched__graph_run_sub(fsched_graph_task *self, void *arg) {
+    fsched_graph *sub = (fsched_graph *)arg;
+    fsched_sched *s = fsched_current();
+    fsched_result r;
+    (void)self;
+    if (!s) return (int)FSCHED_ERR_WRONG_STATE;
+    r = fsched_graph_run(sub, s);
+    if (r == FSCHED_OK) r = fsched_graph_wait(sub, NULL);
+    return (int)r;
+}
+
+FIBERSCHED_API fsched_result fsched_graph_add_graph(fsched_graph *g, fsched_graph *sub,
+                                                    const fsched_graph_task_desc *desc,
+                                                    fsched_graph_task **out) {
+    fsched_result r = fsched__graph_check(sub, "fsched_graph_add_graph");
+    if (r != FSCHED_OK) return r;
+    if (sub == g)
+        return FSCHED__MISUSE(&g->logger, FSCHED_ERR_INVALID_ARGUMENT,
+                              "fsched_graph_add_graph: a graph cannot contain itself");
+    return fsched__graph_add(g, fsched__graph_run_sub, sub, desc, out, "fsched_graph_add_graph");
+}
+
+/* ---- inside a task, and queries ---- */
+
+FIBERSCHED_API fsched_graph *fsched_graph_task_graph(const fsched_graph_task *t) {
+    return t ? t->graph : NULL;
+}
+
+FIBERSCHED_API fsched_result fsched_graph_set_result(fsched_graph_task *self, void *result,
+                                                     void (*release)(void *result, void *user),
+                                                     void *user) {
+    if (!self || fsched__graph_current() != self)
+        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
+                              "fsched_graph_set_result: only a task itself, while it runs");
+    if (self->result || self->release) fsched__graph_release_result(self);
+    self->result = result;
+    self->release = release;
+    self->release_user = user;
+    return FSCHED_OK;
+}
+
+FIBERSCHED_API void *fsched_graph_result(const fsched_graph_task *t) { return t ? t->result : NULL; }
+
+FIBERSCHED_API size_t fsched_graph_pred_count(const fsched_graph_task *t) {
+    return t ? t->npreds : 0;
+}
+
+FIBERSCHED_API fsched_graph_task *fsched_graph_pred(const fsched_graph_task *t, size_t i) {
+    return t && i < t->npreds ? fsched__graph_pred_at(t, (uint32_t)i) : NULL;
+}
+
+FIBERSCHED_API int fsched_graph_cancelled(const fsched_graph_task *t) {
+    return t && FSCHED__LOAD(&t->graph->cancel, FSCHED__ACQUIRE) != 0;
+}
+
+FIBERSCHED_API fsched_task_state fsched_graph_task_state(const fsched_graph_task *t) {
+    return t ? (fsched_task_state)FSCHED__LOAD(&t->state, FSCHED__ACQUIRE) : FSCHED_TASK_WAITING;
+}
+
+FIBERSCHED_API int fsched_graph_task_status(const fsched_graph_task *t) {
+    return t && FSCHED__LOAD(&t->state, FSCHED__ACQUIRE) == FSCHED_TASK_FAILED ? t->status : 0;
+}
+
+FIBERSCHED_API const char *fsched_graph_task_name(const fsched_graph_task *t) {
+    return t && t->name ? t->name : "";
+}
+
+FIBERSCHED_API size_t fsched_graph_task_count(fsched_graph *g) {
+    size_t n;
+    if (fsched__graph_check(g, "fsched_graph_task_count") != FSCHED_OK) return 0;
+    fsched__mutex_lock(&g->lock);
+    n = g->ntasks;
+    fsched__mutex_unlock(&g->lock);
+    return n;
+}
+
+/* ---- Graphviz ---- */
+
+static void fsched__dot_text(void (*write)(const char *, size_t, void *), void *user,
+                             const char *text) {
+    write(text, strlen(text), user);
+}
+
+/* Writes text as the inside of a DOT string: quotes and backslashes escaped. */
+static void fsched__dot_quoted(void (*write)(const char *, size_t, void *), void *user,
+                               const char *text) {
+    const char *p = text;
+    for (; *p; p++) {
+        if (*p == '"' || *p == '\\') {
+            if (p > text) write(text, (size_t)(p - text), user);
+            write(*p == '"' ? "\\\"" : "\\\\", 2, user);
+            text = p + 1;
+        } else if (*p == '\n') {
+            if (p > text) write(text, (size_t)(p - text), user);
+            write("\\n", 2, user);
+            text = p + 1;
+        }
+    }
+    if (p > text) write(text, (size_t)(p - text), user);
+}
+
+static void fsched__dot_number(void (*write)(const char *, size_t, void *), void *user,
+                               uint32_t n) {
+    char buf[12];
+    size_t i = sizeof buf;
+    do {
+        buf[--i] = (char)('0' + n % 10);
+        n /= 10;
+    } while (n);
+    write(buf + i, sizeof buf - i, user);
+}
+
+FIBERSCHED_API fsched_result fsched_graph_dump_dot(fsched_graph *g,
+                                                   void (*write)(const char *text, size_t len,
+                                                                 void *user),
+                                                   void *user) {
+    static const char *const state_names[] = {"waiting", "ready",  "running",
+                                              "finished", "failed", "cancelled"};
+    static const char *const state_colors[] = {"white", "lightyellow", "lightblue",
+                                               "palegreen", "salmon", "lightgray"};
+    fsched_result r = fsched__graph_check(g, "fsched_graph_dump_dot");
+    uint32_t i;
+    if (r != FSCHED_OK) return r;
+    if (!write)
+        return FSCHED__MISUSE(&g->logger, FSCHED_ERR_INVALID_ARGUMENT,
+                              "fsched_graph_dump_dot: write is NULL");
+    fsched__mutex_lock(&g->lock);
+    fsched__dot_text(write, user, "digraph \"");
+    fsched__dot_quoted(write, user, g->name ? g->name : "fibersched");
+    fsched__dot_text(write, user, "\" {\n  node [shape=box, style=filled];\n");
+    for (i = 0; i < g->ntasks; i++) {
+        const fsched_graph_task *t = g->tasks[i];
+        uint32_t st = FSCHED__LOAD(&t->state, FSCHED__ACQUIRE);
+        if (st > FSCHED_TASK_CANCELLED) st = FSCHED_TASK_WAITING;
+        fsched__dot_text(write, user, "  t");
+        fsched__dot_number(write, user, i);
+        fsched__dot_text(write, user, " [label=\"");
+        if (t->name) {
+            fsched__dot_quoted(write, user, t->name);
+        } else {
+            fsched__dot_text(write, user, "#");
+            fsched__dot_number(write, user, i);
+        }
+        fsched__dot_text(write, user, "\\n");
+        fsched__dot_text(write, user, state_names[st]);
+        fsched__dot_text(write, user, "\", fillcolor=");
+        fsched__dot_text(write, user, state_colors[st]);
+        fsched__dot_text(write, user, "];\n");
+    }
+    for (i = 0; i < g->ntasks; i++) { /* each task's incoming edges, in the order added */
+        const fsched_graph_task *t = g->tasks[i];
+        uint32_t k;
+        for (k = 0; k < t->npreds; k++) {
+            fsched__dot_text(write, user, "  t");
+            fsched__dot_number(write, user, fsched__graph_pred_at(t, k)->index);
+            fsched__dot_text(write, user, " -> t");
+            fsched__dot_number(write, user, i);
+            fsched__dot_text(write, user, ";\n");
+        }
+    }
+    fsched__dot_text(write, user, "}\n");
+    fsched__mutex_unlock(&g->lock);
+    return FSCHED_OK;
+}
+
 /* ---- results and version ---- */
 
 FIBERSCHED_API const char *fsched_result_string(fsched_result r) {
@@ -4738,6 +6355,7 @@ FIBERSCHED_API const char *fsched_result_string(fsched_result r) {
     case FSCHED_ERR_CANCELLED: return "cancelled";
     case FSCHED_ERR_SYSTEM: return "system error";
     case FSCHED_ERR_UNSUPPORTED: return "unsupported";
+    case FSCHED_ERR_TASK_FAILED: return "a task failed";
     }
     return "unknown result";
 }

@@ -7,9 +7,8 @@
 
 #include <stdint.h>
 
-#if defined(__unix__) && !defined(FIBERSCHED_NO_THREADS)
-#include <pthread.h>
-#define TEST_THREADS 1
+#if defined(__unix__) && TEST_THREADS /* check.h: the build has threads */
+#define TEST_PTHREADS 1
 #endif
 #if defined(__GNUC__) && !defined(_WIN32) && !defined(FIBERSCHED_NO_OS) && \
     defined(FSCHED__CTX_ASM) && !defined(__arm__)
@@ -547,7 +546,7 @@ static void test_fpu_control(void) {
 
 /* ---- fibers resumed by other threads ---- */
 
-#if defined(TEST_THREADS)
+#if defined(TEST_PTHREADS)
 typedef struct migrate {
     fsched_fiber *fiber;
     fsched_fiber *back[4]; /* the root fiber of each thread, set as it takes its turn */
@@ -623,7 +622,7 @@ int main(void) {
 #if defined(TEST_FPU)
     test_fpu_control();
 #endif
-#if defined(TEST_THREADS)
+#if defined(TEST_PTHREADS)
     test_migration();
     test_parallel_threads();
 #endif

@@ -16,20 +16,6 @@
 
 #include <stdint.h>
 
-#if !defined(FIBERSCHED_NO_THREADS)
-#define TEST_THREADS 1
-#if defined(_WIN32)
-#ifndef WIN32_LEAN_AND_MEAN
-#define WIN32_LEAN_AND_MEAN
-#endif
-#include <windows.h>
-#else
-#include <pthread.h>
-#endif
-#else
-#define TEST_THREADS 0
-#endif
-
 #define US 1000ull
 #define MS 1000000ull
 #define SEC 1000000000ull
@@ -77,59 +63,6 @@ static uint32_t rng_next(uint64_t *state) {
 static uint32_t queued_waiters(const fsched_wait_list *l) {
     return __atomic_load_n(&l->count, __ATOMIC_ACQUIRE);
 }
-
-/* ---- threads ---- */
-
-#if TEST_THREADS
-typedef struct thread_start {
-    void (*fn)(void *);
-    void *arg;
-} thread_start;
-
-#if defined(_WIN32)
-typedef HANDLE test_thread;
-static DWORD WINAPI thread_trampoline(LPVOID p) {
-    thread_start st = *(thread_start *)p;
-    free(p);
-    st.fn(st.arg);
-    return 0;
-}
-static test_thread thread_run(void (*fn)(void *), void *arg) {
-    thread_start *st = (thread_start *)malloc(sizeof *st);
-    HANDLE h;
-    CHECK(st != NULL);
-    st->fn = fn;
-    st->arg = arg;
-    h = CreateThread(NULL, 0, thread_trampoline, st, 0, NULL);
-    CHECK(h != NULL);
-    return h;
-}
-static void thread_join(test_thread t) {
-    CHECK(WaitForSingleObject(t, INFINITE) == WAIT_OBJECT_0);
-    CloseHandle(t);
-}
-#else
-typedef pthread_t test_thread;
-static void *thread_trampoline(void *p) {
-    thread_start st = *(thread_start *)p;
-    free(p);
-    st.fn(st.arg);
-    return NULL;
-}
-static test_thread thread_run(void (*fn)(void *), void *arg) {
-    thread_start *st = (thread_start *)malloc(sizeof *st);
-    pthread_t t;
-    CHECK(st != NULL);
-    st->fn = fn;
-    st->arg = arg;
-    CHECK(pthread_create(&t, NULL, thread_trampoline, st) == 0);
-    return t;
-}
-static void thread_join(test_thread t) {
-    CHECK(pthread_join(t, NULL) == 0);
-}
-#endif
-#endif
 
 /* ---- schedulers ---- */
 
