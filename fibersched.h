@@ -5147,10 +5147,16 @@ typedef struct fsched__slab {
     size_t item, per_chunk;
 } fsched__slab;
 
+/* Chunks are cache-line aligned; items are aligned as their size is (a multiple of 16,
+   or of the cache line). */
+static size_t fsched__slab_header(const fsched__slab *sl) {
+    return sl->item % FSCHED__CACHE_LINE ? 16 : FSCHED__CACHE_LINE;
+}
+
 static void *fsched__slab_get(fsched__slab *sl, const fsched_allocator *a) {
     void *item = sl->free;
     if (!item) {
-        size_t header = fsched__round_up(sizeof(void *), 16), i;
+        size_t header = fsched__slab_header(sl), i;
         unsigned char *chunk = (unsigned char *)fsched__alloc(
             a, header + sl->item * sl->per_chunk, FSCHED__CACHE_LINE);
         if (!chunk) return NULL;
@@ -5173,7 +5179,7 @@ static void fsched__slab_put(fsched__slab *sl, void *item) {
 }
 
 static void fsched__slab_destroy(fsched__slab *sl, const fsched_allocator *a) {
-    size_t header = fsched__round_up(sizeof(void *), 16);
+    size_t header = fsched__slab_header(sl);
     while (sl->chunks) {
         void *next;
         memcpy(&next, sl->chunks, sizeof(void *));
@@ -5183,14 +5189,20 @@ static void fsched__slab_destroy(fsched__slab *sl, const fsched_allocator *a) {
     sl->free = NULL;
 }
 
-/* An edge, in the successor list of its `before` task. */
+/* An edge: `to` in a list of successors. Edges built between runs are in their task's
+   `succ_built` list, which runs only read. An edge a running task adds has a record in
+   `succ` (the structure, newest first) and a second one, in the `dyn_live` list of its
+   `before` task, which that task takes when it completes. */
 typedef struct fsched__gedge {
     struct fsched__gedge *next;
     fsched_graph_task *to;
 } fsched__gedge;
 
-/* The successor list of a task that has completed in this run. */
-#define FSCHED__GEDGE_CLOSED ((fsched__gedge *)1)
+typedef struct fsched__glive {
+    struct fsched__glive *next;     /* in a task's dyn_live list */
+    struct fsched__glive *all_next; /* in the graph's records of the current run */
+    fsched_graph_task *to;
+} fsched__glive;
 
 /* Why a task will not run, set by its predecessors (bits of `upstream`). */
 #define FSCHED__UPSTREAM_FAILED 1u
@@ -5198,44 +5210,68 @@ typedef struct fsched__gedge {
 
 #define FSCHED__GRAPH_INLINE_PREDS 2u
 
+/* Values that carry the number of the run they belong to, so that a run needs no pass
+   over all tasks to set them up: a task re-arms itself for the next run as it completes.
+   `pending` holds the run in its upper half and the count below; `state` the run above
+   three bits of fsched_task_state; a closed `dyn_live` list is an odd marker naming the
+   run (an even value, a list or NULL, is open). */
+#define FSCHED__GRAPH_PENDING(run, count) (((uint64_t)(run) << 32) | (uint32_t)(count))
+#define FSCHED__GRAPH_STATE(run, state) (((uint64_t)(run) << 3) | (uint64_t)(state))
+#define FSCHED__GRAPH_CLOSED(run) ((fsched__glive *)(((uintptr_t)(run) << 1) | 1u))
+
 struct fsched_graph_task {
-    fsched__placed placed;      /* the job; must be first */
+    /* what a run touches for every edge, in one cache line */
+    fsched__placed placed;      /* the job, its level and allowed slots; must be first */
+    uint64_t pending;           /* atomic: predecessors not completed, plus holds (above) */
+    uint64_t state;             /* atomic: (run, fsched_task_state) */
+    fsched__glive *dyn_live;    /* atomic: successors a running task added (above) */
+    uint32_t upstream;          /* atomic: FSCHED__UPSTREAM_*; 0 between runs */
+    uint32_t users;             /* atomic: successors that will still read the result */
+    /* what a run touches for every task */
     fsched_graph *graph;
     fsched_graph_fn fn;
     void *arg;
-    char *name;                 /* a copy, or NULL */
-    /* structure, under the graph's lock */
-    fsched__gedge *succ;        /* successors, newest first */
-    fsched__gedge *succ_built;  /* the list before the current run added to it */
+    fsched__gedge *succ_built;  /* the successors built between runs */
     fsched_graph_task **preds;  /* predecessors in the order added: pred_inline or allocated */
-    fsched_graph_task *pred_inline[FSCHED__GRAPH_INLINE_PREDS];
-    uint32_t npreds, preds_cap, npreds_built, nsucc, nsucc_built;
-    uint32_t index;             /* in the graph's task array */
-    uint32_t dynamic;           /* added by a running task: belongs to that run only */
-    uint32_t level;             /* FSCHED__LEVEL_* from the priority */
-    uint32_t on_caller;
-    uint64_t workers;
-    int64_t ord;                /* position in a topological order (Pearce-Kelly) */
-    uint64_t mark;              /* visit mark of the cycle search */
-    uint64_t cost, rank;        /* rank: the costliest chain from this task to a sink */
-    /* one run */
-    fsched__gedge *live;        /* atomic: the successor list, CLOSED once completed */
-    uint32_t pending;           /* atomic: predecessors not completed, plus holds */
-    uint32_t upstream;          /* atomic: FSCHED__UPSTREAM_* */
-    uint32_t state;             /* atomic: fsched_task_state */
-    uint32_t users;             /* atomic: successors that may still read the result */
+    uint32_t npreds, npreds_built, nsucc_built;
     int status;
     int doomed;                 /* a fsched_result that kept the task from being queued */
+    fsched_result fail_reason;  /* why it failed: FSCHED_ERR_TASK_FAILED, or doomed */
+    uint64_t rank;              /* the costliest chain from this task to a sink */
     void *result;
     void (*release)(void *result, void *user);
     void *release_user;
     fsched_graph_task *added;       /* tasks this one added while it ran (held) */
     fsched_graph_task *added_next;
     fsched_graph_task *local_next;  /* a worker's list of tasks to process */
+    /* structure, under the graph's lock */
+    char *name;                 /* a copy, or NULL */
+    fsched__gedge *succ;        /* successors, newest first: succ_built, and above it what
+                                   the current run added */
+    fsched_graph_task *pred_inline[FSCHED__GRAPH_INLINE_PREDS];
+    uint32_t preds_cap, nsucc;
+    uint32_t index;             /* in the graph's task array */
+    uint32_t source_slot, sink_slot; /* in the graph's sets of sources and sinks, or NONE */
+    uint32_t touched;           /* the current run added edges to it */
+    uint32_t dynamic;           /* added by a running task: belongs to that run only */
+    uint32_t level;             /* FSCHED__LEVEL_* from the priority */
+    uint32_t on_caller;
+    uint64_t workers;
+    int64_t ord;                /* position in a topological order (Pearce-Kelly) */
+    uint64_t mark;              /* visit mark of the cycle search */
+    uint64_t cost;
 };
+
+#define FSCHED__GRAPH_NONE 0xffffffffu
 
 #define FSCHED__GRAPH_LIVE 0x46534752u /* "FSGR" */
 #define FSCHED__GRAPH_DEAD 0xdead6a4fu
+
+/* A growable array of tasks, under the graph's lock. */
+typedef struct fsched__task_set {
+    fsched_graph_task **v;
+    uint32_t n, cap;
+} fsched__task_set;
 
 struct fsched_graph {
     uint32_t magic;
@@ -5243,20 +5279,27 @@ struct fsched_graph {
     fsched_allocator allocator;
     fsched_logger logger;
     char *name;
-    fsched__mutex lock;         /* structure: tasks, edges, order; and starting runs */
-    fsched__slab task_slab, edge_slab;
-    fsched_graph_task **tasks;
-    uint32_t ntasks, tasks_cap, nbuilt;
+    fsched__mutex lock;         /* structure, and starting runs */
+    fsched__slab task_slab, edge_slab, live_slab;
+    fsched__task_set tasks;     /* built ones first (nbuilt), then the current run's */
+    uint32_t nbuilt;
+    fsched__task_set sources;   /* built tasks without predecessors */
+    fsched__task_set sinks;     /* built tasks without successors */
+    fsched__task_set placed;    /* built tasks with a worker set or on_caller */
+    fsched__task_set touched;   /* built tasks the current run added edges to */
+    fsched__glive *dyn_records; /* live records of the current run (freed after it) */
     int64_t next_ord;
     uint64_t next_mark;
-    uint32_t has_costs;
-    uint32_t ran;               /* a run has been started since creation */
+    uint32_t has_costs, ranks_stale;
+    uint32_t results_kept;      /* a task without successors published a result */
     /* the current run */
     fsched_sched *sched;
     int32_t caller_slot;
+    uint32_t run;               /* atomic: the number of the current or last run; 0: none */
     uint32_t running;           /* atomic: from fsched_graph_run until the run has ended */
     uint32_t cancel;            /* atomic */
     fsched_graph_task *first_failed; /* atomic: set once per run */
+    uint32_t n_failed, n_skipped, n_cancelled; /* atomic: tasks that did not finish */
     fsched_event done;          /* manual reset: the run has ended */
     FSCHED__ALIGN_LINE uint64_t remaining; /* atomic: tasks of the run not completed, + holds */
 };
@@ -5270,7 +5313,37 @@ static inline fsched_graph_task *fsched__graph_pred_at(const fsched_graph_task *
 
 static void fsched__graph_execute(fsched__job *job, fsched__worker *w);
 static void fsched__graph_process_list(fsched_graph_task *t, fsched__worker *w);
-static void fsched__graph_prepare_task(fsched_graph *g, fsched_graph_task *t);
+
+static int fsched__task_set_add(fsched_graph *g, fsched__task_set *set, fsched_graph_task *t) {
+    if (set->n == set->cap) {
+        uint32_t cap = set->cap ? set->cap * 2 : 16;
+        fsched_graph_task **v = (fsched_graph_task **)fsched__alloc(&g->allocator, cap * sizeof *v,
+                                                                    sizeof(void *));
+        if (!v) return 0;
+        if (set->n) memcpy(v, set->v, set->n * sizeof *v);
+        fsched__free(&g->allocator, set->v, set->cap * sizeof *v, sizeof(void *));
+        set->v = v;
+        set->cap = cap;
+    }
+    set->v[set->n++] = t;
+    return 1;
+}
+
+static void fsched__task_set_free(fsched_graph *g, fsched__task_set *set) {
+    fsched__free(&g->allocator, set->v, set->cap * sizeof *set->v, sizeof(void *));
+    memset(set, 0, sizeof *set);
+}
+
+/* Removes the task at *slot from a set whose members record their position in `slot`
+   fields at the same offset (sources or sinks). */
+static void fsched__task_set_remove(fsched__task_set *set, uint32_t *slot, size_t slot_offset) {
+    fsched_graph_task *last = set->v[--set->n];
+    if (*slot != set->n) {
+        set->v[*slot] = last;
+        *(uint32_t *)((char *)last + slot_offset) = *slot;
+    }
+    *slot = FSCHED__GRAPH_NONE;
+}
 
 static void fsched__graph_free_task(fsched_graph *g, fsched_graph_task *t) {
     if (t->preds != t->pred_inline)
@@ -5461,10 +5534,12 @@ FIBERSCHED_API fsched_result fsched_graph_create(const fsched_graph_desc *desc, 
         fsched__free(&a, g, sizeof *g, FSCHED__CACHE_LINE);
         return FSCHED_ERR_OUT_OF_MEMORY;
     }
-    g->task_slab.item = fsched__round_up(sizeof(fsched_graph_task), 16);
+    g->task_slab.item = fsched__round_up(sizeof(fsched_graph_task), FSCHED__CACHE_LINE);
     g->task_slab.per_chunk = 64;
     g->edge_slab.item = fsched__round_up(sizeof(fsched__gedge), 16);
     g->edge_slab.per_chunk = 256;
+    g->live_slab.item = fsched__round_up(sizeof(fsched__glive), 16);
+    g->live_slab.per_chunk = 64;
     fsched__mutex_init(&g->lock);
     fsched_event_init(&g->done, 1, 1);
     g->magic = FSCHED__GRAPH_LIVE;
@@ -5489,12 +5564,19 @@ static fsched_result fsched__graph_may_build(fsched_graph *g, const char *what) 
                           "%s: the graph runs; only its own tasks may add to it", what);
 }
 
+/* Whether a worker set names a worker s has (only workers 0..63 can be named). */
+static int fsched__graph_workers_exist(const fsched_sched *s, uint64_t workers) {
+    uint32_t n = s->n_threads < 64 ? s->n_threads : 64;
+    return n == 64 ? workers != 0 : (workers & (((uint64_t)1 << n) - 1)) != 0;
+}
+
 static fsched_result fsched__graph_add(fsched_graph *g, fsched_graph_fn fn, void *arg,
                                        const fsched_graph_task_desc *desc,
                                        fsched_graph_task **out, const char *what) {
     fsched_graph_task_desc d;
     fsched_graph_task *t, *cur;
     fsched_result r;
+    int during_run;
     if ((r = fsched__graph_check(g, what)) != FSCHED_OK) return r;
     if (out) *out = NULL;
     if (!fn || !out)
@@ -5510,18 +5592,13 @@ static fsched_result fsched__graph_add(fsched_graph *g, fsched_graph_fn fn, void
                               "%s: on_caller and a worker set exclude each other", what);
     fsched__mutex_lock(&g->lock);
     if ((r = fsched__graph_may_build(g, what)) != FSCHED_OK) goto unlock;
-    if (g->ntasks == g->tasks_cap) {
-        uint32_t cap = g->tasks_cap ? g->tasks_cap * 2 : 64;
-        fsched_graph_task **tasks = (fsched_graph_task **)fsched__alloc(
-            &g->allocator, cap * sizeof *tasks, sizeof(void *));
-        if (!tasks) {
-            r = FSCHED_ERR_OUT_OF_MEMORY;
-            goto unlock;
-        }
-        if (g->ntasks) memcpy(tasks, g->tasks, g->ntasks * sizeof *tasks);
-        fsched__free(&g->allocator, g->tasks, g->tasks_cap * sizeof *tasks, sizeof(void *));
-        g->tasks = tasks;
-        g->tasks_cap = cap;
+    cur = fsched__graph_current();
+    during_run = FSCHED__LOAD(&g->running, FSCHED__RELAXED) && cur && cur->graph == g;
+    if (during_run && ((d.on_caller && g->caller_slot < 0) ||
+                       (d.workers && !fsched__graph_workers_exist(g->sched, d.workers)))) {
+        r = FSCHED__MISUSE(&g->logger, FSCHED_ERR_INVALID_ARGUMENT,
+                           "%s: no thread of the running graph's scheduler may run it", what);
+        goto unlock;
     }
     t = (fsched_graph_task *)fsched__slab_get(&g->task_slab, &g->allocator);
     if (!t) {
@@ -5529,10 +5606,29 @@ static fsched_result fsched__graph_add(fsched_graph *g, fsched_graph_fn fn, void
         goto unlock;
     }
     memset(t, 0, sizeof *t);
-    if (d.name && *d.name && !(t->name = fsched__graph_strdup(&g->allocator, d.name))) {
+    t->source_slot = t->sink_slot = FSCHED__GRAPH_NONE;
+    if ((d.name && *d.name && !(t->name = fsched__graph_strdup(&g->allocator, d.name))) ||
+        !fsched__task_set_add(g, &g->tasks, t) ||
+        (!during_run && (d.on_caller || d.workers) && !fsched__task_set_add(g, &g->placed, t))) {
+        if (g->tasks.n && g->tasks.v[g->tasks.n - 1] == t) g->tasks.n--;
+        if (t->name) fsched__free(&g->allocator, t->name, strlen(t->name) + 1, 1);
         fsched__slab_put(&g->task_slab, t);
         r = FSCHED_ERR_OUT_OF_MEMORY;
         goto unlock;
+    }
+    if (!during_run) { /* a source and a sink until edges say otherwise */
+        if (!fsched__task_set_add(g, &g->sources, t) || !fsched__task_set_add(g, &g->sinks, t)) {
+            if (g->sources.n && g->sources.v[g->sources.n - 1] == t) g->sources.n--;
+            if ((d.on_caller || d.workers) && g->placed.n && g->placed.v[g->placed.n - 1] == t)
+                g->placed.n--;
+            g->tasks.n--;
+            if (t->name) fsched__free(&g->allocator, t->name, strlen(t->name) + 1, 1);
+            fsched__slab_put(&g->task_slab, t);
+            r = FSCHED_ERR_OUT_OF_MEMORY;
+            goto unlock;
+        }
+        t->source_slot = g->sources.n - 1;
+        t->sink_slot = g->sinks.n - 1;
     }
     t->placed.job.execute = fsched__graph_execute; /* NULL again once freed */
     t->graph = g;
@@ -5543,35 +5639,32 @@ static fsched_result fsched__graph_add(fsched_graph *g, fsched_graph_fn fn, void
     t->level = d.priority == FSCHED_PRIORITY_LOW    ? FSCHED__LEVEL_LOW
                : d.priority == FSCHED_PRIORITY_HIGH ? FSCHED__LEVEL_HIGH
                                                     : FSCHED__LEVEL_NORMAL;
+    t->placed.level = t->level;
     t->on_caller = d.on_caller ? 1u : 0u;
     t->workers = d.workers;
+    t->placed.workers = d.workers;
+    t->placed.slot = -1;
     t->cost = d.cost;
     t->rank = d.cost;
     if (d.cost) g->has_costs = 1;
+    g->ranks_stale = 1;
     t->ord = g->next_ord++;
-    t->index = g->ntasks;
-    g->tasks[g->ntasks++] = t;
-    cur = fsched__graph_current();
-    if (FSCHED__LOAD(&g->running, FSCHED__RELAXED) && cur && cur->graph == g &&
-        ((t->on_caller && g->caller_slot < 0) ||
-         (t->workers && g->sched->n_threads < 64 &&
-          !(t->workers & (((uint64_t)1 << g->sched->n_threads) - 1))))) {
-        g->ntasks--;
-        fsched__graph_free_task(g, t);
-        r = FSCHED__MISUSE(&g->logger, FSCHED_ERR_INVALID_ARGUMENT,
-                           "%s: no thread of the running graph's scheduler may run it", what);
-        goto unlock;
-    }
-    if (FSCHED__LOAD(&g->running, FSCHED__RELAXED) && cur && cur->graph == g) {
-        /* added by a running task: held until that task returns, then part of this run */
-        fsched__graph_prepare_task(g, t);
+    t->index = g->tasks.n - 1;
+    if (during_run) {
+        /* added by a running task: held by it until it returns, then part of this run */
+        uint32_t run = FSCHED__LOAD(&g->run, FSCHED__RELAXED);
         t->dynamic = 1;
-        t->pending = 1;
+        if (d.on_caller) t->placed.slot = g->caller_slot;
+        t->state = FSCHED__GRAPH_STATE(run, FSCHED_TASK_WAITING);
+        t->pending = FSCHED__GRAPH_PENDING(run, 1);
         t->added_next = cur->added;
         cur->added = t;
         FSCHED__FETCH_ADD(&g->remaining, (uint64_t)1, FSCHED__RELAXED); /* cur holds one */
     } else {
-        g->nbuilt = g->ntasks;
+        /* armed for the next run */
+        t->state = FSCHED__GRAPH_STATE(g->run, FSCHED_TASK_WAITING);
+        t->pending = FSCHED__GRAPH_PENDING(g->run + 1, 0);
+        g->nbuilt = g->tasks.n;
     }
     *out = t;
 unlock:
@@ -5615,14 +5708,90 @@ static int fsched__graph_add_pred(fsched_graph *g, fsched_graph_task *t, fsched_
     return 1;
 }
 
+/* Records that the current run changed t's edges, to be undone after it. */
+static int fsched__graph_touch(fsched_graph *g, fsched_graph_task *t) {
+    if (t->dynamic || t->touched) return 1;
+    if (!fsched__task_set_add(g, &g->touched, t)) return 0;
+    t->touched = 1;
+    return 1;
+}
+
 static void fsched__graph_queue(fsched_graph_task *t, fsched__worker *w,
                                 fsched_graph_task **local);
+
+/* precede while g runs (from one of its tasks), under the lock: `after` must not have
+   started; the edge counts for this run unless `before` has completed. */
+static fsched_result fsched__graph_precede_running(fsched_graph *g, fsched_graph_task *before,
+                                                   fsched_graph_task *after) {
+    uint32_t run = FSCHED__LOAD(&g->run, FSCHED__RELAXED);
+    uint64_t c = FSCHED__LOAD(&after->pending, FSCHED__ACQUIRE);
+    fsched__gedge *e = NULL;
+    fsched__glive *live = NULL, *head;
+    fsched_result r;
+    /* hold `after` back while the edge is made: its count must belong to this run and
+       still be above zero (else it has started) */
+    do {
+        if ((uint32_t)(c >> 32) != run || (uint32_t)c == 0)
+            return FSCHED__MISUSE(&g->logger, FSCHED_ERR_WRONG_STATE,
+                                  "fsched_graph_precede: task '%s' has already started",
+                                  after->name ? after->name : "");
+        /* relaxed: only the count matters here */
+    } while (!FSCHED__CAS_WEAK(&after->pending, &c, c + 1, FSCHED__RELAXED, FSCHED__RELAXED));
+    r = fsched__ord_add_edge(g, before, after);
+    if (r == FSCHED_ERR_INVALID_ARGUMENT)
+        r = FSCHED__MISUSE(&g->logger, r, "fsched_graph_precede: '%s' -> '%s' closes a cycle",
+                           before->name ? before->name : "", after->name ? after->name : "");
+    if (r == FSCHED_OK) {
+        e = (fsched__gedge *)fsched__slab_get(&g->edge_slab, &g->allocator);
+        live = (fsched__glive *)fsched__slab_get(&g->live_slab, &g->allocator);
+        if (!e || !live || !fsched__graph_touch(g, before) || !fsched__graph_touch(g, after) ||
+            !fsched__graph_add_pred(g, after, before))
+            r = FSCHED_ERR_OUT_OF_MEMORY;
+    }
+    if (r != FSCHED_OK) {
+        if (e) fsched__slab_put(&g->edge_slab, e);
+        if (live) fsched__slab_put(&g->live_slab, live);
+        /* acq_rel: as in fsched__graph_complete */
+        if ((uint32_t)FSCHED__FETCH_SUB(&after->pending, (uint64_t)1, FSCHED__ACQ_REL) == 1)
+            fsched__graph_queue(after, fsched__tls_thread.worker, NULL);
+        return r;
+    }
+    e->to = after;
+    e->next = before->succ;
+    before->succ = e;
+    before->nsucc++;
+    live->to = after;
+    live->all_next = g->dyn_records; /* freed after the run */
+    g->dyn_records = live;
+    /* the live record joins before's list unless before has completed in this run */
+    head = FSCHED__LOAD(&before->dyn_live, FSCHED__ACQUIRE);
+    while (head != FSCHED__GRAPH_CLOSED(run)) {
+        live->next = ((uintptr_t)head & 1u) ? NULL : head; /* an older run's marker: empty */
+        /* release: the record is written before the completing task reads it */
+        if (FSCHED__CAS(&before->dyn_live, &head, live, FSCHED__RELEASE, FSCHED__ACQUIRE))
+            return FSCHED_OK;
+    }
+    {
+        /* before has completed: the edge does not hold `after` back, and after does not
+           count among the readers of before's result */
+        uint32_t st = (uint32_t)(FSCHED__LOAD(&before->state, FSCHED__ACQUIRE) & 7u);
+        after->preds[after->npreds - 1] =
+            (fsched_graph_task *)((uintptr_t)before | FSCHED__GRAPH_UNCOUNTED);
+        if (st == FSCHED_TASK_FAILED)
+            FSCHED__FETCH_OR(&after->upstream, FSCHED__UPSTREAM_FAILED, FSCHED__RELAXED);
+        else if (st == FSCHED_TASK_CANCELLED)
+            FSCHED__FETCH_OR(&after->upstream, FSCHED__UPSTREAM_CANCELLED, FSCHED__RELAXED);
+        /* acq_rel: the upstream mark is seen by whoever releases `after` */
+        if ((uint32_t)FSCHED__FETCH_SUB(&after->pending, (uint64_t)1, FSCHED__ACQ_REL) == 1)
+            fsched__graph_queue(after, fsched__tls_thread.worker, NULL);
+    }
+    return FSCHED_OK;
+}
 
 FIBERSCHED_API fsched_result fsched_graph_precede(fsched_graph *g, fsched_graph_task *before,
                                                   fsched_graph_task *after) {
     fsched__gedge *e;
     fsched_result r;
-    int running;
     if ((r = fsched__graph_check(g, "fsched_graph_precede")) != FSCHED_OK) return r;
     if (!before || !after || before->graph != g || after->graph != g ||
         !before->placed.job.execute || !after->placed.job.execute)
@@ -5631,100 +5800,57 @@ FIBERSCHED_API fsched_result fsched_graph_precede(fsched_graph *g, fsched_graph_
     fsched__mutex_lock(&g->lock);
     if ((r = fsched__graph_may_build(g, "fsched_graph_precede")) != FSCHED_OK) goto unlock;
     if (fsched__graph_has_edge(before, after)) goto unlock;
-    running = (int)FSCHED__LOAD(&g->running, FSCHED__RELAXED);
-    if (running) {
-        /* `after` must not have been released: its count stays above zero meanwhile */
-        uint32_t c = FSCHED__LOAD(&after->pending, FSCHED__ACQUIRE);
-        do {
-            if (c == 0) {
-                r = FSCHED__MISUSE(&g->logger, FSCHED_ERR_WRONG_STATE,
-                                   "fsched_graph_precede: task '%s' has already started",
-                                   after->name ? after->name : "");
-                goto unlock;
-            }
-            /* relaxed: only the count matters here */
-        } while (!FSCHED__CAS_WEAK(&after->pending, &c, c + 1, FSCHED__RELAXED, FSCHED__RELAXED));
+    if (FSCHED__LOAD(&g->running, FSCHED__RELAXED)) {
+        r = fsched__graph_precede_running(g, before, after);
+        goto unlock;
     }
     r = fsched__ord_add_edge(g, before, after);
     if (r == FSCHED_ERR_INVALID_ARGUMENT)
         r = FSCHED__MISUSE(&g->logger, r, "fsched_graph_precede: '%s' -> '%s' closes a cycle",
                            before->name ? before->name : "", after->name ? after->name : "");
-    e = r == FSCHED_OK ? (fsched__gedge *)fsched__slab_get(&g->edge_slab, &g->allocator) : NULL;
-    if (e && !fsched__graph_add_pred(g, after, before)) {
-        fsched__slab_put(&g->edge_slab, e);
-        e = NULL;
-    }
-    if (!e) {
-        if (r == FSCHED_OK) r = FSCHED_ERR_OUT_OF_MEMORY;
-        if (running && FSCHED__FETCH_SUB(&after->pending, 1u, FSCHED__ACQ_REL) == 1)
-            fsched__graph_queue(after, fsched__tls_thread.worker, NULL);
+    if (r != FSCHED_OK) goto unlock;
+    e = (fsched__gedge *)fsched__slab_get(&g->edge_slab, &g->allocator);
+    if (!e || !fsched__graph_add_pred(g, after, before)) {
+        if (e) fsched__slab_put(&g->edge_slab, e);
+        r = FSCHED_ERR_OUT_OF_MEMORY;
         goto unlock;
     }
     e->to = after;
     e->next = before->succ;
-    before->nsucc++;
-    if (running) {
-        /* joins the live list unless `before` has completed (then it counts no more) */
-        fsched__gedge *expected = before->succ;
-        /* release: the edge is written before the finisher of `before` walks the list */
-        if (FSCHED__CAS(&before->live, &expected, e, FSCHED__RELEASE, FSCHED__ACQUIRE)) {
-            FSCHED__FETCH_ADD(&before->users, 1u, FSCHED__RELAXED);
-        } else {
-            uint32_t st = FSCHED__LOAD(&before->state, FSCHED__ACQUIRE);
-            after->preds[after->npreds - 1] =
-                (fsched_graph_task *)((uintptr_t)before | FSCHED__GRAPH_UNCOUNTED);
-            if (st == FSCHED_TASK_FAILED)
-                FSCHED__FETCH_OR(&after->upstream, FSCHED__UPSTREAM_FAILED, FSCHED__RELAXED);
-            else if (st == FSCHED_TASK_CANCELLED)
-                FSCHED__FETCH_OR(&after->upstream, FSCHED__UPSTREAM_CANCELLED, FSCHED__RELAXED);
-            /* acq_rel: the upstream mark is seen by whoever releases `after` */
-            if (FSCHED__FETCH_SUB(&after->pending, 1u, FSCHED__ACQ_REL) == 1)
-                fsched__graph_queue(after, fsched__tls_thread.worker, NULL);
-        }
-    } else {
-        before->nsucc_built = before->nsucc;
-        before->succ_built = e;
-        after->npreds_built = after->npreds;
-    }
-    before->succ = e;
+    before->succ = before->succ_built = e;
+    before->nsucc_built = ++before->nsucc;
+    after->npreds_built = after->npreds;
+    after->pending++; /* armed for the next run with one more predecessor */
+    if (after->source_slot != FSCHED__GRAPH_NONE)
+        fsched__task_set_remove(&g->sources, &after->source_slot,
+                                offsetof(fsched_graph_task, source_slot));
+    if (before->sink_slot != FSCHED__GRAPH_NONE)
+        fsched__task_set_remove(&g->sinks, &before->sink_slot,
+                                offsetof(fsched_graph_task, sink_slot));
+    g->ranks_stale = 1;
 unlock:
     fsched__mutex_unlock(&g->lock);
     return r;
 }
-
 FIBERSCHED_API fsched_result fsched_graph_add_graph(fsched_graph *g, fsched_graph *sub,
                                                     const fsched_graph_task_desc *desc,
                                                     fsched_graph_task **out);
 
 /* ---- running ---- */
 
-/* Sets up a task's state for the run about to start (or, for a task added by a running
-   task, the current run). Under the graph's lock. */
-static void fsched__graph_prepare_task(fsched_graph *g, fsched_graph_task *t) {
-    t->placed.level = t->level;
-    t->placed.workers = t->workers;
-    t->placed.slot = t->on_caller ? g->caller_slot : -1;
-    t->live = t->succ;
-    t->pending = t->npreds;
-    t->upstream = 0;
-    t->state = FSCHED_TASK_WAITING;
-    t->users = t->nsucc;
-    t->status = 0;
-    t->doomed = 0;
-    t->added = NULL;
-    t->local_next = NULL;
-}
-
-/* Undoes what the previous run added: its tasks, its edges, and results still held.
-   Under the graph's lock, while g does not run. */
-static void fsched__graph_reset(fsched_graph *g) {
+/* Undoes what the last run added (tasks, edges) and releases the results it left. Under
+   the graph's lock, while g does not run. Costs what the run added, not the graph's size. */
+static void fsched__graph_restore(fsched_graph *g) {
     uint32_t i;
-    for (i = 0; i < g->ntasks; i++) {
-        fsched_graph_task *t = g->tasks[i];
-        if (t->result || t->release) fsched__graph_release_result(t);
+    if (g->results_kept) { /* only tasks without successors keep results past a run */
+        for (i = 0; i < g->sinks.n; i++)
+            if (g->sinks.v[i]->release || g->sinks.v[i]->result)
+                fsched__graph_release_result(g->sinks.v[i]);
+        g->results_kept = 0;
     }
-    for (i = g->nbuilt; i < g->ntasks; i++) { /* added while running: edges and all */
-        fsched_graph_task *t = g->tasks[i];
+    for (i = g->nbuilt; i < g->tasks.n; i++) { /* added while running: edges and all */
+        fsched_graph_task *t = g->tasks.v[i];
+        if (t->release || t->result) fsched__graph_release_result(t);
         while (t->succ) {
             fsched__gedge *e = t->succ;
             t->succ = e->next;
@@ -5732,9 +5858,9 @@ static void fsched__graph_reset(fsched_graph *g) {
         }
         fsched__graph_free_task(g, t);
     }
-    g->ntasks = g->nbuilt;
-    for (i = 0; i < g->ntasks; i++) {
-        fsched_graph_task *t = g->tasks[i];
+    g->tasks.n = g->nbuilt;
+    for (i = 0; i < g->touched.n; i++) {
+        fsched_graph_task *t = g->touched.v[i];
         while (t->succ != t->succ_built) {
             fsched__gedge *e = t->succ;
             t->succ = e->next;
@@ -5742,29 +5868,36 @@ static void fsched__graph_reset(fsched_graph *g) {
         }
         t->nsucc = t->nsucc_built;
         t->npreds = t->npreds_built;
+        t->touched = 0;
+    }
+    g->touched.n = 0;
+    while (g->dyn_records) {
+        fsched__glive *r = g->dyn_records;
+        g->dyn_records = r->all_next;
+        fsched__slab_put(&g->live_slab, r);
     }
 }
 
 /* Ranks for "longest chain first": rank = cost + the largest rank of a successor, over
-   the tasks in reverse topological order. Under the graph's lock. */
+   the tasks in reverse topological order. Under the graph's lock; only after changes. */
 static int fsched__graph_rank(fsched_graph *g) {
     fsched_graph_task **order;
-    uint32_t i;
-    if (!g->has_costs) return 1;
-    order = (fsched_graph_task **)fsched__alloc(&g->allocator, g->ntasks * sizeof *order,
-                                                sizeof(void *));
+    uint32_t i, n = g->tasks.n;
+    if (!g->has_costs || !g->ranks_stale) return 1;
+    order = (fsched_graph_task **)fsched__alloc(&g->allocator, n * sizeof *order, sizeof(void *));
     if (!order) return 0;
-    memcpy(order, g->tasks, g->ntasks * sizeof *order);
-    fsched__ord_sort(order, g->ntasks);
-    for (i = g->ntasks; i-- > 0;) {
+    memcpy(order, g->tasks.v, n * sizeof *order);
+    fsched__ord_sort(order, n);
+    for (i = n; i-- > 0;) {
         fsched_graph_task *t = order[i];
         uint64_t best = 0;
         fsched__gedge *e;
-        for (e = t->succ; e; e = e->next)
+        for (e = t->succ_built; e; e = e->next)
             if (e->to->rank > best) best = e->to->rank;
         t->rank = t->cost + best;
     }
-    fsched__free(&g->allocator, order, g->ntasks * sizeof *order, sizeof(void *));
+    fsched__free(&g->allocator, order, n * sizeof *order, sizeof(void *));
+    g->ranks_stale = 0;
     return 1;
 }
 
@@ -5788,7 +5921,8 @@ static void fsched__graph_sort_ready(fsched_graph_task **v, size_t n) { /* inser
 static void fsched__graph_queue(fsched_graph_task *t, fsched__worker *w,
                                 fsched_graph_task **local) {
     fsched_graph *g = t->graph;
-    FSCHED__STORE(&t->state, (uint32_t)FSCHED_TASK_READY, FSCHED__RELAXED);
+    uint32_t run = FSCHED__LOAD(&g->run, FSCHED__RELAXED);
+    FSCHED__STORE(&t->state, FSCHED__GRAPH_STATE(run, FSCHED_TASK_READY), FSCHED__RELAXED);
     if (fsched__place(g->sched, w, &t->placed)) return;
     t->doomed = t->placed.slot >= 0 || t->placed.workers ? FSCHED_ERR_WRONG_STATE
                                                          : FSCHED_ERR_OUT_OF_MEMORY;
@@ -5820,13 +5954,15 @@ static void fsched__graph_queue_batch(fsched_graph_task **batch, size_t n, fsche
 static void fsched__graph_inject_batch(fsched_graph *g, fsched_graph_task **batch, size_t n,
                                        fsched_graph_task **local) {
     fsched__job *jobs[FSCHED__GRAPH_READY_BATCH];
+    uint32_t run = FSCHED__LOAD(&g->run, FSCHED__RELAXED);
     size_t i, k = 0;
     fsched__graph_sort_ready(batch, n);
     for (i = 0; i < n; i++) {
         if (batch[i]->placed.slot >= 0 || batch[i]->placed.workers) {
             fsched__graph_queue(batch[i], NULL, local);
         } else {
-            FSCHED__STORE(&batch[i]->state, (uint32_t)FSCHED_TASK_READY, FSCHED__RELAXED);
+            FSCHED__STORE(&batch[i]->state, FSCHED__GRAPH_STATE(run, FSCHED_TASK_READY),
+                          FSCHED__RELAXED);
             jobs[k++] = &batch[i]->placed.job;
         }
     }
@@ -5860,21 +5996,53 @@ static void fsched__graph_record_failure(fsched_graph *g, fsched_graph_task *t) 
     if (g->policy == FSCHED_GRAPH_FAIL_FAST) FSCHED__STORE(&g->cancel, 1u, FSCHED__RELEASE);
 }
 
+/* Tells successor s that its predecessor completed (with `bad` upstream marks); collects
+   it when it becomes ready: the best one allowed on w to run next here, the others in
+   the batch. */
+static inline void fsched__graph_release(fsched_graph_task *s, uint32_t bad, fsched__worker *w,
+                                         fsched_graph_task **local, const uint32_t *chain,
+                                         fsched_graph_task **best, fsched_graph_task **batch,
+                                         size_t *n) {
+    if (bad) FSCHED__FETCH_OR(&s->upstream, bad, FSCHED__RELAXED);
+    /* acq_rel: the predecessor's effects (and an upstream mark) happen before s runs */
+    if ((uint32_t)FSCHED__FETCH_SUB(&s->pending, (uint64_t)1, FSCHED__ACQ_REL) != 1) return;
+    if (local && w && *chain < FSCHED__GRAPH_CHAIN_MAX &&
+        fsched__placed_allows(&s->placed, w->index, !w->bound) &&
+        (!*best || fsched__graph_before(s, *best))) {
+        fsched_graph_task *x = *best; /* s runs next here; the former best is queued */
+        *best = s;
+        if (!(s = x)) return;
+    }
+    batch[(*n)++] = s;
+    if (*n == FSCHED__GRAPH_READY_BATCH) {
+        fsched__graph_queue_batch(batch, *n, w, local);
+        *n = 0;
+    }
+}
 
 /* Completes t with `state`: starts what it added, releases predecessors' results nobody
-   needs, tells its successors. The best successor made ready may be put on *local to run
-   next on this worker; the others are queued. */
+   needs, tells its successors, and re-arms itself for the next run. The best successor
+   made ready may be put on *local to run next on this worker; the others are queued.
+   The caller counts t off the run's remaining tasks (see fsched__graph_process_list). */
 static void fsched__graph_complete(fsched_graph_task *t, fsched__worker *w, uint32_t state,
                                    fsched_graph_task **local, uint32_t *chain) {
     fsched_graph *g = t->graph;
+    uint32_t run = FSCHED__LOAD(&g->run, FSCHED__RELAXED), i;
     fsched_graph_task *batch[FSCHED__GRAPH_READY_BATCH], *best = NULL;
-    size_t n = 0, i;
+    size_t n = 0;
     fsched__gedge *e;
+    fsched__glive *dyn, *d;
     uint32_t bad = state == FSCHED_TASK_FINISHED ? 0u
                    : state == FSCHED_TASK_FAILED ? FSCHED__UPSTREAM_FAILED
                                                  : FSCHED__UPSTREAM_CANCELLED;
+    if (state == FSCHED_TASK_FAILED)
+        FSCHED__FETCH_ADD(t->status || t->doomed ? &g->n_failed : &g->n_skipped, 1u,
+                          FSCHED__RELAXED);
+    else if (state == FSCHED_TASK_CANCELLED)
+        FSCHED__FETCH_ADD(&g->n_cancelled, 1u, FSCHED__RELAXED);
+    for (e = t->succ_built; e; e = e->next) __builtin_prefetch(e->to, 1); /* lines to write */
     /* release: what the task did is visible to whoever reads the state with acquire */
-    FSCHED__STORE(&t->state, state, FSCHED__RELEASE);
+    FSCHED__STORE(&t->state, FSCHED__GRAPH_STATE(run, state), FSCHED__RELEASE);
     /* predecessors' results this task no longer needs */
     for (i = 0; i < t->npreds; i++) {
         fsched_graph_task *p = t->preds[i];
@@ -5884,48 +6052,46 @@ static void fsched__graph_complete(fsched_graph_task *t, fsched__worker *w, uint
             FSCHED__FETCH_SUB(&p->users, 1u, FSCHED__ACQ_REL) == 1)
             fsched__graph_release_result(p);
     }
-    /* acq_rel: edges added meanwhile are seen; later additions see CLOSED */
-    e = FSCHED__EXCHANGE(&t->live, FSCHED__GEDGE_CLOSED, FSCHED__ACQ_REL);
-    for (;;) {
-        fsched_graph_task *s = NULL;
-        if (t->added) { /* tasks t added while it ran: its hold on them ends */
-            s = t->added;
-            t->added = s->added_next;
-        } else if (e) {
-            s = e->to;
-            e = e->next;
-            if (bad) FSCHED__FETCH_OR(&s->upstream, bad, FSCHED__RELAXED);
-        } else {
-            break;
-        }
-        /* acq_rel: this task's effects (and an upstream mark) happen before s runs */
-        if (FSCHED__FETCH_SUB(&s->pending, 1u, FSCHED__ACQ_REL) != 1) continue;
-        if (local && w && *chain < FSCHED__GRAPH_CHAIN_MAX &&
-            fsched__placed_allows(&s->placed, w->index, !w->bound) &&
-            (!best || fsched__graph_before(s, best))) {
-            fsched_graph_task *x = best; /* s runs next here; the former best is queued */
-            best = s;
-            if (!(s = x)) continue;
-        }
-        batch[n++] = s;
-        if (n == FSCHED__GRAPH_READY_BATCH) {
-            fsched__graph_queue_batch(batch, n, w, local);
-            n = 0;
-        }
+    /* acq_rel: edges added meanwhile are seen; later ones see the list closed */
+    dyn = FSCHED__EXCHANGE(&t->dyn_live, FSCHED__GRAPH_CLOSED(run), FSCHED__ACQ_REL);
+    if ((uintptr_t)dyn & 1u) dyn = NULL; /* an older run's marker: no additions */
+    if (t->release) { /* the readers of the result: every successor of this run */
+        uint32_t readers = t->nsucc_built;
+        for (d = dyn; d; d = d->next) readers++;
+        if (readers) FSCHED__STORE(&t->users, readers, FSCHED__RELAXED);
+        else FSCHED__STORE(&g->results_kept, 1u, FSCHED__RELAXED);
     }
+    while (t->added) { /* tasks t added while it ran: its hold on them ends */
+        fsched_graph_task *a = t->added;
+        t->added = a->added_next;
+        fsched__graph_release(a, 0, w, local, chain, &best, batch, &n);
+    }
+    for (e = t->succ_built; e; e = e->next)
+        fsched__graph_release(e->to, bad, w, local, chain, &best, batch, &n);
+    for (d = dyn; d; d = d->next) fsched__graph_release(d->to, bad, w, local, chain, &best, batch, &n);
     fsched__graph_queue_batch(batch, n, w, local);
     if (best) {
         if (best->level < FSCHED__LEVEL_HIGH && !fsched__cl_looks_empty(&w->high)) {
             fsched__graph_queue(best, w, local); /* higher-level work waits here */
         } else {
-            FSCHED__STORE(&best->state, (uint32_t)FSCHED_TASK_READY, FSCHED__RELAXED);
+            FSCHED__STORE(&best->state, FSCHED__GRAPH_STATE(run, FSCHED_TASK_READY),
+                          FSCHED__RELAXED);
             best->local_next = *local;
             *local = best;
             ++*chain;
         }
     }
+    /* re-armed for the next run (nothing else touches these in this one: every
+       predecessor has completed, and a later edge sees this task has started) */
+    t->doomed = 0;
+    FSCHED__STORE(&t->upstream, 0u, FSCHED__RELAXED);
+    FSCHED__STORE(&t->pending, FSCHED__GRAPH_PENDING(run + 1, t->npreds_built), FSCHED__RELAXED);
+}
+
+/* Counts n completed tasks off the run's remaining ones; the last ends the run. */
+static void fsched__graph_count_done(fsched_graph *g, fsched__worker *w, uint64_t n) {
     /* acq_rel: the run's effects are gathered in the last decrement, which ends it */
-    if (FSCHED__FETCH_SUB(&g->remaining, (uint64_t)1, FSCHED__ACQ_REL) == 1) fsched__graph_end(g, w);
+    if (n && FSCHED__FETCH_SUB(&g->remaining, n, FSCHED__ACQ_REL) == n) fsched__graph_end(g, w);
 }
 
 /* Runs (or skips) t and completes it. */
@@ -5934,8 +6100,11 @@ static void fsched__graph_process(fsched_graph_task *t, fsched__worker *w,
     fsched_graph *g = t->graph;
     /* acquire: the marks predecessors left before their release of `pending` */
     uint32_t up = FSCHED__LOAD(&t->upstream, FSCHED__ACQUIRE), state;
+    t->status = 0;
+    if (t->result || t->release) fsched__graph_release_result(t); /* the last run's */
     if (t->doomed) {
         state = FSCHED_TASK_FAILED;
+        t->fail_reason = (fsched_result)t->doomed;
         fsched__graph_record_failure(g, t);
     } else if (up & FSCHED__UPSTREAM_FAILED) {
         state = FSCHED_TASK_FAILED;
@@ -5944,40 +6113,55 @@ static void fsched__graph_process(fsched_graph_task *t, fsched__worker *w,
     } else {
         fsched_fiber *f = fsched__tls_thread.current;
         void *outer = f->graph_task; /* a task may run inline while another one waits */
-        FSCHED__STORE(&t->state, (uint32_t)FSCHED_TASK_RUNNING, FSCHED__RELAXED);
+        FSCHED__STORE(&t->state,
+                      FSCHED__GRAPH_STATE(FSCHED__LOAD(&g->run, FSCHED__RELAXED),
+                                          FSCHED_TASK_RUNNING),
+                      FSCHED__RELAXED);
         f->graph_task = t;
         t->status = t->fn(t, t->arg);
         /* the task may have suspended: it resumes on the same fiber and worker */
         f->graph_task = outer;
         state = t->status ? FSCHED_TASK_FAILED : FSCHED_TASK_FINISHED;
+        t->fail_reason = FSCHED_ERR_TASK_FAILED;
         if (t->status) fsched__graph_record_failure(g, t);
     }
     fsched__graph_complete(t, w, state, local, chain);
 }
 
-/* Processes t and every task it leaves on the worker's list. */
+/* Processes t and every task it leaves on the worker's list (all of t's graph), and
+   counts them off the run's remaining tasks at the end, with one atomic operation: the
+   count is a line every worker writes. */
 static void fsched__graph_process_list(fsched_graph_task *t, fsched__worker *w) {
+    fsched_graph *g = t->graph;
     fsched_graph_task *local = t;
-    uint32_t chain = 0;
+    uint32_t chain = 0, done = 0;
     t->local_next = NULL;
     while (local) {
         t = local;
         local = t->local_next;
         fsched__graph_process(t, w, &local, &chain);
-        /* ready fibers run before more tasks start (they bound memory): queue the rest */
-        if (local && w && (w->ready_head || FSCHED__LOAD(&w->inbox, FSCHED__RELAXED))) {
+        done++;
+        if (!local || !w) continue;
+        /* ready fibers run before more tasks start (they bound memory), and after a long
+           chain the loop gets a turn: the rest goes to the ring of the deque, not shared
+           even when asked for (the worker takes it back at once: handing a chain to an
+           idle worker would only move it, and wake that worker for nothing) */
+        if (chain >= FSCHED__GRAPH_CHAIN_MAX || w->ready_head ||
+            FSCHED__LOAD(&w->inbox, FSCHED__RELAXED)) {
             while (local) {
                 fsched_graph_task *x = local;
                 local = x->local_next;
                 if (x->doomed) {
                     x->local_next = NULL;
                     fsched__graph_process_list(x, w);
-                } else {
-                    fsched__graph_queue(x, w, NULL);
+                } else if (x->placed.slot >= 0 || x->placed.workers ||
+                           !fsched__deque_push(&w->deque, &x->placed.job)) {
+                    fsched__graph_queue(x, w, NULL); /* thieves may only take it if allowed */
                 }
             }
         }
     }
+    fsched__graph_count_done(g, w, done);
 }
 
 static void fsched__graph_execute(fsched__job *job, fsched__worker *w) {
@@ -6001,9 +6185,9 @@ static fsched_result fsched__external_begin(fsched_sched *s, const char *what) {
 FIBERSCHED_API fsched_result fsched_graph_run(fsched_graph *g, fsched_sched *s) {
     fsched__worker *w = fsched__tls_thread.worker;
     fsched_graph_task *local = NULL;
+    fsched_graph_task *batch[FSCHED__GRAPH_READY_BATCH];
     fsched_result r;
-    uint32_t i, n_workers_mask_bits;
-    uint64_t existing;
+    uint32_t i, n = 0;
     if ((r = fsched__graph_check(g, "fsched_graph_run")) != FSCHED_OK) return r;
     if (!s || s->magic != FSCHED__SCHED_LIVE)
         return FSCHED__MISUSE(&g->logger, FSCHED_ERR_INVALID_ARGUMENT,
@@ -6014,10 +6198,8 @@ FIBERSCHED_API fsched_result fsched_graph_run(fsched_graph *g, fsched_sched *s) 
         r = FSCHED__MISUSE(&g->logger, FSCHED_ERR_WRONG_STATE, "fsched_graph_run: already running");
         goto unlock;
     }
-    n_workers_mask_bits = s->n_threads < 64 ? s->n_threads : 64;
-    existing = n_workers_mask_bits == 64 ? ~(uint64_t)0 : (((uint64_t)1 << n_workers_mask_bits) - 1);
-    for (i = 0; i < g->nbuilt; i++) {
-        fsched_graph_task *t = g->tasks[i];
+    for (i = 0; i < g->placed.n; i++) {
+        fsched_graph_task *t = g->placed.v[i];
         if (t->on_caller && !w) {
             r = FSCHED__MISUSE(&g->logger, FSCHED_ERR_WRONG_STATE,
                                "fsched_graph_run: task '%s' runs on the caller, which is no "
@@ -6025,14 +6207,14 @@ FIBERSCHED_API fsched_result fsched_graph_run(fsched_graph *g, fsched_sched *s) 
                                t->name ? t->name : "");
             goto unlock;
         }
-        if (t->workers && !(t->workers & existing)) {
+        if (t->workers && !fsched__graph_workers_exist(s, t->workers)) {
             r = FSCHED__MISUSE(&g->logger, FSCHED_ERR_INVALID_ARGUMENT,
                                "fsched_graph_run: task '%s' may run only on workers the "
                                "scheduler does not have", t->name ? t->name : "");
             goto unlock;
         }
     }
-    fsched__graph_reset(g);
+    fsched__graph_restore(g);
     if (!fsched__graph_rank(g)) {
         r = FSCHED_ERR_OUT_OF_MEMORY;
         goto unlock;
@@ -6041,34 +6223,28 @@ FIBERSCHED_API fsched_result fsched_graph_run(fsched_graph *g, fsched_sched *s) 
     if (w) FSCHED__STORE(&w->spawned, w->spawned + 1, FSCHED__RELEASE); /* as a spawn */
     g->sched = s;
     g->caller_slot = w ? (int32_t)w->index : -1;
+    for (i = 0; i < g->placed.n; i++)
+        if (g->placed.v[i]->on_caller) g->placed.v[i]->placed.slot = g->caller_slot;
     g->cancel = 0;
     g->first_failed = NULL;
-    g->ran = 1;
-    for (i = 0; i < g->ntasks; i++) fsched__graph_prepare_task(g, g->tasks[i]);
+    g->n_failed = g->n_skipped = g->n_cancelled = 0;
     fsched_event_reset(&g->done);
     /* one more than the tasks: this call's hold, so that the run cannot end (and g be
        freed by a waiter) before the sources are queued */
-    g->remaining = (uint64_t)g->ntasks + 1;
-    /* release: the run's setup is visible to tasks of this run and to its waiters */
+    g->remaining = (uint64_t)g->tasks.n + 1;
+    /* release: the run's setup is visible to its tasks and its waiters (every task was
+       armed for this run when it was built or when it completed in the last run) */
+    FSCHED__STORE(&g->run, g->run + 1, FSCHED__RELEASE);
     FSCHED__STORE(&g->running, 1u, FSCHED__RELEASE);
-    {
-        /* the sources, in batches: from a slot as in fsched__graph_complete, from
-           outside best first (the injector is a queue) */
-        fsched_graph_task *batch[FSCHED__GRAPH_READY_BATCH];
-        size_t n = 0;
-        for (i = 0; i <= g->ntasks; i++) {
-            if (i < g->ntasks && g->tasks[i]->npreds) continue;
-            if (i < g->ntasks) batch[n++] = g->tasks[i];
-            if (n < FSCHED__GRAPH_READY_BATCH && (i < g->ntasks || !n)) continue;
-            if (w) {
-                fsched__graph_queue_batch(batch, n, w, &local);
-            } else {
-                fsched__graph_inject_batch(g, batch, n, &local);
-            }
-            n = 0;
-        }
+    /* the sources, in batches: from a slot as in fsched__graph_complete, from outside
+       best first (the injector is a queue) */
+    for (i = 0; i < g->sources.n; i++) {
+        batch[n++] = g->sources.v[i];
+        if (n < FSCHED__GRAPH_READY_BATCH && i + 1 < g->sources.n) continue;
+        if (w) fsched__graph_queue_batch(batch, n, w, &local);
+        else fsched__graph_inject_batch(g, batch, n, &local);
+        n = 0;
     }
-    r = FSCHED_OK;
 unlock:
     fsched__mutex_unlock(&g->lock);
     if (r != FSCHED_OK) return r;
@@ -6079,32 +6255,8 @@ unlock:
         t->local_next = NULL;
         fsched__graph_process_list(t, w);
     }
-    /* acq_rel: as in fsched__graph_complete */
-    if (FSCHED__FETCH_SUB(&g->remaining, (uint64_t)1, FSCHED__ACQ_REL) == 1) fsched__graph_end(g, w);
+    fsched__graph_count_done(g, w, 1); /* this call's hold */
     return FSCHED_OK;
-}
-
-static void fsched__graph_outcome(fsched_graph *g, fsched_graph_outcome *out) {
-    uint32_t i;
-    memset(out, 0, sizeof *out);
-    fsched__mutex_lock(&g->lock);
-    for (i = 0; i < g->ntasks; i++) {
-        const fsched_graph_task *t = g->tasks[i];
-        uint32_t st = FSCHED__LOAD(&t->state, FSCHED__ACQUIRE);
-        if (st == FSCHED_TASK_FINISHED) out->finished++;
-        else if (st == FSCHED_TASK_FAILED && (t->status || t->doomed)) out->failed_count++;
-        else if (st == FSCHED_TASK_FAILED) out->skipped++;
-        else if (st == FSCHED_TASK_CANCELLED) out->cancelled++;
-    }
-    fsched__mutex_unlock(&g->lock);
-    out->failed = FSCHED__LOAD(&g->first_failed, FSCHED__ACQUIRE);
-    if (out->failed) {
-        out->status = out->failed->status;
-        out->result = out->failed->doomed ? (fsched_result)out->failed->doomed
-                                          : FSCHED_ERR_TASK_FAILED;
-    } else if (out->cancelled || FSCHED__LOAD(&g->cancel, FSCHED__RELAXED)) {
-        out->result = FSCHED_ERR_CANCELLED;
-    }
 }
 
 static fsched_result fsched__graph_wait(fsched_graph *g, uint64_t timeout_ns, int timed,
@@ -6114,7 +6266,8 @@ static fsched_result fsched__graph_wait(fsched_graph *g, uint64_t timeout_ns, in
     fsched_result r;
     uint32_t spins = 0;
     if ((r = fsched__graph_check(g, what)) != FSCHED_OK) return r;
-    if (!g->ran) return FSCHED__MISUSE(&g->logger, FSCHED_ERR_WRONG_STATE, "%s: never ran", what);
+    if (!FSCHED__LOAD(&g->run, FSCHED__ACQUIRE))
+        return FSCHED__MISUSE(&g->logger, FSCHED_ERR_WRONG_STATE, "%s: never ran", what);
     if (cur && cur->graph == g && FSCHED__LOAD(&g->running, FSCHED__ACQUIRE))
         return FSCHED__MISUSE(&g->logger, FSCHED_ERR_WRONG_STATE,
                               "%s: a task cannot wait for its own graph", what);
@@ -6126,7 +6279,20 @@ static fsched_result fsched__graph_wait(fsched_graph *g, uint64_t timeout_ns, in
         if (++spins < 64) fsched__cpu_relax();
         else fsched_yield();
     }
-    fsched__graph_outcome(g, &o);
+    memset(&o, 0, sizeof o);
+    o.failed_count = FSCHED__LOAD(&g->n_failed, FSCHED__RELAXED);
+    o.skipped = FSCHED__LOAD(&g->n_skipped, FSCHED__RELAXED);
+    o.cancelled = FSCHED__LOAD(&g->n_cancelled, FSCHED__RELAXED);
+    fsched__mutex_lock(&g->lock);
+    o.finished = g->tasks.n - o.failed_count - o.skipped - o.cancelled;
+    fsched__mutex_unlock(&g->lock);
+    o.failed = FSCHED__LOAD(&g->first_failed, FSCHED__ACQUIRE);
+    if (o.failed) {
+        o.status = o.failed->status;
+        o.result = o.failed->fail_reason;
+    } else if (o.cancelled || FSCHED__LOAD(&g->cancel, FSCHED__RELAXED)) {
+        o.result = FSCHED_ERR_CANCELLED;
+    }
     if (out) *out = o;
     return o.result;
 }
@@ -6157,9 +6323,11 @@ FIBERSCHED_API fsched_result fsched_graph_destroy(fsched_graph *g) {
         return FSCHED__MISUSE(&g->logger, FSCHED_ERR_WRONG_STATE,
                               "fsched_graph_destroy: the graph is running");
     fsched__mutex_lock(&g->lock);
-    fsched__graph_reset(g);
-    for (i = 0; i < g->ntasks; i++) {
-        fsched_graph_task *t = g->tasks[i];
+    g->results_kept = 1; /* release every result still held */
+    fsched__graph_restore(g);
+    for (i = 0; i < g->tasks.n; i++) {
+        fsched_graph_task *t = g->tasks.v[i];
+        if (t->release || t->result) fsched__graph_release_result(t);
         if (t->preds != t->pred_inline)
             fsched__free(&g->allocator, t->preds, t->preds_cap * sizeof *t->preds, sizeof(void *));
         if (t->name) fsched__free(&g->allocator, t->name, strlen(t->name) + 1, 1);
@@ -6167,7 +6335,12 @@ FIBERSCHED_API fsched_result fsched_graph_destroy(fsched_graph *g) {
     fsched__mutex_unlock(&g->lock);
     fsched__slab_destroy(&g->task_slab, &g->allocator);
     fsched__slab_destroy(&g->edge_slab, &g->allocator);
-    fsched__free(&g->allocator, g->tasks, g->tasks_cap * sizeof *g->tasks, sizeof(void *));
+    fsched__slab_destroy(&g->live_slab, &g->allocator);
+    fsched__task_set_free(g, &g->tasks);
+    fsched__task_set_free(g, &g->sources);
+    fsched__task_set_free(g, &g->sinks);
+    fsched__task_set_free(g, &g->placed);
+    fsched__task_set_free(g, &g->touched);
     if (g->name) fsched__free(&g->allocator, g->name, strlen(g->name) + 1, 1);
     fsched_event_destroy(&g->done);
     fsched__mutex_destroy(&g->lock);
@@ -6216,6 +6389,8 @@ FIBERSCHED_API fsched_result fsched_graph_set_result(fsched_graph_task *self, vo
     self->result = result;
     self->release = release;
     self->release_user = user;
+    if (!release && result && !self->nsucc_built)
+        FSCHED__STORE(&self->graph->results_kept, 1u, FSCHED__RELAXED); /* cleared next run */
     return FSCHED_OK;
 }
 
@@ -6233,12 +6408,20 @@ FIBERSCHED_API int fsched_graph_cancelled(const fsched_graph_task *t) {
     return t && FSCHED__LOAD(&t->graph->cancel, FSCHED__ACQUIRE) != 0;
 }
 
+/* A task's state in the current (or last) run: WAITING until the run reaches it. */
+static fsched_task_state fsched__graph_state(const fsched_graph_task *t) {
+    uint64_t st = FSCHED__LOAD(&t->state, FSCHED__ACQUIRE);
+    if ((uint32_t)(st >> 3) != FSCHED__LOAD(&t->graph->run, FSCHED__ACQUIRE))
+        return FSCHED_TASK_WAITING;
+    return (fsched_task_state)(st & 7u);
+}
+
 FIBERSCHED_API fsched_task_state fsched_graph_task_state(const fsched_graph_task *t) {
-    return t ? (fsched_task_state)FSCHED__LOAD(&t->state, FSCHED__ACQUIRE) : FSCHED_TASK_WAITING;
+    return t ? fsched__graph_state(t) : FSCHED_TASK_WAITING;
 }
 
 FIBERSCHED_API int fsched_graph_task_status(const fsched_graph_task *t) {
-    return t && FSCHED__LOAD(&t->state, FSCHED__ACQUIRE) == FSCHED_TASK_FAILED ? t->status : 0;
+    return t && fsched__graph_state(t) == FSCHED_TASK_FAILED ? t->status : 0;
 }
 
 FIBERSCHED_API const char *fsched_graph_task_name(const fsched_graph_task *t) {
@@ -6249,7 +6432,7 @@ FIBERSCHED_API size_t fsched_graph_task_count(fsched_graph *g) {
     size_t n;
     if (fsched__graph_check(g, "fsched_graph_task_count") != FSCHED_OK) return 0;
     fsched__mutex_lock(&g->lock);
-    n = g->ntasks;
+    n = g->tasks.n;
     fsched__mutex_unlock(&g->lock);
     return n;
 }
@@ -6308,10 +6491,9 @@ FIBERSCHED_API fsched_result fsched_graph_dump_dot(fsched_graph *g,
     fsched__dot_text(write, user, "digraph \"");
     fsched__dot_quoted(write, user, g->name ? g->name : "fibersched");
     fsched__dot_text(write, user, "\" {\n  node [shape=box, style=filled];\n");
-    for (i = 0; i < g->ntasks; i++) {
-        const fsched_graph_task *t = g->tasks[i];
-        uint32_t st = FSCHED__LOAD(&t->state, FSCHED__ACQUIRE);
-        if (st > FSCHED_TASK_CANCELLED) st = FSCHED_TASK_WAITING;
+    for (i = 0; i < g->tasks.n; i++) {
+        const fsched_graph_task *t = g->tasks.v[i];
+        uint32_t st = (uint32_t)fsched__graph_state(t);
         fsched__dot_text(write, user, "  t");
         fsched__dot_number(write, user, i);
         fsched__dot_text(write, user, " [label=\"");
@@ -6327,8 +6509,8 @@ FIBERSCHED_API fsched_result fsched_graph_dump_dot(fsched_graph *g,
         fsched__dot_text(write, user, state_colors[st]);
         fsched__dot_text(write, user, "];\n");
     }
-    for (i = 0; i < g->ntasks; i++) { /* each task's incoming edges, in the order added */
-        const fsched_graph_task *t = g->tasks[i];
+    for (i = 0; i < g->tasks.n; i++) { /* each task's incoming edges, in the order added */
+        const fsched_graph_task *t = g->tasks.v[i];
         uint32_t k;
         for (k = 0; k < t->npreds; k++) {
             fsched__dot_text(write, user, "  t");
@@ -6342,6 +6524,7 @@ FIBERSCHED_API fsched_result fsched_graph_dump_dot(fsched_graph *g,
     fsched__mutex_unlock(&g->lock);
     return FSCHED_OK;
 }
+
 
 /* ---- results and version ---- */
 

@@ -947,6 +947,57 @@ static void test_wait_and_dot(void) {
     sched_free(s);
 }
 
+/* Every waiter learns the outcome: plain threads and tasks wait on one run at once. */
+typedef struct waiter_arg {
+    fsched_graph *g;
+    fsched_graph_task *bad;
+    uint32_t *seen; /* atomic */
+} waiter_arg;
+
+static void waiter(void *p) {
+    waiter_arg *wa = (waiter_arg *)p;
+    fsched_graph_outcome o;
+    CHECK_RESULT(fsched_graph_wait(wa->g, &o), FSCHED_ERR_TASK_FAILED);
+    CHECK(o.failed == wa->bad && o.status == 3 && o.skipped == 1);
+    ADD(wa->seen, 1);
+}
+
+static void test_many_waiters(void) {
+    fsched_sched *s = sched_new(2);
+    fsched_graph *g = graph_new(FSCHED_GRAPH_SKIP_DEPENDENTS);
+    fsched_graph_task *a, *b;
+    fsched_wait_group wg;
+    waiter_arg wa;
+    uint32_t seen = 0;
+    int i;
+    CHECK_OK(fsched_graph_add(g, failing_task, (void *)(intptr_t)3, NULL, &a));
+    CHECK_OK(fsched_graph_add(g, slow_body, NULL, NULL, &b));
+    CHECK_OK(fsched_graph_precede(g, a, b));
+    wa.g = g;
+    wa.bad = a;
+    wa.seen = &seen;
+    CHECK_OK(fsched_graph_run(g, s));
+    CHECK_OK(fsched_wait_group_init(&wg));
+    for (i = 0; i < 4; i++) CHECK_OK(fsched_wait_group_spawn(&wg, s, waiter, &wa));
+#if TEST_THREADS
+    {
+        test_thread th[3];
+        for (i = 0; i < 3; i++) th[i] = thread_run(waiter, &wa);
+        waiter(&wa);
+        for (i = 0; i < 3; i++) thread_join(th[i]);
+        CHECK_OK(fsched_wait_group_wait(&wg));
+        CHECK_EQ_U64(LOAD(&seen), 8);
+    }
+#else
+    waiter(&wa);
+    CHECK_OK(fsched_wait_group_wait(&wg));
+    CHECK_EQ_U64(LOAD(&seen), 5);
+#endif
+    CHECK_OK(fsched_wait_group_destroy(&wg));
+    CHECK_OK(fsched_graph_destroy(g));
+    sched_free(s);
+}
+
 /* fsched_destroy lets a running graph finish first. */
 static void test_destroy_waits_for_run(void) {
 #if TEST_THREADS
@@ -1155,6 +1206,7 @@ int main(void) {
     test_composition();
     test_concurrent_graphs();
     test_wait_and_dot();
+    test_many_waiters();
     test_destroy_waits_for_run();
     test_out_of_memory();
     printf("test_graph: ok\n");
