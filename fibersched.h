@@ -2308,6 +2308,7 @@ typedef struct fsched__job fsched__job;
 struct fsched__worker;
 struct fsched__job {
     void (*execute)(fsched__job *job, struct fsched__worker *w);
+    fsched__job *next; /* in the injector */
 };
 
 #define FSCHED__ALIGN_LINE __attribute__((aligned(FSCHED__CACHE_LINE)))
@@ -2570,52 +2571,37 @@ static inline int fsched__deque_empty(fsched__deque *d) {
 }
 
 /* ---- the injector: work submitted from threads outside the pool ----
-   A FIFO under a mutex; workers check its atomic count before taking the lock, and take
-   several jobs at a time, so the lock is touched once per batch. */
+   A FIFO of jobs linked through their `next` field, under a mutex: queueing never
+   allocates, so it cannot fail. Workers check its atomic count before taking the lock,
+   and take several jobs at a time, so the lock is touched once per batch. */
 typedef struct fsched__injector {
     fsched__mutex lock;
-    fsched__job **items; /* ring of capacity cap */
-    size_t head, count, cap;
+    fsched__job *head, *tail;
+    size_t count;
     FSCHED__ALIGN_LINE size_t size; /* atomic copy of count, read without the lock */
-    fsched_allocator allocator;
 } fsched__injector;
 
-static void fsched__injector_init(fsched__injector *q, const fsched_allocator *a) {
+static void fsched__injector_init(fsched__injector *q) {
     memset(q, 0, sizeof *q);
     fsched__mutex_init(&q->lock);
-    q->allocator = *a;
 }
 
-static void fsched__injector_destroy(fsched__injector *q) {
-    fsched__free(&q->allocator, q->items, q->cap * sizeof *q->items, sizeof(void *));
-    fsched__mutex_destroy(&q->lock);
-}
+static void fsched__injector_destroy(fsched__injector *q) { fsched__mutex_destroy(&q->lock); }
 
-/* Queues the n jobs of `jobs` in order, all or (out of memory) none. */
-static int fsched__injector_push(fsched__injector *q, fsched__job *const *jobs, size_t n) {
+/* Queues the n jobs of `jobs`, in order. */
+static void fsched__injector_push(fsched__injector *q, fsched__job *const *jobs, size_t n) {
     size_t i;
+    if (!n) return;
+    for (i = 0; i + 1 < n; i++) jobs[i]->next = jobs[i + 1];
+    jobs[n - 1]->next = NULL;
     fsched__mutex_lock(&q->lock);
-    if (q->count + n > q->cap) {
-        size_t cap = q->cap ? q->cap * 2 : 64;
-        while (cap < q->count + n) cap *= 2;
-        fsched__job **items = (fsched__job **)fsched__alloc(&q->allocator, cap * sizeof *items,
-                                                            sizeof(void *));
-        if (!items) {
-            fsched__mutex_unlock(&q->lock);
-            return 0;
-        }
-        for (i = 0; i < q->count; i++) items[i] = q->items[(q->head + i) % q->cap];
-        fsched__free(&q->allocator, q->items, q->cap * sizeof *q->items, sizeof(void *));
-        q->items = items;
-        q->cap = cap;
-        q->head = 0;
-    }
-    for (i = 0; i < n; i++) q->items[(q->head + q->count + i) % q->cap] = jobs[i];
+    if (q->tail) q->tail->next = jobs[0];
+    else q->head = jobs[0];
+    q->tail = jobs[n - 1];
     q->count += n;
     /* release: a worker that sees the size also sees the queue (it takes the lock anyway) */
     FSCHED__STORE(&q->size, q->count, FSCHED__RELEASE);
     fsched__mutex_unlock(&q->lock);
-    return 1;
 }
 
 /* Takes up to max jobs, oldest first; returns how many. */
@@ -2623,11 +2609,12 @@ static size_t fsched__injector_take(fsched__injector *q, fsched__job **out, size
     size_t n = 0;
     if (!FSCHED__LOAD(&q->size, FSCHED__RELAXED)) return 0;
     fsched__mutex_lock(&q->lock);
-    while (n < max && q->count) {
-        out[n++] = q->items[q->head];
-        q->head = (q->head + 1) % q->cap;
-        q->count--;
+    while (n < max && q->head) {
+        out[n++] = q->head;
+        q->head = q->head->next;
     }
+    if (!q->head) q->tail = NULL;
+    q->count -= n;
     FSCHED__STORE(&q->size, q->count, FSCHED__RELAXED);
     fsched__mutex_unlock(&q->lock);
     return n;
@@ -3301,20 +3288,19 @@ static FSCHED__NOINLINE void fsched__share(fsched__worker *w) {
 }
 
 /* Owner: queues the m jobs of `jobs` where thieves see them, after every private job, and
-   announces them. Returns how many were queued: all of them, or, when the public part
-   cannot grow (out of memory), those that fit in the ring. */
-static FSCHED__NOINLINE size_t fsched__publish(fsched__worker *w, fsched__job *const *jobs,
-                                               size_t m) {
+   announces them. When the public part cannot grow (out of memory) they go to the
+   injector instead, which never fails. */
+static FSCHED__NOINLINE void fsched__publish(fsched__worker *w, fsched__job *const *jobs,
+                                             size_t m) {
     fsched__deque *d = &w->deque;
-    size_t n = d->ring_tail - d->ring_head, i;
+    size_t n = d->ring_tail - d->ring_head;
     FSCHED__STORE(&d->request, 0u, FSCHED__RELAXED); /* answered, as in fsched__share */
     if (fsched__deque_expose(d, n, jobs, m)) {
         fsched__new_local_jobs(w->sched, (uint32_t)(n + m));
-        return m;
+        return;
     }
-    for (i = 0; i < m && fsched__deque_push(d, jobs[i]); i++) {
-    }
-    return i;
+    fsched__injector_push(&w->sched->injector, jobs, m);
+    fsched__new_jobs(w->sched, (uint32_t)m);
 }
 
 /* The slot that should queue p, which only some slots may run: its own slot, else the
@@ -3350,14 +3336,16 @@ static int fsched__place(fsched_sched *s, fsched__worker *self, fsched__placed *
         return 1;
     }
     if (!self) {
-        if (!fsched__injector_push(&s->injector, &job, 1)) return 0;
+        fsched__injector_push(&s->injector, &job, 1);
         fsched__new_jobs(s, 1);
         return 1;
     }
-    if (p->level == FSCHED__LEVEL_NORMAL) return fsched__publish(self, &job, 1) == 1;
-    if (!fsched__cl_push(p->level == FSCHED__LEVEL_HIGH ? &self->high : &self->low, NULL, 0, 0,
-                         &job, 1))
-        return 0;
+    if (p->level == FSCHED__LEVEL_NORMAL ||
+        !fsched__cl_push(p->level == FSCHED__LEVEL_HIGH ? &self->high : &self->low, NULL, 0, 0,
+                         &job, 1)) {
+        fsched__publish(self, &job, 1); /* out of memory for the level's deque: normal */
+        return 1;
+    }
     fsched__new_local_jobs(s, 1);
     return 1;
 }
@@ -3426,12 +3414,10 @@ static fsched__job *fsched__steal(fsched__worker *w) {
    can take them too (newest last, so the owner runs them in the order they came). */
 static fsched__job *fsched__take_injected(fsched__worker *w) {
     fsched__job *batch[16], *rest[15];
-    size_t n = fsched__injector_take(&w->sched->injector, batch, 16), queued, i;
+    size_t n = fsched__injector_take(&w->sched->injector, batch, 16), i;
     if (n < 2) return n ? batch[0] : NULL;
     for (i = 1; i < n; i++) rest[i - 1] = batch[n - i];
-    queued = fsched__publish(w, rest, n - 1);
-    for (i = queued; i < n - 1; i++) /* out of room: run it here rather than lose it */
-        rest[i]->execute(rest[i], w);
+    fsched__publish(w, rest, n - 1);
     return batch[0];
 }
 
@@ -3740,7 +3726,7 @@ FIBERSCHED_API fsched_result fsched_create(const fsched_desc *desc, fsched_sched
     s->n_threads = d.workers;
     s->n_slots = d.workers + bound + 1; /* the last bound slot is kept for fsched_destroy */
     s->counters = FSCHED__JEC_ONE;      /* odd: active */
-    fsched__injector_init(&s->injector, &a);
+    fsched__injector_init(&s->injector);
     memset(&pd, 0, sizeof pd);
     pd.stack_size = d.stack_size;
     pd.guard_size = d.guard_size;
@@ -4836,16 +4822,11 @@ static fsched_result fsched__spawn(fsched_sched *s, fsched_wait_group *wg, void 
         FSCHED__STORE(&w->spawned, w->spawned + 1, FSCHED__RELEASE);
         /* published at once: the spawner may compute for long before it next calls the
            scheduler, and the task must not wait for it */
-        if (fsched__publish(w, &job, 1) != 1) job->execute(job, w); /* out of memory */
+        fsched__publish(w, &job, 1);
         return FSCHED_OK;
     }
     job = &t->job;
-    if (!fsched__injector_push(&s->injector, &job, 1)) {
-        if (wg) fsched_wait_group_add(wg, -1);
-        fsched__task_free(s, NULL, t);
-        FSCHED__FETCH_ADD(&s->external_cancelled, 1u, FSCHED__SEQ_CST);
-        return FSCHED_ERR_OUT_OF_MEMORY;
-    }
+    fsched__injector_push(&s->injector, &job, 1);
     fsched__new_jobs(s, 1);
     return FSCHED_OK;
 }
@@ -5967,11 +5948,8 @@ static void fsched__graph_inject_batch(fsched_graph *g, fsched_graph_task **batc
         }
     }
     if (!k) return;
-    if (fsched__injector_push(&g->sched->injector, jobs, k)) {
-        fsched__new_jobs(g->sched, (uint32_t)k);
-        return;
-    }
-    for (i = 0; i < k; i++) fsched__graph_queue((fsched_graph_task *)jobs[i], NULL, local);
+    fsched__injector_push(&g->sched->injector, jobs, k);
+    fsched__new_jobs(g->sched, (uint32_t)k);
 }
 
 /* The end of a run. Storing `running` is the last touch of g: a waiter returns only
