@@ -218,7 +218,8 @@ typedef enum fsched_result {
     FSCHED_ERR_CANCELLED,        /* the work was cancelled */
     FSCHED_ERR_SYSTEM,           /* the operating system refused (errno / GetLastError) */
     FSCHED_ERR_UNSUPPORTED,      /* not available in this build or on this platform */
-    FSCHED_ERR_TASK_FAILED       /* a task of a graph reported an error */
+    FSCHED_ERR_TASK_FAILED,      /* a task of a graph reported an error */
+    FSCHED_ERR_STALLED           /* a pipeline stopped with nodes waiting on hubs */
 } fsched_result;
 
 /* A static English description of r, e.g. "invalid argument". Any thread. */
@@ -730,6 +731,205 @@ FIBERSCHED_API int fsched_graph_task_status(const fsched_graph_task *t);
 /* t's name ("" without one). */
 FIBERSCHED_API const char *fsched_graph_task_name(const fsched_graph_task *t);
 
+/* ---- pipelines --------------------------------------------------------------------
+   Streaming work: nodes advance data between hubs. A hub owns a fixed number of
+   envelopes (buffers of a fixed capacity); they circulate between the nodes linked to
+   it, so memory is bounded by the envelopes, and a producer with no empty envelope
+   simply cannot advance (backpressure). A node links to hubs:
+
+     PRODUCE  takes an empty envelope; committing it makes it full (queued, oldest first)
+     CONSUME  takes the oldest full envelope; committing it makes it empty again
+     MODIFY   takes the oldest full envelope it has not modified yet; committing it
+              leaves it in the queue, for the next MODIFY or PEEK link of the hub (in the
+              order they were linked) and then for consumers
+     PEEK     as MODIFY, read only: every envelope passes it before consumers see it
+
+   Before a node is asked whether it can advance, each of its links gets an envelope if
+   one is available; it keeps it until a successful advance commits it (or, with
+   fsched_link_keep, longer). can_advance decides from the links and the node's own
+   state (it must not depend on anything else: nothing would ask again); advance does the
+   work and reports, at once or later from any thread, whether it advanced data
+   (fsched_node_complete). A run ends when every node is idle and none can advance; each
+   node then reports whether it ended done, or starved while waiting on a hub.
+
+   Two schedulers run the same pipelines. The debugging scheduler (fsched_pipeline_run
+   with no scheduler, or step by step) updates one node at a time in the order the nodes
+   were added, in generations, and writes every event to the pipeline's log: two runs
+   print the same log. The parallel scheduler runs on a work-stealing pool: a node is
+   updated as soon as something it depends on changed (an envelope became empty or
+   full, an advance completed), with no generation barrier; a node never runs two
+   advances at once.
+
+   Thread safety: building (hubs, nodes, links, adding nodes) happens before a run, from
+   one thread at a time. During a run only fsched_node_complete, fsched_link_* (from the
+   node's own callbacks) and the queries may be called. */
+
+typedef struct fsched_hub fsched_hub;
+typedef struct fsched_node fsched_node;
+typedef struct fsched_link fsched_link;
+typedef struct fsched_pipeline fsched_pipeline;
+
+/* An envelope: a buffer of its hub. data and capacity are set by the hub; size and tag
+   are the user's (a producer typically sets them, consumers read them). */
+typedef struct fsched_envelope {
+    void *data;
+    size_t capacity;
+    size_t size;
+    uint64_t tag;
+} fsched_envelope;
+
+typedef struct fsched_hub_desc {
+    const char *name;           /* for the log and reports; copied */
+    uint32_t envelopes;         /* how many (at least 1) */
+    size_t capacity;            /* bytes of data per envelope (0: none, only size and tag) */
+    fsched_allocator allocator;
+    fsched_logger logger;
+} fsched_hub_desc;
+
+typedef enum fsched_link_kind {
+    FSCHED_LINK_PRODUCE = 0,
+    FSCHED_LINK_CONSUME,
+    FSCHED_LINK_MODIFY,
+    FSCHED_LINK_PEEK
+} fsched_link_kind;
+
+typedef struct fsched_node_desc {
+    const char *label;          /* for the log and reports; copied */
+    void *user;                 /* passed to every callback */
+    void (*initialize)(fsched_node *node, void *user);        /* optional, once before */
+    int (*can_advance)(fsched_node *node, void *user);        /* optional: default, every
+                                                                 link has an envelope */
+    void (*advance)(fsched_node *node, void *user);           /* required: ends with
+                                                                 fsched_node_complete */
+    void (*post_advance)(fsched_node *node, void *user);      /* optional, after each */
+    void (*terminate)(fsched_node *node, void *user);         /* optional, once after */
+    fsched_allocator allocator;
+    fsched_logger logger;
+} fsched_node_desc;
+
+typedef struct fsched_pipeline_desc {
+    const char *name;           /* copied */
+    void (*log)(const char *line, void *user); /* the debugging scheduler's events, one
+                                                  line each (no newline); may be NULL */
+    void *log_user;
+    fsched_allocator allocator;
+    fsched_logger logger;
+} fsched_pipeline_desc;
+
+typedef enum fsched_node_end {
+    FSCHED_NODE_RUNNING = 0,    /* the run has not ended */
+    FSCHED_NODE_DONE,           /* declined to advance with every link served, or waits only
+                                   for input that can never come (drained hubs) */
+    FSCHED_NODE_STARVED         /* waits on a hub that will never serve it */
+} fsched_node_end;
+
+typedef struct fsched_node_report {
+    const char *label;
+    fsched_node_end end;
+    fsched_hub *waiting_on;     /* STARVED: the hub; NULL otherwise */
+    fsched_link_kind waiting_as; /* STARVED: the kind of the link that waits */
+    uint64_t advances;          /* advances that advanced data */
+    uint64_t updates;           /* times the node was asked whether it can advance */
+} fsched_node_report;
+
+/* Hubs. destroy fails with FSCHED_ERR_WRONG_STATE while nodes are linked to the hub. */
+FIBERSCHED_API fsched_result fsched_hub_create(const fsched_hub_desc *desc, fsched_hub **out);
+FIBERSCHED_API fsched_result fsched_hub_destroy(fsched_hub *hub);
+/* Envelopes that are full (queued) right now. Any thread. */
+FIBERSCHED_API uint32_t fsched_hub_full_count(const fsched_hub *hub);
+FIBERSCHED_API const char *fsched_hub_name(const fsched_hub *hub);
+
+/* Nodes. A node added to a pipeline belongs to it (destroyed with it); destroy is for
+   nodes never added. desc->advance is required. */
+FIBERSCHED_API fsched_result fsched_node_create(const fsched_node_desc *desc, fsched_node **out);
+FIBERSCHED_API fsched_result fsched_node_destroy(fsched_node *node);
+
+/* Links node to hub as `kind`; *out (may be NULL) is the link, for the callbacks. Before
+   the node is added to a pipeline. A node may have several links, also to one hub. */
+FIBERSCHED_API fsched_result fsched_node_link(fsched_node *node, fsched_hub *hub,
+                                              fsched_link_kind kind, fsched_link **out);
+
+/* Ends the node's current advance: advanced != 0 when it moved data (then the envelopes
+   of its links are committed, but for those kept). Exactly once per advance, from any
+   thread, inside advance or later. FSCHED_ERR_WRONG_STATE when no advance is in flight. */
+FIBERSCHED_API fsched_result fsched_node_complete(fsched_node *node, int advanced);
+
+/* The node's report once a run has ended (end FSCHED_NODE_RUNNING before). */
+FIBERSCHED_API fsched_result fsched_node_report_get(const fsched_node *node,
+                                                    fsched_node_report *out);
+FIBERSCHED_API const char *fsched_node_label(const fsched_node *node);
+
+/* The envelope the link holds, or NULL. From the node's callbacks. */
+FIBERSCHED_API fsched_envelope *fsched_link_envelope(const fsched_link *link);
+/* The link's envelope stays with it after this advance (not committed). During advance. */
+FIBERSCHED_API fsched_result fsched_link_keep(fsched_link *link);
+
+/* Pipelines. */
+FIBERSCHED_API fsched_result fsched_pipeline_create(const fsched_pipeline_desc *desc,
+                                                    fsched_pipeline **out);
+/* FSCHED_ERR_WRONG_STATE while it runs (step by step included). Destroys its nodes. */
+FIBERSCHED_API fsched_result fsched_pipeline_destroy(fsched_pipeline *p);
+/* Adds a node (its links made). FSCHED_ERR_WRONG_STATE once the pipeline started or
+   when the node belongs to a pipeline; FSCHED_ERR_INVALID_ARGUMENT for a node without
+   advance. Logs "node added". */
+FIBERSCHED_API fsched_result fsched_pipeline_add(fsched_pipeline *p, fsched_node *node);
+
+/* Runs the pipeline to its end and returns FSCHED_OK when every node ended done, or
+   FSCHED_ERR_STALLED when some starved (see fsched_node_report_get and
+   fsched_pipeline_describe). s NULL: the debugging scheduler, on the calling thread (it
+   continues a run begun step by step); else the parallel scheduler on s: from a task or
+   bound thread of s the caller's fiber waits, any other thread blocks. A pipeline runs
+   once: FSCHED_ERR_WRONG_STATE afterwards. */
+FIBERSCHED_API fsched_result fsched_pipeline_run(fsched_pipeline *p, fsched_sched *s);
+
+/* The debugging scheduler step by step: initialize calls every node's initialize (in
+   order); step updates the next node; run_until steps until pred(user) holds (checked
+   before each step) or the run ends. step and run_until return FSCHED_OK while the run
+   goes on, then what fsched_pipeline_run would; FSCHED_ERR_WRONG_STATE before
+   initialize, after the end, or on a pipeline run by the parallel scheduler. */
+FIBERSCHED_API fsched_result fsched_pipeline_initialize(fsched_pipeline *p);
+FIBERSCHED_API fsched_result fsched_pipeline_step(fsched_pipeline *p);
+FIBERSCHED_API fsched_result fsched_pipeline_run_until(fsched_pipeline *p,
+                                                       int (*pred)(void *user), void *user);
+/* Nonzero once the run has ended. */
+FIBERSCHED_API int fsched_pipeline_finished(const fsched_pipeline *p);
+
+/* Writes, one line per node, how each node ended ("done", or "starved: waiting to
+   consume from hub 'x'"), through write (pieces of text, no terminator). */
+FIBERSCHED_API fsched_result fsched_pipeline_describe(const fsched_pipeline *p,
+                                                      void (*write)(const char *text,
+                                                                    size_t len, void *user),
+                                                      void *user);
+
+/* ---- linear pipelines ------------------------------------------------------------
+   Items flow through a list of stages (oneTBB's parallel_pipeline). The first stage is
+   the input: called with item NULL, it returns the next item, or sets *stop and returns
+   anything to end the input. Each later stage takes the item the stage before returned
+   and returns the item for the next one (the last stage's return value is dropped).
+   A serial stage processes one item at a time, in input order (IN_ORDER) or in any order
+   (OUT_OF_ORDER); a PARALLEL stage processes any number at once. At most max_in_flight
+   items (0: 4 per worker) are between the first stage and the end at any time. The
+   first stage is always serial and in order. */
+
+typedef enum fsched_stage_mode {
+    FSCHED_STAGE_SERIAL_IN_ORDER = 0,
+    FSCHED_STAGE_SERIAL_OUT_OF_ORDER,
+    FSCHED_STAGE_PARALLEL
+} fsched_stage_mode;
+
+typedef struct fsched_stage {
+    fsched_stage_mode mode;
+    void *(*fn)(void *user, void *item, int *stop); /* stop: only the first stage's */
+    void *user;
+} fsched_stage;
+
+/* Runs items through the stages until the first stage stops and every item has passed.
+   From a task or bound thread (FSCHED_ERR_WRONG_STATE otherwise); FSCHED_ERR_INVALID_ARGUMENT
+   for no stages or a NULL fn; FSCHED_ERR_OUT_OF_MEMORY. */
+FIBERSCHED_API fsched_result fsched_parallel_pipeline(size_t max_in_flight,
+                                                      const fsched_stage *stages,
+                                                      size_t n_stages);
+
 #ifdef __cplusplus
 }
 #endif
@@ -1238,6 +1438,34 @@ static void fsched__os_thread_join(fsched__os_thread t) { pthread_join(t, NULL);
 static void fsched__os_yield(void) { sched_yield(); }
 #endif
 #endif /* threads */
+
+/* ---- spinlock: for critical sections of a few instructions, never held across a
+   switch; a holder that was preempted gets the processor back through yields ---- */
+
+static void fsched__spin_lock(uint32_t *lock) {
+#if !defined(FIBERSCHED_NO_THREADS)
+    uint32_t spins = 0;
+    for (;;) {
+        uint32_t expected = 0;
+        /* acquire: the protected data as the last holder left it */
+        if (!FSCHED__LOAD(lock, FSCHED__RELAXED) &&
+            FSCHED__CAS_WEAK(lock, &expected, 1u, FSCHED__ACQUIRE, FSCHED__RELAXED))
+            return;
+        if (++spins < 64) fsched__cpu_relax();
+        else fsched__os_yield();
+    }
+#else
+    (void)lock;
+#endif
+}
+
+static void fsched__spin_unlock(uint32_t *lock) {
+#if !defined(FIBERSCHED_NO_THREADS)
+    FSCHED__STORE(lock, 0u, FSCHED__RELEASE); /* release: pairs with the next lock */
+#else
+    (void)lock;
+#endif
+}
 
 static uint32_t fsched__cpu_count(void) {
 #if defined(FIBERSCHED_NO_THREADS)
@@ -3919,29 +4147,10 @@ FIBERSCHED_API int fsched_worker_index(void) {
    wake touches no user memory); elsewhere the waker holds the waiting thread's parker
    mutex across its CAS, and the waiter takes that mutex once before it returns. */
 
-static void fsched__wait_list_lock(fsched_wait_list *l) {
-#if !defined(FIBERSCHED_NO_THREADS)
-    uint32_t spins = 0;
-    for (;;) {
-        uint32_t expected = 0;
-        /* acquire: the protected list as the last holder left it */
-        if (!FSCHED__LOAD(&l->lock, FSCHED__RELAXED) &&
-            FSCHED__CAS_WEAK(&l->lock, &expected, 1u, FSCHED__ACQUIRE, FSCHED__RELAXED))
-            return;
-        if (++spins < 64) fsched__cpu_relax();
-        else fsched__os_yield(); /* the holder was preempted */
-    }
-#else
-    (void)l;
-#endif
-}
+static void fsched__wait_list_lock(fsched_wait_list *l) { fsched__spin_lock(&l->lock); }
 
 static void fsched__wait_list_unlock(fsched_wait_list *l) {
-#if !defined(FIBERSCHED_NO_THREADS)
-    FSCHED__STORE(&l->lock, 0u, FSCHED__RELEASE); /* the last access of a waker */
-#else
-    (void)l;
-#endif
+    fsched__spin_unlock(&l->lock); /* the last access of a waker */
 }
 
 /* The count is written under the lock and read without it (a hint for signal paths). */
@@ -6504,6 +6713,1203 @@ FIBERSCHED_API fsched_result fsched_graph_dump_dot(fsched_graph *g,
 }
 
 
+/* ===================================================================================== */
+/*  pipeline: hubs, nodes, the debugging and the parallel scheduler, linear pipelines    */
+/* ===================================================================================== */
+
+#define FSCHED__HUB_LIVE 0x46534855u  /* "FSHU" */
+#define FSCHED__NODE_LIVE 0x46534e4fu /* "FSNO" */
+#define FSCHED__PIPE_LIVE 0x46535049u /* "FSPI" */
+#define FSCHED__PIPE_DEAD 0xdead9193u
+
+/* An envelope and the hub's bookkeeping of it. */
+typedef struct fsched__env {
+    fsched_envelope pub;        /* what users see; must be first */
+    struct fsched__env *next;   /* in the free list */
+    uint32_t stage;             /* MODIFY and PEEK links of the hub it has passed */
+    uint32_t held;              /* attached to a MODIFY or PEEK link (it stays queued) */
+} fsched__env;
+
+struct fsched_hub {
+    uint32_t magic;
+    char *name;
+    fsched_allocator allocator;
+    fsched_logger logger;
+    uint32_t lock;              /* spinlock: a hub is touched for a few instructions */
+    fsched__env *envs;
+    unsigned char *data;
+    uint32_t count;
+    size_t capacity;
+    fsched__env *free_list;     /* empty envelopes */
+    fsched__env **queue;        /* full envelopes, oldest first: a ring of `count` */
+    uint32_t q_head, q_len;
+    uint32_t n_stages;          /* MODIFY and PEEK links, in the order linked */
+    fsched_link **links;        /* every link to the hub, for notifications */
+    uint32_t n_links, links_cap;
+    uint32_t full;              /* atomic copy of q_len */
+};
+
+struct fsched_link {
+    fsched_node *node;
+    fsched_hub *hub;
+    fsched_link_kind kind;
+    uint32_t stage;             /* MODIFY, PEEK: its place among them on the hub */
+    fsched__env *env;           /* the attached envelope, or NULL */
+    uint32_t keep;              /* not committed by the current advance */
+};
+
+/* A node on the parallel scheduler is IDLE, or BUSY (queued, updating or advancing); a
+   notification for a BUSY node makes it DIRTY, so that it looks again before it idles. */
+#define FSCHED__NODE_IDLE 0u
+#define FSCHED__NODE_BUSY 1u
+#define FSCHED__NODE_DIRTY 2u
+
+/* An advance: the node's callback and fsched_node_complete race to end it; whichever
+   comes second finishes it (post_advance, commits). */
+#define FSCHED__ADV_NONE 0u
+#define FSCHED__ADV_ADVANCING 1u /* in the callback, not completed */
+#define FSCHED__ADV_RETURNED 2u  /* the callback returned first */
+#define FSCHED__ADV_COMPLETED 3u /* fsched_node_complete was called */
+
+struct fsched_node {
+    fsched__placed placed;      /* the node's updates as jobs of the parallel scheduler */
+    uint32_t magic;
+    char *label;
+    fsched_node_desc desc;
+    fsched_allocator allocator;
+    fsched_logger logger;
+    fsched_link **links;
+    uint32_t n_links, links_cap;
+    fsched_pipeline *pipeline;
+    uint32_t busy;              /* atomic: FSCHED__NODE_* */
+    uint32_t phase;             /* atomic: FSCHED__ADV_* */
+    int advanced;               /* what the completion said */
+    fsched_node_report report;
+};
+
+#define FSCHED__PIPE_BUILDING 0u
+#define FSCHED__PIPE_STEPPING 1u /* the debugging scheduler, initialized */
+#define FSCHED__PIPE_RUNNING 2u  /* the parallel scheduler */
+#define FSCHED__PIPE_ENDED 3u
+
+struct fsched_pipeline {
+    uint32_t magic;
+    char *name;
+    void (*log)(const char *line, void *user);
+    void *log_user;
+    fsched_allocator allocator;
+    fsched_logger logger;
+    fsched_node **nodes;
+    uint32_t n_nodes, nodes_cap;
+    uint32_t state;             /* atomic: FSCHED__PIPE_* */
+    fsched_result result;
+    /* the debugging scheduler */
+    uint32_t next;              /* the node to update next */
+    uint64_t generation;
+    int advanced_in_generation;
+    fsched_event completed;     /* an advance completed elsewhere (auto reset) */
+    /* the parallel scheduler */
+    fsched_sched *sched;
+    fsched_event done;          /* manual reset: every node is idle */
+    FSCHED__ALIGN_LINE uint32_t active; /* atomic: nodes not idle */
+};
+
+/* ---- the log: lines built from pieces, without stdio (deterministic everywhere) ---- */
+
+typedef struct fsched__line {
+    char text[256];
+    size_t n;
+} fsched__line;
+
+static void fsched__line_add(fsched__line *l, const char *s) {
+    for (; *s && l->n + 1 < sizeof l->text; s++) l->text[l->n++] = *s;
+    l->text[l->n] = 0;
+}
+
+static void fsched__line_num(fsched__line *l, uint64_t v) {
+    char digits[24];
+    size_t i = sizeof digits;
+    digits[--i] = 0;
+    do {
+        digits[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    fsched__line_add(l, digits + i);
+}
+
+/* Writes "[pipeline name] a b c" to the pipeline's log: the pieces, then a quoted label
+   when `label` is not NULL ("node \"x\": " comes from the callers). */
+static void fsched__pipe_log(const fsched_pipeline *p, const char *a, const char *quoted,
+                             const char *b) {
+    fsched__line l;
+    if (!p->log) return;
+    l.n = 0;
+    l.text[0] = 0;
+    fsched__line_add(&l, "[");
+    fsched__line_add(&l, p->name ? p->name : "pipeline");
+    fsched__line_add(&l, "] ");
+    fsched__line_add(&l, a);
+    if (quoted) {
+        fsched__line_add(&l, "\"");
+        fsched__line_add(&l, quoted);
+        fsched__line_add(&l, "\"");
+    }
+    if (b) fsched__line_add(&l, b);
+    p->log(l.text, p->log_user);
+}
+
+static void fsched__pipe_log_generation(const fsched_pipeline *p, const char *what) {
+    fsched__line l;
+    if (!p->log) return;
+    l.n = 0;
+    l.text[0] = 0;
+    fsched__line_add(&l, "generation ");
+    fsched__line_num(&l, p->generation);
+    fsched__line_add(&l, what);
+    fsched__pipe_log(p, l.text, NULL, NULL);
+}
+
+static const char *fsched__link_kind_verb(fsched_link_kind kind) {
+    return kind == FSCHED_LINK_PRODUCE ? "produce into"
+           : kind == FSCHED_LINK_CONSUME ? "consume from"
+           : kind == FSCHED_LINK_MODIFY ? "modify in"
+                                        : "peek into";
+}
+
+static char *fsched__strdup_or_null(const fsched_allocator *a, const char *text, int *failed) {
+    size_t n;
+    char *copy;
+    *failed = 0;
+    if (!text || !*text) return NULL;
+    n = strlen(text) + 1;
+    copy = (char *)fsched__alloc(a, n, 1);
+    if (copy) memcpy(copy, text, n);
+    else *failed = 1;
+    return copy;
+}
+
+static void fsched__free_str(const fsched_allocator *a, char *text) {
+    if (text) fsched__free(a, text, strlen(text) + 1, 1);
+}
+
+/* ---- hubs ---- */
+
+FIBERSCHED_API fsched_result fsched_hub_create(const fsched_hub_desc *desc, fsched_hub **out) {
+    fsched_hub_desc d;
+    fsched_allocator a;
+    fsched_hub *h;
+    uint32_t i;
+    int failed;
+    if (desc) d = *desc;
+    else memset(&d, 0, sizeof d);
+    if (!out) return FSCHED__MISUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
+                                    "fsched_hub_create: out is NULL");
+    *out = NULL;
+    if (d.envelopes == 0 || d.envelopes > (1u << 24) ||
+        (d.capacity && d.capacity > SIZE_MAX / d.envelopes))
+        return FSCHED__MISUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
+                              "fsched_hub_create: %lu envelopes of %lu bytes",
+                              (unsigned long)d.envelopes, (unsigned long)d.capacity);
+    a = fsched__allocator_resolve(&d.allocator);
+    h = (fsched_hub *)fsched__alloc(&a, sizeof *h, FSCHED__CACHE_LINE);
+    if (!h) return FSCHED_ERR_OUT_OF_MEMORY;
+    memset(h, 0, sizeof *h);
+    h->allocator = a;
+    h->logger = d.logger;
+    h->count = d.envelopes;
+    h->capacity = d.capacity;
+    h->name = fsched__strdup_or_null(&a, d.name, &failed);
+    h->envs = (fsched__env *)fsched__alloc(&a, h->count * sizeof *h->envs, sizeof(void *));
+    h->queue = (fsched__env **)fsched__alloc(&a, h->count * sizeof *h->queue, sizeof(void *));
+    if (d.capacity)
+        h->data = (unsigned char *)fsched__alloc(&a, h->count * d.capacity, FSCHED__CACHE_LINE);
+    if (failed || !h->envs || !h->queue || (d.capacity && !h->data)) {
+        h->magic = FSCHED__HUB_LIVE;
+        fsched_hub_destroy(h);
+        return FSCHED_ERR_OUT_OF_MEMORY;
+    }
+    for (i = h->count; i-- > 0;) {
+        fsched__env *e = &h->envs[i];
+        memset(e, 0, sizeof *e);
+        e->pub.data = h->data ? h->data + (size_t)i * d.capacity : NULL;
+        e->pub.capacity = d.capacity;
+        e->next = h->free_list;
+        h->free_list = e;
+    }
+    h->magic = FSCHED__HUB_LIVE;
+    *out = h;
+    return FSCHED_OK;
+}
+
+FIBERSCHED_API fsched_result fsched_hub_destroy(fsched_hub *h) {
+    fsched_allocator a;
+    if (!h) return FSCHED_OK;
+    if (h->magic != FSCHED__HUB_LIVE)
+        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "fsched_hub_destroy: not a live hub");
+    if (h->n_links)
+        return FSCHED__MISUSE(&h->logger, FSCHED_ERR_WRONG_STATE,
+                              "fsched_hub_destroy: nodes are still linked to hub '%s'",
+                              h->name ? h->name : "");
+    a = h->allocator;
+    fsched__free(&a, h->data, h->count * h->capacity, FSCHED__CACHE_LINE);
+    fsched__free(&a, h->envs, h->count * sizeof *h->envs, sizeof(void *));
+    fsched__free(&a, h->queue, h->count * sizeof *h->queue, sizeof(void *));
+    fsched__free(&a, h->links, h->links_cap * sizeof *h->links, sizeof(void *));
+    fsched__free_str(&a, h->name);
+    h->magic = FSCHED__PIPE_DEAD;
+    fsched__free(&a, h, sizeof *h, FSCHED__CACHE_LINE);
+    return FSCHED_OK;
+}
+
+FIBERSCHED_API uint32_t fsched_hub_full_count(const fsched_hub *h) {
+    return h && h->magic == FSCHED__HUB_LIVE ? FSCHED__LOAD(&h->full, FSCHED__RELAXED) : 0;
+}
+
+FIBERSCHED_API const char *fsched_hub_name(const fsched_hub *h) {
+    return h && h->name ? h->name : "";
+}
+
+/* Under the hub's lock: an envelope for link l, or NULL (see fsched_link_kind). */
+static fsched__env *fsched__hub_take(fsched_hub *h, const fsched_link *l) {
+    fsched__env *e;
+    uint32_t i;
+    switch (l->kind) {
+    case FSCHED_LINK_PRODUCE:
+        if ((e = h->free_list) != NULL) h->free_list = e->next;
+        return e;
+    case FSCHED_LINK_CONSUME:
+        if (!h->q_len) return NULL;
+        e = h->queue[h->q_head];
+        if (e->stage != h->n_stages || e->held) return NULL;
+        h->q_head = (h->q_head + 1) % h->count;
+        h->q_len--;
+        FSCHED__STORE(&h->full, h->q_len, FSCHED__RELAXED);
+        return e;
+    default: /* MODIFY, PEEK: the oldest envelope at this link's stage (stages only go
+                down along the queue, and each stage link holds one envelope at most) */
+        for (i = 0; i < h->q_len; i++) {
+            e = h->queue[(h->q_head + i) % h->count];
+            if (e->stage == l->stage) {
+                if (e->held) return NULL;
+                e->held = 1;
+                return e;
+            }
+            if (e->stage < l->stage) return NULL;
+        }
+        return NULL;
+    }
+}
+
+/* Under the hub's lock: hands e on as link l commits it. Returns the kind of link whose
+   nodes may now advance (with *stage for MODIFY/PEEK links), as a notification. */
+static fsched_link_kind fsched__hub_commit(fsched_hub *h, const fsched_link *l, fsched__env *e,
+                                           uint32_t *stage) {
+    switch (l->kind) {
+    case FSCHED_LINK_PRODUCE:
+        e->stage = 0;
+        e->held = 0;
+        h->queue[(h->q_head + h->q_len) % h->count] = e;
+        h->q_len++;
+        FSCHED__STORE(&h->full, h->q_len, FSCHED__RELAXED);
+        *stage = 0;
+        return h->n_stages ? FSCHED_LINK_MODIFY : FSCHED_LINK_CONSUME;
+    case FSCHED_LINK_CONSUME:
+        e->next = h->free_list;
+        h->free_list = e;
+        return FSCHED_LINK_PRODUCE;
+    default:
+        e->stage++;
+        e->held = 0;
+        *stage = e->stage;
+        return e->stage < h->n_stages ? FSCHED_LINK_MODIFY : FSCHED_LINK_CONSUME;
+    }
+}
+
+/* ---- nodes and links ---- */
+
+FIBERSCHED_API fsched_result fsched_node_create(const fsched_node_desc *desc, fsched_node **out) {
+    fsched_allocator a;
+    fsched_node *n;
+    int failed;
+    if (!out) return FSCHED__MISUSE(desc ? &desc->logger : NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                                    "fsched_node_create: out is NULL");
+    *out = NULL;
+    if (!desc || !desc->advance)
+        return FSCHED__MISUSE(desc ? &desc->logger : NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "fsched_node_create: a node needs an advance callback");
+    a = fsched__allocator_resolve(&desc->allocator);
+    n = (fsched_node *)fsched__alloc(&a, sizeof *n, FSCHED__CACHE_LINE);
+    if (!n) return FSCHED_ERR_OUT_OF_MEMORY;
+    memset(n, 0, sizeof *n);
+    n->desc = *desc;
+    n->allocator = a;
+    n->logger = desc->logger;
+    n->label = fsched__strdup_or_null(&a, desc->label, &failed);
+    if (failed) {
+        fsched__free(&a, n, sizeof *n, FSCHED__CACHE_LINE);
+        return FSCHED_ERR_OUT_OF_MEMORY;
+    }
+    n->desc.label = n->label;
+    n->placed.job.execute = NULL; /* set when a parallel run starts */
+    n->placed.slot = -1;
+    n->placed.level = FSCHED__LEVEL_NORMAL;
+    n->report.label = n->label ? n->label : "";
+    n->magic = FSCHED__NODE_LIVE;
+    *out = n;
+    return FSCHED_OK;
+}
+
+static void fsched__node_free(fsched_node *n) {
+    fsched_allocator a = n->allocator;
+    uint32_t i;
+    for (i = 0; i < n->n_links; i++) {
+        fsched_link *l = n->links[i];
+        fsched_hub *h = l->hub;
+        uint32_t k;
+        for (k = 0; k < h->n_links; k++)
+            if (h->links[k] == l) {
+                h->links[k] = h->links[--h->n_links];
+                break;
+            }
+        if (l->kind == FSCHED_LINK_MODIFY || l->kind == FSCHED_LINK_PEEK) {
+            h->n_stages--; /* the later stages move up */
+            for (k = 0; k < h->n_links; k++)
+                if ((h->links[k]->kind == FSCHED_LINK_MODIFY ||
+                     h->links[k]->kind == FSCHED_LINK_PEEK) && h->links[k]->stage > l->stage)
+                    h->links[k]->stage--;
+        }
+        fsched__free(&a, l, sizeof *l, sizeof(void *));
+    }
+    fsched__free(&a, n->links, n->links_cap * sizeof *n->links, sizeof(void *));
+    fsched__free_str(&a, n->label);
+    n->magic = FSCHED__PIPE_DEAD;
+    fsched__free(&a, n, sizeof *n, FSCHED__CACHE_LINE);
+}
+
+FIBERSCHED_API fsched_result fsched_node_destroy(fsched_node *n) {
+    if (!n) return FSCHED_OK;
+    if (n->magic != FSCHED__NODE_LIVE)
+        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "fsched_node_destroy: not a live node");
+    if (n->pipeline)
+        return FSCHED__MISUSE(&n->logger, FSCHED_ERR_WRONG_STATE,
+                              "fsched_node_destroy: node '%s' belongs to a pipeline",
+                              n->label ? n->label : "");
+    fsched__node_free(n);
+    return FSCHED_OK;
+}
+
+static int fsched__grow_ptrs(const fsched_allocator *a, void ***v, uint32_t n, uint32_t *cap) {
+    void **bigger;
+    uint32_t c;
+    if (n < *cap) return 1;
+    c = *cap ? *cap * 2 : 4;
+    bigger = (void **)fsched__alloc(a, c * sizeof *bigger, sizeof(void *));
+    if (!bigger) return 0;
+    if (n) memcpy(bigger, *v, n * sizeof *bigger);
+    fsched__free(a, *v, *cap * sizeof *bigger, sizeof(void *));
+    *v = bigger;
+    *cap = c;
+    return 1;
+}
+
+FIBERSCHED_API fsched_result fsched_node_link(fsched_node *n, fsched_hub *h, fsched_link_kind kind,
+                                              fsched_link **out) {
+    fsched_link *l;
+    if (out) *out = NULL;
+    if (!n || n->magic != FSCHED__NODE_LIVE || !h || h->magic != FSCHED__HUB_LIVE ||
+        (unsigned)kind > (unsigned)FSCHED_LINK_PEEK)
+        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "fsched_node_link: a NULL or dead node or hub, or an unknown kind");
+    if (n->pipeline)
+        return FSCHED__MISUSE(&n->logger, FSCHED_ERR_WRONG_STATE,
+                              "fsched_node_link: node '%s' already belongs to a pipeline",
+                              n->label ? n->label : "");
+    if (!fsched__grow_ptrs(&n->allocator, (void ***)&n->links, n->n_links, &n->links_cap) ||
+        !fsched__grow_ptrs(&h->allocator, (void ***)&h->links, h->n_links, &h->links_cap))
+        return FSCHED_ERR_OUT_OF_MEMORY;
+    l = (fsched_link *)fsched__alloc(&n->allocator, sizeof *l, sizeof(void *));
+    if (!l) return FSCHED_ERR_OUT_OF_MEMORY;
+    memset(l, 0, sizeof *l);
+    l->node = n;
+    l->hub = h;
+    l->kind = kind;
+    if (kind == FSCHED_LINK_MODIFY || kind == FSCHED_LINK_PEEK) l->stage = h->n_stages++;
+    n->links[n->n_links++] = l;
+    h->links[h->n_links++] = l;
+    if (out) *out = l;
+    return FSCHED_OK;
+}
+
+FIBERSCHED_API fsched_envelope *fsched_link_envelope(const fsched_link *l) {
+    return l && l->env ? &l->env->pub : NULL;
+}
+
+FIBERSCHED_API fsched_result fsched_link_keep(fsched_link *l) {
+    if (!l) return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                                  "fsched_link_keep: link is NULL");
+    l->keep = 1;
+    return FSCHED_OK;
+}
+
+FIBERSCHED_API const char *fsched_node_label(const fsched_node *n) {
+    return n && n->label ? n->label : "";
+}
+
+FIBERSCHED_API fsched_result fsched_node_report_get(const fsched_node *n, fsched_node_report *out) {
+    if (!n || n->magic != FSCHED__NODE_LIVE || !out)
+        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "fsched_node_report_get: NULL argument or dead node");
+    *out = n->report;
+    return FSCHED_OK;
+}
+
+/* ---- updating a node (both schedulers) ---- */
+
+static void fsched__node_notify(fsched_node *m, fsched__worker *w);
+
+/* Gives each link without an envelope one, if its hub has one for it. */
+static void fsched__node_attach(fsched_node *n) {
+    uint32_t i;
+    for (i = 0; i < n->n_links; i++) {
+        fsched_link *l = n->links[i];
+        if (l->env) continue;
+        fsched__spin_lock(&l->hub->lock);
+        l->env = fsched__hub_take(l->hub, l);
+        fsched__spin_unlock(&l->hub->lock);
+    }
+}
+
+/* Whether the node can advance now (its callback, else: every link has an envelope). */
+static int fsched__node_can_advance(fsched_node *n) {
+    uint32_t i;
+    n->report.updates++;
+    if (n->desc.can_advance) return n->desc.can_advance(n, n->desc.user) != 0;
+    for (i = 0; i < n->n_links; i++)
+        if (!n->links[i]->env) return 0;
+    return 1;
+}
+
+/* Calls advance; returns 1 when the advance completed before the callback returned (the
+   caller finishes it), 0 when fsched_node_complete will come later. */
+static int fsched__node_start_advance(fsched_node *n) {
+    uint32_t expected = FSCHED__ADV_ADVANCING;
+    FSCHED__STORE(&n->phase, FSCHED__ADV_ADVANCING, FSCHED__RELAXED);
+    n->desc.advance(n, n->desc.user);
+    /* acq_rel: decides with fsched_node_complete who finishes; acquires its `advanced` */
+    return !FSCHED__CAS(&n->phase, &expected, FSCHED__ADV_RETURNED, FSCHED__ACQ_REL,
+                        FSCHED__ACQUIRE);
+}
+
+/* Ends an advance: post_advance, then the links commit their envelopes (when it
+   advanced, but for those kept), notifying (on the parallel scheduler, w) the nodes
+   that may now advance. */
+static void fsched__node_finish(fsched_node *n, fsched__worker *w) {
+    int advanced = n->advanced;
+    uint32_t i;
+    FSCHED__STORE(&n->phase, FSCHED__ADV_NONE, FSCHED__RELAXED);
+    if (n->desc.post_advance) n->desc.post_advance(n, n->desc.user);
+    if (advanced) n->report.advances++;
+    for (i = 0; i < n->n_links; i++) {
+        fsched_link *l = n->links[i];
+        fsched_hub *h = l->hub;
+        fsched_link_kind wake;
+        uint32_t stage = 0, k;
+        if (!advanced || !l->env || l->keep) {
+            l->keep = 0;
+            continue;
+        }
+        fsched__spin_lock(&h->lock);
+        wake = fsched__hub_commit(h, l, l->env, &stage);
+        fsched__spin_unlock(&h->lock);
+        l->env = NULL;
+        if (!w) continue;
+        /* the hub's links do not change during a run: read without the lock */
+        for (k = 0; k < h->n_links; k++) {
+            const fsched_link *o = h->links[k];
+            int match = wake == FSCHED_LINK_MODIFY
+                            ? (o->kind == FSCHED_LINK_MODIFY || o->kind == FSCHED_LINK_PEEK) &&
+                                  o->stage == stage
+                            : o->kind == wake;
+            if (match && o->node != n) fsched__node_notify(o->node, w);
+        }
+    }
+}
+
+/* ---- how a run ends: reports, terminate, the result ---- */
+
+/* Whether link l (without an envelope) waits for input that can never come: nothing is
+   queued at or before its stage of the hub, and every earlier link (producers, earlier
+   MODIFY and PEEK links) belongs to a node that is done. */
+static int fsched__link_drained(const fsched_link *l) {
+    const fsched_hub *h = l->hub;
+    uint32_t stage = l->kind == FSCHED_LINK_CONSUME ? h->n_stages : l->stage, i, k;
+    if (l->kind == FSCHED_LINK_PRODUCE) return 0; /* waits for an empty envelope */
+    for (i = 0; i < h->q_len; i++)
+        if (h->queue[(h->q_head + i) % h->count]->stage <= stage) return 0;
+    for (k = 0; k < h->n_links; k++) {
+        const fsched_link *o = h->links[k];
+        int earlier = o->kind == FSCHED_LINK_PRODUCE ||
+                      ((o->kind == FSCHED_LINK_MODIFY || o->kind == FSCHED_LINK_PEEK) &&
+                       o->stage < stage);
+        if (earlier && o->node->report.end != FSCHED_NODE_DONE) return 0;
+    }
+    return 1;
+}
+
+/* Computes every node's end (to a fixed point: a node waiting on a drained hub is done
+   once the hub's producers are), calls terminate in order, and sets the result. */
+static void fsched__pipe_end(fsched_pipeline *p) {
+    uint32_t i, k;
+    int changed = 1, starved = 0;
+    for (i = 0; i < p->n_nodes; i++) {
+        fsched_node *n = p->nodes[i];
+        n->report.end = FSCHED_NODE_STARVED;
+        for (k = 0; k < n->n_links && n->links[k]->env; k++) {
+        }
+        if (k == n->n_links) n->report.end = FSCHED_NODE_DONE; /* declined, all served */
+    }
+    while (changed) {
+        changed = 0;
+        for (i = 0; i < p->n_nodes; i++) {
+            fsched_node *n = p->nodes[i];
+            if (n->report.end == FSCHED_NODE_DONE) continue;
+            for (k = 0; k < n->n_links; k++)
+                if (!n->links[k]->env && !fsched__link_drained(n->links[k])) break;
+            if (k == n->n_links) {
+                n->report.end = FSCHED_NODE_DONE;
+                changed = 1;
+            }
+        }
+    }
+    for (i = 0; i < p->n_nodes; i++) {
+        fsched_node *n = p->nodes[i];
+        n->report.waiting_on = NULL;
+        n->report.waiting_as = FSCHED_LINK_PRODUCE;
+        if (n->report.end == FSCHED_NODE_STARVED) {
+            for (k = 0; k < n->n_links; k++)
+                if (!n->links[k]->env && !fsched__link_drained(n->links[k])) break;
+            n->report.waiting_on = n->links[k]->hub;
+            n->report.waiting_as = n->links[k]->kind;
+            starved = 1;
+        }
+    }
+    fsched__pipe_log(p, "termination condition met: every node is idle and none can advance",
+                     NULL, NULL);
+    for (i = 0; i < p->n_nodes; i++) {
+        fsched_node *n = p->nodes[i];
+        if (n->report.end == FSCHED_NODE_DONE) {
+            fsched__pipe_log(p, "node ", n->report.label, ": done");
+        } else {
+            fsched__line l;
+            l.n = 0;
+            l.text[0] = 0;
+            fsched__line_add(&l, ": starved, waiting to ");
+            fsched__line_add(&l, fsched__link_kind_verb(n->report.waiting_as));
+            fsched__line_add(&l, " hub \"");
+            fsched__line_add(&l, fsched_hub_name(n->report.waiting_on));
+            fsched__line_add(&l, "\"");
+            fsched__pipe_log(p, "node ", n->report.label, l.text);
+        }
+    }
+    for (i = 0; i < p->n_nodes; i++) {
+        fsched_node *n = p->nodes[i];
+        fsched__pipe_log(p, "terminating node ", n->report.label, NULL);
+        if (n->desc.terminate) n->desc.terminate(n, n->desc.user);
+    }
+    p->result = starved ? FSCHED_ERR_STALLED : FSCHED_OK;
+    fsched__pipe_log(p, starved ? "pipeline stalled" : "pipeline finished", NULL, NULL);
+    FSCHED__STORE(&p->state, FSCHED__PIPE_ENDED, FSCHED__RELEASE);
+}
+
+/* ---- pipelines and the debugging scheduler ---- */
+
+FIBERSCHED_API fsched_result fsched_pipeline_create(const fsched_pipeline_desc *desc,
+                                                    fsched_pipeline **out) {
+    fsched_pipeline_desc d;
+    fsched_allocator a;
+    fsched_pipeline *p;
+    int failed;
+    if (desc) d = *desc;
+    else memset(&d, 0, sizeof d);
+    if (!out) return FSCHED__MISUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
+                                    "fsched_pipeline_create: out is NULL");
+    *out = NULL;
+    a = fsched__allocator_resolve(&d.allocator);
+    p = (fsched_pipeline *)fsched__alloc(&a, sizeof *p, FSCHED__CACHE_LINE);
+    if (!p) return FSCHED_ERR_OUT_OF_MEMORY;
+    memset(p, 0, sizeof *p);
+    p->allocator = a;
+    p->logger = d.logger;
+    p->log = d.log;
+    p->log_user = d.log_user;
+    p->name = fsched__strdup_or_null(&a, d.name, &failed);
+    if (failed) {
+        fsched__free(&a, p, sizeof *p, FSCHED__CACHE_LINE);
+        return FSCHED_ERR_OUT_OF_MEMORY;
+    }
+    fsched_event_init(&p->completed, 0, 0);
+    fsched_event_init(&p->done, 1, 0);
+    p->magic = FSCHED__PIPE_LIVE;
+    *out = p;
+    return FSCHED_OK;
+}
+
+static fsched_result fsched__pipe_check(const fsched_pipeline *p, const char *what) {
+    if (!p || p->magic != FSCHED__PIPE_LIVE)
+        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "%s: %s", what, p ? "not a live pipeline" : "the pipeline is NULL");
+    return FSCHED_OK;
+}
+
+/* Gives the link's envelope back to its hub as it was before the link took it. */
+static void fsched__link_return(fsched_link *l) {
+    fsched_hub *h = l->hub;
+    if (!l->env) return;
+    if (l->kind == FSCHED_LINK_PRODUCE) {
+        l->env->next = h->free_list;
+        h->free_list = l->env;
+    } else if (l->kind == FSCHED_LINK_CONSUME) { /* not consumed: first in line again */
+        h->q_head = (h->q_head + h->count - 1) % h->count;
+        h->queue[h->q_head] = l->env;
+        h->q_len++;
+        FSCHED__STORE(&h->full, h->q_len, FSCHED__RELAXED);
+    } else {
+        l->env->held = 0;
+    }
+    l->env = NULL;
+}
+
+FIBERSCHED_API fsched_result fsched_pipeline_destroy(fsched_pipeline *p) {
+    fsched_allocator a;
+    uint32_t i, st;
+    fsched_result r;
+    if (!p) return FSCHED_OK;
+    if ((r = fsched__pipe_check(p, "fsched_pipeline_destroy")) != FSCHED_OK) return r;
+    st = FSCHED__LOAD(&p->state, FSCHED__ACQUIRE);
+    if (st == FSCHED__PIPE_RUNNING)
+        return FSCHED__MISUSE(&p->logger, FSCHED_ERR_WRONG_STATE,
+                              "fsched_pipeline_destroy: the pipeline is running");
+    for (i = 0; i < p->n_nodes; i++) {
+        fsched_node *n = p->nodes[i];
+        uint32_t k;
+        if (st == FSCHED__PIPE_STEPPING && n->desc.terminate) n->desc.terminate(n, n->desc.user);
+        for (k = 0; k < n->n_links; k++) fsched__link_return(n->links[k]);
+        n->pipeline = NULL;
+        fsched__node_free(n);
+    }
+    a = p->allocator;
+    fsched__free(&a, p->nodes, p->nodes_cap * sizeof *p->nodes, sizeof(void *));
+    fsched_event_destroy(&p->completed);
+    fsched_event_destroy(&p->done);
+    fsched__free_str(&a, p->name);
+    p->magic = FSCHED__PIPE_DEAD;
+    fsched__free(&a, p, sizeof *p, FSCHED__CACHE_LINE);
+    return FSCHED_OK;
+}
+
+FIBERSCHED_API fsched_result fsched_pipeline_add(fsched_pipeline *p, fsched_node *n) {
+    fsched_result r;
+    if ((r = fsched__pipe_check(p, "fsched_pipeline_add")) != FSCHED_OK) return r;
+    if (!n || n->magic != FSCHED__NODE_LIVE || !n->desc.advance)
+        return FSCHED__MISUSE(&p->logger, FSCHED_ERR_INVALID_ARGUMENT,
+                              "fsched_pipeline_add: not a live node with an advance callback");
+    if (FSCHED__LOAD(&p->state, FSCHED__ACQUIRE) != FSCHED__PIPE_BUILDING || n->pipeline)
+        return FSCHED__MISUSE(&p->logger, FSCHED_ERR_WRONG_STATE,
+                              "fsched_pipeline_add: %s",
+                              n->pipeline ? "the node belongs to a pipeline already"
+                                          : "the pipeline has started");
+    if (!fsched__grow_ptrs(&p->allocator, (void ***)&p->nodes, p->n_nodes, &p->nodes_cap))
+        return FSCHED_ERR_OUT_OF_MEMORY;
+    p->nodes[p->n_nodes++] = n;
+    n->pipeline = p;
+    fsched__pipe_log(p, "node added: ", n->report.label, NULL);
+    return FSCHED_OK;
+}
+
+/* Calls every node's initialize, in order. */
+static void fsched__pipe_initialize_nodes(fsched_pipeline *p) {
+    uint32_t i;
+    fsched__pipe_log(p, "initializing", NULL, NULL);
+    for (i = 0; i < p->n_nodes; i++) {
+        fsched_node *n = p->nodes[i];
+        fsched__pipe_log(p, "initializing node ", n->report.label, NULL);
+        n->report.end = FSCHED_NODE_RUNNING;
+        if (n->desc.initialize) n->desc.initialize(n, n->desc.user);
+    }
+}
+
+FIBERSCHED_API fsched_result fsched_pipeline_initialize(fsched_pipeline *p) {
+    fsched_result r;
+    if ((r = fsched__pipe_check(p, "fsched_pipeline_initialize")) != FSCHED_OK) return r;
+    if (FSCHED__LOAD(&p->state, FSCHED__ACQUIRE) != FSCHED__PIPE_BUILDING)
+        return FSCHED__MISUSE(&p->logger, FSCHED_ERR_WRONG_STATE,
+                              "fsched_pipeline_initialize: the pipeline has started");
+    fsched__pipe_initialize_nodes(p);
+    p->next = 0;
+    p->generation = 0;
+    FSCHED__STORE(&p->state, FSCHED__PIPE_STEPPING, FSCHED__RELEASE);
+    return FSCHED_OK;
+}
+
+/* The debugging scheduler's update of one node. */
+static fsched_result fsched__debug_update(fsched_pipeline *p, fsched_node *n) {
+    fsched__pipe_log(p, "updating node ", n->report.label, NULL);
+    fsched__node_attach(n);
+    if (!fsched__node_can_advance(n)) {
+        fsched__pipe_log(p, "node ", n->report.label, ": cannot advance");
+        return FSCHED_OK;
+    }
+    if (!fsched__node_start_advance(n)) {
+        /* completed elsewhere, later: wait for it (this keeps the order deterministic) */
+        fsched_result r;
+        fsched__pipe_log(p, "node ", n->report.label, ": waiting for its advance to complete");
+        while (FSCHED__LOAD(&n->phase, FSCHED__ACQUIRE) != FSCHED__ADV_COMPLETED)
+            if ((r = fsched_event_wait(&p->completed)) != FSCHED_OK) {
+                fsched__pipe_log(p, "node ", n->report.label, ": its advance never completed");
+                return r;
+            }
+    }
+    fsched__node_finish(n, NULL);
+    if (n->advanced) p->advanced_in_generation = 1;
+    fsched__pipe_log(p, "node ", n->report.label, n->advanced ? ": advanced" : ": did not advance");
+    return FSCHED_OK;
+}
+
+FIBERSCHED_API fsched_result fsched_pipeline_step(fsched_pipeline *p) {
+    fsched_result r;
+    if ((r = fsched__pipe_check(p, "fsched_pipeline_step")) != FSCHED_OK) return r;
+    if (FSCHED__LOAD(&p->state, FSCHED__ACQUIRE) != FSCHED__PIPE_STEPPING)
+        return FSCHED__MISUSE(&p->logger, FSCHED_ERR_WRONG_STATE,
+                              "fsched_pipeline_step: %s",
+                              FSCHED__LOAD(&p->state, FSCHED__ACQUIRE) == FSCHED__PIPE_BUILDING
+                                  ? "not initialized (fsched_pipeline_initialize)"
+                                  : "the run has ended or runs on the parallel scheduler");
+    if (p->next == 0) {
+        p->generation++;
+        p->advanced_in_generation = 0;
+        fsched__pipe_log_generation(p, " begins");
+    }
+    if (p->next < p->n_nodes) {
+        r = fsched__debug_update(p, p->nodes[p->next]);
+        if (r != FSCHED_OK) { /* an advance that cannot complete: the run ends here */
+            fsched__pipe_end(p);
+            p->result = r;
+            return r;
+        }
+        p->next++;
+    }
+    if (p->next == p->n_nodes) {
+        fsched__pipe_log_generation(p, " ended");
+        p->next = 0;
+        if (!p->advanced_in_generation) {
+            fsched__pipe_end(p);
+            return p->result;
+        }
+    }
+    return FSCHED_OK;
+}
+
+FIBERSCHED_API fsched_result fsched_pipeline_run_until(fsched_pipeline *p, int (*pred)(void *user),
+                                                       void *user) {
+    fsched_result r;
+    if ((r = fsched__pipe_check(p, "fsched_pipeline_run_until")) != FSCHED_OK) return r;
+    if (!pred)
+        return FSCHED__MISUSE(&p->logger, FSCHED_ERR_INVALID_ARGUMENT,
+                              "fsched_pipeline_run_until: pred is NULL");
+    if (FSCHED__LOAD(&p->state, FSCHED__ACQUIRE) != FSCHED__PIPE_STEPPING)
+        return fsched_pipeline_step(p); /* the same refusal */
+    while (!pred(user)) {
+        r = fsched_pipeline_step(p);
+        if (FSCHED__LOAD(&p->state, FSCHED__ACQUIRE) == FSCHED__PIPE_ENDED) return r;
+    }
+    return FSCHED_OK;
+}
+
+FIBERSCHED_API int fsched_pipeline_finished(const fsched_pipeline *p) {
+    return p && p->magic == FSCHED__PIPE_LIVE &&
+           FSCHED__LOAD(&p->state, FSCHED__ACQUIRE) == FSCHED__PIPE_ENDED;
+}
+
+FIBERSCHED_API fsched_result fsched_pipeline_describe(const fsched_pipeline *p,
+                                                      void (*write)(const char *text,
+                                                                    size_t len, void *user),
+                                                      void *user) {
+    fsched_result r;
+    uint32_t i;
+    if ((r = fsched__pipe_check(p, "fsched_pipeline_describe")) != FSCHED_OK) return r;
+    if (!write)
+        return FSCHED__MISUSE(&p->logger, FSCHED_ERR_INVALID_ARGUMENT,
+                              "fsched_pipeline_describe: write is NULL");
+    for (i = 0; i < p->n_nodes; i++) {
+        const fsched_node_report *rep = &p->nodes[i]->report;
+        fsched__line l;
+        l.n = 0;
+        l.text[0] = 0;
+        fsched__line_add(&l, "node \"");
+        fsched__line_add(&l, rep->label);
+        fsched__line_add(&l, "\": ");
+        if (rep->end == FSCHED_NODE_RUNNING) {
+            fsched__line_add(&l, "running");
+        } else if (rep->end == FSCHED_NODE_DONE) {
+            fsched__line_add(&l, "done");
+        } else {
+            fsched__line_add(&l, "starved, waiting to ");
+            fsched__line_add(&l, fsched__link_kind_verb(rep->waiting_as));
+            fsched__line_add(&l, " hub \"");
+            fsched__line_add(&l, fsched_hub_name(rep->waiting_on));
+            fsched__line_add(&l, "\"");
+        }
+        fsched__line_add(&l, "; ");
+        fsched__line_num(&l, rep->advances);
+        fsched__line_add(&l, " advances, ");
+        fsched__line_num(&l, rep->updates);
+        fsched__line_add(&l, " updates\n");
+        write(l.text, l.n, user);
+    }
+    return FSCHED_OK;
+}
+
+/* ---- the parallel scheduler ---- */
+
+static void fsched__node_run(fsched__job *job, fsched__worker *w);
+
+/* Something n depends on changed: an idle node is queued, a busy one looks again. */
+static void fsched__node_notify(fsched_node *m, fsched__worker *w) {
+    uint32_t st = FSCHED__LOAD(&m->busy, FSCHED__RELAXED);
+    for (;;) {
+        if (st == FSCHED__NODE_DIRTY) return;
+        if (st == FSCHED__NODE_BUSY) {
+            /* release: what changed is visible when the node looks again */
+            if (FSCHED__CAS(&m->busy, &st, FSCHED__NODE_DIRTY, FSCHED__RELEASE, FSCHED__RELAXED))
+                return;
+            continue;
+        }
+        /* acq_rel: the node's last update happens before this one */
+        if (FSCHED__CAS(&m->busy, &st, FSCHED__NODE_BUSY, FSCHED__ACQ_REL, FSCHED__RELAXED)) {
+            /* relaxed: the notifier is active itself, so the count cannot reach zero
+               meanwhile; the count's own order is total */
+            FSCHED__FETCH_ADD(&m->pipeline->active, 1u, FSCHED__RELAXED);
+            fsched__place(m->pipeline->sched, w, &m->placed); /* cannot fail: no slot set */
+            return;
+        }
+    }
+}
+
+static void fsched__node_run(fsched__job *job, fsched__worker *w) {
+    fsched_node *n = (fsched_node *)job;
+    fsched_pipeline *p = n->pipeline;
+    for (;;) {
+        uint32_t expected = FSCHED__NODE_BUSY;
+        /* acquire: the completion's `advanced` */
+        if (FSCHED__LOAD(&n->phase, FSCHED__ACQUIRE) == FSCHED__ADV_COMPLETED)
+            fsched__node_finish(n, w); /* an advance completed elsewhere */
+        fsched__node_attach(n);
+        if (fsched__node_can_advance(n)) {
+            if (!fsched__node_start_advance(n)) return; /* fsched_node_complete queues it */
+            fsched__node_finish(n, w);
+            continue;
+        }
+        /* acq_rel: a notification that made it DIRTY is seen, or sees this update */
+        if (FSCHED__CAS(&n->busy, &expected, FSCHED__NODE_IDLE, FSCHED__ACQ_REL,
+                        FSCHED__ACQUIRE)) {
+            /* acq_rel: the last node to idle sees every update before it */
+            if (FSCHED__FETCH_SUB(&p->active, 1u, FSCHED__ACQ_REL) == 1)
+                fsched_event_set(&p->done); /* every node idle: the run is over */
+            return;
+        }
+        FSCHED__STORE(&n->busy, FSCHED__NODE_BUSY, FSCHED__RELAXED); /* DIRTY: look again */
+    }
+}
+
+FIBERSCHED_API fsched_result fsched_node_complete(fsched_node *n, int advanced) {
+    uint32_t ph;
+    if (!n || n->magic != FSCHED__NODE_LIVE)
+        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "fsched_node_complete: not a live node");
+    ph = FSCHED__LOAD(&n->phase, FSCHED__RELAXED);
+    for (;;) {
+        if (ph != FSCHED__ADV_ADVANCING && ph != FSCHED__ADV_RETURNED)
+            return FSCHED__MISUSE(&n->logger, FSCHED_ERR_WRONG_STATE,
+                                  "fsched_node_complete: node '%s' has no advance in flight",
+                                  n->label ? n->label : "");
+        n->advanced = advanced ? 1 : 0;
+        /* acq_rel: publishes `advanced` and what the advance did to whoever finishes */
+        if (FSCHED__CAS(&n->phase, &ph, FSCHED__ADV_COMPLETED, FSCHED__ACQ_REL, FSCHED__RELAXED))
+            break;
+    }
+    if (ph == FSCHED__ADV_ADVANCING) return FSCHED_OK; /* the callback finishes it */
+    /* the callback returned first: whoever runs the node next finishes it */
+    if (FSCHED__LOAD(&n->pipeline->state, FSCHED__ACQUIRE) == FSCHED__PIPE_RUNNING) {
+        fsched__worker *w = fsched__tls_thread.worker;
+        if (w && w->sched != n->pipeline->sched) w = NULL;
+        fsched__place(n->pipeline->sched, w, &n->placed); /* it is still counted active */
+    } else {
+        fsched_event_set(&n->pipeline->completed); /* the debugging scheduler waits */
+    }
+    return FSCHED_OK;
+}
+
+FIBERSCHED_API fsched_result fsched_pipeline_run(fsched_pipeline *p, fsched_sched *s) {
+    fsched__worker *w = fsched__tls_thread.worker;
+    fsched_result r;
+    uint32_t i, st;
+    if ((r = fsched__pipe_check(p, "fsched_pipeline_run")) != FSCHED_OK) return r;
+    st = FSCHED__LOAD(&p->state, FSCHED__ACQUIRE);
+    if (!s) { /* the debugging scheduler, to the end */
+        if (st == FSCHED__PIPE_BUILDING && (r = fsched_pipeline_initialize(p)) != FSCHED_OK)
+            return r;
+        if (FSCHED__LOAD(&p->state, FSCHED__ACQUIRE) != FSCHED__PIPE_STEPPING)
+            return FSCHED__MISUSE(&p->logger, FSCHED_ERR_WRONG_STATE,
+                                  "fsched_pipeline_run: the pipeline has run");
+        do {
+            r = fsched_pipeline_step(p);
+        } while (FSCHED__LOAD(&p->state, FSCHED__ACQUIRE) == FSCHED__PIPE_STEPPING);
+        return r;
+    }
+    if (s->magic != FSCHED__SCHED_LIVE)
+        return FSCHED__MISUSE(&p->logger, FSCHED_ERR_INVALID_ARGUMENT,
+                              "fsched_pipeline_run: not a live scheduler");
+    if (st != FSCHED__PIPE_BUILDING)
+        return FSCHED__MISUSE(&p->logger, FSCHED_ERR_WRONG_STATE,
+                              "fsched_pipeline_run: the pipeline has started or run");
+    if (w && w->sched != s) w = NULL;
+    if (!w && (r = fsched__external_begin(s, "fsched_pipeline_run")) != FSCHED_OK) return r;
+    if (w) FSCHED__STORE(&w->spawned, w->spawned + 1, FSCHED__RELEASE); /* as a spawn */
+    p->sched = s;
+    fsched__pipe_initialize_nodes(p);
+    fsched__pipe_log(p, "running on the parallel scheduler", NULL, NULL);
+    p->active = p->n_nodes + 1; /* + this call, until every node is queued */
+    fsched_event_reset(&p->done);
+    for (i = 0; i < p->n_nodes; i++) {
+        p->nodes[i]->placed.job.execute = fsched__node_run;
+        p->nodes[i]->busy = FSCHED__NODE_BUSY;
+    }
+    /* release: the set-up above is visible to the nodes' jobs */
+    FSCHED__STORE(&p->state, FSCHED__PIPE_RUNNING, FSCHED__RELEASE);
+    for (i = 0; i < p->n_nodes; i++) fsched__place(s, w, &p->nodes[i]->placed);
+    if (FSCHED__FETCH_SUB(&p->active, 1u, FSCHED__ACQ_REL) == 1) fsched_event_set(&p->done);
+    r = fsched_event_wait(&p->done); /* a task suspends; a thread blocks */
+    if (r != FSCHED_OK) { /* cannot happen with threads: nothing else ends this wait */
+        while (FSCHED__LOAD(&p->active, FSCHED__ACQUIRE)) fsched_yield();
+    }
+    fsched__pipe_end(p);
+    if (w) FSCHED__STORE(&w->completed, w->completed + 1, FSCHED__RELAXED);
+    else FSCHED__FETCH_ADD(&s->external_cancelled, (uint64_t)1, FSCHED__SEQ_CST);
+    return p->result;
+}
+
+/* ---- linear pipelines ----
+   Each item in flight has a record (the records are the bound on items in flight, and
+   all the memory a run allocates). The input stage runs as a job that takes a free
+   record, calls the first stage, queues itself again for the next item (another worker
+   may take it), and carries its item through the later stages. A serial stage has a
+   lock, a busy flag and, in order, the number of the next item it may take: an item
+   that finds it busy (or not its turn) waits in the stage's list, and whoever leaves
+   the stage queues the next waiting item with the stage already reserved for it. When
+   the records run out the input stops, and the item that returns a record restarts it. */
+
+typedef struct fsched__lp_item {
+    fsched__job job;             /* its continuation as a job; must be first */
+    struct fsched__lp *lp;
+    void *data;
+    uint64_t seq;                /* its place in input order */
+    size_t stage;                /* the next stage to run */
+    int reserved;                /* that stage is serial and already reserved for it */
+    struct fsched__lp_item *next; /* in a stage's waiting list, or the free records */
+} fsched__lp_item;
+
+typedef struct fsched__lp_stage {
+    uint32_t lock;
+    uint32_t busy;
+    uint64_t next_seq;           /* in order: the item allowed next */
+    fsched__lp_item *waiting;    /* in order: sorted by seq; out of order: a stack */
+} fsched__lp_stage;
+
+typedef struct fsched__lp {
+    const fsched_stage *stages;
+    size_t n;
+    fsched__lp_stage *st;
+    fsched__lp_item *records;
+    size_t n_records;
+    fsched__job input;           /* the input stage as a job */
+    uint32_t lock;               /* free records and the input's state */
+    fsched__lp_item *free_records;
+    int input_running, stopped;
+    uint64_t next_seq;
+    fsched_wait_group done;      /* the input job and every item in flight */
+} fsched__lp;
+
+static void fsched__lp_queue(fsched__worker *w, fsched__job *job) {
+    fsched__publish(w, &job, 1);
+}
+
+/* Reserves serial stage k for item it, or parks the item there. 1 when reserved. */
+static int fsched__lp_enter(fsched__lp *lp, size_t k, fsched__lp_item *it) {
+    fsched__lp_stage *st = &lp->st[k];
+    int in_order = lp->stages[k].mode == FSCHED_STAGE_SERIAL_IN_ORDER;
+    fsched__spin_lock(&st->lock);
+    if (!st->busy && (!in_order || st->next_seq == it->seq)) {
+        st->busy = 1;
+        fsched__spin_unlock(&st->lock);
+        return 1;
+    }
+    it->stage = k;
+    if (in_order) { /* sorted by seq: the one allowed next is first */
+        fsched__lp_item **pp = &st->waiting;
+        while (*pp && (*pp)->seq < it->seq) pp = &(*pp)->next;
+        it->next = *pp;
+        *pp = it;
+    } else {
+        it->next = st->waiting;
+        st->waiting = it;
+    }
+    fsched__spin_unlock(&st->lock);
+    return 0;
+}
+
+/* Leaves serial stage k (item seq just passed it): hands it to a waiting item, if one may
+   take it now, which is queued with the stage reserved. */
+static void fsched__lp_leave(fsched__lp *lp, size_t k, uint64_t seq, fsched__worker *w) {
+    fsched__lp_stage *st = &lp->st[k];
+    int in_order = lp->stages[k].mode == FSCHED_STAGE_SERIAL_IN_ORDER;
+    fsched__lp_item *next = NULL;
+    fsched__spin_lock(&st->lock);
+    if (in_order) st->next_seq = seq + 1;
+    if (st->waiting && (!in_order || st->waiting->seq == st->next_seq)) {
+        next = st->waiting;
+        st->waiting = next->next;
+    } else {
+        st->busy = 0;
+    }
+    fsched__spin_unlock(&st->lock);
+    if (next) {
+        next->reserved = 1;
+        fsched__lp_queue(w, &next->job);
+    }
+}
+
+static void fsched__lp_input(fsched__job *job, fsched__worker *w);
+
+/* Carries an item through the stages from it->stage on; returns its record at the end. */
+static void fsched__lp_carry(fsched__lp *lp, fsched__lp_item *it, fsched__worker *w) {
+    int restart = 0;
+    while (it->stage < lp->n) {
+        size_t k = it->stage;
+        const fsched_stage *sg = &lp->stages[k];
+        int serial = sg->mode != FSCHED_STAGE_PARALLEL, stop = 0;
+        if (serial && !it->reserved && !fsched__lp_enter(lp, k, it)) return; /* parked */
+        it->reserved = 0;
+        it->data = sg->fn(sg->user, it->data, &stop);
+        if (serial) fsched__lp_leave(lp, k, it->seq, w);
+        it->stage++;
+    }
+    fsched__spin_lock(&lp->lock); /* the record is free again; the input may go on */
+    it->next = lp->free_records;
+    lp->free_records = it;
+    if (!lp->input_running && !lp->stopped) restart = lp->input_running = 1;
+    fsched__spin_unlock(&lp->lock);
+    if (restart) {
+        fsched_wait_group_add(&lp->done, 1);
+        fsched__lp_queue(w, &lp->input);
+    }
+    fsched_wait_group_done(&lp->done);
+}
+
+static void fsched__lp_item_job(fsched__job *job, fsched__worker *w) {
+    fsched__lp_item *it = (fsched__lp_item *)job;
+    fsched__lp_carry(it->lp, it, w);
+}
+
+/* The input stage: one item per run, then queued again for the next while records last. */
+static void fsched__lp_input(fsched__job *job, fsched__worker *w) {
+    fsched__lp *lp = (fsched__lp *)((char *)job - offsetof(fsched__lp, input));
+    fsched__lp_item *it;
+    int stop = 0;
+    void *data;
+    fsched__spin_lock(&lp->lock);
+    it = lp->free_records;
+    if (it) lp->free_records = it->next;
+    else lp->input_running = 0; /* the next record returned restarts the input */
+    fsched__spin_unlock(&lp->lock);
+    if (!it) {
+        fsched_wait_group_done(&lp->done);
+        return;
+    }
+    data = lp->stages[0].fn(lp->stages[0].user, NULL, &stop);
+    if (stop) {
+        fsched__spin_lock(&lp->lock);
+        it->next = lp->free_records;
+        lp->free_records = it;
+        lp->stopped = 1;
+        lp->input_running = 0;
+        fsched__spin_unlock(&lp->lock);
+        fsched_wait_group_done(&lp->done);
+        return;
+    }
+    it->data = data;
+    it->seq = lp->next_seq++;
+    it->stage = 1;
+    it->reserved = 0;
+    fsched_wait_group_add(&lp->done, 1); /* the item */
+    fsched__lp_queue(w, &lp->input);     /* the next item, maybe on another worker */
+    fsched__lp_carry(lp, it, w);
+}
+
+FIBERSCHED_API fsched_result fsched_parallel_pipeline(size_t max_in_flight,
+                                                      const fsched_stage *stages,
+                                                      size_t n_stages) {
+    fsched__worker *w = fsched__tls_thread.worker;
+    fsched__lp lp;
+    fsched_allocator a;
+    size_t i;
+    if (!w)
+        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
+                              "fsched_parallel_pipeline: not called from a task or a bound thread");
+    if (!stages || !n_stages)
+        return FSCHED__MISUSE(&w->sched->logger, FSCHED_ERR_INVALID_ARGUMENT,
+                              "fsched_parallel_pipeline: no stages");
+    for (i = 0; i < n_stages; i++)
+        if (!stages[i].fn || (unsigned)stages[i].mode > (unsigned)FSCHED_STAGE_PARALLEL)
+            return FSCHED__MISUSE(&w->sched->logger, FSCHED_ERR_INVALID_ARGUMENT,
+                                  "fsched_parallel_pipeline: stage %lu has no fn or an unknown mode",
+                                  (unsigned long)i);
+    if (!max_in_flight) max_in_flight = 4u * (w->sched->n_threads ? w->sched->n_threads : 1u);
+    a = w->sched->allocator;
+    memset(&lp, 0, sizeof lp);
+    lp.stages = stages;
+    lp.n = n_stages;
+    lp.n_records = max_in_flight;
+    lp.st = (fsched__lp_stage *)fsched__alloc(&a, n_stages * sizeof *lp.st, sizeof(void *));
+    lp.records = (fsched__lp_item *)fsched__alloc(&a, max_in_flight * sizeof *lp.records,
+                                                  sizeof(void *));
+    if (!lp.st || !lp.records) {
+        fsched__free(&a, lp.st, n_stages * sizeof *lp.st, sizeof(void *));
+        fsched__free(&a, lp.records, max_in_flight * sizeof *lp.records, sizeof(void *));
+        return FSCHED_ERR_OUT_OF_MEMORY;
+    }
+    memset(lp.st, 0, n_stages * sizeof *lp.st);
+    for (i = max_in_flight; i-- > 0;) {
+        fsched__lp_item *it = &lp.records[i];
+        memset(it, 0, sizeof *it);
+        it->job.execute = fsched__lp_item_job;
+        it->lp = &lp;
+        it->next = lp.free_records;
+        lp.free_records = it;
+    }
+    lp.input.execute = fsched__lp_input;
+    lp.input_running = 1;
+    fsched_wait_group_init(&lp.done);
+    fsched_wait_group_add(&lp.done, 1); /* the input job */
+    fsched__lp_input(&lp.input, w);     /* the first item here, the input queued */
+    fsched_wait_group_wait(&lp.done);
+    fsched_wait_group_destroy(&lp.done);
+    fsched__free(&a, lp.st, n_stages * sizeof *lp.st, sizeof(void *));
+    fsched__free(&a, lp.records, max_in_flight * sizeof *lp.records, sizeof(void *));
+    return FSCHED_OK;
+}
+
 /* ---- results and version ---- */
 
 FIBERSCHED_API const char *fsched_result_string(fsched_result r) {
@@ -6517,6 +7923,7 @@ FIBERSCHED_API const char *fsched_result_string(fsched_result r) {
     case FSCHED_ERR_SYSTEM: return "system error";
     case FSCHED_ERR_UNSUPPORTED: return "unsupported";
     case FSCHED_ERR_TASK_FAILED: return "a task failed";
+    case FSCHED_ERR_STALLED: return "stalled";
     }
     return "unknown result";
 }
