@@ -575,7 +575,7 @@ FIBERSCHED_API uint64_t fsched_clock_ns(void);
    graph serializes it); while the graph runs, only its own running tasks may add to it.
    Run, wait and cancel may be called from any thread; wait suspends only the calling
    task when called from one. Task handles stay valid until the graph is destroyed (tasks
-   a running task added: until the graph is run again). */
+   a running task added: until the graph is run again or built further). */
 
 typedef struct fsched_graph fsched_graph;
 typedef struct fsched_graph_task fsched_graph_task;
@@ -747,10 +747,13 @@ FIBERSCHED_API const char *fsched_graph_task_name(const fsched_graph_task *t);
    Before a node is asked whether it can advance, each of its links gets an envelope if
    one is available; it keeps it until a successful advance commits it (or, with
    fsched_link_keep, longer). can_advance decides from the links and the node's own
-   state (it must not depend on anything else: nothing would ask again); advance does the
-   work and reports, at once or later from any thread, whether it advanced data
-   (fsched_node_complete). A run ends when every node is idle and none can advance; each
-   node then reports whether it ended done, or starved while waiting on a hub.
+   state (it must not depend on anything else: nothing would ask again), and returns
+   FSCHED_NODE_FINISHED once the node will never advance again: its envelopes then go
+   back to their hubs for others (a finished producer would otherwise hold one forever).
+   advance does the work and reports, at once or later from any thread, whether it
+   advanced data (fsched_node_complete); until then the node's links may be used from
+   that thread. A run ends when every node is idle and none can advance; each node then
+   reports whether it ended done, or starved while waiting on a hub.
 
    Two schedulers run the same pipelines. The debugging scheduler (fsched_pipeline_run
    with no scheduler, or step by step) updates one node at a time in the order the nodes
@@ -793,15 +796,26 @@ typedef enum fsched_link_kind {
     FSCHED_LINK_PEEK
 } fsched_link_kind;
 
+/* What can_advance returns when the node will never advance again. */
+#define FSCHED_NODE_FINISHED (-1)
+
+/* The callbacks of a node run one at a time: on a worker of the parallel scheduler, or
+   on the thread that steps or runs the debugging scheduler; initialize and terminate on
+   the thread that calls fsched_pipeline_run (or _initialize, _step). */
 typedef struct fsched_node_desc {
     const char *label;          /* for the log and reports; copied */
     void *user;                 /* passed to every callback */
     void (*initialize)(fsched_node *node, void *user);        /* optional, once before */
     int (*can_advance)(fsched_node *node, void *user);        /* optional: default, every
-                                                                 link has an envelope */
+                                                                 link has an envelope
+                                                                 (fsched_node_served);
+                                                                 nonzero: yes;
+                                                                 FSCHED_NODE_FINISHED */
     void (*advance)(fsched_node *node, void *user);           /* required: ends with
                                                                  fsched_node_complete */
-    void (*post_advance)(fsched_node *node, void *user);      /* optional, after each */
+    void (*post_advance)(fsched_node *node, void *user, int advanced); /* optional, after
+                                                                 each, before the links
+                                                                 commit */
     void (*terminate)(fsched_node *node, void *user);         /* optional, once after */
     fsched_allocator allocator;
     fsched_logger logger;
@@ -818,8 +832,9 @@ typedef struct fsched_pipeline_desc {
 
 typedef enum fsched_node_end {
     FSCHED_NODE_RUNNING = 0,    /* the run has not ended */
-    FSCHED_NODE_DONE,           /* declined to advance with every link served, or waits only
-                                   for input that can never come (drained hubs) */
+    FSCHED_NODE_DONE,           /* finished (FSCHED_NODE_FINISHED), declined to advance with
+                                   every link served, or waits only for input that can never
+                                   come (a hub with nothing queued whose producers are done) */
     FSCHED_NODE_STARVED         /* waits on a hub that will never serve it */
 } fsched_node_end;
 
@@ -858,10 +873,14 @@ FIBERSCHED_API fsched_result fsched_node_complete(fsched_node *node, int advance
 FIBERSCHED_API fsched_result fsched_node_report_get(const fsched_node *node,
                                                     fsched_node_report *out);
 FIBERSCHED_API const char *fsched_node_label(const fsched_node *node);
+/* Nonzero when every link of the node holds an envelope (the default can_advance). */
+FIBERSCHED_API int fsched_node_served(const fsched_node *node);
 
-/* The envelope the link holds, or NULL. From the node's callbacks. */
+/* The envelope the link holds, or NULL. From the node's callbacks (and, during an
+   advance, from the thread that completes it). */
 FIBERSCHED_API fsched_envelope *fsched_link_envelope(const fsched_link *link);
-/* The link's envelope stays with it after this advance (not committed). During advance. */
+/* The link's envelope stays with it after the current advance (not committed). During
+   advance or post_advance; each advance starts with no link kept. */
 FIBERSCHED_API fsched_result fsched_link_keep(fsched_link *link);
 
 /* Pipelines. */
@@ -5699,6 +5718,52 @@ done:
     return r;
 }
 
+/* Releases the results the last run left (only tasks without successors keep results
+   past a run). Under the graph's lock, while g does not run. */
+static void fsched__graph_release_kept(fsched_graph *g) {
+    uint32_t i;
+    if (!g->results_kept) return;
+    for (i = 0; i < g->sinks.n; i++)
+        if (g->sinks.v[i]->release || g->sinks.v[i]->result)
+            fsched__graph_release_result(g->sinks.v[i]);
+    g->results_kept = 0;
+}
+
+/* Undoes what the last run added: its tasks and edges. Under the graph's lock, while g
+   does not run, before the graph is built further or run again. Costs what the run
+   added, not the graph's size. */
+static void fsched__graph_restore(fsched_graph *g) {
+    uint32_t i;
+    for (i = g->nbuilt; i < g->tasks.n; i++) { /* added while running: edges and all */
+        fsched_graph_task *t = g->tasks.v[i];
+        if (t->release || t->result) fsched__graph_release_result(t);
+        while (t->succ) {
+            fsched__gedge *e = t->succ;
+            t->succ = e->next;
+            fsched__slab_put(&g->edge_slab, e);
+        }
+        fsched__graph_free_task(g, t);
+    }
+    g->tasks.n = g->nbuilt;
+    for (i = 0; i < g->touched.n; i++) {
+        fsched_graph_task *t = g->touched.v[i];
+        while (t->succ != t->succ_built) {
+            fsched__gedge *e = t->succ;
+            t->succ = e->next;
+            fsched__slab_put(&g->edge_slab, e);
+        }
+        t->nsucc = t->nsucc_built;
+        t->npreds = t->npreds_built;
+        t->touched = 0;
+    }
+    g->touched.n = 0;
+    while (g->dyn_records) {
+        fsched__glive *r = g->dyn_records;
+        g->dyn_records = r->all_next;
+        fsched__slab_put(&g->live_slab, r);
+    }
+}
+
 /* ---- building ---- */
 
 FIBERSCHED_API fsched_result fsched_graph_create(const fsched_graph_desc *desc, fsched_graph **out) {
@@ -5784,6 +5849,7 @@ static fsched_result fsched__graph_add(fsched_graph *g, fsched_graph_fn fn, void
     if ((r = fsched__graph_may_build(g, what)) != FSCHED_OK) goto unlock;
     cur = fsched__graph_current();
     during_run = FSCHED__LOAD(&g->running, FSCHED__RELAXED) && cur && cur->graph == g;
+    if (!during_run) fsched__graph_restore(g); /* building on: the last run's additions go */
     if (during_run && ((d.on_caller && g->caller_slot < 0) ||
                        (d.workers && !fsched__graph_workers_exist(g->sched, d.workers)))) {
         r = FSCHED__MISUSE(&g->logger, FSCHED_ERR_INVALID_ARGUMENT,
@@ -5989,6 +6055,14 @@ FIBERSCHED_API fsched_result fsched_graph_precede(fsched_graph *g, fsched_graph_
                               "fsched_graph_precede: a task is NULL or not of this graph");
     fsched__mutex_lock(&g->lock);
     if ((r = fsched__graph_may_build(g, "fsched_graph_precede")) != FSCHED_OK) goto unlock;
+    if (!FSCHED__LOAD(&g->running, FSCHED__RELAXED)) {
+        if (before->dynamic || after->dynamic) { /* of the last run: gone as building goes on */
+            r = FSCHED__MISUSE(&g->logger, FSCHED_ERR_INVALID_ARGUMENT,
+                               "fsched_graph_precede: a task added by the last run");
+            goto unlock;
+        }
+        fsched__graph_restore(g);
+    }
     if (fsched__graph_has_edge(before, after)) goto unlock;
     if (FSCHED__LOAD(&g->running, FSCHED__RELAXED)) {
         r = fsched__graph_precede_running(g, before, after);
@@ -6027,46 +6101,6 @@ FIBERSCHED_API fsched_result fsched_graph_add_graph(fsched_graph *g, fsched_grap
                                                     fsched_graph_task **out);
 
 /* ---- running ---- */
-
-/* Undoes what the last run added (tasks, edges) and releases the results it left. Under
-   the graph's lock, while g does not run. Costs what the run added, not the graph's size. */
-static void fsched__graph_restore(fsched_graph *g) {
-    uint32_t i;
-    if (g->results_kept) { /* only tasks without successors keep results past a run */
-        for (i = 0; i < g->sinks.n; i++)
-            if (g->sinks.v[i]->release || g->sinks.v[i]->result)
-                fsched__graph_release_result(g->sinks.v[i]);
-        g->results_kept = 0;
-    }
-    for (i = g->nbuilt; i < g->tasks.n; i++) { /* added while running: edges and all */
-        fsched_graph_task *t = g->tasks.v[i];
-        if (t->release || t->result) fsched__graph_release_result(t);
-        while (t->succ) {
-            fsched__gedge *e = t->succ;
-            t->succ = e->next;
-            fsched__slab_put(&g->edge_slab, e);
-        }
-        fsched__graph_free_task(g, t);
-    }
-    g->tasks.n = g->nbuilt;
-    for (i = 0; i < g->touched.n; i++) {
-        fsched_graph_task *t = g->touched.v[i];
-        while (t->succ != t->succ_built) {
-            fsched__gedge *e = t->succ;
-            t->succ = e->next;
-            fsched__slab_put(&g->edge_slab, e);
-        }
-        t->nsucc = t->nsucc_built;
-        t->npreds = t->npreds_built;
-        t->touched = 0;
-    }
-    g->touched.n = 0;
-    while (g->dyn_records) {
-        fsched__glive *r = g->dyn_records;
-        g->dyn_records = r->all_next;
-        fsched__slab_put(&g->live_slab, r);
-    }
-}
 
 /* Ranks for "longest chain first": rank = cost + the largest rank of a successor, over
    the tasks in reverse topological order. Under the graph's lock; only after changes. */
@@ -6402,6 +6436,7 @@ FIBERSCHED_API fsched_result fsched_graph_run(fsched_graph *g, fsched_sched *s) 
         }
     }
     fsched__graph_restore(g);
+    fsched__graph_release_kept(g);
     if (!fsched__graph_rank(g)) {
         r = FSCHED_ERR_OUT_OF_MEMORY;
         goto unlock;
@@ -6512,6 +6547,7 @@ FIBERSCHED_API fsched_result fsched_graph_destroy(fsched_graph *g) {
     fsched__mutex_lock(&g->lock);
     g->results_kept = 1; /* release every result still held */
     fsched__graph_restore(g);
+    fsched__graph_release_kept(g);
     for (i = 0; i < g->tasks.n; i++) {
         fsched_graph_task *t = g->tasks.v[i];
         if (t->release || t->result) fsched__graph_release_result(t);
@@ -6784,6 +6820,7 @@ struct fsched_node {
     uint32_t busy;              /* atomic: FSCHED__NODE_* */
     uint32_t phase;             /* atomic: FSCHED__ADV_* */
     int advanced;               /* what the completion said */
+    int finished;               /* can_advance said FSCHED_NODE_FINISHED */
     fsched_node_report report;
 };
 
@@ -7157,6 +7194,14 @@ FIBERSCHED_API const char *fsched_node_label(const fsched_node *n) {
     return n && n->label ? n->label : "";
 }
 
+FIBERSCHED_API int fsched_node_served(const fsched_node *n) {
+    uint32_t i;
+    if (!n) return 0;
+    for (i = 0; i < n->n_links; i++)
+        if (!n->links[i]->env) return 0;
+    return 1;
+}
+
 FIBERSCHED_API fsched_result fsched_node_report_get(const fsched_node *n, fsched_node_report *out) {
     if (!n || n->magic != FSCHED__NODE_LIVE || !out)
         return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
@@ -7181,20 +7226,20 @@ static void fsched__node_attach(fsched_node *n) {
     }
 }
 
-/* Whether the node can advance now (its callback, else: every link has an envelope). */
+/* Whether the node can advance now: 1, 0, or FSCHED_NODE_FINISHED. */
 static int fsched__node_can_advance(fsched_node *n) {
-    uint32_t i;
+    int r;
     n->report.updates++;
-    if (n->desc.can_advance) return n->desc.can_advance(n, n->desc.user) != 0;
-    for (i = 0; i < n->n_links; i++)
-        if (!n->links[i]->env) return 0;
-    return 1;
+    if (!n->desc.can_advance) return fsched_node_served(n);
+    r = n->desc.can_advance(n, n->desc.user);
+    return r == FSCHED_NODE_FINISHED ? r : r != 0;
 }
 
 /* Calls advance; returns 1 when the advance completed before the callback returned (the
    caller finishes it), 0 when fsched_node_complete will come later. */
 static int fsched__node_start_advance(fsched_node *n) {
-    uint32_t expected = FSCHED__ADV_ADVANCING;
+    uint32_t expected = FSCHED__ADV_ADVANCING, i;
+    for (i = 0; i < n->n_links; i++) n->links[i]->keep = 0;
     FSCHED__STORE(&n->phase, FSCHED__ADV_ADVANCING, FSCHED__RELAXED);
     n->desc.advance(n, n->desc.user);
     /* acq_rel: decides with fsched_node_complete who finishes; acquires its `advanced` */
@@ -7209,7 +7254,7 @@ static void fsched__node_finish(fsched_node *n, fsched__worker *w) {
     int advanced = n->advanced;
     uint32_t i;
     FSCHED__STORE(&n->phase, FSCHED__ADV_NONE, FSCHED__RELAXED);
-    if (n->desc.post_advance) n->desc.post_advance(n, n->desc.user);
+    if (n->desc.post_advance) n->desc.post_advance(n, n->desc.user, advanced);
     if (advanced) n->report.advances++;
     for (i = 0; i < n->n_links; i++) {
         fsched_link *l = n->links[i];
@@ -7234,6 +7279,26 @@ static void fsched__node_finish(fsched_node *n, fsched__worker *w) {
                             : o->kind == wake;
             if (match && o->node != n) fsched__node_notify(o->node, w);
         }
+    }
+}
+
+static void fsched__link_return(fsched_link *l);
+
+/* A node that finished gives its envelopes back to their hubs, and (on the parallel
+   scheduler, w) tells the other nodes of those hubs, which may now use them. */
+static void fsched__node_give_back(fsched_node *n, fsched__worker *w) {
+    uint32_t i, k;
+    n->finished = 1;
+    for (i = 0; i < n->n_links; i++) {
+        fsched_link *l = n->links[i];
+        fsched_hub *h = l->hub;
+        if (!l->env) continue;
+        fsched__spin_lock(&h->lock);
+        fsched__link_return(l);
+        fsched__spin_unlock(&h->lock);
+        if (!w) continue;
+        for (k = 0; k < h->n_links; k++)
+            if (h->links[k]->node != n) fsched__node_notify(h->links[k]->node, w);
     }
 }
 
@@ -7265,10 +7330,9 @@ static void fsched__pipe_end(fsched_pipeline *p) {
     int changed = 1, starved = 0;
     for (i = 0; i < p->n_nodes; i++) {
         fsched_node *n = p->nodes[i];
-        n->report.end = FSCHED_NODE_STARVED;
-        for (k = 0; k < n->n_links && n->links[k]->env; k++) {
-        }
-        if (k == n->n_links) n->report.end = FSCHED_NODE_DONE; /* declined, all served */
+        /* finished, or declined with every link served */
+        n->report.end = n->finished || fsched_node_served(n) ? FSCHED_NODE_DONE
+                                                             : FSCHED_NODE_STARVED;
     }
     while (changed) {
         changed = 0;
@@ -7453,18 +7517,27 @@ FIBERSCHED_API fsched_result fsched_pipeline_initialize(fsched_pipeline *p) {
     return FSCHED_OK;
 }
 
-/* The debugging scheduler's update of one node. */
+/* The debugging scheduler's update of one node (finished nodes are passed over). */
 static fsched_result fsched__debug_update(fsched_pipeline *p, fsched_node *n) {
+    int can;
+    if (n->finished) return FSCHED_OK;
     fsched__pipe_log(p, "updating node ", n->report.label, NULL);
     fsched__node_attach(n);
-    if (!fsched__node_can_advance(n)) {
+    can = fsched__node_can_advance(n);
+    if (can == FSCHED_NODE_FINISHED) {
+        fsched__node_give_back(n, NULL);
+        p->advanced_in_generation = 1; /* its envelopes may let others advance */
+        fsched__pipe_log(p, "node ", n->report.label, ": finished");
+        return FSCHED_OK;
+    }
+    if (!can) {
         fsched__pipe_log(p, "node ", n->report.label, ": cannot advance");
         return FSCHED_OK;
     }
     if (!fsched__node_start_advance(n)) {
-        /* completed elsewhere, later: wait for it (this keeps the order deterministic) */
+        /* completed elsewhere, later: wait for it (this keeps the order deterministic;
+           nothing about it is logged, as when it comes is not) */
         fsched_result r;
-        fsched__pipe_log(p, "node ", n->report.label, ": waiting for its advance to complete");
         while (FSCHED__LOAD(&n->phase, FSCHED__ACQUIRE) != FSCHED__ADV_COMPLETED)
             if ((r = fsched_event_wait(&p->completed)) != FSCHED_OK) {
                 fsched__pipe_log(p, "node ", n->report.label, ": its advance never completed");
@@ -7602,11 +7675,19 @@ static void fsched__node_run(fsched__job *job, fsched__worker *w) {
     fsched_pipeline *p = n->pipeline;
     for (;;) {
         uint32_t expected = FSCHED__NODE_BUSY;
+        int can = 0;
         /* acquire: the completion's `advanced` */
         if (FSCHED__LOAD(&n->phase, FSCHED__ACQUIRE) == FSCHED__ADV_COMPLETED)
             fsched__node_finish(n, w); /* an advance completed elsewhere */
-        fsched__node_attach(n);
-        if (fsched__node_can_advance(n)) {
+        if (!n->finished) {
+            fsched__node_attach(n);
+            can = fsched__node_can_advance(n);
+            if (can == FSCHED_NODE_FINISHED) {
+                fsched__node_give_back(n, w);
+                can = 0;
+            }
+        }
+        if (can) {
             if (!fsched__node_start_advance(n)) return; /* fsched_node_complete queues it */
             fsched__node_finish(n, w);
             continue;
@@ -7736,9 +7817,10 @@ typedef struct fsched__lp {
     fsched__job input;           /* the input stage as a job */
     uint32_t lock;               /* free records and the input's state */
     fsched__lp_item *free_records;
+    size_t free_count;
     int input_running, stopped;
     uint64_t next_seq;
-    fsched_wait_group done;      /* the input job and every item in flight */
+    fsched_event done;           /* the input stopped and every record is free again */
 } fsched__lp;
 
 static void fsched__lp_queue(fsched__worker *w, fsched__job *job) {
@@ -7792,9 +7874,16 @@ static void fsched__lp_leave(fsched__lp *lp, size_t k, uint64_t seq, fsched__wor
 
 static void fsched__lp_input(fsched__job *job, fsched__worker *w);
 
+/* Under lp->lock, released here: whether the run is over (the input stopped and every
+   record is free), which then ends the caller's wait; lp is not touched after that. */
+static void fsched__lp_unlock_and_check(fsched__lp *lp) {
+    int over = lp->stopped && !lp->input_running && lp->free_count == lp->n_records;
+    fsched__spin_unlock(&lp->lock);
+    if (over) fsched_event_set(&lp->done);
+}
+
 /* Carries an item through the stages from it->stage on; returns its record at the end. */
 static void fsched__lp_carry(fsched__lp *lp, fsched__lp_item *it, fsched__worker *w) {
-    int restart = 0;
     while (it->stage < lp->n) {
         size_t k = it->stage;
         const fsched_stage *sg = &lp->stages[k];
@@ -7808,13 +7897,14 @@ static void fsched__lp_carry(fsched__lp *lp, fsched__lp_item *it, fsched__worker
     fsched__spin_lock(&lp->lock); /* the record is free again; the input may go on */
     it->next = lp->free_records;
     lp->free_records = it;
-    if (!lp->input_running && !lp->stopped) restart = lp->input_running = 1;
-    fsched__spin_unlock(&lp->lock);
-    if (restart) {
-        fsched_wait_group_add(&lp->done, 1);
+    lp->free_count++;
+    if (!lp->input_running && !lp->stopped) {
+        lp->input_running = 1;
+        fsched__spin_unlock(&lp->lock);
         fsched__lp_queue(w, &lp->input);
+        return;
     }
-    fsched_wait_group_done(&lp->done);
+    fsched__lp_unlock_and_check(lp);
 }
 
 static void fsched__lp_item_job(fsched__job *job, fsched__worker *w) {
@@ -7830,30 +7920,30 @@ static void fsched__lp_input(fsched__job *job, fsched__worker *w) {
     void *data;
     fsched__spin_lock(&lp->lock);
     it = lp->free_records;
-    if (it) lp->free_records = it->next;
-    else lp->input_running = 0; /* the next record returned restarts the input */
-    fsched__spin_unlock(&lp->lock);
-    if (!it) {
-        fsched_wait_group_done(&lp->done);
+    if (!it) { /* the next record returned restarts the input */
+        lp->input_running = 0;
+        fsched__spin_unlock(&lp->lock);
         return;
     }
+    lp->free_records = it->next;
+    lp->free_count--;
+    fsched__spin_unlock(&lp->lock);
     data = lp->stages[0].fn(lp->stages[0].user, NULL, &stop);
     if (stop) {
         fsched__spin_lock(&lp->lock);
         it->next = lp->free_records;
         lp->free_records = it;
+        lp->free_count++;
         lp->stopped = 1;
         lp->input_running = 0;
-        fsched__spin_unlock(&lp->lock);
-        fsched_wait_group_done(&lp->done);
+        fsched__lp_unlock_and_check(lp);
         return;
     }
     it->data = data;
     it->seq = lp->next_seq++;
     it->stage = 1;
     it->reserved = 0;
-    fsched_wait_group_add(&lp->done, 1); /* the item */
-    fsched__lp_queue(w, &lp->input);     /* the next item, maybe on another worker */
+    fsched__lp_queue(w, &lp->input); /* the next item, maybe on another worker */
     fsched__lp_carry(lp, it, w);
 }
 
@@ -7898,13 +7988,13 @@ FIBERSCHED_API fsched_result fsched_parallel_pipeline(size_t max_in_flight,
         it->next = lp.free_records;
         lp.free_records = it;
     }
+    lp.free_count = max_in_flight;
     lp.input.execute = fsched__lp_input;
     lp.input_running = 1;
-    fsched_wait_group_init(&lp.done);
-    fsched_wait_group_add(&lp.done, 1); /* the input job */
-    fsched__lp_input(&lp.input, w);     /* the first item here, the input queued */
-    fsched_wait_group_wait(&lp.done);
-    fsched_wait_group_destroy(&lp.done);
+    fsched_event_init(&lp.done, 1, 0);
+    fsched__lp_input(&lp.input, w); /* the first item here, the input queued */
+    fsched_event_wait(&lp.done);    /* runs (or suspends for) the rest */
+    fsched_event_destroy(&lp.done);
     fsched__free(&a, lp.st, n_stages * sizeof *lp.st, sizeof(void *));
     fsched__free(&a, lp.records, max_in_flight * sizeof *lp.records, sizeof(void *));
     return FSCHED_OK;

@@ -725,6 +725,7 @@ typedef struct dyn_ctx {
     uint32_t late_ran;   /* atomic: runs of the static task that waits for a child */
     uint32_t last_child_done; /* atomic */
     fsched_graph_task *late; /* a static task the spawner makes wait for its last child */
+    fsched_event edges_made; /* keeps `late` waiting until the spawner has added its edge */
 } dyn_ctx;
 
 typedef struct dyn_child {
@@ -770,6 +771,7 @@ static int dyn_spawner(fsched_graph_task *self, void *arg) {
     CHECK_RESULT(fsched_graph_precede(g, d->late, t), FSCHED_ERR_INVALID_ARGUMENT);
     /* a task that already runs (this one) cannot get predecessors */
     CHECK_RESULT(fsched_graph_precede(g, t, self), FSCHED_ERR_WRONG_STATE);
+    CHECK_OK(fsched_event_set(&d->edges_made));
     return 0;
 }
 
@@ -783,8 +785,13 @@ static int dyn_late(fsched_graph_task *self, void *arg) {
 
 static int dyn_gate(fsched_graph_task *self, void *arg) {
     (void)self;
-    (void)arg;
-    fsched_sleep_for(1 * MS); /* keeps `late` waiting while the spawner adds to it */
+    CHECK_OK(fsched_event_wait(&((dyn_ctx *)arg)->edges_made)); /* suspends this task */
+    return 0;
+}
+
+static int dyn_hold(fsched_graph_task *self, void *arg) {
+    (void)self;
+    CHECK_OK(fsched_event_wait((fsched_event *)arg));
     return 0;
 }
 
@@ -796,8 +803,9 @@ static void test_dynamic(void) {
     uint32_t run;
     memset(&d, 0, sizeof d);
     d.children = 200;
+    CHECK_OK(fsched_event_init(&d.edges_made, 0, 0));
     CHECK_OK(fsched_graph_add(g, dyn_spawner, &d, NULL, &spawner));
-    CHECK_OK(fsched_graph_add(g, dyn_gate, NULL, NULL, &gate));
+    CHECK_OK(fsched_graph_add(g, dyn_gate, &d, NULL, &gate));
     CHECK_OK(fsched_graph_add(g, dyn_late, &d, NULL, &d.late));
     CHECK_OK(fsched_graph_precede(g, gate, d.late));
     for (run = 1; run <= 5; run++) {
@@ -809,16 +817,18 @@ static void test_dynamic(void) {
         CHECK_EQ_U64(LOAD(&d.late_ran), run);
         CHECK_EQ_U64(LOAD(&d.order_bad), 0);
     }
-    /* adding from outside while it runs is refused */
-    CHECK_OK(fsched_graph_run(g, s));
+    /* adding from outside while it runs is refused: a task holds the run open */
     {
-        fsched_graph_task *t;
-        fsched_result r = fsched_graph_add(g, dyn_gate, NULL, NULL, &t);
-        CHECK(r == FSCHED_OK || r == FSCHED_ERR_WRONG_STATE);
-        if (r == FSCHED_OK) { /* the run had ended already: the task is a new built one */
-            CHECK_OK(fsched_graph_wait(g, NULL));
-            CHECK_EQ_U64(fsched_graph_task_count(g), 3 + d.children + 1);
-        }
+        fsched_event open;
+        fsched_graph_task *holder, *t;
+        CHECK_OK(fsched_event_init(&open, 0, 0));
+        CHECK_OK(fsched_graph_add(g, dyn_hold, &open, NULL, &holder));
+        CHECK_OK(fsched_graph_run(g, s));
+        CHECK_RESULT(fsched_graph_add(g, dyn_hold, &open, NULL, &t), FSCHED_ERR_WRONG_STATE);
+        CHECK_RESULT(fsched_graph_precede(g, holder, d.late), FSCHED_ERR_WRONG_STATE);
+        CHECK_OK(fsched_event_set(&open));
+        CHECK_OK(fsched_graph_wait(g, NULL));
+        CHECK_OK(fsched_event_destroy(&open));
     }
     CHECK_OK(fsched_graph_wait(g, NULL));
     CHECK_OK(fsched_graph_destroy(g));
