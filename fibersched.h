@@ -13,6 +13,9 @@
    - dependency graphs: tasks with predecessors, built once and run many times, results
      passed along, failures and cancellation propagated to dependents, worker sets,
      priorities and cost hints, tasks that add tasks while running, cycles refused;
+   - pipelines: nodes that advance data between hubs of a fixed number of envelopes, run
+     by a deterministic debugging scheduler (logged, single-stepped) or a parallel one,
+     with a report of starved nodes; and linear pipelines of serial and parallel stages;
    - fibers: cooperative threads with their own stacks, switched by a few instructions of
      assembly per architecture (fibersched_asm.h); usable on their own as coroutines;
    - stacks with guard pages, pooled for reuse, registered with AddressSanitizer,
