@@ -146,4 +146,37 @@ static inline void thread_join(test_thread t) {
 #endif
 #endif
 
+/* ---- random numbers and schedulers for the tests ---- */
+
+#include <stdint.h>
+
+/* splitmix64: a deterministic generator. */
+static inline uint64_t test_rng(uint64_t *state) {
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* A scheduler of `workers` workers. Without threads it is single-threaded, and the
+   calling thread binds to it so that its waits run the tasks. */
+static inline fsched_sched *test_sched_new(uint32_t workers) {
+    fsched_desc d;
+    fsched_sched *s;
+    memset(&d, 0, sizeof d);
+    d.workers = workers;
+    CHECK_OK(fsched_create(&d, &s));
+#if !TEST_THREADS
+    CHECK_OK(fsched_bind(s));
+#endif
+    return s;
+}
+
+static inline void test_sched_free(fsched_sched *s) {
+#if !TEST_THREADS
+    CHECK_OK(fsched_unbind());
+#endif
+    CHECK_OK(fsched_destroy(s));
+}
+
 #endif

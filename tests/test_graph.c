@@ -28,37 +28,12 @@
 #define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
 #define ADD(p, v) __atomic_add_fetch((p), (v), __ATOMIC_ACQ_REL)
 
-/* splitmix64 */
-static uint64_t rng_next(uint64_t *state) {
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
 
 static uint64_t mix(uint64_t x) {
     uint64_t state = x;
-    return rng_next(&state);
+    return test_rng(&state);
 }
 
-static fsched_sched *sched_new(uint32_t workers) {
-    fsched_desc d;
-    fsched_sched *s;
-    memset(&d, 0, sizeof d);
-    d.workers = workers;
-    CHECK_OK(fsched_create(&d, &s));
-#if !TEST_THREADS
-    CHECK_OK(fsched_bind(s));
-#endif
-    return s;
-}
-
-static void sched_free(fsched_sched *s) {
-#if !TEST_THREADS
-    CHECK_OK(fsched_unbind());
-#endif
-    CHECK_OK(fsched_destroy(s));
-}
 
 static fsched_graph *graph_new(fsched_graph_policy policy) {
     fsched_graph_desc d;
@@ -198,7 +173,7 @@ static void rgraph_build_mixed(rgraph *rg, uint32_t n, uint32_t edges, uint64_t 
     indeg = (uint32_t *)calloc(n, sizeof *indeg);
     CHECK(rg->nodes != NULL && rg->topo != NULL && indeg != NULL);
     for (i = 0; i < n; i++) { /* the hidden order: a random permutation */
-        uint32_t j = (uint32_t)(rng_next(&seed) % (i + 1));
+        uint32_t j = (uint32_t)(test_rng(&seed) % (i + 1));
         rank[i] = rank[j];
         rank[j] = i;
     }
@@ -213,8 +188,8 @@ static void rgraph_build_mixed(rgraph *rg, uint32_t n, uint32_t edges, uint64_t 
         CHECK_OK(fsched_graph_add(rg->g, node_body, &rg->nodes[i], &td, &rg->nodes[i].t));
     }
     for (tries = 0; added < edges && tries < edges * 4; tries++) {
-        uint32_t a = (uint32_t)(rng_next(&seed) % n), b = (uint32_t)(rng_next(&seed) % n);
-        int free_direction = rng_next(&seed) % free_one_in == 0, cycle;
+        uint32_t a = (uint32_t)(test_rng(&seed) % n), b = (uint32_t)(test_rng(&seed) % n);
+        int free_direction = test_rng(&seed) % free_one_in == 0, cycle;
         fsched_result r;
         if (!free_direction && rank[a] > rank[b]) {
             uint32_t x = a;
@@ -326,7 +301,7 @@ static void rgraph_run_and_check(rgraph *rg, fsched_sched *s) {
 }
 
 static void test_random_graphs(void) {
-    fsched_sched *s = sched_new(4);
+    fsched_sched *s = test_sched_new(4);
     uint32_t round;
     for (round = 0; round < 6; round++) {
         rgraph rg;
@@ -334,12 +309,12 @@ static void test_random_graphs(void) {
         uint64_t seed = 1000 + round;
         rgraph_build(&rg, n, n * 2, seed, FSCHED_GRAPH_SKIP_DEPENDENTS);
         for (i = 0; i < n; i++)
-            if (rng_next(&seed) % 50 == 0) rg.nodes[i].sleep_us = 50; /* a few block */
+            if (test_rng(&seed) % 50 == 0) rg.nodes[i].sleep_us = 50; /* a few block */
         rgraph_run_and_check(&rg, s);
         rgraph_run_and_check(&rg, s); /* run again, unchanged */
         for (k = 0; k < 3; k++) {     /* failures injected at random tasks */
             for (i = 0; i < n; i++) rg.nodes[i].fail_with = 0;
-            for (i = 0; i < 1 + k * 3; i++) rg.nodes[rng_next(&seed) % n].fail_with = 7 + (int)i;
+            for (i = 0; i < 1 + k * 3; i++) rg.nodes[test_rng(&seed) % n].fail_with = 7 + (int)i;
             rgraph_run_and_check(&rg, s);
         }
         for (i = 0; i < n; i++) rg.nodes[i].fail_with = 0;
@@ -355,13 +330,13 @@ static void test_random_graphs(void) {
         rgraph_run_and_check(&rg, s);
         rgraph_free(&rg);
     }
-    sched_free(s);
+    test_sched_free(s);
 }
 
 /* ---- results are released exactly once ---- */
 
 static void test_release(void) {
-    fsched_sched *s = sched_new(2);
+    fsched_sched *s = test_sched_new(2);
     rgraph rg;
     uint32_t i, with_succ = 0;
     rgraph_build(&rg, 200, 300, 77, FSCHED_GRAPH_SKIP_DEPENDENTS);
@@ -379,7 +354,7 @@ static void test_release(void) {
     CHECK_EQ_U64(LOAD(&released), rg.n + with_succ);
     rgraph_free(&rg); /* and the rest with the graph */
     CHECK_EQ_U64(LOAD(&released), 2 * rg.n);
-    sched_free(s);
+    test_sched_free(s);
 }
 
 /* ---- fail-fast and cancellation ---- */
@@ -455,11 +430,11 @@ static void stop_chain(fsched_sched *s, fsched_graph_policy policy, int cancel) 
 }
 
 static void test_fail_fast_and_cancel(void) {
-    fsched_sched *s = sched_new(2);
+    fsched_sched *s = test_sched_new(2);
     stop_chain(s, FSCHED_GRAPH_FAIL_FAST, 0);
     stop_chain(s, FSCHED_GRAPH_SKIP_DEPENDENTS, 1);
     stop_chain(s, FSCHED_GRAPH_FAIL_FAST, 1);
-    sched_free(s);
+    test_sched_free(s);
 }
 
 /* Cancelling while a random graph runs, from one of its tasks and from the outside:
@@ -499,10 +474,10 @@ static void cancel_midway(fsched_sched *s, int from_task) {
 }
 
 static void test_cancel_midway(void) {
-    fsched_sched *s = sched_new(3);
+    fsched_sched *s = test_sched_new(3);
     cancel_midway(s, 1);
     cancel_midway(s, 0);
-    sched_free(s);
+    test_sched_free(s);
 }
 
 static int count_body(fsched_graph_task *self, void *arg);
@@ -543,22 +518,22 @@ static void affinity_in_task(void *arg) {
     CHECK(ctx != NULL && t != NULL);
     for (i = 0; i < ar->n; i++) {
         fsched_graph_task_desc td;
-        uint32_t kind = (uint32_t)(rng_next(&seed) % 4);
+        uint32_t kind = (uint32_t)(test_rng(&seed) % 4);
         memset(&td, 0, sizeof td);
         ctx[i].caller_index = -1;
         if (kind == 1 && workers) {
-            td.workers = (rng_next(&seed) % ((1u << workers) - 1)) + 1; /* a nonempty set */
+            td.workers = (test_rng(&seed) % ((1u << workers) - 1)) + 1; /* a nonempty set */
             ctx[i].workers = td.workers;
         } else if (kind == 2) {
             td.on_caller = 1;
             ctx[i].caller_index = fsched_worker_index(); /* this task's thread */
         } else if (kind == 3) {
-            td.priority = (fsched_priority)(rng_next(&seed) % 4);
+            td.priority = (fsched_priority)(test_rng(&seed) % 4);
         }
         CHECK_OK(fsched_graph_add(g, placed_body, &ctx[i], &td, &t[i]));
         if (i) { /* a random edge or two to an earlier task */
-            CHECK_OK(fsched_graph_precede(g, t[rng_next(&seed) % i], t[i]));
-            CHECK_OK(fsched_graph_precede(g, t[rng_next(&seed) % i], t[i]));
+            CHECK_OK(fsched_graph_precede(g, t[test_rng(&seed) % i], t[i]));
+            CHECK_OK(fsched_graph_precede(g, t[test_rng(&seed) % i], t[i]));
         }
     }
     for (round = 1; round <= 3; round++) {
@@ -572,7 +547,7 @@ static void affinity_in_task(void *arg) {
 }
 
 static void test_affinity(void) {
-    fsched_sched *s = sched_new(4);
+    fsched_sched *s = test_sched_new(4);
     affinity_run ar;
     fsched_wait_group wg;
     ar.s = s;
@@ -590,7 +565,7 @@ static void test_affinity(void) {
 #if TEST_THREADS
     CHECK_OK(fsched_unbind());
 #endif
-    sched_free(s);
+    test_sched_free(s);
 }
 
 /* One worker: the successors a task makes ready start by priority level, and sources
@@ -614,7 +589,7 @@ static int order_body(fsched_graph_task *self, void *arg) {
 }
 
 static void test_priorities_and_costs(void) {
-    fsched_sched *s = sched_new(1);
+    fsched_sched *s = test_sched_new(1);
     fsched_graph *g = graph_new(FSCHED_GRAPH_SKIP_DEPENDENTS);
     fsched_graph_task *root, *t;
     order_log log;
@@ -628,7 +603,7 @@ static void test_priorities_and_costs(void) {
     for (i = 0; i < 40; i++) {
         fsched_graph_task_desc td;
         memset(&td, 0, sizeof td);
-        td.priority = (fsched_priority)(1 + rng_next(&seed) % 3); /* LOW, NORMAL, HIGH */
+        td.priority = (fsched_priority)(1 + test_rng(&seed) % 3); /* LOW, NORMAL, HIGH */
         items[i].log = &log;
         items[i].key = (int)td.priority;
         CHECK_OK(fsched_graph_add(g, order_body, &items[i], &td, &t));
@@ -683,14 +658,14 @@ static void test_priorities_and_costs(void) {
     CHECK(log.n == 7 && log.entries[0] == 100);
     for (i = 1; i < 7; i++) CHECK(log.entries[i] == 7 - (int)i);
     CHECK_OK(fsched_graph_destroy(g));
-    sched_free(s);
+    test_sched_free(s);
 }
 
 /* A task for the caller's thread that becomes ready after the thread unbound cannot be
    queued: it fails, and the run says why. */
 static void test_caller_gone(void) {
 #if TEST_THREADS
-    fsched_sched *s = sched_new(2);
+    fsched_sched *s = test_sched_new(2);
     fsched_graph *g = graph_new(FSCHED_GRAPH_SKIP_DEPENDENTS);
     fsched_graph_task *slow, *mine, *after;
     fsched_graph_task_desc td;
@@ -712,7 +687,7 @@ static void test_caller_gone(void) {
     CHECK(o.failed == mine && o.status == 0 && o.failed_count == 1 && o.skipped == 1);
     CHECK(fsched_graph_task_state(mine) == FSCHED_TASK_FAILED && LOAD(&count) == 0);
     CHECK_OK(fsched_graph_destroy(g));
-    sched_free(s);
+    test_sched_free(s);
 #endif
 }
 
@@ -796,7 +771,7 @@ static int dyn_hold(fsched_graph_task *self, void *arg) {
 }
 
 static void test_dynamic(void) {
-    fsched_sched *s = sched_new(3);
+    fsched_sched *s = test_sched_new(3);
     fsched_graph *g = graph_new(FSCHED_GRAPH_SKIP_DEPENDENTS);
     fsched_graph_task *spawner, *gate;
     dyn_ctx d;
@@ -832,7 +807,7 @@ static void test_dynamic(void) {
     }
     CHECK_OK(fsched_graph_wait(g, NULL));
     CHECK_OK(fsched_graph_destroy(g));
-    sched_free(s);
+    test_sched_free(s);
 }
 
 /* ---- composition, several graphs at once, waiting, DOT ---- */
@@ -844,7 +819,7 @@ static int count_body(fsched_graph_task *self, void *arg) {
 }
 
 static void test_composition(void) {
-    fsched_sched *s = sched_new(2);
+    fsched_sched *s = test_sched_new(2);
     fsched_graph *inner = graph_new(FSCHED_GRAPH_SKIP_DEPENDENTS);
     fsched_graph *outer = graph_new(FSCHED_GRAPH_SKIP_DEPENDENTS);
     fsched_graph_task *a, *b, *sub, *c, *bad;
@@ -873,7 +848,7 @@ static void test_composition(void) {
     CHECK(o.failed == bad && o.status == 9);
     CHECK_OK(fsched_graph_destroy(outer));
     CHECK_OK(fsched_graph_destroy(inner));
-    sched_free(s);
+    test_sched_free(s);
 }
 
 #if TEST_THREADS
@@ -894,7 +869,7 @@ static void concurrent_thread(void *p) {
 
 static void test_concurrent_graphs(void) {
 #if TEST_THREADS
-    fsched_sched *s = sched_new(3);
+    fsched_sched *s = test_sched_new(3);
     concurrent_arg args[4];
     test_thread th[4];
     int i;
@@ -904,7 +879,7 @@ static void test_concurrent_graphs(void) {
         th[i] = thread_run(concurrent_thread, &args[i]);
     }
     for (i = 0; i < 4; i++) thread_join(th[i]);
-    sched_free(s);
+    test_sched_free(s);
 #endif
 }
 
@@ -924,7 +899,7 @@ static void dot_collect(const char *text, size_t len, void *user) {
 }
 
 static void test_wait_and_dot(void) {
-    fsched_sched *s = sched_new(2);
+    fsched_sched *s = test_sched_new(2);
     fsched_graph *g = graph_new(FSCHED_GRAPH_SKIP_DEPENDENTS);
     fsched_graph_task *a, *b;
     fsched_graph_task_desc td;
@@ -954,7 +929,7 @@ static void test_wait_and_dot(void) {
     CHECK(fsched_graph_task_status(b) == 3 && fsched_graph_task_status(a) == 0);
     CHECK(strcmp(fsched_graph_task_name(b), "b") == 0);
     CHECK_OK(fsched_graph_destroy(g));
-    sched_free(s);
+    test_sched_free(s);
 }
 
 /* Every waiter learns the outcome: plain threads and tasks wait on one run at once. */
@@ -973,7 +948,7 @@ static void waiter(void *p) {
 }
 
 static void test_many_waiters(void) {
-    fsched_sched *s = sched_new(2);
+    fsched_sched *s = test_sched_new(2);
     fsched_graph *g = graph_new(FSCHED_GRAPH_SKIP_DEPENDENTS);
     fsched_graph_task *a, *b;
     fsched_wait_group wg;
@@ -1005,13 +980,13 @@ static void test_many_waiters(void) {
 #endif
     CHECK_OK(fsched_wait_group_destroy(&wg));
     CHECK_OK(fsched_graph_destroy(g));
-    sched_free(s);
+    test_sched_free(s);
 }
 
 /* fsched_destroy lets a running graph finish first. */
 static void test_destroy_waits_for_run(void) {
 #if TEST_THREADS
-    fsched_sched *s = sched_new(2);
+    fsched_sched *s = test_sched_new(2);
     fsched_graph *g = graph_new(FSCHED_GRAPH_SKIP_DEPENDENTS);
     fsched_graph_task *prev = NULL, *t;
     uint32_t count = 0, i;
@@ -1046,7 +1021,7 @@ static int waits_for_own_graph(fsched_graph_task *self, void *arg) {
 }
 
 static void test_bad_input(void) {
-    fsched_sched *s = sched_new(2);
+    fsched_sched *s = test_sched_new(2);
     fsched_graph *g = graph_new(FSCHED_GRAPH_SKIP_DEPENDENTS), *other;
     fsched_graph_task *a, *b, *x;
     fsched_graph_task_desc td;
@@ -1106,7 +1081,7 @@ static void test_bad_input(void) {
     CHECK_OK(fsched_graph_destroy(other));
     CHECK_OK(fsched_graph_destroy(g));
     CHECK_OK(fsched_graph_destroy(NULL));
-    sched_free(s);
+    test_sched_free(s);
 }
 
 /* ---- failing allocations: every step fails once, and nothing leaks or breaks ---- */
@@ -1147,7 +1122,7 @@ static void fa_free(void *p, size_t size, size_t align, void *user) {
 }
 
 static void test_out_of_memory(void) {
-    fsched_sched *s = sched_new(2);
+    fsched_sched *s = test_sched_new(2);
     long step;
     for (step = 0; step < 400; step++) {
         failing_alloc fa;
@@ -1199,7 +1174,7 @@ static void test_out_of_memory(void) {
         if (!hit && r == FSCHED_OK) break; /* every allocation has had its turn */
     }
     CHECK(step < 400);
-    sched_free(s);
+    test_sched_free(s);
 }
 
 int main(void) {

@@ -26,24 +26,6 @@
 #define ADD(p, v) __atomic_add_fetch((p), (v), __ATOMIC_ACQ_REL)
 #define SUB(p, v) __atomic_sub_fetch((p), (v), __ATOMIC_ACQ_REL)
 
-static fsched_sched *sched_new(uint32_t workers) {
-    fsched_desc d;
-    fsched_sched *s;
-    memset(&d, 0, sizeof d);
-    d.workers = workers;
-    CHECK_OK(fsched_create(&d, &s));
-#if !TEST_THREADS
-    CHECK_OK(fsched_bind(s));
-#endif
-    return s;
-}
-
-static void sched_free(fsched_sched *s) {
-#if !TEST_THREADS
-    CHECK_OK(fsched_unbind());
-#endif
-    CHECK_OK(fsched_destroy(s));
-}
 
 static fsched_hub *hub_new(const char *name, uint32_t envelopes, size_t capacity) {
     fsched_hub_desc d;
@@ -936,7 +918,7 @@ static void test_linear_bad_input(fsched_sched *s) {
 int main(void) {
     fsched_sched *s;
     test_watchdog(900);
-    s = sched_new(3);
+    s = test_sched_new(3);
     test_bad_input(s);
     test_debug_log(s);
     test_stepping(s);
@@ -946,7 +928,7 @@ int main(void) {
     test_starved(s);
     test_linear(s);
     test_linear_bad_input(s);
-    sched_free(s);
+    test_sched_free(s);
     printf("test_pipeline: ok\n");
     return 0;
 }

@@ -38,12 +38,7 @@ static int scaled(int n) {
 #define ADD(p, v) __atomic_add_fetch((p), (v), __ATOMIC_ACQ_REL)
 
 /* splitmix64: a deterministic generator per task. */
-static uint32_t rng_next(uint64_t *state) {
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return (uint32_t)((z ^ (z >> 31)) >> 32);
-}
+static uint32_t rng_next(uint64_t *state) { return (uint32_t)(test_rng(state) >> 32); }
 
 /* A timed wait that began at `start` ended neither before `timeout` nor very late. */
 #define CHECK_ELAPSED(start, timeout)                                                     \
