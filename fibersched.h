@@ -169,8 +169,10 @@
    other threads are bound. Synchronisation objects may be shared by tasks of any
    scheduler and by plain threads. fsched_fiber_switch() and fsched_fiber_current() act
    on the calling thread; a fiber may be switched to from any thread while it is
-   suspended, but by one thread at a time. Stack pools are thread-safe. Each function
-   says more where it is declared.
+   suspended, but by one thread at a time. Stack pools are thread-safe. Graphs are built
+   from any thread and run, waited for and cancelled from any thread; pipelines are
+   built from one thread at a time and run from one (their sections say more). Each
+   function says more where it is declared.
 */
 
 /* The implementation needs POSIX and BSD declarations (mmap flags, sigaltstack,
