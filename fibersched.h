@@ -5438,10 +5438,10 @@ struct fsched_graph_task {
     fsched__placed placed;      /* the job, its level and allowed slots; must be first */
     uint64_t pending;           /* atomic: predecessors not completed, plus holds (above) */
     uint64_t state;             /* atomic: (run, fsched_task_state) */
-    fsched__glive *dyn_live;    /* atomic: successors a running task added (above) */
     uint32_t upstream;          /* atomic: FSCHED__UPSTREAM_*; 0 between runs */
     uint32_t users;             /* atomic: successors that will still read the result */
     /* what a run touches for every task */
+    fsched__glive *dyn_live;    /* atomic: successors a running task added (above) */
     fsched_graph *graph;
     fsched_graph_fn fn;
     void *arg;
@@ -5515,6 +5515,7 @@ struct fsched_graph {
     fsched_graph_task *first_failed; /* atomic: set once per run */
     uint32_t n_failed, n_skipped, n_cancelled; /* atomic: tasks that did not finish */
     fsched_event done;          /* manual reset: the run has ended */
+    fsched__job starter;        /* queues the sources of a run begun outside the scheduler */
     FSCHED__ALIGN_LINE uint64_t remaining; /* atomic: tasks of the run not completed, + holds */
 };
 
@@ -6178,28 +6179,6 @@ static void fsched__graph_queue_batch(fsched_graph_task **batch, size_t n, fsche
     for (i = n; i-- > 0;) fsched__graph_queue(batch[i], w, local);
 }
 
-/* From outside the scheduler: queues ready tasks best first, those any slot may run as
-   one batch of the injector (one lock, one wake-up), the others one by one. */
-static void fsched__graph_inject_batch(fsched_graph *g, fsched_graph_task **batch, size_t n,
-                                       fsched_graph_task **local) {
-    fsched__job *jobs[FSCHED__GRAPH_READY_BATCH];
-    uint32_t run = FSCHED__LOAD(&g->run, FSCHED__RELAXED);
-    size_t i, k = 0;
-    fsched__graph_sort_ready(batch, n);
-    for (i = 0; i < n; i++) {
-        if (batch[i]->placed.slot >= 0 || batch[i]->placed.workers) {
-            fsched__graph_queue(batch[i], NULL, local);
-        } else {
-            FSCHED__STORE(&batch[i]->state, FSCHED__GRAPH_STATE(run, FSCHED_TASK_READY),
-                          FSCHED__RELAXED);
-            jobs[k++] = &batch[i]->placed.job;
-        }
-    }
-    if (!k) return;
-    fsched__injector_push(&g->sched->injector, jobs, k);
-    fsched__new_jobs(g->sched, (uint32_t)k);
-}
-
 /* The end of a run. Storing `running` is the last touch of g: a waiter returns only
    once it sees it (see fsched_graph_wait). The run counts as one task for
    fsched_destroy's quiescence test, completed here. */
@@ -6408,12 +6387,48 @@ static fsched_result fsched__external_begin(fsched_sched *s, const char *what) {
     return FSCHED_OK;
 }
 
+/* Queues the run's sources on w's deque, in batches as in fsched__graph_complete. Under
+   the graph's lock (tasks that run meanwhile may add tasks). */
+static void fsched__graph_queue_sources(fsched_graph *g, fsched__worker *w,
+                                        fsched_graph_task **local) {
+    fsched_graph_task *batch[FSCHED__GRAPH_READY_BATCH];
+    uint32_t i, n = 0;
+    for (i = 0; i < g->sources.n; i++) {
+        batch[n++] = g->sources.v[i];
+        if (n < FSCHED__GRAPH_READY_BATCH && i + 1 < g->sources.n) continue;
+        fsched__graph_queue_batch(batch, n, w, local);
+        n = 0;
+    }
+}
+
+/* Completes the tasks that could not be queued (as failed), then ends the hold of the
+   call that started the run: the run may end here. */
+static void fsched__graph_started(fsched_graph *g, fsched__worker *w, fsched_graph_task *local) {
+    while (local) {
+        fsched_graph_task *t = local;
+        local = t->local_next;
+        t->local_next = NULL;
+        fsched__graph_process_list(t, w);
+    }
+    fsched__graph_count_done(g, w, 1);
+}
+
+/* A run begun outside the scheduler starts on a worker: one job through the injector,
+   and the sources go to that worker's deque, from where the others take them. */
+static void fsched__graph_starter(fsched__job *job, fsched__worker *w) {
+    fsched_graph *g = (fsched_graph *)((char *)job - offsetof(fsched_graph, starter));
+    fsched_graph_task *local = NULL;
+    fsched__mutex_lock(&g->lock);
+    fsched__graph_queue_sources(g, w, &local);
+    fsched__mutex_unlock(&g->lock);
+    fsched__graph_started(g, w, local);
+}
+
 FIBERSCHED_API fsched_result fsched_graph_run(fsched_graph *g, fsched_sched *s) {
     fsched__worker *w = fsched__tls_thread.worker;
     fsched_graph_task *local = NULL;
-    fsched_graph_task *batch[FSCHED__GRAPH_READY_BATCH];
     fsched_result r;
-    uint32_t i, n = 0;
+    uint32_t i;
     if ((r = fsched__graph_check(g, "fsched_graph_run")) != FSCHED_OK) return r;
     if (!s || s->magic != FSCHED__SCHED_LIVE)
         return FSCHED__MISUSE(&g->logger, FSCHED_ERR_INVALID_ARGUMENT,
@@ -6463,26 +6478,18 @@ FIBERSCHED_API fsched_result fsched_graph_run(fsched_graph *g, fsched_sched *s) 
        armed for this run when it was built or when it completed in the last run) */
     FSCHED__STORE(&g->run, g->run + 1, FSCHED__RELEASE);
     FSCHED__STORE(&g->running, 1u, FSCHED__RELEASE);
-    /* the sources, in batches: from a slot as in fsched__graph_complete, from outside
-       best first (the injector is a queue) */
-    for (i = 0; i < g->sources.n; i++) {
-        batch[n++] = g->sources.v[i];
-        if (n < FSCHED__GRAPH_READY_BATCH && i + 1 < g->sources.n) continue;
-        if (w) fsched__graph_queue_batch(batch, n, w, &local);
-        else fsched__graph_inject_batch(g, batch, n, &local);
-        n = 0;
+    if (w) {
+        fsched__graph_queue_sources(g, w, &local);
+    } else { /* this call's hold goes to the starter */
+        fsched__job *job = &g->starter;
+        job->execute = fsched__graph_starter;
+        fsched__injector_push(&s->injector, &job, 1);
+        fsched__new_jobs(s, 1);
     }
 unlock:
     fsched__mutex_unlock(&g->lock);
     if (r != FSCHED_OK) return r;
-    /* tasks that could not be queued complete here, as failed */
-    while (local) {
-        fsched_graph_task *t = local;
-        local = t->local_next;
-        t->local_next = NULL;
-        fsched__graph_process_list(t, w);
-    }
-    fsched__graph_count_done(g, w, 1); /* this call's hold */
+    if (w) fsched__graph_started(g, w, local);
     return FSCHED_OK;
 }
 
