@@ -13,8 +13,14 @@
    body function, bench_graph_task, with the task's index. Candidates, side by side:
 
    fibersched   fsched_graph_add per task, fsched_graph_precede per edge; a run is
-                fsched_graph_run + fsched_graph_wait from the main thread, which is not
-                part of the scheduler (created once per process with `workers` workers)
+                fsched_graph_run + fsched_graph_wait from the main thread, in two ways:
+                bound   the main thread bound to a scheduler of `workers` - 1 worker
+                        threads (fsched_bind), so that it runs tasks while it waits: the
+                        same threads and the same model as oneTBB below (the target)
+                outside the main thread outside a scheduler of `workers` worker
+                        threads: it queues the run and blocks, and a sleeping worker
+                        first has to wake up
+                both schedulers are created once per process
    oneTBB       tbb::flow::graph, a continue_node<continue_msg> per task, make_edge per
                 edge; a run is try_put to each source + wait_for_all, inside a task_arena
                 of `workers` threads (bench_graph_tbb.cpp), when available; the main
@@ -215,7 +221,8 @@ typedef struct graph_candidate {
     double build_median, run_median;
 } graph_candidate;
 
-static fsched_sched *sched;
+static fsched_sched *sched;       /* `workers` worker threads; the main thread outside */
+static fsched_sched *sched_bound; /* `workers` - 1 worker threads and the main thread */
 static int workers;
 
 static int fs_task(fsched_graph_task *self, void *index) {
@@ -253,6 +260,22 @@ static void fs_run(void *graph) {
     if (r != FSCHED_OK || outcome.finished != cur.shape->tasks)
         bench_fail("fsched_graph_wait: %s, %zu of %u tasks finished", fsched_result_string(r),
                    outcome.finished, cur.shape->tasks);
+}
+
+/* The same run with the main thread bound to sched_bound for its duration. */
+static void fs_run_bound(void *graph) {
+    fsched_graph *g = (fsched_graph *)graph;
+    fsched_graph_outcome outcome;
+    fsched_result r = fsched_bind(sched_bound);
+    if (r != FSCHED_OK) bench_fail("fsched_bind: %s", fsched_result_string(r));
+    if ((r = fsched_graph_run(g, sched_bound)) != FSCHED_OK)
+        bench_fail("fsched_graph_run: %s", fsched_result_string(r));
+    r = fsched_graph_wait(g, &outcome);
+    if (r != FSCHED_OK || outcome.finished != cur.shape->tasks)
+        bench_fail("fsched_graph_wait: %s, %zu of %u tasks finished", fsched_result_string(r),
+                   outcome.finished, cur.shape->tasks);
+    if ((r = fsched_unbind()) != FSCHED_OK)
+        bench_fail("fsched_unbind: %s", fsched_result_string(r));
 }
 
 static void fs_destroy(void *graph) {
@@ -326,7 +349,7 @@ int main(int argc, char **argv) {
     uint32_t sizes[4];
     target_line targets[MAX_RESULTS];
     int n_targets = 0, kind, body, i, r, nc;
-    graph_candidate c[2];
+    graph_candidate c[3];
     fsched_desc d;
     fsched_result res;
     char b1[16], b2[16];
@@ -342,6 +365,10 @@ int main(int argc, char **argv) {
     memset(&d, 0, sizeof d);
     d.workers = (uint32_t)workers;
     res = fsched_create(&d, &sched);
+    if (res != FSCHED_OK) bench_fail("fsched_create: %s", fsched_result_string(res));
+    d.workers = (uint32_t)workers - 1;
+    d.single_threaded = workers == 1; /* the main thread alone */
+    res = fsched_create(&d, &sched_bound);
     if (res != FSCHED_OK) bench_fail("fsched_create: %s", fsched_result_string(res));
     printf("dependency graphs: %d worker(s) for every candidate; build: median of %d "
            "repetitions; run: median of %d runs (%d per repetition, after a warm-up run)\n\n",
@@ -359,7 +386,11 @@ int main(int argc, char **argv) {
             serial = serial_bodies();
             memset(c, 0, sizeof c);
             nc = 0;
-            c[nc].name = "fibersched: fsched_graph";
+            c[nc].name = "fibersched: bound main thread";
+            c[nc].build = fs_build;
+            c[nc].run = fs_run_bound;
+            c[nc++].destroy = fs_destroy;
+            c[nc].name = "fibersched: main thread outside";
             c[nc].build = fs_build;
             c[nc].run = fs_run;
             c[nc++].destroy = fs_destroy;
@@ -398,7 +429,7 @@ int main(int argc, char **argv) {
             targets[n_targets].shape = shape.name;
             targets[n_targets].body = body ? "small" : "empty";
             targets[n_targets].fs_run = c[0].run_median;
-            targets[n_targets++].tbb_run = nc > 1 ? c[1].run_median : 0;
+            targets[n_targets++].tbb_run = nc > 2 ? c[2].run_median : 0;
         }
         free(cur.slots);
         shape_free(&shape);
@@ -407,13 +438,14 @@ int main(int argc, char **argv) {
     bench_quick_note(quick);
     for (i = 0; i < n_targets; i++) {
         char what[96];
-        snprintf(what, sizeof what, "fibersched run / oneTBB run, %s, %s", targets[i].shape,
-                 targets[i].body);
+        snprintf(what, sizeof what, "fibersched (bound main thread) run / oneTBB run, %s, %s",
+                 targets[i].shape, targets[i].body);
         if (targets[i].tbb_run > 0)
             bench_target(what, targets[i].fs_run / targets[i].tbb_run, "<=", 1, "x");
         else
             printf("target: %s: not measured (oneTBB not available)\n", what);
     }
     fsched_destroy(sched);
+    fsched_destroy(sched_bound);
     return 0;
 }
