@@ -18,6 +18,8 @@
      with a report of starved nodes; and linear pipelines of serial and parallel stages;
    - fibers: cooperative threads with their own stacks, switched by a few instructions of
      assembly per architecture (fibersched_asm.h); usable on their own as coroutines;
+   - an optional trace (FIBERSCHED_TRACE): tasks, graph tasks, pipeline advances, blocked
+     fibers, sleeps and steals per worker, written as Chrome trace-event JSON for Perfetto;
    - stacks with guard pages, pooled for reuse, registered with AddressSanitizer,
      ThreadSanitizer and Valgrind, with an optional handler that reports a fiber stack
      overflow by name instead of a bare segmentation fault;
@@ -117,6 +119,11 @@
                                    fibersched_asm.h)
    FIBERSCHED_VALGRIND             1/0 forces the Valgrind stack registration on or off
                                    (default: on when <valgrind/valgrind.h> is available)
+   FIBERSCHED_TRACE                1 records what every scheduler slot runs, for
+                                   fsched_trace_write_json (default 0: no code at all)
+   FIBERSCHED_TRACE_EVENTS         events each slot keeps when the desc says 0;
+                                   default 32768 (64 bytes each, touched when the
+                                   scheduler is created)
 
    PLATFORMS
 
@@ -378,6 +385,9 @@ typedef struct fsched_desc {
     void *clock_user;
     fsched_allocator allocator;
     fsched_logger logger;
+    uint32_t trace_events;      /* FIBERSCHED_TRACE builds: events each slot keeps (the
+                                   first ones; later ones are counted as dropped);
+                                   0: FIBERSCHED_TRACE_EVENTS */
 } fsched_desc;
 
 /* Creates a scheduler and starts its workers. desc may be NULL (all defaults).
@@ -954,6 +964,31 @@ FIBERSCHED_API fsched_result fsched_parallel_pipeline(size_t max_in_flight,
                                                       const fsched_stage *stages,
                                                       size_t n_stages);
 
+/* ---- tracing ----------------------------------------------------------------------
+   Built with FIBERSCHED_TRACE=1 in the implementation's translation unit, every slot of
+   a scheduler (worker thread, bound thread, the thread in fsched_destroy) records, with
+   the scheduler's clock: each detached task, stolen join half, graph task (by name),
+   pipeline advance (by node label) and linear-pipeline stage it runs; each time one of
+   its fibers is blocked; each sleep; each steal. A slot keeps its first trace_events
+   events (see fsched_desc) and counts the rest as dropped; recording takes no lock. In
+   the output a slot is a process ("worker 0", "bound slot 2", "fsched_destroy") and each
+   of its fibers a thread, so that the spans of a track always nest. Without
+   FIBERSCHED_TRACE these calls return FSCHED_ERR_UNSUPPORTED. */
+
+/* Writes the events recorded so far as Chrome trace-event JSON (for Perfetto or
+   chrome://tracing) through write, in pieces. Any thread, also while tasks run (events
+   recorded meanwhile may be left out), but not after fsched_destroy.
+   FSCHED_ERR_INVALID_ARGUMENT for a NULL or destroyed scheduler or a NULL write. */
+FIBERSCHED_API fsched_result fsched_trace_write_json(fsched_sched *s,
+                                                     void (*write)(const char *text,
+                                                                   size_t len, void *user),
+                                                     void *user);
+
+/* Events recorded so far, and events dropped because a slot's buffer was full (either
+   pointer may be NULL). Any thread. */
+FIBERSCHED_API fsched_result fsched_trace_count(const fsched_sched *s, uint64_t *recorded,
+                                                uint64_t *dropped);
+
 #ifdef __cplusplus
 }
 #endif
@@ -1025,6 +1060,39 @@ FIBERSCHED_API fsched_result fsched_parallel_pipeline(size_t max_in_flight,
 #endif
 #if !defined(FIBERSCHED_VALGRIND)
 #define FIBERSCHED_VALGRIND 0
+#endif
+
+/* The trace layer, at the end of the file, is called from every layer through
+   FSCHED__TRACE(statements), which compiles to nothing unless FIBERSCHED_TRACE is 1. */
+#if !defined(FIBERSCHED_TRACE)
+#define FIBERSCHED_TRACE 0
+#endif
+#if !defined(FIBERSCHED_TRACE_EVENTS)
+#define FIBERSCHED_TRACE_EVENTS 32768u
+#endif
+#if FIBERSCHED_TRACE
+#define FSCHED__TRACE(...) __VA_ARGS__
+/* What a span or instant records: the export names each kind and its argument. */
+typedef enum fsched__trace_kind {
+    FSCHED__TRACE_TASK,       /* a detached task; arg: its function */
+    FSCHED__TRACE_JOIN,       /* the half of a join another worker took; arg: its function */
+    FSCHED__TRACE_GRAPH_TASK, /* name: the task's; arg: the status it returned */
+    FSCHED__TRACE_ADVANCE,    /* a pipeline node's advance; name: the node's label */
+    FSCHED__TRACE_STAGE,      /* a linear pipeline's stage; arg: its index */
+    FSCHED__TRACE_BLOCKED,    /* the fiber waited (suspended) */
+    FSCHED__TRACE_SLEEP,      /* the worker slept */
+    FSCHED__TRACE_STEAL       /* an instant: a job taken from another slot; arg: its index */
+} fsched__trace_kind;
+#define FSCHED__TRACE_INSTANT UINT64_MAX /* a `begin` that means "now, no duration" */
+static uint64_t fsched__trace_now(void);
+static void fsched__trace_record(fsched__trace_kind kind, uint64_t begin, const char *name,
+                                 uint64_t arg);
+struct fsched__trace_buffer;
+static struct fsched__trace_buffer *fsched__trace_buffer_new(const fsched_allocator *a,
+                                                              uint32_t capacity);
+static void fsched__trace_buffer_free(const fsched_allocator *a, struct fsched__trace_buffer *b);
+#else
+#define FSCHED__TRACE(...)
 #endif
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -1769,6 +1837,9 @@ struct fsched_fiber {
     fsched_fiber *link;     /* ready queue, inbox or idle pool */
     uint32_t ready_taken;   /* taken from the ready queue for a switch not yet made */
     void *graph_task;       /* the graph task whose function runs on this fiber */
+#if FIBERSCHED_TRACE
+    uint32_t trace_id;      /* its track in the trace of the slot that runs it; 0: none yet */
+#endif
 };
 
 struct fsched_stack_pool {
@@ -2262,6 +2333,7 @@ static fsched_result fsched__fiber_prepare(fsched_fiber *f, void (*entry)(void *
         memcpy(f->name, name, n);
     }
     f->name[n] = 0;
+    FSCHED__TRACE(f->trace_id = 0;)
     r = fsched__ctx_init(f, entry);
     if (r != FSCHED_OK) return r;
 #if defined(FSCHED__TSAN)
@@ -3050,6 +3122,9 @@ typedef struct fsched__worker {
 #if !defined(FIBERSCHED_NO_THREADS)
     fsched__os_thread os_thread;
 #endif
+#if FIBERSCHED_TRACE
+    struct fsched__trace_buffer *trace; /* written by the slot's thread alone */
+#endif
 } fsched__worker;
 
 #define FSCHED__SCHED_LIVE 0x46534348u /* "FSCH" */
@@ -3074,6 +3149,10 @@ struct fsched_sched {
     fsched__worker *drainer;               /* the slot of the thread in fsched_destroy */
     uint64_t external_spawned;             /* tasks spawned from outside the slots */
     uint64_t external_cancelled;           /* of those, refused after closing began */
+#if FIBERSCHED_TRACE
+    uint64_t trace_origin;                 /* the clock when the scheduler was created */
+    uint32_t trace_events;                 /* per slot */
+#endif
 };
 
 #define FSCHED__IDLE_FIBERS_MAX 16u
@@ -3248,10 +3327,12 @@ static void fsched__loop_main(void *pass) {
    with a ready fiber or, failing that, an idle one. `next` was taken by the caller
    (fsched__suspend_prepare), before it published the fiber as waiting. */
 static void fsched__suspend(fsched__worker *w, fsched_fiber *next) {
+    FSCHED__TRACE(uint64_t trace_begin = fsched__trace_now();)
     next->ready_taken = 0;
     w->blocked++;
     fsched__switch_to(w, next);
     w->blocked--;
+    FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_BLOCKED, trace_begin, NULL, 0);)
 }
 
 /* Owner: the fiber to switch to when the running one blocks, or NULL when no fiber can be
@@ -3443,7 +3524,10 @@ static void fsched__wait_group_finish(fsched_wait_group *wg);
 static void fsched__task_execute(fsched__job *job, fsched__worker *w) {
     fsched__task *t = (fsched__task *)job;
     fsched_wait_group *wg = t->wait_group;
+    FSCHED__TRACE(uint64_t trace_begin = fsched__trace_now();)
     t->fn(t->arg);
+    FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_TASK, trace_begin, NULL,
+                                       (uint64_t)(uintptr_t)t->fn);)
     /* the task may have suspended: it resumes on the same worker, so w still holds */
     fsched__task_free(w->sched, w, t);
     if (wg) fsched__wait_group_finish(wg);
@@ -3655,6 +3739,8 @@ static fsched__job *fsched__steal(fsched__worker *w) {
         fsched__job *job;
         if (v == w || (v->bound && !FSCHED__LOAD(&v->in_use, FSCHED__RELAXED))) continue;
         if ((job = fsched__steal_one(w, v))) {
+            FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_STEAL, FSCHED__TRACE_INSTANT, NULL,
+                                               v->index);)
             if (fsched__wants_workers(s)) fsched__new_jobs(s, 1);
             return job;
         }
@@ -3763,7 +3849,11 @@ static void fsched__sleep(fsched__worker *w, fsched__idle *idle) {
             fsched__deadlock(w); /* nothing can ever wake this only thread */
         } else
 #endif
-        fsched__park(&w->parker, deadline);
+        {
+            FSCHED__TRACE(uint64_t trace_begin = fsched__trace_now();)
+            fsched__park(&w->parker, deadline);
+            FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_SLEEP, trace_begin, NULL, 0);)
+        }
         expected = FSCHED__LATCH_SLEEPING;
         FSCHED__CAS(&w->latch, &expected, FSCHED__LATCH_UNSET, FSCHED__RELAXED, FSCHED__RELAXED);
     } else {
@@ -3877,11 +3967,14 @@ static void fsched__worker_main(void *arg) {
     t->worker = w;
     w->thread = t;
     w->root = t->current;
+    FSCHED__TRACE(w->root->trace_id = 0;) /* a track of this slot's own numbering */
     fsched__schedule(w, NULL);
     fsched__release_fibers(w);
     t->worker = NULL;
 }
 #endif
+
+static void fsched__slot_free(fsched_sched *s, fsched__worker *w);
 
 static fsched__worker *fsched__slot_new(fsched_sched *s, uint32_t index, int bound) {
     fsched__worker *w = (fsched__worker *)fsched__alloc(&s->allocator, sizeof *w, FSCHED__CACHE_LINE);
@@ -3896,6 +3989,13 @@ static fsched__worker *fsched__slot_new(fsched_sched *s, uint32_t index, int bou
     w->bound = (uint32_t)bound;
     w->rng = 0x9e3779b97f4a7c15ull * (index + 1);
     fsched__parker_init(&w->parker);
+#if FIBERSCHED_TRACE
+    w->trace = fsched__trace_buffer_new(&s->allocator, s->trace_events);
+    if (!w->trace) {
+        fsched__slot_free(s, w);
+        return NULL;
+    }
+#endif
     return w;
 }
 
@@ -3911,6 +4011,7 @@ static void fsched__slot_free(fsched_sched *s, fsched__worker *w) {
     fsched__cl_destroy(&w->low);
     fsched__affine_destroy(&w->affine);
     fsched__parker_destroy(&w->parker);
+    FSCHED__TRACE(if (w->trace) fsched__trace_buffer_free(&s->allocator, w->trace);)
     fsched__free(&s->allocator, w, sizeof *w, FSCHED__CACHE_LINE);
 }
 
@@ -3975,6 +4076,8 @@ FIBERSCHED_API fsched_result fsched_create(const fsched_desc *desc, fsched_sched
     s->logger = d.logger;
     s->clock = d.clock;
     s->clock_user = d.clock_user;
+    FSCHED__TRACE(s->trace_origin = fsched__sched_now(s);
+                  s->trace_events = d.trace_events ? d.trace_events : FIBERSCHED_TRACE_EVENTS;)
     s->n_threads = d.workers;
     s->n_slots = d.workers + bound + 1; /* the last bound slot is kept for fsched_destroy */
     s->counters = FSCHED__JEC_ONE;      /* odd: active */
@@ -4035,6 +4138,7 @@ static fsched_result fsched__bind(fsched_sched *s, int reserved, fsched__worker 
             fsched__mutex_unlock(&w->affine.lock);
             w->thread = t;
             w->root = t->current;
+            FSCHED__TRACE(w->root->trace_id = 0;) /* a track of this slot's own numbering */
             t->worker = w;
             *out = w;
             return FSCHED_OK;
@@ -5095,8 +5199,11 @@ static void fsched__join_execute(fsched__job *job, fsched__worker *w) {
     fsched__join_job *j = (fsched__join_job *)job;
     fsched__worker *owner = j->owner; /* after the latch is set, j may be gone */
     uintptr_t waiting;
+    FSCHED__TRACE(uint64_t trace_begin = fsched__trace_now();)
     (void)w;
     j->fn(j->arg);
+    FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_JOIN, trace_begin, NULL,
+                                       (uint64_t)(uintptr_t)j->fn);)
     /* acq_rel: releases fn's effects to the joiner, acquires the fiber it left there */
     waiting = FSCHED__EXCHANGE(&j->latch, (uintptr_t)1, FSCHED__ACQ_REL);
     if (waiting > 1) fsched__make_ready(owner, (fsched_fiber *)waiting);
@@ -6322,8 +6429,11 @@ static void fsched__graph_process(fsched_graph_task *t, fsched__worker *w,
                       FSCHED__GRAPH_STATE(FSCHED__LOAD(&g->run, FSCHED__RELAXED),
                                           FSCHED_TASK_RUNNING),
                       FSCHED__RELAXED);
+        FSCHED__TRACE(uint64_t trace_begin = fsched__trace_now();)
         f->graph_task = t;
         t->status = t->fn(t, t->arg);
+        FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_GRAPH_TASK, trace_begin, t->name,
+                                           (uint64_t)(int64_t)t->status);)
         /* the task may have suspended: it resumes on the same fiber and worker */
         f->graph_task = outer;
         state = t->status ? FSCHED_TASK_FAILED : FSCHED_TASK_FINISHED;
@@ -7252,8 +7362,10 @@ static int fsched__node_can_advance(fsched_node *n) {
 static int fsched__node_start_advance(fsched_node *n) {
     uint32_t expected = FSCHED__ADV_ADVANCING, i;
     for (i = 0; i < n->n_links; i++) n->links[i]->keep = 0;
+    FSCHED__TRACE(uint64_t trace_begin = fsched__trace_now();)
     FSCHED__STORE(&n->phase, FSCHED__ADV_ADVANCING, FSCHED__RELAXED);
     n->desc.advance(n, n->desc.user);
+    FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_ADVANCE, trace_begin, n->label, 0);)
     /* acq_rel: decides with fsched_node_complete who finishes; acquires its `advanced` */
     return !FSCHED__CAS(&n->phase, &expected, FSCHED__ADV_RETURNED, FSCHED__ACQ_REL,
                         FSCHED__ACQUIRE);
@@ -7901,8 +8013,11 @@ static void fsched__lp_carry(fsched__lp *lp, fsched__lp_item *it, fsched__worker
         const fsched_stage *sg = &lp->stages[k];
         int serial = sg->mode != FSCHED_STAGE_PARALLEL, stop = 0;
         if (serial && !it->reserved && !fsched__lp_enter(lp, k, it)) return; /* parked */
+        FSCHED__TRACE(uint64_t trace_begin;)
         it->reserved = 0;
+        FSCHED__TRACE(trace_begin = fsched__trace_now();)
         it->data = sg->fn(sg->user, it->data, &stop);
+        FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_STAGE, trace_begin, NULL, k);)
         if (serial) fsched__lp_leave(lp, k, it->seq, w);
         it->stage++;
     }
@@ -7940,7 +8055,11 @@ static void fsched__lp_input(fsched__job *job, fsched__worker *w) {
     lp->free_records = it->next;
     lp->free_count--;
     fsched__spin_unlock(&lp->lock);
-    data = lp->stages[0].fn(lp->stages[0].user, NULL, &stop);
+    {
+        FSCHED__TRACE(uint64_t trace_begin = fsched__trace_now();)
+        data = lp->stages[0].fn(lp->stages[0].user, NULL, &stop);
+        FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_STAGE, trace_begin, NULL, 0);)
+    }
     if (stop) {
         fsched__spin_lock(&lp->lock);
         it->next = lp->free_records;
@@ -8010,6 +8129,294 @@ FIBERSCHED_API fsched_result fsched_parallel_pipeline(size_t max_in_flight,
     fsched__free(&a, lp.st, n_stages * sizeof *lp.st, sizeof(void *));
     fsched__free(&a, lp.records, max_in_flight * sizeof *lp.records, sizeof(void *));
     return FSCHED_OK;
+}
+
+/* ===================================================================================== */
+/*  trace: events recorded per slot, written as Chrome trace-event JSON                  */
+/* ===================================================================================== */
+
+#if FIBERSCHED_TRACE
+
+typedef struct fsched__trace_event {
+    uint64_t begin, end; /* the scheduler's clock; equal for an instant */
+    uint64_t arg;
+    uint32_t kind;
+    uint32_t fiber; /* the track: the fiber's number in its slot, from 1 */
+    char name[FSCHED__NAME_BYTES];
+} fsched__trace_event;
+
+/* Written by the slot's thread alone, so recording takes no lock. A reader sees the
+   events below `count`, and those are never written again: a full buffer drops new
+   events rather than overwrite old ones. */
+typedef struct fsched__trace_buffer {
+    uint64_t count;   /* events recorded */
+    uint64_t dropped; /* events that found the buffer full */
+    uint32_t capacity;
+    uint32_t fibers;  /* track numbers handed out */
+    fsched__trace_event *events;
+} fsched__trace_buffer;
+
+static fsched__trace_buffer *fsched__trace_buffer_new(const fsched_allocator *a,
+                                                      uint32_t capacity) {
+    fsched__trace_buffer *b;
+    size_t bytes = (size_t)capacity * sizeof(fsched__trace_event);
+    if (bytes / sizeof(fsched__trace_event) != capacity) return NULL; /* 32-bit overflow */
+    b = (fsched__trace_buffer *)fsched__alloc(a, sizeof *b, FSCHED__CACHE_LINE);
+    if (!b) return NULL;
+    memset(b, 0, sizeof *b);
+    b->capacity = capacity;
+    b->events = (fsched__trace_event *)fsched__alloc(a, bytes, FSCHED__CACHE_LINE);
+    if (!b->events) {
+        fsched__free(a, b, sizeof *b, FSCHED__CACHE_LINE);
+        return NULL;
+    }
+    memset(b->events, 0, bytes); /* its page faults now, not in the middle of a trace */
+    return b;
+}
+
+static void fsched__trace_buffer_free(const fsched_allocator *a, fsched__trace_buffer *b) {
+    fsched__free(a, b->events, (size_t)b->capacity * sizeof *b->events, FSCHED__CACHE_LINE);
+    fsched__free(a, b, sizeof *b, FSCHED__CACHE_LINE);
+}
+
+/* The clock of the calling thread's scheduler; 0 outside any, or when its buffer is
+   full (the span will be dropped: no need to read the clock). */
+static uint64_t fsched__trace_now(void) {
+    fsched__worker *w = fsched__thread_get()->worker;
+    if (!w || FSCHED__LOAD(&w->trace->count, FSCHED__RELAXED) >= w->trace->capacity) return 0;
+    return fsched__sched_now(w->sched);
+}
+
+/* Records a span from `begin` to now (or an instant) on the running fiber's track of the
+   calling thread's slot. Threads outside any scheduler record nothing. */
+static void fsched__trace_record(fsched__trace_kind kind, uint64_t begin, const char *name,
+                                 uint64_t arg) {
+    fsched__thread *t = fsched__thread_get();
+    fsched__worker *w = t->worker;
+    fsched__trace_buffer *b;
+    fsched__trace_event *e;
+    uint64_t n;
+    size_t len = 0;
+    if (!w) return;
+    b = w->trace;
+    n = FSCHED__LOAD(&b->count, FSCHED__RELAXED); /* only this thread writes it */
+    if (n >= b->capacity) {
+        FSCHED__STORE(&b->dropped, FSCHED__LOAD(&b->dropped, FSCHED__RELAXED) + 1,
+                      FSCHED__RELAXED);
+        return;
+    }
+    e = &b->events[n];
+    e->end = fsched__sched_now(w->sched);
+    e->begin = begin == FSCHED__TRACE_INSTANT ? e->end : begin;
+    e->arg = arg;
+    e->kind = (uint32_t)kind;
+    if (!t->current->trace_id) t->current->trace_id = ++b->fibers;
+    e->fiber = t->current->trace_id;
+    if (name)
+        while (len < sizeof e->name - 1 && name[len]) len++;
+    if (len) memcpy(e->name, name, len);
+    e->name[len] = 0;
+    /* release: the event is complete before a reader that sees the new count reads it */
+    FSCHED__STORE(&b->count, n + 1, FSCHED__RELEASE);
+}
+
+/* ---- writing JSON ---- */
+
+/* text as the inside of a JSON string: quotes and backslashes escaped, controls dropped */
+static void fsched__line_json(fsched__line *l, const char *text) {
+    char c[3] = {'\\', 0, 0};
+    for (; *text; text++) {
+        if (*text == '"' || *text == '\\') {
+            c[1] = *text;
+            fsched__line_add(l, c);
+        } else if ((unsigned char)*text >= 0x20) {
+            c[1] = 0;
+            c[0] = *text;
+            fsched__line_add(l, c);
+            c[0] = '\\';
+        }
+    }
+}
+
+/* nanoseconds as microseconds with three decimals, the trace format's unit */
+static void fsched__line_us(fsched__line *l, uint64_t ns) {
+    char frac[5];
+    frac[0] = '.';
+    frac[1] = (char)('0' + ns / 100 % 10);
+    frac[2] = (char)('0' + ns / 10 % 10);
+    frac[3] = (char)('0' + ns % 10);
+    frac[4] = 0;
+    fsched__line_num(l, ns / 1000);
+    fsched__line_add(l, frac);
+}
+
+static void fsched__line_hex(fsched__line *l, uint64_t v) {
+    char digits[19];
+    size_t i = sizeof digits;
+    digits[--i] = 0;
+    do {
+        digits[--i] = "0123456789abcdef"[v & 15u];
+        v >>= 4;
+    } while (v);
+    digits[--i] = 'x';
+    digits[--i] = '0';
+    fsched__line_add(l, digits + i);
+}
+
+static const char *const fsched__trace_names[] = {"task",    "join",    "graph task",
+                                                  "advance", "stage",   "blocked",
+                                                  "sleep",   "steal"};
+/* the argument's name per kind; NULL: none */
+static const char *const fsched__trace_arg_names[] = {"fn",   "fn",   "status", NULL,
+                                                      "stage", NULL, NULL,     "victim"};
+
+/* Begins a line of the event list: the separator, then `{"name":"`. */
+static void fsched__trace_line_begin(fsched__line *l, int *first) {
+    l->n = 0;
+    l->text[0] = 0;
+    fsched__line_add(l, *first ? "\n{\"name\":\"" : ",\n{\"name\":\"");
+    *first = 0;
+}
+
+static void fsched__trace_line_ids(fsched__line *l, uint32_t slot, uint32_t track) {
+    fsched__line_add(l, ",\"pid\":");
+    fsched__line_num(l, (uint64_t)slot + 1);
+    fsched__line_add(l, ",\"tid\":");
+    fsched__line_num(l, track);
+}
+
+/* Metadata: the name of slot `slot` (a process), or of track `track` (a thread) in it. */
+static void fsched__trace_write_name(fsched_sched *s, uint32_t slot, uint32_t track,
+                                     void (*write)(const char *, size_t, void *), void *user,
+                                     int *first) {
+    fsched__line l;
+    fsched__trace_line_begin(&l, first);
+    fsched__line_add(&l, track ? "thread_name\",\"ph\":\"M\"" : "process_name\",\"ph\":\"M\"");
+    fsched__trace_line_ids(&l, slot, track);
+    fsched__line_add(&l, ",\"args\":{\"name\":\"");
+    if (track) {
+        fsched__line_add(&l, "fiber ");
+        fsched__line_num(&l, track);
+    } else if (slot < s->n_threads) {
+        fsched__line_add(&l, "worker ");
+        fsched__line_num(&l, slot);
+    } else if (slot + 1 < s->n_slots) {
+        fsched__line_add(&l, "bound slot ");
+        fsched__line_num(&l, slot);
+    } else {
+        fsched__line_add(&l, "fsched_destroy");
+    }
+    fsched__line_add(&l, "\"}}");
+    write(l.text, l.n, user);
+}
+
+static void fsched__trace_write_event(const fsched_sched *s, uint32_t slot,
+                                      const fsched__trace_event *e,
+                                      void (*write)(const char *, size_t, void *), void *user,
+                                      int *first) {
+    fsched__line l;
+    uint64_t origin = s->trace_origin;
+    const char *arg_name = fsched__trace_arg_names[e->kind];
+    fsched__trace_line_begin(&l, first);
+    fsched__line_json(&l, e->name[0] ? e->name : fsched__trace_names[e->kind]);
+    if (e->kind == FSCHED__TRACE_STEAL) {
+        fsched__line_add(&l, "\",\"ph\":\"i\",\"s\":\"t\",\"ts\":");
+        fsched__line_us(&l, e->begin > origin ? e->begin - origin : 0);
+    } else {
+        fsched__line_add(&l, "\",\"ph\":\"X\",\"ts\":");
+        fsched__line_us(&l, e->begin > origin ? e->begin - origin : 0);
+        fsched__line_add(&l, ",\"dur\":");
+        fsched__line_us(&l, e->end > e->begin ? e->end - e->begin : 0);
+    }
+    fsched__trace_line_ids(&l, slot, e->fiber);
+    if (arg_name) {
+        fsched__line_add(&l, ",\"args\":{\"");
+        fsched__line_add(&l, arg_name);
+        fsched__line_add(&l, "\":");
+        if (e->kind == FSCHED__TRACE_TASK || e->kind == FSCHED__TRACE_JOIN) {
+            fsched__line_add(&l, "\"");
+            fsched__line_hex(&l, e->arg);
+            fsched__line_add(&l, "\"");
+        } else if (e->kind == FSCHED__TRACE_GRAPH_TASK && (int64_t)e->arg < 0) {
+            fsched__line_add(&l, "-");
+            fsched__line_num(&l, (uint64_t)0 - e->arg);
+        } else {
+            fsched__line_num(&l, e->arg);
+        }
+        fsched__line_add(&l, "}");
+    }
+    fsched__line_add(&l, "}");
+    write(l.text, l.n, user);
+}
+
+#endif /* FIBERSCHED_TRACE */
+
+static fsched_result fsched__trace_check(const fsched_sched *s, const char *fn) {
+    if (!s || s->magic != FSCHED__SCHED_LIVE)
+        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "%s: %s", fn, s ? "not a live scheduler" : "s is NULL");
+#if !FIBERSCHED_TRACE
+    return FSCHED__MISUSE(&s->logger, FSCHED_ERR_UNSUPPORTED,
+                          "%s: built without FIBERSCHED_TRACE", fn);
+#else
+    return FSCHED_OK;
+#endif
+}
+
+FIBERSCHED_API fsched_result fsched_trace_write_json(fsched_sched *s,
+                                                     void (*write)(const char *text,
+                                                                   size_t len, void *user),
+                                                     void *user) {
+    fsched_result r = fsched__trace_check(s, "fsched_trace_write_json");
+    if (r != FSCHED_OK) return r;
+    if (!write)
+        return FSCHED__MISUSE(&s->logger, FSCHED_ERR_INVALID_ARGUMENT,
+                              "fsched_trace_write_json: write is NULL");
+#if FIBERSCHED_TRACE
+    {
+        static const char head[] = "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[";
+        static const char tail[] = "\n]}\n";
+        uint32_t i, track, tracks;
+        uint64_t k, n;
+        int first = 1;
+        write(head, sizeof head - 1, user);
+        for (i = 0; i < s->n_slots; i++) {
+            const fsched__trace_buffer *b = s->slots[i]->trace;
+            /* acquire: pairs with the release in fsched__trace_record; the events below
+               n are complete and will not change */
+            n = FSCHED__LOAD(&b->count, FSCHED__ACQUIRE);
+            if (!n) continue;
+            fsched__trace_write_name(s, i, 0, write, user, &first);
+            for (tracks = 0, k = 0; k < n; k++)
+                if (b->events[k].fiber > tracks) tracks = b->events[k].fiber;
+            for (track = 1; track <= tracks; track++)
+                fsched__trace_write_name(s, i, track, write, user, &first);
+            for (k = 0; k < n; k++) fsched__trace_write_event(s, i, &b->events[k], write, user, &first);
+        }
+        write(tail, sizeof tail - 1, user);
+    }
+#else
+    (void)user;
+#endif
+    return FSCHED_OK;
+}
+
+FIBERSCHED_API fsched_result fsched_trace_count(const fsched_sched *s, uint64_t *recorded,
+                                                uint64_t *dropped) {
+    fsched_result r = fsched__trace_check(s, "fsched_trace_count");
+    uint64_t sum_recorded = 0, sum_dropped = 0;
+#if FIBERSCHED_TRACE
+    uint32_t i;
+    if (r == FSCHED_OK) {
+        for (i = 0; i < s->n_slots; i++) {
+            sum_recorded += FSCHED__LOAD(&s->slots[i]->trace->count, FSCHED__RELAXED);
+            sum_dropped += FSCHED__LOAD(&s->slots[i]->trace->dropped, FSCHED__RELAXED);
+        }
+    }
+#endif
+    if (recorded) *recorded = sum_recorded;
+    if (dropped) *dropped = sum_dropped;
+    return r;
 }
 
 /* ---- results and version ---- */
