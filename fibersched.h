@@ -4172,11 +4172,19 @@ static void fsched__unbind(fsched__worker *w) {
     FSCHED__STORE(&w->in_use, 0u, FSCHED__RELEASE);
 }
 
+/* FSCHED_OK when s is a live scheduler; else logs why through `logger` (may be NULL). */
+static fsched_result fsched__sched_check(const fsched_sched *s, const fsched_logger *logger,
+                                         const char *what) {
+    if (!s || s->magic != FSCHED__SCHED_LIVE)
+        return FSCHED__MISUSE(logger, FSCHED_ERR_INVALID_ARGUMENT, "%s: %s", what,
+                              s ? "not a live scheduler" : "s is NULL");
+    return FSCHED_OK;
+}
+
 FIBERSCHED_API fsched_result fsched_bind(fsched_sched *s) {
     fsched__worker *w;
-    if (!s || s->magic != FSCHED__SCHED_LIVE)
-        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_bind: %s", s ? "not a live scheduler" : "s is NULL");
+    fsched_result r = fsched__sched_check(s, NULL, "fsched_bind");
+    if (r != FSCHED_OK) return r;
     if (FSCHED__LOAD(&s->closing, FSCHED__ACQUIRE))
         return FSCHED__MISUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
                               "fsched_bind: the scheduler is being destroyed");
@@ -5107,9 +5115,8 @@ static fsched_result fsched__spawn(fsched_sched *s, fsched_wait_group *wg, void 
     fsched__worker *w = fsched__tls_thread.worker;
     fsched__job *job;
     fsched__task *t;
-    if (!s || s->magic != FSCHED__SCHED_LIVE)
-        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_spawn: %s", s ? "not a live scheduler" : "s is NULL");
+    fsched_result r = fsched__sched_check(s, NULL, "fsched_spawn");
+    if (r != FSCHED_OK) return r;
     if (!fn || (size && !data))
         return FSCHED__MISUSE(&s->logger, FSCHED_ERR_INVALID_ARGUMENT, "fsched_spawn: fn is NULL");
     if (w && w->sched != s) w = NULL; /* a task of another scheduler: from outside */
@@ -6540,9 +6547,7 @@ FIBERSCHED_API fsched_result fsched_graph_run(fsched_graph *g, fsched_sched *s) 
     fsched_result r;
     uint32_t i;
     if ((r = fsched__graph_check(g, "fsched_graph_run")) != FSCHED_OK) return r;
-    if (!s || s->magic != FSCHED__SCHED_LIVE)
-        return FSCHED__MISUSE(&g->logger, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_graph_run: %s", s ? "not a live scheduler" : "s is NULL");
+    if ((r = fsched__sched_check(s, &g->logger, "fsched_graph_run")) != FSCHED_OK) return r;
     if (w && w->sched != s) w = NULL; /* a task of another scheduler: from outside */
     fsched__mutex_lock(&g->lock);
     if (FSCHED__LOAD(&g->running, FSCHED__ACQUIRE)) {
@@ -7873,9 +7878,7 @@ FIBERSCHED_API fsched_result fsched_pipeline_run(fsched_pipeline *p, fsched_sche
         } while (FSCHED__LOAD(&p->state, FSCHED__ACQUIRE) == FSCHED__PIPE_STEPPING);
         return r;
     }
-    if (s->magic != FSCHED__SCHED_LIVE)
-        return FSCHED__MISUSE(&p->logger, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_pipeline_run: not a live scheduler");
+    if ((r = fsched__sched_check(s, &p->logger, "fsched_pipeline_run")) != FSCHED_OK) return r;
     if (st != FSCHED__PIPE_BUILDING)
         return FSCHED__MISUSE(&p->logger, FSCHED_ERR_WRONG_STATE,
                               "fsched_pipeline_run: the pipeline has started or run");
@@ -8352,9 +8355,8 @@ static void fsched__trace_write_event(const fsched_sched *s, uint32_t slot,
 #endif /* FIBERSCHED_TRACE */
 
 static fsched_result fsched__trace_check(const fsched_sched *s, const char *fn) {
-    if (!s || s->magic != FSCHED__SCHED_LIVE)
-        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
-                              "%s: %s", fn, s ? "not a live scheduler" : "s is NULL");
+    fsched_result r = fsched__sched_check(s, NULL, fn);
+    if (r != FSCHED_OK) return r;
 #if !FIBERSCHED_TRACE
     return FSCHED__MISUSE(&s->logger, FSCHED_ERR_UNSUPPORTED,
                           "%s: built without FIBERSCHED_TRACE", fn);
