@@ -1531,6 +1531,135 @@ static void fsched__os_yield(void) { sched_yield(); }
 #endif
 #endif /* threads */
 
+/* ---- schedule fuzzing (FIBERSCHED_CHAOS) ----
+   FSCHED__POINT(name) marks a step of a concurrency protocol: between a push and its wake,
+   around a CAS that decides a race, before parking, in destroy's drain. Built with
+   FIBERSCHED_CHAOS=1, every point perturbs the calling thread at random (it spins, gives
+   its processor away or sleeps a few microseconds), so that rare interleavings become
+   common. The perturbations follow a seed, taken from the environment variable
+   FIBERSCHED_CHAOS_SEED or else from the clock, and printed once: each thread draws its
+   own sequence from it. Tests may also install fsched__chaos_hook to stall a chosen
+   thread at a chosen point. Without FIBERSCHED_CHAOS the points compile to nothing. */
+#if !defined(FIBERSCHED_CHAOS)
+#define FIBERSCHED_CHAOS 0
+#endif
+#if FIBERSCHED_CHAOS
+typedef enum fsched__point {
+    FSCHED__AT_PUBLISHED,    /* work is queued, not yet announced */
+    FSCHED__AT_STEAL,        /* a thief is about to claim the oldest job */
+    FSCHED__AT_TAKE_LAST,    /* the owner is about to race thieves for its last job */
+    FSCHED__AT_SLEEPY,       /* a worker announced that it may sleep */
+    FSCHED__AT_PARK,         /* counted as sleeping, about to park */
+    FSCHED__AT_WOKEN,        /* back from parking */
+    FSCHED__AT_NOTIFY,       /* about to set a worker's latch */
+    FSCHED__AT_POSTED,       /* a fiber is in a worker's inbox, the worker not yet told */
+    FSCHED__AT_RESUME,       /* a worker is about to resume a ready fiber */
+    FSCHED__AT_WAKE,         /* a waker decided which waiter it ends */
+    FSCHED__AT_WAITING,      /* a waiter is queued, about to suspend or block */
+    FSCHED__AT_WOKEN_WAITER, /* a waiter's wait ended, before it returns */
+    FSCHED__AT_JOIN,         /* a joiner or a join half is about to touch the latch */
+    FSCHED__AT_HELP,         /* a wait group's wait examines a job it took to help */
+    FSCHED__AT_HELD,         /* a call from outside holds a scheduler */
+    FSCHED__AT_DRAIN,        /* fsched_destroy checks whether all work is done */
+    FSCHED__AT_CLOSING,      /* fsched_destroy has begun, before it drains */
+    FSCHED__AT_RUN_END,      /* a graph or pipeline run is ending */
+    FSCHED__AT_COMPLETE,     /* fsched_node_complete decided who finishes the advance */
+    FSCHED__AT_COUNT
+} fsched__point;
+/* Called, when set, at every point before the random perturbation (tests stall here). */
+static void (*fsched__chaos_hook)(fsched__point at);
+static void fsched__chaos(fsched__point at);
+#define FSCHED__POINT(name) fsched__chaos(FSCHED__AT_##name)
+#else
+#define FSCHED__POINT(name) ((void)0)
+#endif
+
+#if FIBERSCHED_CHAOS
+static uint64_t fsched__chaos_seed;    /* 0 until first used */
+static uint32_t fsched__chaos_threads; /* threads that drew a sequence */
+static FSCHED__THREAD_LOCAL uint64_t fsched__chaos_state;
+
+/* The seed: FIBERSCHED_CHAOS_SEED, or the clock; printed by whichever thread sets it. */
+static uint64_t fsched__chaos_seed_get(void) {
+    /* acquire: pairs with the CAS that set it */
+    uint64_t seed = FSCHED__LOAD(&fsched__chaos_seed, FSCHED__ACQUIRE), expected = 0;
+    const char *env;
+    if (seed) return seed;
+    env = getenv("FIBERSCHED_CHAOS_SEED");
+    seed = env && *env ? strtoull(env, NULL, 0) : fsched__now_ns() ^ 0x5eed;
+    if (!seed) seed = 1;
+    if (FSCHED__CAS(&fsched__chaos_seed, &expected, seed, FSCHED__ACQ_REL, FSCHED__ACQUIRE)) {
+#if !defined(FIBERSCHED_NO_STDIO)
+        fprintf(stderr, "fibersched: schedule fuzzing with FIBERSCHED_CHAOS_SEED=%llu\n",
+                (unsigned long long)seed);
+#endif
+        return seed;
+    }
+    return expected;
+}
+
+static void fsched__chaos(fsched__point at) {
+    void (*hook)(fsched__point) = FSCHED__LOAD(&fsched__chaos_hook, FSCHED__ACQUIRE);
+    uint64_t x = fsched__chaos_state;
+    uint32_t r, i;
+    if (hook) hook(at);
+    if (!x) { /* this thread's sequence: the seed and the order in which threads came */
+        x = fsched__chaos_seed_get() ^
+            (0x9e3779b97f4a7c15ull *
+             (FSCHED__FETCH_ADD(&fsched__chaos_threads, 1u, FSCHED__RELAXED) + 1u));
+        if (!x) x = 1;
+    }
+    x ^= x << 13; /* xorshift64 */
+    x ^= x >> 7;
+    x ^= x << 17;
+    fsched__chaos_state = x;
+    r = (uint32_t)(x % 64u);
+    if (r < 44) return; /* most steps run undisturbed */
+    if (r < 54) {
+        for (i = (uint32_t)((x >> 8) % 2048u); i > 0; i--) fsched__cpu_relax();
+    } else if (r < 62) {
+#if !defined(FIBERSCHED_NO_THREADS)
+        fsched__os_yield();
+#endif
+    } else {
+#if defined(FSCHED__OS_POSIX)
+        struct timespec ts;
+        ts.tv_sec = 0;
+        ts.tv_nsec = (long)(1000u + (x >> 16) % 40000u); /* 1 to 41 microseconds */
+        nanosleep(&ts, NULL);
+#elif defined(FSCHED__OS_WINDOWS)
+        Sleep(0);
+#endif
+    }
+}
+#endif
+
+/* Waits a little longer at each call for another thread to finish something short (leave
+   a critical section, end a call that holds a scheduler): spins first, then gives its
+   processor away, then sleeps, so that a holder that was preempted gets to run again
+   even on one CPU and under real-time priorities. Start *n at 0. */
+static void fsched__backoff(uint32_t *n) {
+#if !defined(FIBERSCHED_NO_THREADS)
+    uint32_t k = (*n)++;
+    if (k < 16) {
+        fsched__cpu_relax();
+    } else if (k < 48) {
+        fsched__os_yield();
+    } else {
+#if defined(FSCHED__OS_WINDOWS)
+        Sleep(k < 64 ? 0 : 1);
+#else
+        struct timespec ts;
+        ts.tv_sec = 0;
+        ts.tv_nsec = k < 64 ? 20000 : 500000; /* 20 us, later 0.5 ms */
+        nanosleep(&ts, NULL);
+#endif
+    }
+#else
+    (void)n;
+#endif
+}
+
 /* ---- spinlock: for critical sections of a few instructions, never held across a
    switch; a holder that was preempted gets the processor back through yields ---- */
 
@@ -1637,15 +1766,22 @@ static void fsched__parker_destroy(fsched__parker *p) {
 
 static uint64_t fsched__clock_ns(void);
 
-/* Blocks until unparked (returns 1) or until the monotonic deadline passes (returns 0;
-   deadline 0 means none). May return 1 spuriously only after an unpark: callers loop. */
-static int fsched__park(fsched__parker *p, uint64_t deadline) {
+/* Blocks until unparked (returns 1) or until timeout_ns nanoseconds of the system's
+   monotonic clock have passed (returns 0; 0 means no timeout). The timeout is relative:
+   a scheduler with a clock of its own converts its deadline (the two clocks need not
+   share an origin). May return 1 spuriously only after an unpark: callers loop. Without
+   threads nobody could unpark: not called there. */
+FSCHED__UNUSED static int fsched__park(fsched__parker *p, uint64_t timeout_ns) {
+    uint64_t deadline;
     /* acquire: whatever the unparker wrote before its release store is visible */
     if (FSCHED__EXCHANGE(&p->state, (uint32_t)FSCHED__PARK_EMPTY, FSCHED__ACQUIRE) ==
         FSCHED__PARK_NOTIFIED)
         return 1;
+    deadline = !timeout_ns ? 0
+               : timeout_ns > UINT64_MAX / 2 ? UINT64_MAX / 2
+                                             : fsched__now_ns() + timeout_ns;
 #if defined(FSCHED__PARKER_NONE)
-    while (deadline && fsched__clock_ns() < deadline) fsched__cpu_relax();
+    (void)deadline;
     return 0;
 #elif defined(FSCHED__PARKER_FUTEX)
     {
@@ -1656,7 +1792,7 @@ static int fsched__park(fsched__parker *p, uint64_t deadline) {
         for (;;) {
             struct timespec ts, *tsp = NULL;
             if (deadline) {
-                uint64_t now = fsched__clock_ns();
+                uint64_t now = fsched__now_ns();
                 if (now >= deadline) break;
                 ts.tv_sec = (time_t)(deadline / 1000000000u);
                 ts.tv_nsec = (long)(deadline % 1000000000u);
@@ -1690,7 +1826,7 @@ static int fsched__park(fsched__parker *p, uint64_t deadline) {
                 break;
             }
             if (deadline) {
-                uint64_t now = fsched__clock_ns();
+                uint64_t now = fsched__now_ns();
                 if (now >= deadline) break;
                 ms = (DWORD)((deadline - now + 999999u) / 1000000u);
             }
@@ -1721,7 +1857,7 @@ static int fsched__park(fsched__parker *p, uint64_t deadline) {
                 notified = 1;
                 break;
             }
-            if (deadline && (now = fsched__clock_ns()) >= deadline) break;
+            if (deadline && (now = fsched__now_ns()) >= deadline) break;
             /* a CAS, not a store: an unpark that came first must not be overwritten */
             expected = FSCHED__PARK_EMPTY;
             if (!FSCHED__CAS(&p->state, &expected, (uint32_t)FSCHED__PARK_PARKED,
@@ -1773,6 +1909,122 @@ static void fsched__unpark(fsched__parker *p) {
         pthread_cond_signal(&p->cond);
     }
 #endif
+}
+
+/* ---- the registry of live objects ----
+   Schedulers, graphs and pipelines are entered here while they live, so that a call on
+   one that was destroyed is refused without reading its memory (which went back to its
+   allocator), and so that a call racing fsched_destroy either finds the scheduler and
+   holds it or finds it gone. A hash set of pointers (open addressing, linear probing)
+   under a reader-writer lock; its table comes from FIBERSCHED_MALLOC and is freed when
+   the last object leaves. */
+
+#if defined(FIBERSCHED_NO_THREADS)
+static void fsched__live_read_lock(void) {}
+static void fsched__live_read_unlock(void) {}
+static void fsched__live_write_lock(void) {}
+static void fsched__live_write_unlock(void) {}
+#elif defined(FSCHED__OS_WINDOWS)
+static SRWLOCK fsched__live_lock = SRWLOCK_INIT;
+static void fsched__live_read_lock(void) { AcquireSRWLockShared(&fsched__live_lock); }
+static void fsched__live_read_unlock(void) { ReleaseSRWLockShared(&fsched__live_lock); }
+static void fsched__live_write_lock(void) { AcquireSRWLockExclusive(&fsched__live_lock); }
+static void fsched__live_write_unlock(void) { ReleaseSRWLockExclusive(&fsched__live_lock); }
+#else
+static pthread_rwlock_t fsched__live_lock = PTHREAD_RWLOCK_INITIALIZER;
+static void fsched__live_read_lock(void) { pthread_rwlock_rdlock(&fsched__live_lock); }
+static void fsched__live_read_unlock(void) { pthread_rwlock_unlock(&fsched__live_lock); }
+static void fsched__live_write_lock(void) { pthread_rwlock_wrlock(&fsched__live_lock); }
+static void fsched__live_write_unlock(void) { pthread_rwlock_unlock(&fsched__live_lock); }
+#endif
+
+static const void **fsched__live_slots; /* NULL: empty slot */
+static size_t fsched__live_mask, fsched__live_count;
+
+static size_t fsched__live_home(const void *p) {
+    uint64_t x = (uint64_t)(uintptr_t)p;
+    x ^= x >> 29;
+    x *= 0xbf58476d1ce4e5b9ull;
+    return (size_t)(x ^ (x >> 32)) & fsched__live_mask;
+}
+
+/* Under the lock: the slot of p, or the empty slot where it would go. */
+static size_t fsched__live_slot(const void *p) {
+    size_t i = fsched__live_home(p);
+    while (fsched__live_slots[i] && fsched__live_slots[i] != p) i = (i + 1) & fsched__live_mask;
+    return i;
+}
+
+/* Under the lock (read or write): whether p is a live object. */
+static int fsched__live_has(const void *p) {
+    return p && fsched__live_slots && fsched__live_slots[fsched__live_slot(p)] == p;
+}
+
+/* Enters p; 0 for want of memory. */
+static int fsched__live_add(const void *p) {
+    int ok = 1;
+    fsched__live_write_lock();
+    if (!fsched__live_slots || 2 * (fsched__live_count + 1) > fsched__live_mask + 1) {
+        size_t cap = fsched__live_slots ? 2 * (fsched__live_mask + 1) : 64, i;
+        const void **old = fsched__live_slots, **slots;
+        size_t old_cap = old ? fsched__live_mask + 1 : 0;
+        slots = (const void **)FIBERSCHED_MALLOC(cap * sizeof *slots);
+        if (!slots) {
+            ok = 0;
+        } else {
+            memset(slots, 0, cap * sizeof *slots);
+            fsched__live_slots = slots;
+            fsched__live_mask = cap - 1;
+            for (i = 0; i < old_cap; i++)
+                if (old[i]) fsched__live_slots[fsched__live_slot(old[i])] = old[i];
+            if (old) FIBERSCHED_FREE((void *)old);
+        }
+    }
+    if (ok) {
+        fsched__live_slots[fsched__live_slot(p)] = p;
+        fsched__live_count++;
+    }
+    fsched__live_write_unlock();
+    return ok;
+}
+
+/* Under the write lock: removes p, moving later entries of its probe run back. */
+static void fsched__live_remove_locked(const void *p) {
+    size_t i = fsched__live_slot(p), j = i;
+    if (fsched__live_slots[i] != p) return;
+    fsched__live_slots[i] = NULL;
+    for (;;) {
+        size_t home;
+        j = (j + 1) & fsched__live_mask;
+        if (!fsched__live_slots[j]) break;
+        home = fsched__live_home(fsched__live_slots[j]);
+        /* the entry at j may move to the hole at i if its home is not in (i, j] */
+        if ((j > i && (home <= i || home > j)) || (j < i && home <= i && home > j)) {
+            fsched__live_slots[i] = fsched__live_slots[j];
+            fsched__live_slots[j] = NULL;
+            i = j;
+        }
+    }
+    if (--fsched__live_count == 0) {
+        FIBERSCHED_FREE((void *)fsched__live_slots);
+        fsched__live_slots = NULL;
+        fsched__live_mask = 0;
+    }
+}
+
+static void fsched__live_remove(const void *p) {
+    fsched__live_write_lock();
+    fsched__live_remove_locked(p);
+    fsched__live_write_unlock();
+}
+
+/* Whether p is live now (for objects whose calls need no hold across the check). */
+static int fsched__live_check(const void *p) {
+    int live;
+    fsched__live_read_lock();
+    live = fsched__live_has(p);
+    fsched__live_read_unlock();
+    return live;
 }
 
 /* ===================================================================================== */
@@ -2737,14 +2989,16 @@ static fsched__job *fsched__cl_take(fsched__cl *q, int *emptied) {
     int64_t t;
     fsched__job *job = NULL;
     *emptied = 1;
-    FSCHED__STORE(&q->bottom, b, FSCHED__RELAXED);
-    /* seq_cst: the bottom store and the top load must not reorder (against a thief's
-       top load and bottom load, which its own seq_cst fence separates) */
-    FSCHED__FENCE(FSCHED__SEQ_CST);
-    t = FSCHED__LOAD(&q->top, FSCHED__RELAXED);
+    /* seq_cst, both: the bottom store and the top load must not reorder, against a
+       thief's seq_cst loads of top and bottom (the fences of the paper, expressed on the
+       accesses themselves: as cheap on x86, cheaper on Arm, and understood by
+       ThreadSanitizer) */
+    FSCHED__STORE(&q->bottom, b, FSCHED__SEQ_CST);
+    t = FSCHED__LOAD(&q->top, FSCHED__SEQ_CST);
     if (t <= b) {
         job = FSCHED__LOAD(&arr->slots[b & arr->mask], FSCHED__RELAXED);
         if (t == b) { /* the last job: race the thieves for it */
+            FSCHED__POINT(TAKE_LAST);
             if (!FSCHED__CAS(&q->top, &t, t + 1, FSCHED__SEQ_CST, FSCHED__RELAXED)) job = NULL;
             FSCHED__STORE(&q->bottom, b + 1, FSCHED__RELAXED);
         } else {
@@ -2759,17 +3013,16 @@ static fsched__job *fsched__cl_take(fsched__cl *q, int *emptied) {
 /* Thief: takes the oldest job; FSCHED__STEAL_RETRY when another thief won it. Sets
    *emptied when it took the last one. */
 static fsched__job *fsched__cl_steal(fsched__cl *q, int *emptied) {
-    /* acquire: pairs with other thieves' CAS and the owner's take */
-    int64_t t = FSCHED__LOAD(&q->top, FSCHED__ACQUIRE);
-    int64_t b;
-    FSCHED__FENCE(FSCHED__SEQ_CST); /* see fsched__cl_take */
-    /* acquire: pairs with the owner's release store of bottom */
-    b = FSCHED__LOAD(&q->bottom, FSCHED__ACQUIRE);
+    /* seq_cst, both (see fsched__cl_take); as acquires they also pair with other
+       thieves' CAS of top and with the owner's release store of bottom */
+    int64_t t = FSCHED__LOAD(&q->top, FSCHED__SEQ_CST);
+    int64_t b = FSCHED__LOAD(&q->bottom, FSCHED__SEQ_CST);
     *emptied = 0;
     if (t < b) {
         /* acquire (consume in the paper): the slots of the array we load are visible */
         fsched__cl_array *arr = FSCHED__LOAD(&q->array, FSCHED__ACQUIRE);
         fsched__job *job = FSCHED__LOAD(&arr->slots[t & arr->mask], FSCHED__RELAXED);
+        FSCHED__POINT(STEAL);
         /* seq_cst: decides the race with other thieves and with the owner's take */
         if (!FSCHED__CAS(&q->top, &t, t + 1, FSCHED__SEQ_CST, FSCHED__RELAXED))
             return FSCHED__STEAL_RETRY;
@@ -3100,6 +3353,8 @@ typedef struct fsched__worker {
     fsched_fiber *idle;      /* parked in the scheduling loop, ready to take over */
     uint32_t idle_count;
     uint32_t root_parked;    /* the root fiber is among the idle ones */
+    int (*until)(struct fsched__worker *w); /* what the parked root waits for; NULL: the
+                                                scheduler's end (worker threads) */
     fsched_fiber *retire;    /* freed by whichever fiber the next switch resumes */
     fsched_fiber *ready_head, *ready_tail; /* FIFO of fibers to resume */
     uint32_t blocked;        /* suspended fibers of this slot */
@@ -3147,8 +3402,9 @@ struct fsched_sched {
     uint32_t terminating;                  /* workers leave their loops */
     uint32_t wake_cursor;                  /* where the next search for a sleeper starts */
     fsched__worker *drainer;               /* the slot of the thread in fsched_destroy */
-    uint64_t external_spawned;             /* tasks spawned from outside the slots */
-    uint64_t external_cancelled;           /* of those, refused after closing began */
+    uint64_t external_begun;               /* work begun outside the slots: spawns, runs */
+    uint64_t external_ended;               /* of that, what ended outside the slots */
+    FSCHED__ALIGN_LINE uint32_t holds;     /* calls from outside that still touch s */
 #if FIBERSCHED_TRACE
     uint64_t trace_origin;                 /* the clock when the scheduler was created */
     uint32_t trace_events;                 /* per slot */
@@ -3183,14 +3439,94 @@ static uint64_t fsched__deadline_after(uint64_t timeout_ns) {
     return timeout_ns > UINT64_MAX - now - 1 ? UINT64_MAX : now + timeout_ns + !timeout_ns;
 }
 
+/* ---- holding a scheduler from outside ----
+   A thread that is not one of s's slots (a plain thread, or a task of another scheduler)
+   may touch s only while it holds it: fsched_destroy frees s only once no call holds it.
+   A call that starts from a pointer the caller passed enters through the registry
+   (fsched__sched_enter), which refuses a destroyed scheduler without reading it; a call
+   that reaches s through live work (waking a fiber of s, completing a pipeline node of a
+   run on s) holds it directly, for as long as it touches it after making that work
+   runnable: the work may finish, and s be destroyed, before the call returns. */
+
+static void fsched__sched_hold(fsched_sched *s) {
+    /* relaxed: the caller reaches s through work that is still outstanding; that work
+       ends, in a release that fsched_destroy acquires, only after this increment, so
+       destroy sees it (or the decrement) before it frees s */
+    FSCHED__FETCH_ADD(&s->holds, 1u, FSCHED__RELAXED);
+}
+
+static void fsched__sched_release(fsched_sched *s) {
+    FSCHED__POINT(HELD);
+    /* release: the caller's last touch of s; destroy reads the count with acquire */
+    FSCHED__FETCH_SUB(&s->holds, 1u, FSCHED__RELEASE);
+}
+
+/* Enters s from a pointer the caller passed: FSCHED_OK, holding s, or
+   FSCHED_ERR_INVALID_ARGUMENT (not a live scheduler), or FSCHED_ERR_WRONG_STATE when
+   `refuse_closing` and fsched_destroy has begun. */
+static fsched_result fsched__sched_enter(fsched_sched *s, int refuse_closing, const char *what) {
+    fsched_result r = FSCHED_OK;
+    fsched__live_read_lock();
+    if (!fsched__live_has(s) || s->magic != FSCHED__SCHED_LIVE)
+        r = FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT, "%s: %s",
+                           what, s ? "not a live scheduler (destroyed?)" : "s is NULL");
+    else if (refuse_closing && FSCHED__LOAD(&s->closing, FSCHED__RELAXED))
+        r = FSCHED__MISUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
+                           "%s: the scheduler is being destroyed", what);
+    else /* relaxed: the registry's lock orders it against destroy (see fsched_destroy) */
+        FSCHED__FETCH_ADD(&s->holds, 1u, FSCHED__RELAXED);
+    fsched__live_read_unlock();
+    return r;
+}
+
 /* ---- the core latch ---- */
 
 /* Posts an event for w: unparks it if it sleeps. Any thread. */
 static void fsched__notify(fsched__worker *w) {
+    FSCHED__POINT(NOTIFY);
     /* acq_rel: releases what was posted (a fiber in the inbox); the owner's acquiring
        exchange or CAS on the latch sees it */
     if (FSCHED__EXCHANGE(&w->latch, FSCHED__LATCH_SET, FSCHED__ACQ_REL) == FSCHED__LATCH_SLEEPING)
         fsched__unpark(&w->parker);
+}
+
+/* Whether the calling thread must hold w's scheduler to tell w something: it is not a
+   slot of that scheduler (see fsched__sched_hold). */
+static fsched_sched *fsched__hold_for(fsched__worker *w) {
+    fsched__worker *self = fsched__tls_thread.worker;
+    if (self && self->sched == w->sched) return NULL;
+    fsched__sched_hold(w->sched);
+    return w->sched;
+}
+
+/* Tells w about what was posted for it, then lets go of the scheduler the caller held
+   for it (fsched__hold_for), or NULL. */
+static void fsched__tell(fsched__worker *w, fsched_sched *held) {
+    fsched__notify(w);
+    if (held) fsched__sched_release(held);
+}
+
+/* Counts the end of one unit of work of s (a task, a graph run, a pipeline run) for
+   fsched_destroy: on w, a slot of s, or else from outside the slots. The caller's last
+   touch of the work itself comes before: once it is counted, s may be destroyed. From
+   outside, the caller does not hold s yet (it reached s through the work), so it holds
+   it across the count, and tells the drainer, which sleeps while it waits for the end. */
+static void fsched__work_ended(fsched_sched *s, fsched__worker *w) {
+    if (w && w->sched == s) {
+        /* release: the work's effects happen before destroy, which reads the count with
+           acquire (and is told by this slot's next fsched__idle_begin) */
+        FSCHED__STORE(&w->completed, w->completed + 1, FSCHED__RELEASE);
+        return;
+    }
+    fsched__sched_hold(s);
+    /* seq_cst, both: against destroy's closing store and its seq_cst read of this count,
+       either destroy counts this end or this sees destroy begun and tells its drainer */
+    FSCHED__FETCH_ADD(&s->external_ended, (uint64_t)1, FSCHED__SEQ_CST);
+    if (FSCHED__LOAD(&s->closing, FSCHED__SEQ_CST)) {
+        fsched__worker *drainer = FSCHED__LOAD(&s->drainer, FSCHED__ACQUIRE);
+        if (drainer) fsched__notify(drainer);
+    }
+    fsched__sched_release(s);
 }
 
 /* ---- ready fibers ---- */
@@ -3202,20 +3538,30 @@ static void fsched__ready_append(fsched__worker *w, fsched_fiber *f) {
     w->ready_tail = f;
 }
 
-/* Makes a suspended fiber of w runnable again. Any thread. */
-static void fsched__make_ready(fsched__worker *w, fsched_fiber *f) {
+/* Makes a suspended fiber of w runnable. On w's own thread it is queued and 0 returned.
+   From any other thread it goes to w's inbox and 1 is returned: the caller then tells w
+   with fsched__tell(w, *held), where *held is what the caller holds meanwhile (see
+   fsched__hold_for), so that telling w may wait until a lock is released. */
+static int fsched__post_ready(fsched__worker *w, fsched_fiber *f, fsched_sched **held) {
+    fsched_fiber *head;
     if (fsched__tls_thread.worker == w) {
         fsched__ready_append(w, f);
-        return;
+        return 0;
     }
-    {
-        fsched_fiber *head = FSCHED__LOAD(&w->inbox, FSCHED__RELAXED);
-        do {
-            f->link = head;
-            /* release: the fiber's state before it became ready is visible to w */
-        } while (!FSCHED__CAS_WEAK(&w->inbox, &head, f, FSCHED__RELEASE, FSCHED__RELAXED));
-    }
-    fsched__notify(w);
+    *held = fsched__hold_for(w);
+    head = FSCHED__LOAD(&w->inbox, FSCHED__RELAXED);
+    do {
+        f->link = head;
+        /* release: the fiber's state before it became ready is visible to w */
+    } while (!FSCHED__CAS_WEAK(&w->inbox, &head, f, FSCHED__RELEASE, FSCHED__RELAXED));
+    FSCHED__POINT(POSTED);
+    return 1;
+}
+
+/* Makes a suspended fiber of w runnable again. Any thread. */
+static void fsched__make_ready(fsched__worker *w, fsched_fiber *f) {
+    fsched_sched *held;
+    if (fsched__post_ready(w, f, &held)) fsched__tell(w, held);
 }
 
 /* Owner: consumes the latch, then moves fibers posted by other threads to the FIFO (in
@@ -3258,8 +3604,7 @@ static fsched_fiber *fsched__idle_take(fsched__worker *w) {
     fsched_fiber *f = w->idle;
     if (f) {
         w->idle = f->link;
-        if (f == w->root) w->root_parked = 0;
-        else w->idle_count--;
+        w->idle_count--;
         return f;
     }
     if (fsched__pool_take(w->sched->stacks, &f) != FSCHED_OK) return NULL;
@@ -3271,25 +3616,25 @@ static fsched_fiber *fsched__idle_take(fsched__worker *w) {
     return f;
 }
 
-/* Owner: parks the running fiber in the idle pool (or retires it) before a switch. */
+/* Owner: parks the running fiber before a switch: a loop fiber in the idle pool (or
+   retired, when the pool is full), the root as waiting for the loop (see
+   fsched__schedule). */
 static void fsched__idle_park(fsched__worker *w, fsched_fiber *self) {
-    if (self != w->root && w->idle_count >= FSCHED__IDLE_FIBERS_MAX) {
+    if (self == w->root) {
+        w->root_parked = 1;
+        return;
+    }
+    if (w->idle_count >= FSCHED__IDLE_FIBERS_MAX) {
         w->retire = self; /* freed once the switch has left its stack */
         return;
     }
     self->link = w->idle;
     w->idle = self;
-    if (self == w->root) w->root_parked = 1;
-    else w->idle_count++;
+    w->idle_count++;
 }
 
-/* Owner: takes the root fiber out of the idle pool (it must be there). */
-static void fsched__unpark_root(fsched__worker *w) {
-    fsched_fiber **p = &w->idle;
-    while (*p != w->root) p = &(*p)->link;
-    *p = w->root->link;
-    w->root_parked = 0;
-}
+/* Owner: the parked root is about to be resumed. */
+static void fsched__unpark_root(fsched__worker *w) { w->root_parked = 0; }
 
 /* Owner: frees the fiber retired by the switch that just completed. */
 static inline void fsched__after_switch(fsched__worker *w) {
@@ -3312,16 +3657,6 @@ static void fsched__switch_to(fsched__worker *w, fsched_fiber *to) {
     fsched__after_switch(w);
 }
 
-/* First frame of a worker's loop fibers. */
-static void fsched__schedule(fsched__worker *w, int (*until)(fsched__worker *w));
-static void fsched__loop_main(void *pass) {
-    fsched__thread *t = fsched__thread_get();
-    fsched__worker *w = t->worker;
-    fsched__fiber_arrived(t->current, (fsched_fiber *)pass);
-    fsched__after_switch(w);
-    fsched__schedule(w, NULL);
-    fsched__fiber_trap(); /* schedule() leaves a non-root fiber only by switching away */
-}
 
 /* Owner: the running fiber stops until someone makes it ready; the worker carries on
    with a ready fiber or, failing that, an idle one. `next` was taken by the caller
@@ -3360,12 +3695,12 @@ static void fsched__suspend_cancel(fsched__worker *w, fsched_fiber *next) {
     }
 }
 
-/* Owner: frees the idle fibers and retired fibers of a slot (never its root). */
+/* Owner: frees the idle fibers and retired fibers of a slot. */
 static void fsched__release_fibers(fsched__worker *w) {
     fsched_fiber *f = w->idle, *next;
     for (; f; f = next) {
         next = f->link;
-        if (f != w->root) fsched__fiber_release(f);
+        fsched__fiber_release(f);
     }
     w->idle = NULL;
     w->idle_count = 0;
@@ -3531,9 +3866,7 @@ static void fsched__task_execute(fsched__job *job, fsched__worker *w) {
     /* the task may have suspended: it resumes on the same worker, so w still holds */
     fsched__task_free(w->sched, w, t);
     if (wg) fsched__wait_group_finish(wg);
-    /* relaxed: fsched_destroy reads it after an acquiring read of the counters, which
-       follows this worker's release when it goes idle */
-    FSCHED__STORE(&w->completed, w->completed + 1, FSCHED__RELAXED);
+    fsched__work_ended(w->sched, w);
 }
 
 /* ---- finding work ---- */
@@ -3567,26 +3900,32 @@ static void fsched__announce_jobs(fsched_sched *s, uint32_t n, uint64_t c) {
     fsched__wake_sleepers(s, n - awake_idle < sleeping ? n - awake_idle : sleeping);
 }
 
-/* Publishes work: whoever may be about to sleep either sees it or is counted as
-   sleeping here, and is woken when nobody else is awake to find it. For work that only
-   the announcing thread's own deque holds, see fsched__new_local_jobs. */
+/* Publishes work: whoever may be about to sleep either sees it or is counted as sleeping
+   here, and is woken when nobody else is awake to find it. Every publication comes here,
+   spawns included: a spawner may compute for long (or spin on what its task is to do)
+   before it calls the scheduler again, so a worker that missed its job would sleep
+   through it. The proof: a worker about to sleep announces it (the jobs event counter
+   made even), searches every queue at least once more, then counts itself sleeping in
+   the counters, with seq_cst, and checks the injector and its inbox; the publisher's
+   store-load barrier below sits between its publication and its read of the counters.
+   Either that read sees the announcement (the counter made odd again stops the sleep),
+   or the count (the sleeper is woken), or it precedes the announcement, and then the
+   sleeper's later searches see the job. */
 static void fsched__new_jobs(fsched_sched *s, uint32_t n) {
+    uint64_t c;
+    FSCHED__POINT(PUBLISHED);
+#if defined(FSCHED__TSAN)
+    /* ThreadSanitizer does not model fences (GCC refuses them): a read-modify-write of
+       the counters gives the same order, being ordered with the sleeper's own */
+    c = FSCHED__FETCH_ADD(&s->counters, (uint64_t)0, FSCHED__SEQ_CST);
+#else
     /* seq_cst fence: orders the publication before the counters read, against the
-       sleeper's counters update, its own seq_cst fence and its final search */
+       sleeper's counters update and its own seq_cst fence (see fsched__sleep) */
     FSCHED__FENCE(FSCHED__SEQ_CST);
     /* acquire: a sleeper's flag, set before it counted itself, is visible */
-    fsched__announce_jobs(s, n, FSCHED__LOAD(&s->counters, FSCHED__ACQUIRE));
-}
-
-/* Announces jobs just published on the caller's own deque, without the fence of
-   fsched__new_jobs (it would cost as much as the rest of a spawn). Without it, a worker
-   going to sleep at this very moment may miss them: that costs parallelism, never work,
-   because the owner runs what is left in its own deque itself (oneTBB makes the same
-   trade on every spawn). Sleepers that have slept for a while, the case that matters,
-   are seen and woken. */
-static void fsched__new_local_jobs(fsched_sched *s, uint32_t n) {
-    /* acquire: as in fsched__new_jobs */
-    fsched__announce_jobs(s, n, FSCHED__LOAD(&s->counters, FSCHED__ACQUIRE));
+    c = FSCHED__LOAD(&s->counters, FSCHED__ACQUIRE);
+#endif
+    fsched__announce_jobs(s, n, c);
 }
 
 /* Wakes up to n sleeping slots. */
@@ -3608,6 +3947,13 @@ static void fsched__wake_sleepers(fsched_sched *s, uint32_t n) {
 static inline int fsched__wants_workers(fsched_sched *s) {
     uint64_t c = FSCHED__LOAD(&s->counters, FSCHED__RELAXED); /* a hint */
     return FSCHED__SLEEPING(c) != 0 && FSCHED__INACTIVE(c) == FSCHED__SLEEPING(c);
+}
+
+/* A worker that stops searching (it found a job, or a fiber to resume) while others sleep
+   and nobody else searches wakes one more: the job it was woken for, or that others
+   counted on it to find, may not be the one it takes (Go's rule for spinning threads). */
+static inline void fsched__pass_search_on(fsched_sched *s) {
+    if (fsched__wants_workers(s)) fsched__new_jobs(s, 1);
 }
 
 /* Owner: moves the older half of its private jobs where thieves can take them, for a
@@ -3632,7 +3978,7 @@ static FSCHED__NOINLINE void fsched__publish(fsched__worker *w, fsched__job *con
     size_t n = d->ring_tail - d->ring_head;
     FSCHED__STORE(&d->request, 0u, FSCHED__RELAXED); /* answered, as in fsched__share */
     if (fsched__deque_expose(d, n, jobs, m)) {
-        fsched__new_local_jobs(w->sched, (uint32_t)(n + m));
+        fsched__new_jobs(w->sched, (uint32_t)(n + m));
         return;
     }
     fsched__injector_push(&w->sched->injector, jobs, m);
@@ -3659,10 +4005,10 @@ static fsched__worker *fsched__place_target(fsched_sched *s, fsched__worker *sel
     return pick;
 }
 
-/* Queues a placed job from `self` (a slot of s, or NULL outside it): in an affinity queue
-   when only some slots may run it, else on the caller's deque of its level (the injector
-   from outside). 0 when it cannot be queued: out of memory, no allowed slot, or its only
-   slot has unbound. */
+/* Queues a placed job from `self` (a slot of s, or NULL outside it, which then holds s):
+   in an affinity queue when only some slots may run it, else on the caller's deque of
+   its level (the injector from outside). 0 when it cannot be queued: out of memory, no
+   allowed slot, or its only slot has unbound. */
 static int fsched__place(fsched_sched *s, fsched__worker *self, fsched__placed *p) {
     fsched__job *job = &p->job;
     if (p->slot >= 0 || p->workers) {
@@ -3682,7 +4028,7 @@ static int fsched__place(fsched_sched *s, fsched__worker *self, fsched__placed *
         fsched__publish(self, &job, 1); /* out of memory for the level's deque: normal */
         return 1;
     }
-    fsched__new_local_jobs(s, 1);
+    fsched__new_jobs(s, 1);
     return 1;
 }
 
@@ -3741,7 +4087,7 @@ static fsched__job *fsched__steal(fsched__worker *w) {
         if ((job = fsched__steal_one(w, v))) {
             FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_STEAL, FSCHED__TRACE_INSTANT, NULL,
                                                v->index);)
-            if (fsched__wants_workers(s)) fsched__new_jobs(s, 1);
+            fsched__pass_search_on(s);
             return job;
         }
     }
@@ -3782,11 +4128,14 @@ static void fsched__idle_begin(fsched__worker *w, fsched__idle *idle) {
     if (idle->inactive) return;
     idle->inactive = 1;
     idle->rounds = 0;
-    /* release: this worker's counts (spawned, completed) before it is seen inactive */
+    /* seq_cst: this worker's counts (spawned, completed) are released before it is seen
+       inactive, and against fsched_destroy's closing store and its seq_cst read of the
+       counters, either destroy sees the counts or this worker sees it closing and tells
+       the drainer (the last task may have ended here) */
     FSCHED__FETCH_ADD(&s->counters, FSCHED__INACTIVE_ONE, FSCHED__SEQ_CST);
-    if (FSCHED__LOAD(&s->closing, FSCHED__ACQUIRE)) {
+    if (FSCHED__LOAD(&s->closing, FSCHED__SEQ_CST)) {
         fsched__worker *drainer = FSCHED__LOAD(&s->drainer, FSCHED__ACQUIRE);
-        if (drainer && drainer != w) fsched__notify(drainer); /* maybe the last task ended */
+        if (drainer && drainer != w) fsched__notify(drainer);
     }
 }
 
@@ -3799,6 +4148,7 @@ static void fsched__idle_end(fsched__worker *w, fsched__idle *idle) {
 /* Makes the jobs event counter even ("sleepy") and returns it. */
 static uint32_t fsched__announce_sleepy(fsched_sched *s) {
     uint64_t c = FSCHED__LOAD(&s->counters, FSCHED__RELAXED);
+    FSCHED__POINT(SLEEPY);
     for (;;) {
         if ((FSCHED__JEC(c) & 1u) == 0) return FSCHED__JEC(c);
         if (FSCHED__CAS_WEAK(&s->counters, &c, c + FSCHED__JEC_ONE, FSCHED__SEQ_CST,
@@ -3810,6 +4160,31 @@ static uint32_t fsched__announce_sleepy(fsched_sched *s) {
 #if defined(FIBERSCHED_NO_THREADS)
 static void fsched__deadlock(fsched__worker *w);
 #endif
+
+/* Blocks the worker's thread until its latch is set or, with a deadline (in the
+   scheduler's clock; 0: none), until the deadline. */
+static void fsched__block(fsched__worker *w, uint64_t deadline) {
+#if defined(FIBERSCHED_NO_THREADS)
+    /* one thread: only the clock (or an interrupt handler setting the latch) ends this */
+    if (!deadline) {
+        fsched__deadlock(w); /* nothing can ever wake this only thread */
+        return;
+    }
+    while (fsched__sched_now(w->sched) < deadline &&
+           FSCHED__LOAD(&w->latch, FSCHED__ACQUIRE) != FSCHED__LATCH_SET)
+        fsched__cpu_relax();
+#else
+    uint64_t now;
+    if (!deadline) {
+        fsched__park(&w->parker, 0);
+        return;
+    }
+    /* the deadline is in the scheduler's clock, which may have another origin and pace
+       than the system's: park for what is left of it, measured now */
+    now = fsched__sched_now(w->sched);
+    if (now < deadline) fsched__park(&w->parker, deadline - now);
+#endif
+}
 
 /* Sleeps until something is posted for this worker, work is published, or the earliest
    timer is due. Gives up at once when any of these already happened. */
@@ -3837,23 +4212,21 @@ static void fsched__sleep(fsched__worker *w, fsched__idle *idle) {
                              FSCHED__RELAXED))
             break;
     }
-    /* seq_cst fence: pairs with the one in fsched__new_jobs (see there) */
+#if !defined(FSCHED__TSAN)
+    /* seq_cst fence: pairs with the one in fsched__new_jobs (see there); under
+       ThreadSanitizer the publisher's read-modify-write of the counters does its work */
     FSCHED__FENCE(FSCHED__SEQ_CST);
+#endif
+    FSCHED__POINT(PARK);
     if (w->timer_count) deadline = w->timers[0]->deadline;
     expected = FSCHED__LATCH_SLEEPY;
     if (!FSCHED__LOAD(&s->injector.size, FSCHED__RELAXED) &&
         !FSCHED__LOAD(&w->inbox, FSCHED__RELAXED) &&
         FSCHED__CAS(&w->latch, &expected, FSCHED__LATCH_SLEEPING, FSCHED__ACQUIRE, FSCHED__ACQUIRE)) {
-#if defined(FIBERSCHED_NO_THREADS)
-        if (!deadline) {
-            fsched__deadlock(w); /* nothing can ever wake this only thread */
-        } else
-#endif
-        {
-            FSCHED__TRACE(uint64_t trace_begin = fsched__trace_now();)
-            fsched__park(&w->parker, deadline);
-            FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_SLEEP, trace_begin, NULL, 0);)
-        }
+        FSCHED__TRACE(uint64_t trace_begin = fsched__trace_now();)
+        fsched__block(w, deadline);
+        FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_SLEEP, trace_begin, NULL, 0);)
+        FSCHED__POINT(WOKEN);
         expected = FSCHED__LATCH_SLEEPING;
         FSCHED__CAS(&w->latch, &expected, FSCHED__LATCH_UNSET, FSCHED__RELAXED, FSCHED__RELAXED);
     } else {
@@ -3885,7 +4258,8 @@ static void fsched__idle_step(fsched__worker *w, fsched__idle *idle) {
 
 /* ---- the scheduling loop ---- */
 
-/* Owner: leaves the running loop fiber for the root, which then leaves the loop. */
+/* Owner: leaves the running loop fiber for good, for the root, which then leaves the
+   loop (the worker thread ends). */
 static void fsched__exit_to_root(fsched__worker *w) {
     fsched__thread *t = &fsched__tls_thread;
     fsched_fiber *self = t->current;
@@ -3902,60 +4276,100 @@ static void fsched__exit_to_root(fsched__worker *w) {
 
 /* Owner: resumes a ready fiber, parking the running one in the idle pool. */
 static void fsched__run_fiber(fsched__worker *w, fsched_fiber *f) {
+    FSCHED__POINT(RESUME);
+    if (FSCHED__UNLIKELY(fsched__deque_requested(&w->deque))) /* the fiber may compute */
+        fsched__share(w);                                      /* for long: share first */
     fsched__idle_park(w, fsched__tls_thread.current);
     fsched__switch_to(w, f);
 }
 
-/* The scheduling loop: ready fibers first (they bound memory), then jobs from the own
-   deque, the injector and other workers, then timers; idle rounds end in sleep. The
-   root fiber returns when `until` holds (checked when idle) or, on worker threads, when
-   the scheduler terminates; other fibers of the loop never return. */
-static void fsched__schedule(fsched__worker *w, int (*until)(fsched__worker *w)) {
-    fsched_sched *s = w->sched;
-    fsched__idle idle;
-    memset(&idle, 0, sizeof idle);
-    for (;;) {
-        fsched_fiber *f;
-        fsched__job *job;
-        fsched__collect_posted(w);
-        if (w->timer_count) fsched__timers_fire(w);
-        if (FSCHED__UNLIKELY(w->yield_pending)) { /* a yield lets one job run first */
-            w->yield_pending = 0;
-            if ((job = fsched__find_job(w))) {
-                fsched__idle_end(w, &idle);
-                job->execute(job, w);
-                continue;
-            }
-        }
-        if ((f = fsched__ready_pop(w))) {
-            fsched__idle_end(w, &idle);
-            fsched__run_fiber(w, f);
-            continue;
-        }
+/* Whether the root, parked while the loop runs on other fibers, may leave the loop: its
+   condition holds (fsched_destroy, fsched_unbind), or, on a worker thread, the
+   scheduler terminates. */
+static int fsched__root_may_leave(fsched__worker *w) {
+    if (w->until) return w->until(w);
+    return !w->bound && FSCHED__LOAD(&w->sched->terminating, FSCHED__ACQUIRE);
+}
+
+/* One turn of the scheduling loop: ready fibers first (they bound memory), then jobs from
+   the own deque, the injector and other workers, then timers; idle turns end in sleep.
+   Runs on the loop's fibers, never on the root (the thread's own stack), but when no
+   fiber could be had for want of memory. Returns 1 when the root may leave the loop
+   (only on the root itself; elsewhere the root is resumed instead). */
+static int fsched__loop_turn(fsched__worker *w, fsched__idle *idle) {
+    fsched_fiber *f;
+    fsched__job *job;
+    fsched__collect_posted(w);
+    if (w->timer_count) fsched__timers_fire(w);
+    if (FSCHED__UNLIKELY(w->yield_pending)) { /* a yield lets one job run first */
+        w->yield_pending = 0;
         if ((job = fsched__find_job(w))) {
-            fsched__idle_end(w, &idle);
+            fsched__idle_end(w, idle);
             job->execute(job, w);
-            continue;
+            return 0;
         }
-        if (fsched__tls_thread.current != w->root && w->root_parked) {
-            /* out of work on another fiber: the loop goes back to the root, which alone
-               may leave it (for `until`, or when the scheduler terminates) */
-            fsched__idle_end(w, &idle);
+    }
+    if ((f = fsched__ready_pop(w))) {
+        if (idle->inactive) { /* it leaves the search, maybe for a long while */
+            fsched__idle_end(w, idle);
+            fsched__pass_search_on(w->sched);
+        }
+        fsched__run_fiber(w, f);
+        return 0;
+    }
+    if ((job = fsched__find_job(w))) {
+        fsched__idle_end(w, idle);
+        job->execute(job, w);
+        return 0;
+    }
+    if (w->root_parked && fsched__root_may_leave(w)) {
+        fsched__idle_end(w, idle);
+        if (w->until) {
             fsched__unpark_root(w);
             fsched__run_fiber(w, w->root);
-            continue;
-        }
-        if (fsched__tls_thread.current == w->root && until && until(w)) {
-            fsched__idle_end(w, &idle);
-            return;
-        }
-        if (!w->bound && FSCHED__LOAD(&s->terminating, FSCHED__ACQUIRE)) {
-            fsched__idle_end(w, &idle);
-            if (fsched__tls_thread.current == w->root) return;
+        } else {
             fsched__exit_to_root(w);
         }
-        fsched__idle_step(w, &idle);
+        return 0;
     }
+    if (fsched__tls_thread.current == w->root && fsched__root_may_leave(w)) {
+        fsched__idle_end(w, idle);
+        return 1;
+    }
+    fsched__idle_step(w, idle);
+    return 0;
+}
+
+/* First frame of a worker's loop fibers: the loop, forever (they leave only by
+   switching away). */
+static void fsched__loop_main(void *pass) {
+    fsched__thread *t = fsched__thread_get();
+    fsched__worker *w = t->worker;
+    fsched__idle idle;
+    fsched__fiber_arrived(t->current, (fsched_fiber *)pass);
+    fsched__after_switch(w);
+    memset(&idle, 0, sizeof idle);
+    for (;;) fsched__loop_turn(w, &idle);
+}
+
+/* Owner, on the root: runs the loop on the slot's fibers until `until` holds (NULL: until
+   the scheduler terminates). The root waits parked among the idle fibers; a loop fiber
+   that finds the condition true resumes it. */
+static void fsched__schedule(fsched__worker *w, int (*until)(fsched__worker *w)) {
+    w->until = until;
+    while (!fsched__root_may_leave(w)) {
+        fsched_fiber *next = fsched__idle_take(w);
+        if (!next) { /* out of memory for a fiber: the loop runs here, on the root */
+            fsched__idle idle;
+            memset(&idle, 0, sizeof idle);
+            while (!fsched__loop_turn(w, &idle)) {
+            }
+            break;
+        }
+        fsched__idle_park(w, w->root);
+        fsched__switch_to(w, next);
+    }
+    w->until = NULL;
 }
 
 /* ---- worker threads ---- */
@@ -4001,6 +4415,7 @@ static fsched__worker *fsched__slot_new(fsched_sched *s, uint32_t index, int bou
 
 static void fsched__slot_free(fsched_sched *s, fsched__worker *w) {
     fsched__task_slab *slab, *next;
+    fsched__release_fibers(w); /* a worker that never ran still holds its first fiber */
     for (slab = w->slabs; slab; slab = next) {
         next = slab->next;
         fsched__free(&s->allocator, slab, sizeof *slab, FSCHED__CACHE_LINE);
@@ -4098,11 +4513,20 @@ FIBERSCHED_API fsched_result fsched_create(const fsched_desc *desc, fsched_sched
         return r != FSCHED_OK ? r : FSCHED_ERR_OUT_OF_MEMORY;
     }
     for (i = 0; i < s->n_slots; i++) {
+        fsched_fiber *first = NULL;
         s->slots[i] = fsched__slot_new(s, i, i >= s->n_threads);
-        if (!s->slots[i]) {
+        /* a worker thread's first loop fiber, so that it starts without allocating (and
+           runs no task on its own stack for want of one) */
+        if (s->slots[i] && i < s->n_threads && (first = fsched__idle_take(s->slots[i])))
+            fsched__idle_park(s->slots[i], first);
+        if (!s->slots[i] || (i < s->n_threads && !first)) {
             fsched__sched_free(s);
             return FSCHED_ERR_OUT_OF_MEMORY;
         }
+    }
+    if (!fsched__live_add(s)) {
+        fsched__sched_free(s);
+        return FSCHED_ERR_OUT_OF_MEMORY;
     }
 #if !defined(FIBERSCHED_NO_THREADS)
     for (i = 0; i < s->n_threads; i++) {
@@ -4111,6 +4535,7 @@ FIBERSCHED_API fsched_result fsched_create(const fsched_desc *desc, fsched_sched
             fsched__log(&s->logger, FSCHED_LOG_ERROR, "fsched_create: cannot start worker %lu",
                         (unsigned long)i);
             fsched__stop_workers(s);
+            fsched__live_remove(s);
             fsched__sched_free(s);
             return r;
         }
@@ -4172,23 +4597,22 @@ static void fsched__unbind(fsched__worker *w) {
     FSCHED__STORE(&w->in_use, 0u, FSCHED__RELEASE);
 }
 
-/* FSCHED_OK when s is a live scheduler; else logs why through `logger` (may be NULL). */
-static fsched_result fsched__sched_check(const fsched_sched *s, const fsched_logger *logger,
-                                         const char *what) {
-    if (!s || s->magic != FSCHED__SCHED_LIVE)
-        return FSCHED__MISUSE(logger, FSCHED_ERR_INVALID_ARGUMENT, "%s: %s", what,
-                              s ? "not a live scheduler" : "s is NULL");
-    return FSCHED_OK;
-}
-
 FIBERSCHED_API fsched_result fsched_bind(fsched_sched *s) {
     fsched__worker *w;
-    fsched_result r = fsched__sched_check(s, NULL, "fsched_bind");
-    if (r != FSCHED_OK) return r;
-    if (FSCHED__LOAD(&s->closing, FSCHED__ACQUIRE))
-        return FSCHED__MISUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
-                              "fsched_bind: the scheduler is being destroyed");
-    return fsched__bind(s, 0, &w);
+    fsched_result r;
+    /* under the registry's lock: fsched_destroy, which checks for bound threads and
+       begins under it exclusively, sees this bind or is seen by it */
+    fsched__live_read_lock();
+    if (!fsched__live_has(s) || s->magic != FSCHED__SCHED_LIVE)
+        r = FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                           "fsched_bind: %s", s ? "not a live scheduler" : "s is NULL");
+    else if (FSCHED__LOAD(&s->closing, FSCHED__RELAXED))
+        r = FSCHED__MISUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
+                           "fsched_bind: the scheduler is being destroyed");
+    else
+        r = fsched__bind(s, 0, &w);
+    fsched__live_read_unlock();
+    return r;
 }
 
 FIBERSCHED_API fsched_result fsched_unbind(void) {
@@ -4204,50 +4628,83 @@ FIBERSCHED_API fsched_result fsched_unbind(void) {
     return FSCHED_OK;
 }
 
-/* fsched_destroy's test, run when its slot is idle: every task spawned has completed.
-   Counts are monotonic; completions are summed before spawns, so equal sums mean that at
-   some moment no task was outstanding, and none can be spawned after that (only tasks
-   and, before closing, outside threads spawn). */
+/* fsched_destroy's test, run when its slot is idle: every unit of work begun (tasks,
+   graph and pipeline runs) has ended, and no call from outside holds s. Counts only grow;
+   ends are summed before beginnings, so equal sums mean that at some moment nothing was
+   outstanding, and nothing can begin after that: only outstanding work and, before
+   closing, callers outside begin work. The holds are read first: a call that held s and
+   left has counted what it began (its release pairs with the acquire). A call that
+   takes a hold later does so through outstanding work, which the counts see, or finds s
+   closing; one still inside when this returns is waited for before s is freed. */
 static int fsched__quiescent(fsched__worker *self) {
     fsched_sched *s = self->sched;
-    uint64_t completed, spawned;
-    uint32_t i;
-    /* acquire, all: pair with the release stores of the counts */
-    completed = FSCHED__LOAD(&s->external_cancelled, FSCHED__ACQUIRE);
-    for (i = 0; i < s->n_slots; i++) completed += FSCHED__LOAD(&s->slots[i]->completed, FSCHED__ACQUIRE);
-    spawned = FSCHED__LOAD(&s->external_spawned, FSCHED__ACQUIRE);
-    for (i = 0; i < s->n_slots; i++) spawned += FSCHED__LOAD(&s->slots[i]->spawned, FSCHED__ACQUIRE);
-    return completed == spawned && !FSCHED__LOAD(&s->injector.size, FSCHED__ACQUIRE);
+    uint32_t spins = 0, i;
+    FSCHED__POINT(DRAIN);
+    for (;;) {
+        uint64_t ended, begun;
+        if (!FSCHED__LOAD(&s->holds, FSCHED__ACQUIRE)) {
+            /* seq_cst: pairs with fsched__idle_begin (its RMW of the counters releases
+               the slot's counts) and with fsched__work_ended */
+            (void)FSCHED__LOAD(&s->counters, FSCHED__SEQ_CST);
+            ended = FSCHED__LOAD(&s->external_ended, FSCHED__SEQ_CST);
+            for (i = 0; i < s->n_slots; i++)
+                ended += FSCHED__LOAD(&s->slots[i]->completed, FSCHED__ACQUIRE);
+            begun = FSCHED__LOAD(&s->external_begun, FSCHED__ACQUIRE);
+            for (i = 0; i < s->n_slots; i++)
+                begun += FSCHED__LOAD(&s->slots[i]->spawned, FSCHED__ACQUIRE);
+            return ended == begun && !FSCHED__LOAD(&s->injector.size, FSCHED__ACQUIRE);
+        }
+        fsched__backoff(&spins); /* a call from outside is on its way out */
+    }
 }
 
 FIBERSCHED_API fsched_result fsched_destroy(fsched_sched *s) {
     fsched__thread *t;
-    fsched__worker *w;
-    fsched_result r;
-    uint32_t i;
+    fsched__worker *w = NULL;
+    fsched_result r = FSCHED_OK;
+    uint32_t i, spins = 0;
     if (!s) return FSCHED_OK;
-    if (s->magic != FSCHED__SCHED_LIVE)
-        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_destroy: not a live scheduler");
     t = fsched__thread_get();
-    if (t->worker && (t->worker->sched != s || !t->worker->bound || t->current != t->worker->root))
-        return FSCHED__MISUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
-                              "fsched_destroy: called from a task or from another scheduler");
-    for (i = s->n_threads; i < s->n_slots; i++)
-        if (s->slots[i] != t->worker && FSCHED__LOAD(&s->slots[i]->in_use, FSCHED__ACQUIRE))
-            return FSCHED__MISUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
-                                  "fsched_destroy: another thread is still bound");
-    w = t->worker;
-    if (!w) {
-        r = fsched__bind(s, 1, &w);
-        if (r != FSCHED_OK) return r;
+    /* exclusively: no call may enter s through the registry while destroy begins (a
+       bind, a spawn from outside: they see s closing afterwards, or are seen here) */
+    fsched__live_write_lock();
+    if (!fsched__live_has(s) || s->magic != FSCHED__SCHED_LIVE) {
+        r = FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                           "fsched_destroy: not a live scheduler (destroyed already?)");
+    } else if (FSCHED__LOAD(&s->closing, FSCHED__RELAXED)) {
+        r = FSCHED__MISUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
+                           "fsched_destroy: another thread is destroying the scheduler");
+    } else if (t->worker && (t->worker->sched != s || !t->worker->bound ||
+                             t->current != t->worker->root)) {
+        r = FSCHED__MISUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
+                           "fsched_destroy: called from a task or from another scheduler");
+    } else {
+        for (i = s->n_threads; i < s->n_slots; i++)
+            if (s->slots[i] != t->worker && FSCHED__LOAD(&s->slots[i]->in_use, FSCHED__ACQUIRE))
+                r = FSCHED__MISUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
+                                   "fsched_destroy: another thread is still bound");
     }
-    /* seq_cst: against outside spawns (see fsched__spawn) */
-    FSCHED__STORE(&s->closing, 1u, FSCHED__SEQ_CST);
-    FSCHED__STORE(&s->drainer, w, FSCHED__RELEASE);
+    if (r == FSCHED_OK) {
+        w = t->worker;
+        if (!w) r = fsched__bind(s, 1, &w); /* the reserved slot: free, as s is not closing */
+    }
+    if (r == FSCHED_OK) {
+        FSCHED__STORE(&s->drainer, w, FSCHED__RELAXED); /* published by the next store */
+        /* seq_cst: see fsched__idle_begin and fsched__work_ended */
+        FSCHED__STORE(&s->closing, 1u, FSCHED__SEQ_CST);
+    }
+    fsched__live_write_unlock();
+    if (r != FSCHED_OK) return r;
+    FSCHED__POINT(CLOSING);
     fsched__schedule(w, fsched__quiescent);
     fsched__stop_workers(s);
     fsched__unbind(w);
+    fsched__live_write_lock();
+    fsched__live_remove_locked(s); /* from now on, calls find s gone */
+    s->magic = FSCHED__SCHED_DEAD;
+    fsched__live_write_unlock();
+    /* acquire: pairs with the release of the last call that held s */
+    while (FSCHED__LOAD(&s->holds, FSCHED__ACQUIRE)) fsched__backoff(&spins);
     fsched__sched_free(s);
     return FSCHED_OK;
 }
@@ -4258,7 +4715,11 @@ FIBERSCHED_API fsched_sched *fsched_current(void) {
 }
 
 FIBERSCHED_API uint32_t fsched_worker_count(const fsched_sched *s) {
-    return s && s->magic == FSCHED__SCHED_LIVE ? s->n_threads : 0;
+    uint32_t n;
+    if (fsched__sched_enter((fsched_sched *)s, 0, "fsched_worker_count") != FSCHED_OK) return 0;
+    n = s->n_threads;
+    fsched__sched_release((fsched_sched *)s);
+    return n;
 }
 
 FIBERSCHED_API int fsched_worker_index(void) {
@@ -4276,17 +4737,75 @@ FIBERSCHED_API int fsched_worker_index(void) {
    state from WAITING (a waker, its timer, or the deadlock breaker).
 
    A waiter may return, and free the primitive, the moment it sees the signal, so a waker
-   does everything that touches the primitive inside one hold of the list's lock: the
-   change of state, the unlinking and the wakes. _destroy takes the lock, so it waits for
-   a waker still inside. A thread waiter is woken under that lock too, in a way that
-   leaves its record alone afterwards: on Linux it sleeps on its own state word (a futex
-   wake touches no user memory); elsewhere the waker holds the waiting thread's parker
-   mutex across its CAS, and the waiter takes that mutex once before it returns. */
+   decides everything that touches the primitive inside one hold of the list's lock: the
+   change of state, the unlinking. _destroy takes the lock, so it waits for a waker still
+   inside, and every successful wait waits for the lock to be free before it returns
+   (fsched__wait_list_quiesce). The wakes themselves (a futex wake, a worker told that a
+   fiber is ready) come after the lock is released, so that the woken party does not run
+   into the lock still held by a waker that was preempted right after waking it: they
+   touch no memory of the primitive. A thread waiter's record is left alone after its
+   state changed: on Linux it sleeps on its own state word (a futex wake touches no user
+   memory); elsewhere the waker takes the waiting thread's parker mutex before its CAS
+   and holds it until it has broadcast, and the waiter takes that mutex once before it
+   returns. */
+
+/* A wake decided under a wait list's lock, carried out after it. */
+typedef struct fsched__wake {
+    fsched__worker *worker;   /* tell it that a fiber is ready (or its inline wait ended), */
+    fsched_sched *held;       /* then let go of this scheduler, held meanwhile (or NULL) */
+    uint32_t *word;           /* or wake the thread sleeping on this futex word */
+    fsched__parker *parker;   /* or broadcast to this parker and unlock its mutex */
+} fsched__wake;
+
+#define FSCHED__WAKES_MAX 8u
+typedef struct fsched__wakes {
+    uint32_t n;
+    fsched__wake v[FSCHED__WAKES_MAX];
+} fsched__wakes;
+
+static void fsched__wake_do(const fsched__wake *k) {
+    if (k->worker) {
+        fsched__tell(k->worker, k->held);
+    } else if (k->word) {
+#if defined(FSCHED__PARKER_FUTEX)
+        syscall(SYS_futex, k->word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, NULL, NULL, 0);
+#endif
+    } else if (k->parker) {
+#if defined(FSCHED__PARKER_WIN32)
+        WakeAllConditionVariable(&k->parker->cond);
+        ReleaseSRWLockExclusive(&k->parker->lock);
+#elif defined(FSCHED__PARKER_PTHREAD_COND)
+        pthread_cond_broadcast(&k->parker->cond);
+        pthread_mutex_unlock(&k->parker->lock);
+#endif
+    }
+}
+
+/* Under the lock: records a wake for later, or, when the record is full, does it now
+   (correct, only slower for the woken). */
+static void fsched__wake_add(fsched__wakes *wakes, fsched__worker *worker, fsched_sched *held,
+                             uint32_t *word, fsched__parker *parker) {
+    fsched__wake k;
+    k.worker = worker;
+    k.held = held;
+    k.word = word;
+    k.parker = parker;
+    if (wakes->n < FSCHED__WAKES_MAX) wakes->v[wakes->n++] = k;
+    else fsched__wake_do(&k);
+}
 
 static void fsched__wait_list_lock(fsched_wait_list *l) { fsched__spin_lock(&l->lock); }
 
 static void fsched__wait_list_unlock(fsched_wait_list *l) {
     fsched__spin_unlock(&l->lock); /* the last access of a waker */
+}
+
+/* Unlocks the list, then carries out the wakes decided under its lock. */
+static void fsched__wait_list_unlock_wake(fsched_wait_list *l, fsched__wakes *wakes) {
+    uint32_t i;
+    fsched__spin_unlock(&l->lock); /* the last access of a waker to the primitive */
+    for (i = 0; i < wakes->n; i++) fsched__wake_do(&wakes->v[i]);
+    wakes->n = 0;
 }
 
 /* The count is written under the lock and read without it (a hint for signal paths). */
@@ -4326,35 +4845,39 @@ static void fsched__word_wait(uint32_t *word, uint32_t value, uint64_t deadline)
 }
 #endif
 
-/* A waker ends a thread's wait: moves its state from WAITING to `to` and wakes it.
-   Called with the list locked and the waiter still linked, so the record is alive. */
-static int fsched__thread_waiter_end(fsched__waiter *wt, uint32_t to) {
+/* A waker ends a thread's wait: moves its state from WAITING to `to` and records the
+   wake. Called with the list locked and the waiter still linked, so the record is
+   alive. 0 when the waiter's own timeout won the race. */
+static int fsched__thread_waiter_end(fsched__waiter *wt, uint32_t to, fsched__wakes *wakes) {
     uint32_t expected = FSCHED__WAIT_WAITING;
 #if defined(FSCHED__PARKER_FUTEX)
     /* acq_rel: releases the waker's writes to the waiter; a lost race with the
        waiter's own timeout leaves the record alone */
     if (!FSCHED__CAS(&wt->state, &expected, to, FSCHED__ACQ_REL, FSCHED__RELAXED)) return 0;
-    syscall(SYS_futex, &wt->state, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, NULL, NULL, 0);
+    fsched__wake_add(wakes, NULL, NULL, &wt->state, NULL);
     return 1;
 #elif defined(FSCHED__PARKER_NONE)
+    (void)wakes;
     return FSCHED__CAS(&wt->state, &expected, to, FSCHED__ACQ_REL, FSCHED__RELAXED);
 #else
     fsched__parker *p = wt->parker;
-    int won;
+    /* the parker's mutex is held from before the CAS until the broadcast: the waiter
+       takes it before it returns, so its record (and parker) outlive the wake */
 #if defined(FSCHED__PARKER_WIN32)
     AcquireSRWLockExclusive(&p->lock);
 #else
     pthread_mutex_lock(&p->lock);
 #endif
-    won = FSCHED__CAS(&wt->state, &expected, to, FSCHED__ACQ_REL, FSCHED__RELAXED);
+    if (FSCHED__CAS(&wt->state, &expected, to, FSCHED__ACQ_REL, FSCHED__RELAXED)) {
+        fsched__wake_add(wakes, NULL, NULL, NULL, p);
+        return 1;
+    }
 #if defined(FSCHED__PARKER_WIN32)
-    if (won) WakeAllConditionVariable(&p->cond);
     ReleaseSRWLockExclusive(&p->lock);
 #else
-    if (won) pthread_cond_broadcast(&p->cond);
     pthread_mutex_unlock(&p->lock);
 #endif
-    return won;
+    return 0;
 #endif
 }
 
@@ -4436,18 +4959,19 @@ static void fsched__thread_waiter_block(fsched__waiter *wt) {
 #endif
 }
 
-/* Under the lock: ends the first waiter still waiting and resumes it. Returns 1 if a
-   waiter was woken. A fiber waiter is made ready on its worker; a worker waiting inline
-   (it had no fiber to switch to) is notified; a thread is woken as above. */
-static int fsched__wait_list_wake_one(fsched_wait_list *l) {
+/* Under the lock: ends the first waiter still waiting and records how to resume it.
+   Returns 1 if a waiter was ended. A fiber waiter is made ready on its worker; a worker
+   waiting inline (it had no fiber to switch to) is told; a thread is woken as above. */
+static int fsched__wait_list_wake_one(fsched_wait_list *l, fsched__wakes *wakes) {
     fsched__waiter *wt;
     while ((wt = (fsched__waiter *)l->head) != NULL) {
         fsched_fiber *fiber = wt->fiber;
         fsched__worker *worker = wt->worker;
+        fsched_sched *held = NULL;
         uint32_t expected = FSCHED__WAIT_WAITING;
         fsched__wait_list_remove(l, wt);
         if (!fiber && !worker) {
-            if (fsched__thread_waiter_end(wt, FSCHED__WAIT_WOKEN)) return 1;
+            if (fsched__thread_waiter_end(wt, FSCHED__WAIT_WOKEN, wakes)) return 1;
             continue; /* it timed out meanwhile and will find itself unlinked */
         }
         /* acq_rel: releases the waker's writes (e.g. a mutex handed over) to the waiter;
@@ -4455,17 +4979,22 @@ static int fsched__wait_list_wake_one(fsched_wait_list *l) {
         if (!FSCHED__CAS(&wt->state, &expected, FSCHED__WAIT_WOKEN, FSCHED__ACQ_REL,
                          FSCHED__RELAXED))
             continue;
+        FSCHED__POINT(WAKE);
         /* a fiber waiter stays suspended until made ready: its record outlives this */
-        if (fiber) fsched__make_ready(worker, fiber);
-        else fsched__notify(worker);
+        if (fiber) {
+            if (fsched__post_ready(worker, fiber, &held))
+                fsched__wake_add(wakes, worker, held, NULL, NULL);
+        } else {
+            fsched__wake_add(wakes, worker, fsched__hold_for(worker), NULL, NULL);
+        }
         return 1;
     }
     return 0;
 }
 
-/* Under the lock: wakes every waiter. */
-static void fsched__wait_list_wake_all(fsched_wait_list *l) {
-    while (fsched__wait_list_wake_one(l)) {
+/* Under the lock: ends every waiter. */
+static void fsched__wait_list_wake_all(fsched_wait_list *l, fsched__wakes *wakes) {
+    while (fsched__wait_list_wake_one(l, wakes)) {
     }
 }
 
@@ -4526,8 +5055,10 @@ static void fsched__wait_abandon(fsched__waiter *wt) {
    waker's critical section, and the caller may free the primitive next. */
 static inline void fsched__wait_list_quiesce(const fsched_wait_list *l) {
 #if !defined(FIBERSCHED_NO_THREADS)
-    /* acquire: pairs with the waker's release of the lock */
-    while (FSCHED__LOAD(&l->lock, FSCHED__ACQUIRE)) fsched__cpu_relax();
+    uint32_t spins = 0;
+    /* acquire: pairs with the waker's release of the lock. A waker preempted inside its
+       few instructions gets the processor back through the back-off's yields. */
+    while (FSCHED__LOAD(&l->lock, FSCHED__ACQUIRE)) fsched__backoff(&spins);
 #else
     (void)l;
 #endif
@@ -4545,6 +5076,7 @@ static fsched_result fsched__wait_commit(fsched_wait_list *list, fsched__waiter 
         fsched_fiber *next = wt->next_fiber;
         if (t->current == w->root) w->root_waiter = wt;
         if (list) fsched__wait_list_unlock(list);
+        FSCHED__POINT(WAITING);
         if (next) fsched__suspend(w, next);
         else fsched__wait_inline(w, wt);
         if (t->current == w->root) w->root_waiter = NULL;
@@ -4552,8 +5084,10 @@ static fsched_result fsched__wait_commit(fsched_wait_list *list, fsched__waiter 
     } else {
         if (!list && !wt->deadline) return FSCHED_OK;
         if (list) fsched__wait_list_unlock(list);
+        FSCHED__POINT(WAITING);
         fsched__thread_waiter_block(wt);
     }
+    FSCHED__POINT(WOKEN_WAITER);
     if (list) fsched__wait_list_quiesce(list);
     /* acquire: pairs with the CAS of whoever ended the wait */
     state = FSCHED__LOAD(&wt->state, FSCHED__ACQUIRE);
@@ -4619,16 +5153,18 @@ FIBERSCHED_API fsched_result fsched_event_destroy(fsched_event *e) {
 }
 
 FIBERSCHED_API fsched_result fsched_event_set(fsched_event *e) {
+    fsched__wakes wakes;
     FSCHED__CHECK_ARG(e, "fsched_event_set");
+    wakes.n = 0;
     fsched__wait_list_lock(&e->waiters);
     if (e->manual_reset) {
         /* release: what the setter wrote is visible to waiters that see the flag */
         FSCHED__STORE(&e->signaled, 1u, FSCHED__RELEASE);
-        fsched__wait_list_wake_all(&e->waiters);
-    } else if (!fsched__wait_list_wake_one(&e->waiters)) {
+        fsched__wait_list_wake_all(&e->waiters, &wakes);
+    } else if (!fsched__wait_list_wake_one(&e->waiters, &wakes)) {
         FSCHED__STORE(&e->signaled, 1u, FSCHED__RELEASE); /* for the next wait */
     }
-    fsched__wait_list_unlock(&e->waiters);
+    fsched__wait_list_unlock_wake(&e->waiters, &wakes);
     return FSCHED_OK;
 }
 
@@ -4712,6 +5248,7 @@ FIBERSCHED_API fsched_result fsched_wait_group_destroy(fsched_wait_group *wg) {
 }
 
 FIBERSCHED_API fsched_result fsched_wait_group_add(fsched_wait_group *wg, int64_t n) {
+    fsched__wakes wakes;
     int64_t c;
     FSCHED__CHECK_ARG(wg, "fsched_wait_group_add");
     c = FSCHED__LOAD(&wg->count, FSCHED__RELAXED);
@@ -4726,6 +5263,7 @@ FIBERSCHED_API fsched_result fsched_wait_group_add(fsched_wait_group *wg, int64_
     }
     /* reaching zero: under the lock, together with the wakes (a waiter that sees zero may
        free the group at once) */
+    wakes.n = 0;
     fsched__wait_list_lock(&wg->waiters);
     c = FSCHED__LOAD(&wg->count, FSCHED__RELAXED);
     for (;;) {
@@ -4736,8 +5274,8 @@ FIBERSCHED_API fsched_result fsched_wait_group_add(fsched_wait_group *wg, int64_
         }
         if (FSCHED__CAS_WEAK(&wg->count, &c, c + n, FSCHED__ACQ_REL, FSCHED__RELAXED)) break;
     }
-    if (c + n == 0) fsched__wait_list_wake_all(&wg->waiters);
-    fsched__wait_list_unlock(&wg->waiters);
+    if (c + n == 0) fsched__wait_list_wake_all(&wg->waiters, &wakes);
+    fsched__wait_list_unlock_wake(&wg->waiters, &wakes);
     return FSCHED_OK;
 }
 
@@ -4747,17 +5285,41 @@ FIBERSCHED_API fsched_result fsched_wait_group_done(fsched_wait_group *wg) {
 
 static void fsched__wait_group_finish(fsched_wait_group *wg) { fsched_wait_group_add(wg, -1); }
 
-/* Runs this group's tasks still at the top of the caller's own deque. A bound thread's
-   own code does not: it waits on its root fiber while the tasks run on others, so that a
-   task that blocks is never taken for the thread's own wait. */
+/* Whether job is a task counted by wg. Only for a job the caller owns: a job still in a
+   deque's public part may be taken, run and freed by a thief at any moment. */
+static int fsched__job_of_group(const fsched__job *job, const fsched_wait_group *wg) {
+    return job->execute == fsched__task_execute && ((const fsched__task *)job)->wait_group == wg;
+}
+
+/* Runs this group's tasks still at the top of the caller's own deque (a scope: the newest
+   jobs are usually the ones it just spawned). Each candidate is taken before it is
+   looked at; one that is not the group's goes back where it was. A bound thread's own
+   code does not help: it waits on its root fiber while the tasks run on fibers (so that
+   a task that blocks is never taken for the thread's own wait, and no task runs on the
+   thread's stack). */
 static void fsched__wait_group_help(fsched_wait_group *wg) {
     fsched__worker *w = fsched__tls_thread.worker;
-    fsched__job *job;
-    if (!w || (w->bound && fsched__tls_thread.current == w->root)) return;
-    while (FSCHED__LOAD(&wg->count, FSCHED__ACQUIRE) > 0 &&
-           (job = fsched__deque_peek(&w->deque)) != NULL &&
-           job->execute == fsched__task_execute && ((fsched__task *)job)->wait_group == wg) {
-        if (fsched__pop_job(w) == job) job->execute(job, w); /* else a thief took it */
+    fsched__deque *d;
+    if (!w || fsched__tls_thread.current == w->root) return;
+    d = &w->deque;
+    while (FSCHED__LOAD(&wg->count, FSCHED__ACQUIRE) > 0) {
+        fsched__job *job;
+        int emptied;
+        if (d->ring_tail != d->ring_head) { /* private: only this worker touches the ring */
+            job = d->ring[(d->ring_tail - 1) % FSCHED__RING_SIZE];
+            if (!fsched__job_of_group(job, wg)) return;
+            d->ring_tail--;
+        } else {
+            job = fsched__cl_take(&d->pub, &emptied);
+            if (emptied) fsched__deque_request(d); /* as fsched__deque_pop */
+            if (!job) return; /* empty, or stolen */
+            FSCHED__POINT(HELP);
+            if (!fsched__job_of_group(job, wg)) { /* not ours: back as the newest again */
+                fsched__cl_push(&d->pub, NULL, 0, 0, &job, 1); /* room: it just left */
+                return;
+            }
+        }
+        job->execute(job, w);
     }
 }
 
@@ -4880,6 +5442,7 @@ FIBERSCHED_API fsched_result fsched_mutex_lock_for(fsched_mutex *m, uint64_t tim
 }
 
 FIBERSCHED_API fsched_result fsched_mutex_unlock(fsched_mutex *m) {
+    fsched__wakes wakes;
     uint32_t expected = 1;
     FSCHED__CHECK_ARG(m, "fsched_mutex_unlock");
     /* release: our critical section happens before the next holder's */
@@ -4887,12 +5450,13 @@ FIBERSCHED_API fsched_result fsched_mutex_unlock(fsched_mutex *m) {
     if (expected == 0)
         return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
                               "fsched_mutex_unlock: the mutex is not locked");
+    wakes.n = 0;
     fsched__wait_list_lock(&m->waiters);
-    if (!fsched__wait_list_wake_one(&m->waiters))
+    if (!fsched__wait_list_wake_one(&m->waiters, &wakes))
         FSCHED__STORE(&m->state, 0u, FSCHED__RELEASE); /* nobody left: unlocked */
     else if (!m->waiters.head)
         FSCHED__STORE(&m->state, 1u, FSCHED__RELAXED); /* handed over, nobody else waits */
-    fsched__wait_list_unlock(&m->waiters);
+    fsched__wait_list_unlock_wake(&m->waiters, &wakes);
     return FSCHED_OK;
 }
 
@@ -4940,20 +5504,24 @@ FIBERSCHED_API fsched_result fsched_cond_wait_for(fsched_cond *c, fsched_mutex *
 }
 
 FIBERSCHED_API fsched_result fsched_cond_signal(fsched_cond *c) {
+    fsched__wakes wakes;
     FSCHED__CHECK_ARG(c, "fsched_cond_signal");
     if (!FSCHED__LOAD(&c->waiters.count, FSCHED__ACQUIRE)) return FSCHED_OK;
+    wakes.n = 0;
     fsched__wait_list_lock(&c->waiters);
-    fsched__wait_list_wake_one(&c->waiters);
-    fsched__wait_list_unlock(&c->waiters);
+    fsched__wait_list_wake_one(&c->waiters, &wakes);
+    fsched__wait_list_unlock_wake(&c->waiters, &wakes);
     return FSCHED_OK;
 }
 
 FIBERSCHED_API fsched_result fsched_cond_broadcast(fsched_cond *c) {
+    fsched__wakes wakes;
     FSCHED__CHECK_ARG(c, "fsched_cond_broadcast");
     if (!FSCHED__LOAD(&c->waiters.count, FSCHED__ACQUIRE)) return FSCHED_OK;
+    wakes.n = 0;
     fsched__wait_list_lock(&c->waiters);
-    fsched__wait_list_wake_all(&c->waiters);
-    fsched__wait_list_unlock(&c->waiters);
+    fsched__wait_list_wake_all(&c->waiters, &wakes);
+    fsched__wait_list_unlock_wake(&c->waiters, &wakes);
     return FSCHED_OK;
 }
 
@@ -5032,17 +5600,19 @@ FIBERSCHED_API fsched_result fsched_sema_acquire_for(fsched_sema *s, uint64_t ti
 }
 
 FIBERSCHED_API fsched_result fsched_sema_release(fsched_sema *s, int64_t n) {
+    fsched__wakes wakes;
     FSCHED__CHECK_ARG(s, "fsched_sema_release");
     if (n < 0)
         return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
                               "fsched_sema_release: negative count");
     if (n == 0) return FSCHED_OK;
+    wakes.n = 0;
     fsched__wait_list_lock(&s->waiters);
     /* waiters first (each gets its unit directly), the rest to the count */
-    while (n > 0 && fsched__wait_list_wake_one(&s->waiters)) n--;
+    while (n > 0 && fsched__wait_list_wake_one(&s->waiters, &wakes)) n--;
     /* release: our writes happen before an acquirer's */
     if (n > 0) FSCHED__FETCH_ADD(&s->count, n, FSCHED__RELEASE);
-    fsched__wait_list_unlock(&s->waiters);
+    fsched__wait_list_unlock_wake(&s->waiters, &wakes);
     return FSCHED_OK;
 }
 
@@ -5115,29 +5685,23 @@ static fsched_result fsched__spawn(fsched_sched *s, fsched_wait_group *wg, void 
     fsched__worker *w = fsched__tls_thread.worker;
     fsched__job *job;
     fsched__task *t;
-    fsched_result r = fsched__sched_check(s, NULL, "fsched_spawn");
-    if (r != FSCHED_OK) return r;
-    if (!fn || (size && !data))
-        return FSCHED__MISUSE(&s->logger, FSCHED_ERR_INVALID_ARGUMENT, "fsched_spawn: fn is NULL");
-    if (w && w->sched != s) w = NULL; /* a task of another scheduler: from outside */
-    if (!w) {
-        /* seq_cst, both: against fsched_destroy, which sets closing and then reads this
-           count; one of us sees the other */
-        FSCHED__FETCH_ADD(&s->external_spawned, 1u, FSCHED__SEQ_CST);
-        if (FSCHED__LOAD(&s->closing, FSCHED__SEQ_CST)) {
-            FSCHED__FETCH_ADD(&s->external_cancelled, 1u, FSCHED__SEQ_CST);
-            return FSCHED__MISUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
-                                  "fsched_spawn: the scheduler is being destroyed");
-        }
+    fsched_result r;
+    if (!w || w->sched != s) { /* from outside s: hold it while touching it */
+        w = NULL;
+        if ((r = fsched__sched_enter(s, 1, "fsched_spawn")) != FSCHED_OK) return r;
+    }
+    if (!fn || (size && !data)) {
+        r = FSCHED__MISUSE(&s->logger, FSCHED_ERR_INVALID_ARGUMENT, "fsched_spawn: fn is NULL");
+        goto out;
+    }
+    if (w) {
+        t = fsched__task_alloc(w);
+    } else {
         t = (fsched__task *)fsched__alloc(&s->allocator, sizeof *t, FSCHED__CACHE_LINE);
         if (t) t->home = NULL;
-    } else {
-        t = fsched__task_alloc(w);
     }
-    if (!t) {
-        if (!w) FSCHED__FETCH_ADD(&s->external_cancelled, 1u, FSCHED__SEQ_CST);
-        return FSCHED_ERR_OUT_OF_MEMORY;
-    }
+    r = FSCHED_ERR_OUT_OF_MEMORY;
+    if (!t) goto out;
     t->job.execute = fsched__task_execute;
     t->fn = fn;
     t->wait_group = wg;
@@ -5147,8 +5711,7 @@ static fsched_result fsched__spawn(fsched_sched *s, fsched_wait_group *wg, void 
         t->copy = fsched__alloc(&s->allocator, size, 16);
         if (!t->copy) {
             fsched__task_free(s, w, t);
-            if (!w) FSCHED__FETCH_ADD(&s->external_cancelled, 1u, FSCHED__SEQ_CST);
-            return FSCHED_ERR_OUT_OF_MEMORY;
+            goto out;
         }
         t->copy_size = size;
         memcpy(t->copy, data, size);
@@ -5160,8 +5723,9 @@ static fsched_result fsched__spawn(fsched_sched *s, fsched_wait_group *wg, void 
         t->arg = arg;
     }
     if (wg) fsched_wait_group_add(wg, 1);
+    job = &t->job;
+    r = FSCHED_OK;
     if (w) {
-        job = &t->job;
         /* release: fsched_destroy reads the counts of spawns and completions */
         FSCHED__STORE(&w->spawned, w->spawned + 1, FSCHED__RELEASE);
         /* published at once: the spawner may compute for long before it next calls the
@@ -5169,10 +5733,13 @@ static fsched_result fsched__spawn(fsched_sched *s, fsched_wait_group *wg, void 
         fsched__publish(w, &job, 1);
         return FSCHED_OK;
     }
-    job = &t->job;
+    /* relaxed: fsched_destroy reads it after the release of this call's hold */
+    FSCHED__FETCH_ADD(&s->external_begun, (uint64_t)1, FSCHED__RELAXED);
     fsched__injector_push(&s->injector, &job, 1);
     fsched__new_jobs(s, 1);
-    return FSCHED_OK;
+out:
+    if (!w) fsched__sched_release(s);
+    return r;
 }
 
 FIBERSCHED_API fsched_result fsched_spawn(fsched_sched *s, void (*fn)(void *arg), void *arg) {
@@ -5211,6 +5778,7 @@ static void fsched__join_execute(fsched__job *job, fsched__worker *w) {
     j->fn(j->arg);
     FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_JOIN, trace_begin, NULL,
                                        (uint64_t)(uintptr_t)j->fn);)
+    FSCHED__POINT(JOIN);
     /* acq_rel: releases fn's effects to the joiner, acquires the fiber it left there */
     waiting = FSCHED__EXCHANGE(&j->latch, (uintptr_t)1, FSCHED__ACQ_REL);
     if (waiting > 1) fsched__make_ready(owner, (fsched_fiber *)waiting);
@@ -5221,10 +5789,10 @@ static void fsched__join_execute(fsched__job *job, fsched__worker *w) {
 /* The joiner's side once b has been taken by another worker: helps with other work for a
    bounded time, then suspends until b's latch is set. */
 static void fsched__join_wait(fsched__worker *w, fsched__join_job *j) {
-    uint32_t round;
+    uint32_t round = fsched__tls_thread.current == w->root ? FSCHED__JOIN_HELP_ROUNDS : 0;
     fsched_fiber *next;
     uintptr_t expected = 0;
-    for (round = 0; round < FSCHED__JOIN_HELP_ROUNDS; round++) {
+    for (; round < FSCHED__JOIN_HELP_ROUNDS; round++) { /* not on a thread's own stack */
         fsched__job *job;
         uint32_t i;
         /* acquire: pairs with the exchange in fsched__join_execute */
@@ -5246,6 +5814,7 @@ static void fsched__join_wait(fsched__worker *w, fsched__join_job *j) {
             else fsched__cpu_relax();
         }
     }
+    FSCHED__POINT(JOIN);
     /* acq_rel: publishes the fiber to the finisher, or sees that it finished */
     if (FSCHED__CAS(&j->latch, &expected, (uintptr_t)fsched__tls_thread.current,
                     FSCHED__ACQ_REL, FSCHED__ACQUIRE))
@@ -5255,10 +5824,18 @@ static void fsched__join_wait(fsched__worker *w, fsched__join_job *j) {
 }
 
 /* Runs jobs popped from the own deque until b comes back (then runs it here) or turns
-   out to be taken (then waits for it). Jobs newer than b are tasks spawned meanwhile. */
+   out to be taken (then waits for it). Jobs newer than b are tasks spawned meanwhile.
+   On a bound thread's own stack no other task runs: b only, if it is next. */
 static void fsched__join_finish(fsched__worker *w, fsched__join_job *j) {
+    int on_root = fsched__tls_thread.current == w->root;
     for (;;) {
-        fsched__job *job = fsched__pop_job(w);
+        fsched__job *job;
+        if (on_root) {
+            if (!fsched__deque_pop_if_newest(&w->deque, &j->job)) break;
+            j->fn(j->arg);
+            return;
+        }
+        job = fsched__pop_job(w);
         if (!job) break;
         if (job == &j->job) {
             j->fn(j->arg);
@@ -5628,6 +6205,8 @@ struct fsched_graph {
     uint32_t cancel;            /* atomic */
     fsched_graph_task *first_failed; /* atomic: set once per run */
     uint32_t n_failed, n_skipped, n_cancelled; /* atomic: tasks that did not finish */
+    uint32_t ended_run;         /* the last run that ended, and how (under the lock) */
+    fsched_graph_outcome outcome;
     fsched_event done;          /* manual reset: the run has ended */
     fsched__job starter;        /* queues the sources of a run begun outside the scheduler */
     FSCHED__ALIGN_LINE uint64_t remaining; /* atomic: tasks of the run not completed, + holds */
@@ -5918,14 +6497,21 @@ FIBERSCHED_API fsched_result fsched_graph_create(const fsched_graph_desc *desc, 
     fsched__mutex_init(&g->lock);
     fsched_event_init(&g->done, 1, 1);
     g->magic = FSCHED__GRAPH_LIVE;
+    if (!fsched__live_add(g)) {
+        fsched__mutex_destroy(&g->lock);
+        fsched__free(&a, g->name, g->name ? strlen(g->name) + 1 : 0, 1);
+        fsched__free(&a, g, sizeof *g, FSCHED__CACHE_LINE);
+        return FSCHED_ERR_OUT_OF_MEMORY;
+    }
     *out = g;
     return FSCHED_OK;
 }
 
+/* FSCHED_OK for a live graph; a destroyed one is found gone without reading it. */
 static fsched_result fsched__graph_check(const fsched_graph *g, const char *what) {
-    if (!g || g->magic != FSCHED__GRAPH_LIVE)
+    if (!fsched__live_check(g) || g->magic != FSCHED__GRAPH_LIVE)
         return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
-                              "%s: %s", what, g ? "not a live graph" : "the graph is NULL");
+                              "%s: %s", what, g ? "not a live graph (destroyed?)" : "the graph is NULL");
     return FSCHED_OK;
 }
 
@@ -6293,18 +6879,37 @@ static void fsched__graph_queue_batch(fsched_graph_task **batch, size_t n, fsche
     for (i = n; i-- > 0;) fsched__graph_queue(batch[i], w, local);
 }
 
-/* The end of a run. Storing `running` is the last touch of g: a waiter returns only
-   once it sees it (see fsched_graph_wait). The run counts as one task for
-   fsched_destroy's quiescence test, completed here. */
+/* The end of a run: its outcome is recorded under the lock, for waiters of this run,
+   whatever runs come after; the event wakes them. Clearing `running` is the last touch
+   of g: the next run cannot begin before it, and a waiter returns only once it sees it
+   or a newer run (see fsched__graph_wait). The run counts as one unit of work for
+   fsched_destroy, ended here. */
 static void fsched__graph_end(fsched_graph *g, fsched__worker *w) {
     fsched_sched *s = g->sched;
+    fsched_graph_outcome o;
+    memset(&o, 0, sizeof o);
+    FSCHED__POINT(RUN_END);
+    fsched__mutex_lock(&g->lock);
+    /* relaxed: the last decrement of `remaining` (acq_rel) gathered every task's counts */
+    o.failed_count = FSCHED__LOAD(&g->n_failed, FSCHED__RELAXED);
+    o.skipped = FSCHED__LOAD(&g->n_skipped, FSCHED__RELAXED);
+    o.cancelled = FSCHED__LOAD(&g->n_cancelled, FSCHED__RELAXED);
+    o.finished = g->tasks.n - o.failed_count - o.skipped - o.cancelled;
+    o.failed = FSCHED__LOAD(&g->first_failed, FSCHED__RELAXED);
+    if (o.failed) {
+        o.status = o.failed->status;
+        o.result = o.failed->fail_reason;
+    } else if (o.cancelled || FSCHED__LOAD(&g->cancel, FSCHED__RELAXED)) {
+        o.result = FSCHED_ERR_CANCELLED;
+    }
+    g->outcome = o;
+    g->ended_run = FSCHED__LOAD(&g->run, FSCHED__RELAXED);
     fsched_event_set(&g->done);
-    /* release: the run's writes are visible to whoever sees it ended */
+    fsched__mutex_unlock(&g->lock);
+    FSCHED__POINT(RUN_END);
+    /* release: the run and its outcome happen before a waiter or the next run sees it */
     FSCHED__STORE(&g->running, 0u, FSCHED__RELEASE);
-    if (w && w->sched == s) /* relaxed: as in fsched__task_execute */
-        FSCHED__STORE(&w->completed, w->completed + 1, FSCHED__RELAXED);
-    else
-        FSCHED__FETCH_ADD(&s->external_cancelled, (uint64_t)1, FSCHED__SEQ_CST);
+    fsched__work_ended(s, w);
 }
 
 /* Records t as the run's first failure if it is; fail-fast cancels the rest. */
@@ -6490,20 +7095,6 @@ static void fsched__graph_execute(fsched__job *job, fsched__worker *w) {
     fsched__graph_process_list((fsched_graph_task *)job, w);
 }
 
-/* Starts counting a run (or spawn) from a thread outside s as outstanding work for
-   fsched_destroy; FSCHED_ERR_WRONG_STATE once destruction has begun. */
-static fsched_result fsched__external_begin(fsched_sched *s, const char *what) {
-    /* seq_cst, both: against fsched_destroy, which sets closing and then reads this
-       count; one of us sees the other */
-    FSCHED__FETCH_ADD(&s->external_spawned, (uint64_t)1, FSCHED__SEQ_CST);
-    if (FSCHED__LOAD(&s->closing, FSCHED__SEQ_CST)) {
-        FSCHED__FETCH_ADD(&s->external_cancelled, (uint64_t)1, FSCHED__SEQ_CST);
-        return FSCHED__MISUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
-                              "%s: the scheduler is being destroyed", what);
-    }
-    return FSCHED_OK;
-}
-
 /* Queues the run's sources on w's deque, in batches as in fsched__graph_complete. Under
    the graph's lock (tasks that run meanwhile may add tasks). */
 static void fsched__graph_queue_sources(fsched_graph *g, fsched__worker *w,
@@ -6547,8 +7138,8 @@ FIBERSCHED_API fsched_result fsched_graph_run(fsched_graph *g, fsched_sched *s) 
     fsched_result r;
     uint32_t i;
     if ((r = fsched__graph_check(g, "fsched_graph_run")) != FSCHED_OK) return r;
-    if ((r = fsched__sched_check(s, &g->logger, "fsched_graph_run")) != FSCHED_OK) return r;
     if (w && w->sched != s) w = NULL; /* a task of another scheduler: from outside */
+    if (!w && (r = fsched__sched_enter(s, 1, "fsched_graph_run")) != FSCHED_OK) return r;
     fsched__mutex_lock(&g->lock);
     if (FSCHED__LOAD(&g->running, FSCHED__ACQUIRE)) {
         r = FSCHED__MISUSE(&g->logger, FSCHED_ERR_WRONG_STATE, "fsched_graph_run: already running");
@@ -6576,8 +7167,8 @@ FIBERSCHED_API fsched_result fsched_graph_run(fsched_graph *g, fsched_sched *s) 
         r = FSCHED_ERR_OUT_OF_MEMORY;
         goto unlock;
     }
-    if (!w && (r = fsched__external_begin(s, "fsched_graph_run")) != FSCHED_OK) goto unlock;
     if (w) FSCHED__STORE(&w->spawned, w->spawned + 1, FSCHED__RELEASE); /* as a spawn */
+    else FSCHED__FETCH_ADD(&s->external_begun, (uint64_t)1, FSCHED__RELAXED); /* see spawn */
     g->sched = s;
     g->caller_slot = w ? (int32_t)w->index : -1;
     for (i = 0; i < g->placed.n; i++)
@@ -6603,6 +7194,7 @@ FIBERSCHED_API fsched_result fsched_graph_run(fsched_graph *g, fsched_sched *s) 
     }
 unlock:
     fsched__mutex_unlock(&g->lock);
+    if (!w) fsched__sched_release(s);
     if (r != FSCHED_OK) return r;
     if (w) fsched__graph_started(g, w, local);
     return FSCHED_OK;
@@ -6613,35 +7205,31 @@ static fsched_result fsched__graph_wait(fsched_graph *g, uint64_t timeout_ns, in
     fsched_graph_outcome o;
     fsched_graph_task *cur = fsched__graph_current();
     fsched_result r;
-    uint32_t spins = 0;
+    uint32_t spins = 0, run;
     if ((r = fsched__graph_check(g, what)) != FSCHED_OK) return r;
-    if (!FSCHED__LOAD(&g->run, FSCHED__ACQUIRE))
-        return FSCHED__MISUSE(&g->logger, FSCHED_ERR_WRONG_STATE, "%s: never ran", what);
+    fsched__mutex_lock(&g->lock);
+    run = g->run; /* the run this call reports on: the current one, or the last */
+    fsched__mutex_unlock(&g->lock);
+    if (!run) return FSCHED__MISUSE(&g->logger, FSCHED_ERR_WRONG_STATE, "%s: never ran", what);
     if (cur && cur->graph == g && FSCHED__LOAD(&g->running, FSCHED__ACQUIRE))
         return FSCHED__MISUSE(&g->logger, FSCHED_ERR_WRONG_STATE,
                               "%s: a task cannot wait for its own graph", what);
-    r = timed ? fsched_event_wait_for(&g->done, timeout_ns) : fsched_event_wait(&g->done);
-    if (r != FSCHED_OK) return r;
-    /* the ending thread sets the event and then clears `running`, its last touch of g:
-       wait for that, so that the caller may free g at once */
-    while (FSCHED__LOAD(&g->running, FSCHED__ACQUIRE)) {
-        if (++spins < 64) fsched__cpu_relax();
-        else fsched_yield();
+    for (;;) {
+        fsched__mutex_lock(&g->lock);
+        if (g->ended_run >= run) { /* how it ended, whatever ran since */
+            o = g->outcome;
+            break;
+        }
+        fsched__mutex_unlock(&g->lock);
+        /* the event is set when `run` ends (or a later run, which the lock shows) */
+        r = timed ? fsched_event_wait_for(&g->done, timeout_ns) : fsched_event_wait(&g->done);
+        if (r != FSCHED_OK) return r;
     }
-    memset(&o, 0, sizeof o);
-    o.failed_count = FSCHED__LOAD(&g->n_failed, FSCHED__RELAXED);
-    o.skipped = FSCHED__LOAD(&g->n_skipped, FSCHED__RELAXED);
-    o.cancelled = FSCHED__LOAD(&g->n_cancelled, FSCHED__RELAXED);
-    fsched__mutex_lock(&g->lock);
-    o.finished = g->tasks.n - o.failed_count - o.skipped - o.cancelled;
     fsched__mutex_unlock(&g->lock);
-    o.failed = FSCHED__LOAD(&g->first_failed, FSCHED__ACQUIRE);
-    if (o.failed) {
-        o.status = o.failed->status;
-        o.result = o.failed->fail_reason;
-    } else if (o.cancelled || FSCHED__LOAD(&g->cancel, FSCHED__RELAXED)) {
-        o.result = FSCHED_ERR_CANCELLED;
-    }
+    /* the ender clears `running` last: wait for that (or for a later run, which began only
+       after it), so that the caller may free g at once */
+    while (FSCHED__LOAD(&g->running, FSCHED__ACQUIRE) && FSCHED__LOAD(&g->run, FSCHED__ACQUIRE) == run)
+        fsched__backoff(&spins);
     if (out) *out = o;
     return o.result;
 }
@@ -6657,10 +7245,15 @@ FIBERSCHED_API fsched_result fsched_graph_wait_for(fsched_graph *g, uint64_t tim
 
 FIBERSCHED_API fsched_result fsched_graph_cancel(fsched_graph *g) {
     fsched_result r = fsched__graph_check(g, "fsched_graph_cancel");
-    /* release: tasks that see the flag see what the canceller did before */
-    if (r == FSCHED_OK && FSCHED__LOAD(&g->running, FSCHED__ACQUIRE))
-        FSCHED__STORE(&g->cancel, 1u, FSCHED__RELEASE);
-    return r;
+    if (r != FSCHED_OK) return r;
+    /* under the lock: the flag belongs to the run that is current now, never to one that
+       begins later (fsched_graph_run clears it under the same lock) */
+    fsched__mutex_lock(&g->lock);
+    if (FSCHED__LOAD(&g->running, FSCHED__ACQUIRE) && g->ended_run != g->run)
+        FSCHED__STORE(&g->cancel, 1u, FSCHED__RELEASE); /* release: tasks that see it see
+                                                           what the canceller did before */
+    fsched__mutex_unlock(&g->lock);
+    return FSCHED_OK;
 }
 
 FIBERSCHED_API fsched_result fsched_graph_destroy(fsched_graph *g) {
@@ -6694,6 +7287,7 @@ FIBERSCHED_API fsched_result fsched_graph_destroy(fsched_graph *g) {
     if (g->name) fsched__free(&g->allocator, g->name, strlen(g->name) + 1, 1);
     fsched_event_destroy(&g->done);
     fsched__mutex_destroy(&g->lock);
+    fsched__live_remove(g);
     g->magic = FSCHED__GRAPH_DEAD;
     fsched__free(&g->allocator, g, sizeof *g, FSCHED__CACHE_LINE);
     return FSCHED_OK;
@@ -7545,14 +8139,21 @@ FIBERSCHED_API fsched_result fsched_pipeline_create(const fsched_pipeline_desc *
     fsched_event_init(&p->completed, 0, 0);
     fsched_event_init(&p->done, 1, 0);
     p->magic = FSCHED__PIPE_LIVE;
+    if (!fsched__live_add(p)) {
+        fsched__free_str(&a, p->name);
+        fsched__free(&a, p, sizeof *p, FSCHED__CACHE_LINE);
+        return FSCHED_ERR_OUT_OF_MEMORY;
+    }
     *out = p;
     return FSCHED_OK;
 }
 
+/* FSCHED_OK for a live pipeline; a destroyed one is found gone without reading it. */
 static fsched_result fsched__pipe_check(const fsched_pipeline *p, const char *what) {
-    if (!p || p->magic != FSCHED__PIPE_LIVE)
+    if (!fsched__live_check(p) || p->magic != FSCHED__PIPE_LIVE)
         return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
-                              "%s: %s", what, p ? "not a live pipeline" : "the pipeline is NULL");
+                              "%s: %s", what,
+                              p ? "not a live pipeline (destroyed?)" : "the pipeline is NULL");
     return FSCHED_OK;
 }
 
@@ -7597,6 +8198,7 @@ FIBERSCHED_API fsched_result fsched_pipeline_destroy(fsched_pipeline *p) {
     fsched_event_destroy(&p->completed);
     fsched_event_destroy(&p->done);
     fsched__free_str(&a, p->name);
+    fsched__live_remove(p);
     p->magic = FSCHED__PIPE_DEAD;
     fsched__free(&a, p, sizeof *p, FSCHED__CACHE_LINE);
     return FSCHED_OK;
@@ -7665,13 +8267,15 @@ static fsched_result fsched__debug_update(fsched_pipeline *p, fsched_node *n) {
     }
     if (!fsched__node_start_advance(n)) {
         /* completed elsewhere, later: wait for it (this keeps the order deterministic;
-           nothing about it is logged, as when it comes is not) */
-        fsched_result r;
-        while (FSCHED__LOAD(&n->phase, FSCHED__ACQUIRE) != FSCHED__ADV_COMPLETED)
-            if ((r = fsched_event_wait(&p->completed)) != FSCHED_OK) {
-                fsched__pipe_log(p, "node ", n->report.label, ": its advance never completed");
-                return r;
-            }
+           nothing about it is logged, as when it comes is not). fsched_node_complete
+           sets the event exactly once for such a completion, as its last touch of the
+           pipeline: wait for the event even when the phase already says completed */
+        fsched_result r = fsched_event_wait(&p->completed);
+        if (r != FSCHED_OK) {
+            fsched__pipe_log(p, "node ", n->report.label, ": its advance never completed");
+            return r;
+        }
+        FIBERSCHED_ASSERT(FSCHED__LOAD(&n->phase, FSCHED__ACQUIRE) == FSCHED__ADV_COMPLETED);
     }
     fsched__node_finish(n, NULL);
     if (n->advanced) p->advanced_in_generation = 1;
@@ -7730,7 +8334,7 @@ FIBERSCHED_API fsched_result fsched_pipeline_run_until(fsched_pipeline *p, int (
 }
 
 FIBERSCHED_API int fsched_pipeline_finished(const fsched_pipeline *p) {
-    return p && p->magic == FSCHED__PIPE_LIVE &&
+    return fsched__live_check(p) && p->magic == FSCHED__PIPE_LIVE &&
            FSCHED__LOAD(&p->state, FSCHED__ACQUIRE) == FSCHED__PIPE_ENDED;
 }
 
@@ -7849,12 +8453,18 @@ FIBERSCHED_API fsched_result fsched_node_complete(fsched_node *n, int advanced) 
         if (FSCHED__CAS(&n->phase, &ph, FSCHED__ADV_COMPLETED, FSCHED__ACQ_REL, FSCHED__RELAXED))
             break;
     }
+    FSCHED__POINT(COMPLETE);
     if (ph == FSCHED__ADV_ADVANCING) return FSCHED_OK; /* the callback finishes it */
     /* the callback returned first: whoever runs the node next finishes it */
     if (FSCHED__LOAD(&n->pipeline->state, FSCHED__ACQUIRE) == FSCHED__PIPE_RUNNING) {
+        fsched_sched *s = n->pipeline->sched;
         fsched__worker *w = fsched__tls_thread.worker;
-        if (w && w->sched != n->pipeline->sched) w = NULL;
-        fsched__place(n->pipeline->sched, w, &n->placed); /* it is still counted active */
+        if (w && w->sched != s) w = NULL;
+        /* from outside s, hold it: once queued, the node may run, the pipeline end and s
+           be destroyed while this call is still announcing the job */
+        if (!w) fsched__sched_hold(s);
+        fsched__place(s, w, &n->placed); /* it is still counted active */
+        if (!w) fsched__sched_release(s);
     } else {
         fsched_event_set(&n->pipeline->completed); /* the debugging scheduler waits */
     }
@@ -7878,13 +8488,13 @@ FIBERSCHED_API fsched_result fsched_pipeline_run(fsched_pipeline *p, fsched_sche
         } while (FSCHED__LOAD(&p->state, FSCHED__ACQUIRE) == FSCHED__PIPE_STEPPING);
         return r;
     }
-    if ((r = fsched__sched_check(s, &p->logger, "fsched_pipeline_run")) != FSCHED_OK) return r;
     if (st != FSCHED__PIPE_BUILDING)
         return FSCHED__MISUSE(&p->logger, FSCHED_ERR_WRONG_STATE,
                               "fsched_pipeline_run: the pipeline has started or run");
     if (w && w->sched != s) w = NULL;
-    if (!w && (r = fsched__external_begin(s, "fsched_pipeline_run")) != FSCHED_OK) return r;
+    if (!w && (r = fsched__sched_enter(s, 1, "fsched_pipeline_run")) != FSCHED_OK) return r;
     if (w) FSCHED__STORE(&w->spawned, w->spawned + 1, FSCHED__RELEASE); /* as a spawn */
+    else FSCHED__FETCH_ADD(&s->external_begun, (uint64_t)1, FSCHED__RELAXED); /* see spawn */
     p->sched = s;
     fsched__pipe_initialize_nodes(p);
     fsched__pipe_log(p, "running on the parallel scheduler", NULL, NULL);
@@ -7898,14 +8508,15 @@ FIBERSCHED_API fsched_result fsched_pipeline_run(fsched_pipeline *p, fsched_sche
     FSCHED__STORE(&p->state, FSCHED__PIPE_RUNNING, FSCHED__RELEASE);
     for (i = 0; i < p->n_nodes; i++) fsched__place(s, w, &p->nodes[i]->placed);
     if (FSCHED__FETCH_SUB(&p->active, 1u, FSCHED__ACQ_REL) == 1) fsched_event_set(&p->done);
+    if (!w) fsched__sched_release(s); /* the run, counted, keeps s alive until it ends */
     r = fsched_event_wait(&p->done); /* a task suspends; a thread blocks */
     if (r != FSCHED_OK) { /* cannot happen with threads: nothing else ends this wait */
         while (FSCHED__LOAD(&p->active, FSCHED__ACQUIRE)) fsched_yield();
     }
     fsched__pipe_end(p);
-    if (w) FSCHED__STORE(&w->completed, w->completed + 1, FSCHED__RELAXED);
-    else FSCHED__FETCH_ADD(&s->external_cancelled, (uint64_t)1, FSCHED__SEQ_CST);
-    return p->result;
+    r = p->result;
+    fsched__work_ended(s, w);
+    return r;
 }
 
 /* ---- linear pipelines ----
@@ -8354,28 +8965,29 @@ static void fsched__trace_write_event(const fsched_sched *s, uint32_t slot,
 
 #endif /* FIBERSCHED_TRACE */
 
-static fsched_result fsched__trace_check(const fsched_sched *s, const char *fn) {
-    fsched_result r = fsched__sched_check(s, NULL, fn);
+/* Enters s (holding it: see fsched__sched_enter) when it is live and traced. */
+static fsched_result fsched__trace_enter(const fsched_sched *s, const char *fn) {
+    fsched_result r = fsched__sched_enter((fsched_sched *)s, 0, fn);
     if (r != FSCHED_OK) return r;
 #if !FIBERSCHED_TRACE
-    return FSCHED__MISUSE(&s->logger, FSCHED_ERR_UNSUPPORTED,
-                          "%s: built without FIBERSCHED_TRACE", fn);
-#else
-    return FSCHED_OK;
+    r = FSCHED__MISUSE(&s->logger, FSCHED_ERR_UNSUPPORTED, "%s: built without FIBERSCHED_TRACE",
+                       fn);
+    fsched__sched_release((fsched_sched *)s);
 #endif
+    return r;
 }
 
 FIBERSCHED_API fsched_result fsched_trace_write_json(fsched_sched *s,
                                                      void (*write)(const char *text,
                                                                    size_t len, void *user),
                                                      void *user) {
-    fsched_result r = fsched__trace_check(s, "fsched_trace_write_json");
+    fsched_result r = fsched__trace_enter(s, "fsched_trace_write_json");
     if (r != FSCHED_OK) return r;
-    if (!write)
-        return FSCHED__MISUSE(&s->logger, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_trace_write_json: write is NULL");
 #if FIBERSCHED_TRACE
-    {
+    if (!write) {
+        r = FSCHED__MISUSE(&s->logger, FSCHED_ERR_INVALID_ARGUMENT,
+                           "fsched_trace_write_json: write is NULL");
+    } else {
         static const char head[] = "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[";
         static const char tail[] = "\n]}\n";
         uint32_t i, track, tracks;
@@ -8397,15 +9009,17 @@ FIBERSCHED_API fsched_result fsched_trace_write_json(fsched_sched *s,
         }
         write(tail, sizeof tail - 1, user);
     }
+    fsched__sched_release(s);
 #else
+    (void)write;
     (void)user;
 #endif
-    return FSCHED_OK;
+    return r;
 }
 
 FIBERSCHED_API fsched_result fsched_trace_count(const fsched_sched *s, uint64_t *recorded,
                                                 uint64_t *dropped) {
-    fsched_result r = fsched__trace_check(s, "fsched_trace_count");
+    fsched_result r = fsched__trace_enter(s, "fsched_trace_count");
     uint64_t sum_recorded = 0, sum_dropped = 0;
 #if FIBERSCHED_TRACE
     uint32_t i;
@@ -8414,6 +9028,7 @@ FIBERSCHED_API fsched_result fsched_trace_count(const fsched_sched *s, uint64_t 
             sum_recorded += FSCHED__LOAD(&s->slots[i]->trace->count, FSCHED__RELAXED);
             sum_dropped += FSCHED__LOAD(&s->slots[i]->trace->dropped, FSCHED__RELAXED);
         }
+        fsched__sched_release((fsched_sched *)s);
     }
 #endif
     if (recorded) *recorded = sum_recorded;
