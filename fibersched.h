@@ -1538,8 +1538,9 @@ static void fsched__os_yield(void) { sched_yield(); }
    its processor away or sleeps a few microseconds), so that rare interleavings become
    common. The perturbations follow a seed, taken from the environment variable
    FIBERSCHED_CHAOS_SEED or else from the clock, and printed once: each thread draws its
-   own sequence from it. Tests may also install fsched__chaos_hook to stall a chosen
-   thread at a chosen point. Without FIBERSCHED_CHAOS the points compile to nothing. */
+   own sequence from it; seed 0 turns them off. Tests may also install fsched__chaos_hook
+   to stall a chosen thread at a chosen point. Without FIBERSCHED_CHAOS the points
+   compile to nothing. */
 #if !defined(FIBERSCHED_CHAOS)
 #define FIBERSCHED_CHAOS 0
 #endif
@@ -1563,6 +1564,8 @@ typedef enum fsched__point {
     FSCHED__AT_DRAIN,        /* fsched_destroy checks whether all work is done */
     FSCHED__AT_CLOSING,      /* fsched_destroy has begun, before it drains */
     FSCHED__AT_RUN_END,      /* a graph or pipeline run is ending */
+    FSCHED__AT_OUTCOME,      /* fsched_graph_wait is about to read how a run ended */
+    FSCHED__AT_CANCEL,       /* fsched_graph_cancel decided that a run is current */
     FSCHED__AT_COMPLETE,     /* fsched_node_complete decided who finishes the advance */
     FSCHED__AT_COUNT
 } fsched__point;
@@ -1575,6 +1578,7 @@ static void fsched__chaos(fsched__point at);
 #endif
 
 #if FIBERSCHED_CHAOS
+#define FSCHED__CHAOS_OFF UINT64_MAX /* the seed when FIBERSCHED_CHAOS_SEED is 0 */
 static uint64_t fsched__chaos_seed;    /* 0 until first used */
 static uint32_t fsched__chaos_threads; /* threads that drew a sequence */
 static FSCHED__THREAD_LOCAL uint64_t fsched__chaos_state;
@@ -1586,12 +1590,13 @@ static uint64_t fsched__chaos_seed_get(void) {
     const char *env;
     if (seed) return seed;
     env = getenv("FIBERSCHED_CHAOS_SEED");
-    seed = env && *env ? strtoull(env, NULL, 0) : fsched__now_ns() ^ 0x5eed;
-    if (!seed) seed = 1;
+    seed = env && *env ? strtoull(env, NULL, 0) : fsched__now_ns() | 1u;
+    if (!seed) seed = FSCHED__CHAOS_OFF;
     if (FSCHED__CAS(&fsched__chaos_seed, &expected, seed, FSCHED__ACQ_REL, FSCHED__ACQUIRE)) {
 #if !defined(FIBERSCHED_NO_STDIO)
-        fprintf(stderr, "fibersched: schedule fuzzing with FIBERSCHED_CHAOS_SEED=%llu\n",
-                (unsigned long long)seed);
+        if (seed != FSCHED__CHAOS_OFF)
+            fprintf(stderr, "fibersched: schedule fuzzing with FIBERSCHED_CHAOS_SEED=%llu\n",
+                    (unsigned long long)seed);
 #endif
         return seed;
     }
@@ -1604,9 +1609,10 @@ static void fsched__chaos(fsched__point at) {
     uint32_t r, i;
     if (hook) hook(at);
     if (!x) { /* this thread's sequence: the seed and the order in which threads came */
-        x = fsched__chaos_seed_get() ^
-            (0x9e3779b97f4a7c15ull *
-             (FSCHED__FETCH_ADD(&fsched__chaos_threads, 1u, FSCHED__RELAXED) + 1u));
+        uint64_t seed = fsched__chaos_seed_get();
+        if (seed == FSCHED__CHAOS_OFF) return;
+        x = seed ^ (0x9e3779b97f4a7c15ull *
+                    (FSCHED__FETCH_ADD(&fsched__chaos_threads, 1u, FSCHED__RELAXED) + 1u));
         if (!x) x = 1;
     }
     x ^= x << 13; /* xorshift64 */
@@ -4971,7 +4977,10 @@ static int fsched__wait_list_wake_one(fsched_wait_list *l, fsched__wakes *wakes)
         uint32_t expected = FSCHED__WAIT_WAITING;
         fsched__wait_list_remove(l, wt);
         if (!fiber && !worker) {
-            if (fsched__thread_waiter_end(wt, FSCHED__WAIT_WOKEN, wakes)) return 1;
+            if (fsched__thread_waiter_end(wt, FSCHED__WAIT_WOKEN, wakes)) {
+                FSCHED__POINT(WAKE);
+                return 1;
+            }
             continue; /* it timed out meanwhile and will find itself unlinked */
         }
         /* acq_rel: releases the waker's writes (e.g. a mutex handed over) to the waiter;
@@ -7215,6 +7224,7 @@ static fsched_result fsched__graph_wait(fsched_graph *g, uint64_t timeout_ns, in
         return FSCHED__MISUSE(&g->logger, FSCHED_ERR_WRONG_STATE,
                               "%s: a task cannot wait for its own graph", what);
     for (;;) {
+        FSCHED__POINT(OUTCOME);
         fsched__mutex_lock(&g->lock);
         if (g->ended_run >= run) { /* how it ended, whatever ran since */
             o = g->outcome;
@@ -7249,9 +7259,11 @@ FIBERSCHED_API fsched_result fsched_graph_cancel(fsched_graph *g) {
     /* under the lock: the flag belongs to the run that is current now, never to one that
        begins later (fsched_graph_run clears it under the same lock) */
     fsched__mutex_lock(&g->lock);
-    if (FSCHED__LOAD(&g->running, FSCHED__ACQUIRE) && g->ended_run != g->run)
-        FSCHED__STORE(&g->cancel, 1u, FSCHED__RELEASE); /* release: tasks that see it see
-                                                           what the canceller did before */
+    if (FSCHED__LOAD(&g->running, FSCHED__ACQUIRE) && g->ended_run != g->run) {
+        FSCHED__POINT(CANCEL);
+        /* release: tasks that see the flag see what the canceller did before */
+        FSCHED__STORE(&g->cancel, 1u, FSCHED__RELEASE);
+    }
     fsched__mutex_unlock(&g->lock);
     return FSCHED_OK;
 }
@@ -8515,6 +8527,7 @@ FIBERSCHED_API fsched_result fsched_pipeline_run(fsched_pipeline *p, fsched_sche
     }
     fsched__pipe_end(p);
     r = p->result;
+    FSCHED__POINT(RUN_END);
     fsched__work_ended(s, w);
     return r;
 }

@@ -172,6 +172,46 @@ static inline fsched_sched *test_sched_new(uint32_t workers) {
     return s;
 }
 
+/* ---- an allocator that makes a use after free fault at once ----
+   Every block gets pages of its own; freeing a block makes its pages inaccessible, and
+   they stay so (unmapped only when 4096 newer blocks were freed), so that a read of freed
+   memory faults instead of reading stale data. POSIX only; elsewhere the C library. */
+#if TEST_THREADS && (defined(__unix__) || defined(__APPLE__))
+#include <sys/mman.h>
+#define TEST_GUARD_QUARANTINE 4096
+static pthread_mutex_t test_guard_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct { void *p; size_t n; } test_guard_freed[TEST_GUARD_QUARANTINE];
+static size_t test_guard_next;
+
+static inline size_t test_guard_span(size_t size) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    return (size ? size + page - 1 : page) / page * page;
+}
+
+static inline void *test_guard_alloc(size_t size, size_t align, void *user) {
+    void *p;
+    (void)user;
+    if (align > (size_t)sysconf(_SC_PAGESIZE)) return NULL;
+    p = mmap(NULL, test_guard_span(size), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+             -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static inline void test_guard_free(void *ptr, size_t size, size_t align, void *user) {
+    size_t n = test_guard_span(size), k;
+    (void)align;
+    (void)user;
+    CHECK(mprotect(ptr, n, PROT_NONE) == 0);
+    pthread_mutex_lock(&test_guard_lock);
+    k = test_guard_next++ % TEST_GUARD_QUARANTINE;
+    if (test_guard_freed[k].p) munmap(test_guard_freed[k].p, test_guard_freed[k].n);
+    test_guard_freed[k].p = ptr;
+    test_guard_freed[k].n = n;
+    pthread_mutex_unlock(&test_guard_lock);
+}
+#define TEST_GUARD_ALLOCATOR 1
+#endif
+
 static inline void test_sched_free(fsched_sched *s) {
 #if !TEST_THREADS
     CHECK_OK(fsched_unbind());

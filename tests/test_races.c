@@ -1,0 +1,763 @@
+/* Interleavings that once went wrong, forced on purpose. Each test stalls a chosen thread
+   at a chosen step of a protocol (the schedule-fuzzing points of a FIBERSCHED_CHAOS build,
+   through fsched__chaos_hook), so that the bad order happens on every run, and fails by
+   a check, by a fault (the schedulers here take their memory from an allocator that makes
+   freed memory inaccessible), or by the watchdog (a hang). The tests:
+
+   1. fsched_destroy drains while a plain thread's fsched_pipeline_run ends: the end is
+      counted outside the workers, and the drainer must be told.
+   2. spawns from a plain thread race fsched_destroy (also with every allocation failing):
+      each spawn runs or is refused with a code; destroy returns.
+   3. a call from outside queues work, the work runs, the scheduler is destroyed, and the
+      call is still inside: fsched_spawn, fsched_node_complete, and a wake of a fiber.
+   4. a wait group's wait, helping with its tasks, looks at a job a thief ran and freed.
+   5. a wake for new work goes to a worker that runs a ready fiber instead.
+   6. timed waits on a scheduler whose clock has another origin or pace than the system's.
+   7. a second fsched_graph_wait while the graph is run again; a cancel racing a re-run.
+   8. a thread woken while its waker, preempted, still holds the wait list's lock.
+
+   Seed 0 (FIBERSCHED_CHAOS_SEED=0) runs only the stalls; any other seed adds random
+   perturbation at every point. */
+#if !defined(FIBERSCHED_CHAOS)
+#define FIBERSCHED_CHAOS 1
+#endif
+#define FIBERSCHED_IMPLEMENTATION
+#include "../fibersched.h"
+#include "check.h"
+
+#if !TEST_THREADS || !defined(TEST_GUARD_ALLOCATOR) || !(defined(__unix__) || defined(__APPLE__))
+int main(void) {
+    printf("test_races: skipped (needs threads and POSIX memory mappings)\n");
+    return TEST_SKIP;
+}
+#else
+
+#include <time.h>
+
+#if defined(FSCHED__ASAN) || defined(FSCHED__TSAN) || defined(FIBERSCHED_TEST_SLOW)
+#define ROUNDS_SCALE 4 /* fewer rounds where everything is slower */
+#else
+#define ROUNDS_SCALE 1
+#endif
+
+#define LOAD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+#define ADD(p, v) __atomic_add_fetch((p), (v), __ATOMIC_ACQ_REL)
+
+static void stall_ms(unsigned ms) {
+    struct timespec ts;
+    ts.tv_sec = ms / 1000;
+    ts.tv_nsec = (long)(ms % 1000) * 1000000L;
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+}
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Waits (polling) until *flag is nonzero; fails after 20 s. */
+static void await_flag(const int *flag) {
+    uint64_t until = now_ns() + 20000000000ull;
+    while (!LOAD(flag)) {
+        CHECK(now_ns() < until);
+        stall_ms(1);
+    }
+}
+
+static void set_hook(void (*hook)(fsched__point)) {
+    __atomic_store_n(&fsched__chaos_hook, hook, __ATOMIC_RELEASE);
+}
+
+/* A scheduler whose memory faults once freed. */
+static fsched_sched *guarded_sched(uint32_t workers) {
+    fsched_desc d;
+    fsched_sched *s;
+    memset(&d, 0, sizeof d);
+    d.workers = workers;
+    d.allocator.alloc = test_guard_alloc;
+    d.allocator.free = test_guard_free;
+    CHECK_OK(fsched_create(&d, &s));
+    return s;
+}
+
+static void begin(const char *name) {
+    printf("test_races: %s\n", name);
+    fflush(stdout);
+}
+
+/* ---- 1: a pipeline run that ends on a plain thread while destroy drains ---- */
+
+static _Thread_local int t1_runner;
+static int t1_started, t1_advances;
+static fsched_event t1_go;
+static fsched_sched *t1_sched;
+
+static void t1_hook(fsched__point at) {
+    /* the runner is slow to count its run's end: by then every worker is idle, and the
+       drainer has checked and gone to sleep */
+    if (at == FSCHED__AT_RUN_END && t1_runner) stall_ms(100);
+}
+
+static int t1_can(fsched_node *n, void *user) {
+    (void)n;
+    (void)user;
+    return t1_advances < 1 ? 1 : FSCHED_NODE_FINISHED;
+}
+
+static void t1_advance(fsched_node *n, void *user) {
+    (void)user;
+    STORE(&t1_started, 1);
+    CHECK_OK(fsched_event_wait(&t1_go)); /* the run goes on until destroy has begun */
+    t1_advances++;
+    CHECK_OK(fsched_node_complete(n, 1));
+}
+
+static void t1_run(void *arg) {
+    t1_runner = 1;
+    CHECK_OK(fsched_pipeline_run((fsched_pipeline *)arg, t1_sched));
+}
+
+static void t1_release(void *arg) {
+    (void)arg;
+    while (!__atomic_load_n(&t1_sched->closing, __ATOMIC_SEQ_CST)) stall_ms(1);
+    stall_ms(10);
+    CHECK_OK(fsched_event_set(&t1_go));
+}
+
+static void test_pipeline_end_while_draining(void) {
+    fsched_node_desc nd;
+    fsched_node *n;
+    fsched_pipeline *p;
+    test_thread runner, releaser;
+    begin("1. a plain thread's pipeline run ends while destroy drains");
+    t1_sched = guarded_sched(2);
+    t1_started = t1_advances = 0;
+    CHECK_OK(fsched_event_init(&t1_go, 1, 0));
+    memset(&nd, 0, sizeof nd);
+    nd.label = "waits for destroy";
+    nd.can_advance = t1_can;
+    nd.advance = t1_advance;
+    CHECK_OK(fsched_node_create(&nd, &n));
+    CHECK_OK(fsched_pipeline_create(NULL, &p));
+    CHECK_OK(fsched_pipeline_add(p, n));
+    set_hook(t1_hook);
+    runner = thread_run(t1_run, p);
+    await_flag(&t1_started);
+    releaser = thread_run(t1_release, NULL);
+    CHECK_OK(fsched_destroy(t1_sched)); /* hangs if the drainer is never told */
+    thread_join(runner);
+    thread_join(releaser);
+    set_hook(NULL);
+    CHECK(t1_advances == 1);
+    CHECK_OK(fsched_pipeline_destroy(p));
+    CHECK_OK(fsched_event_destroy(&t1_go));
+}
+
+/* ---- 2: spawns from outside race fsched_destroy ---- */
+
+typedef struct t2_shared {
+    fsched_sched *s;
+    uint64_t ok, ran;
+    fsched_result last;
+} t2_shared;
+
+static void t2_task(void *arg) { ADD(&((t2_shared *)arg)->ran, 1); }
+
+static _Thread_local t2_shared *t2_spawning; /* on the spawner's thread */
+
+static void t2_hook(fsched__point at) {
+    /* a spawn that is still inside the scheduler once destroy has begun stalls there:
+       the drainer checks meanwhile */
+    if (at == FSCHED__AT_HELD && t2_spawning &&
+        __atomic_load_n(&t2_spawning->s->closing, __ATOMIC_SEQ_CST))
+        stall_ms(10);
+}
+
+static void t2_spawner(void *arg) {
+    t2_shared *x = (t2_shared *)arg;
+    t2_spawning = x;
+    for (;;) {
+        fsched_result r = fsched_spawn(x->s, t2_task, x);
+        if (r != FSCHED_OK && r != FSCHED_ERR_OUT_OF_MEMORY) {
+            x->last = r;
+            return;
+        }
+        if (r == FSCHED_OK) x->ok++;
+    }
+}
+
+/* Fails every allocation once `failing` is set. */
+static int t2_failing;
+static void *t2_alloc(size_t size, size_t align, void *user) {
+    return LOAD(&t2_failing) ? NULL : test_guard_alloc(size, align, user);
+}
+
+static void t2_quiet(fsched_log_level level, const char *message, void *user) {
+    (void)level;
+    (void)message;
+    (void)user;
+}
+
+static void test_spawn_races_destroy(void) {
+    int round, rounds = 200 / ROUNDS_SCALE;
+    begin("2. spawns from outside race fsched_destroy");
+    set_hook(t2_hook);
+    for (round = 0; round < rounds; round++) {
+        fsched_desc d;
+        t2_shared x;
+        test_thread spawner;
+        memset(&d, 0, sizeof d);
+        memset(&x, 0, sizeof x);
+        d.workers = 2;
+        d.allocator.alloc = t2_alloc;
+        d.allocator.free = test_guard_free;
+        d.logger.func = t2_quiet; /* the refusals are expected */
+        STORE(&t2_failing, 0);
+        CHECK_OK(fsched_create(&d, &x.s));
+        spawner = thread_run(t2_spawner, &x);
+        if (round % 2) STORE(&t2_failing, 1); /* every spawn fails for memory meanwhile */
+        stall_ms((unsigned)(round % 3));
+        CHECK_OK(fsched_destroy(x.s)); /* hangs if a refusal leaves work counted */
+        thread_join(spawner);
+        CHECK(x.last == FSCHED_ERR_WRONG_STATE || x.last == FSCHED_ERR_INVALID_ARGUMENT);
+        CHECK_EQ_U64(LOAD(&x.ran), x.ok); /* every accepted spawn ran, once */
+    }
+    set_hook(NULL);
+    STORE(&t2_failing, 0);
+}
+
+/* ---- 3: a call from outside still inside when its work has let s be destroyed ---- */
+
+static _Thread_local int t3_outsider;
+static fsched__point t3_at;
+
+static void t3_hook(fsched__point at) {
+    if (t3_outsider && at == t3_at) stall_ms(100);
+}
+
+static void t3_signal(void *arg) { CHECK_OK(fsched_event_set((fsched_event *)arg)); }
+
+/* Keeps a worker awake, so that it finds queued work without being told. */
+static int t3_awake_until;
+static void t3_keep_awake(void *arg) {
+    (void)arg;
+    while (!LOAD(&t3_awake_until)) fsched_yield();
+}
+
+typedef struct t3_spawn {
+    fsched_sched *s;
+    fsched_event *ran;
+} t3_spawn;
+
+static void t3_spawner(void *arg) {
+    t3_spawn *x = (t3_spawn *)arg;
+    t3_outsider = 1;
+    CHECK_OK(fsched_spawn(x->s, t3_signal, x->ran)); /* stalls after queueing the task */
+}
+
+static void test_spawn_then_destroyed(void) {
+    fsched_event ran;
+    t3_spawn x;
+    test_thread t;
+    begin("3a. fsched_spawn from outside, its task runs and s is destroyed meanwhile");
+    x.s = guarded_sched(2);
+    x.ran = &ran;
+    CHECK_OK(fsched_event_init(&ran, 0, 0));
+    STORE(&t3_awake_until, 0);
+    CHECK_OK(fsched_spawn(x.s, t3_keep_awake, NULL));
+    t3_at = FSCHED__AT_PUBLISHED;
+    set_hook(t3_hook);
+    t = thread_run(t3_spawner, &x);
+    CHECK_OK(fsched_event_wait(&ran));
+    STORE(&t3_awake_until, 1);
+    CHECK_OK(fsched_destroy(x.s)); /* must wait for the spawner to leave s */
+    thread_join(t);
+    set_hook(NULL);
+    CHECK_OK(fsched_event_destroy(&ran));
+}
+
+static fsched_node *t3_node;
+static int t3_handed, t3_count;
+
+static int t3_can(fsched_node *n, void *user) {
+    (void)n;
+    (void)user;
+    return t3_count < 1 ? 1 : FSCHED_NODE_FINISHED;
+}
+
+static void t3_advance(fsched_node *n, void *user) {
+    (void)user;
+    t3_count++;
+    t3_node = n;
+    STORE(&t3_handed, 1); /* completed later, from a plain thread */
+}
+
+static void t3_completer(void *arg) {
+    (void)arg;
+    t3_outsider = 1;
+    await_flag(&t3_handed);
+    CHECK_OK(fsched_node_complete(t3_node, 1)); /* stalls after queueing the node */
+}
+
+static void test_node_complete_then_destroyed(void) {
+    fsched_sched *s;
+    fsched_node_desc nd;
+    fsched_pipeline *p;
+    fsched_node *n;
+    test_thread t;
+    begin("3b. fsched_node_complete from outside, the run ends and s is destroyed meanwhile");
+    s = guarded_sched(2);
+    t3_handed = t3_count = 0;
+    memset(&nd, 0, sizeof nd);
+    nd.label = "completed from a thread";
+    nd.can_advance = t3_can;
+    nd.advance = t3_advance;
+    CHECK_OK(fsched_node_create(&nd, &n));
+    CHECK_OK(fsched_pipeline_create(NULL, &p));
+    CHECK_OK(fsched_pipeline_add(p, n));
+    STORE(&t3_awake_until, 0);
+    CHECK_OK(fsched_spawn(s, t3_keep_awake, NULL));
+    t3_at = FSCHED__AT_PUBLISHED;
+    set_hook(t3_hook);
+    t = thread_run(t3_completer, NULL);
+    CHECK_OK(fsched_pipeline_run(p, s));
+    STORE(&t3_awake_until, 1);
+    CHECK_OK(fsched_pipeline_destroy(p));
+    CHECK_OK(fsched_destroy(s)); /* must wait for the completer to leave s */
+    thread_join(t);
+    set_hook(NULL);
+}
+
+typedef struct t3_wake {
+    fsched_event blocked_on, done;
+    int blocked, finished;
+} t3_wake;
+
+static void t3_blocked_task(void *arg) {
+    t3_wake *x = (t3_wake *)arg;
+    STORE(&x->blocked, 1);
+    CHECK_OK(fsched_event_wait(&x->blocked_on));
+    STORE(&x->finished, 1);
+    CHECK_OK(fsched_event_set(&x->done));
+}
+
+/* Keeps the only worker awake, so that it finds the posted fiber without being told. */
+static void t3_yielder(void *arg) {
+    t3_wake *x = (t3_wake *)arg;
+    while (!LOAD(&x->finished)) fsched_yield();
+}
+
+static void t3_waker(void *arg) {
+    t3_wake *x = (t3_wake *)arg;
+    t3_outsider = 1;
+    CHECK_OK(fsched_event_set(&x->blocked_on)); /* stalls before telling the worker */
+}
+
+static void test_wake_then_destroyed(void) {
+    fsched_sched *s;
+    t3_wake x;
+    test_thread t;
+    begin("3c. a wake from outside, the woken task ends and s is destroyed meanwhile");
+    s = guarded_sched(1);
+    memset(&x, 0, sizeof x);
+    CHECK_OK(fsched_event_init(&x.blocked_on, 0, 0));
+    CHECK_OK(fsched_event_init(&x.done, 0, 0));
+    CHECK_OK(fsched_spawn(s, t3_blocked_task, &x));
+    await_flag(&x.blocked);
+    stall_ms(5);
+    CHECK_OK(fsched_spawn(s, t3_yielder, &x));
+    t3_at = FSCHED__AT_NOTIFY; /* the fiber is posted, its worker not yet told */
+    set_hook(t3_hook);
+    t = thread_run(t3_waker, &x);
+    CHECK_OK(fsched_event_wait(&x.done));
+    CHECK_OK(fsched_destroy(s)); /* must wait for the waker to leave s */
+    thread_join(t);
+    set_hook(NULL);
+    CHECK_OK(fsched_event_destroy(&x.blocked_on));
+    CHECK_OK(fsched_event_destroy(&x.done));
+}
+
+/* ---- 4: a wait group's help looks at a job that a thief took, ran and freed ---- */
+
+#define T4_OTHERS 8
+static _Thread_local int t4_waiter;
+static fsched_wait_group t4_wg;
+static int t4_others_ran, t4_parent_done, t4_blockers;
+
+static void t4_hook(fsched__point at) {
+    if (at == FSCHED__AT_HELP && t4_waiter) stall_ms(100);
+}
+
+static int t4_release;
+
+/* Keeps a worker busy (not looking for work) until released. */
+static void t4_blocker(void *arg) {
+    (void)arg;
+    ADD(&t4_blockers, 1);
+    while (!LOAD(&t4_release)) fsched__cpu_relax();
+}
+
+/* Takes a while, so that the thief is still at the older ones when the waiter looks. */
+static void t4_other(void *arg) {
+    uint64_t until = now_ns() + 2000000;
+    (void)arg;
+    while (now_ns() < until) fsched__cpu_relax();
+    ADD(&t4_others_ran, 1);
+}
+
+static void t4_done_later(void *arg) {
+    (void)arg;
+    stall_ms(300);
+    CHECK_OK(fsched_wait_group_done(&t4_wg));
+}
+
+/* Waits for a group whose count another thread takes down; the newest jobs on its own
+   deque are the other tasks of its injector batch, which the other worker steals. */
+static void t4_parent(void *arg) {
+    test_thread t;
+    (void)arg;
+    CHECK_OK(fsched_wait_group_add(&t4_wg, 1));
+    t = thread_run(t4_done_later, NULL);
+    t4_waiter = 1;
+    CHECK_OK(fsched_wait_group_wait(&t4_wg));
+    t4_waiter = 0;
+    thread_join(t);
+    STORE(&t4_parent_done, 1);
+}
+
+static void test_help_after_steal(void) {
+    fsched_sched *s;
+    int i;
+    begin("4. a wait group's help and a job stolen, run and freed meanwhile");
+    s = guarded_sched(2);
+    t4_others_ran = t4_parent_done = t4_blockers = t4_release = 0;
+    CHECK_OK(fsched_wait_group_init(&t4_wg));
+    /* both workers busy, so that the next spawns wait in the injector as one batch */
+    CHECK_OK(fsched_spawn(s, t4_blocker, NULL));
+    CHECK_OK(fsched_spawn(s, t4_blocker, NULL));
+    while (LOAD(&t4_blockers) < 2) stall_ms(1);
+    stall_ms(5);
+    CHECK_OK(fsched_spawn(s, t4_parent, NULL));
+    for (i = 0; i < T4_OTHERS; i++) CHECK_OK(fsched_spawn(s, t4_other, NULL));
+    set_hook(t4_hook);
+    STORE(&t4_release, 1);
+    await_flag(&t4_parent_done);
+    CHECK_OK(fsched_destroy(s));
+    set_hook(NULL);
+    CHECK(t4_others_ran == T4_OTHERS);
+    CHECK_OK(fsched_wait_group_destroy(&t4_wg));
+}
+
+/* ---- 5: a wake for new work goes to a worker that resumes a fiber instead ---- */
+
+static fsched_sched *t5_sched;
+static fsched_event t5_resume;
+static int t5_fiber_worker = -1, t5_blocked, t5_job_ran, t5_armed;
+
+static void t5_hook(fsched__point at) {
+    /* the fiber's worker is slow to wake: when the job is published it still counts as
+       sleeping, and may be the one picked to take it */
+    if (at == FSCHED__AT_WOKEN && fsched_worker_index() >= 0 &&
+        fsched_worker_index() == LOAD(&t5_fiber_worker) &&
+        __atomic_exchange_n(&t5_armed, 0, __ATOMIC_ACQ_REL))
+        stall_ms(20);
+}
+
+static void t5_job(void *arg) {
+    (void)arg;
+    STORE(&t5_job_ran, 1);
+}
+
+/* Blocks, then, resumed, computes until the job has run (or gives up after 10 s). */
+static void t5_fiber(void *arg) {
+    uint64_t until;
+    (void)arg;
+    STORE(&t5_fiber_worker, fsched_worker_index());
+    STORE(&t5_blocked, 1);
+    CHECK_OK(fsched_event_wait(&t5_resume));
+    until = now_ns() + 10000000000ull;
+    while (!LOAD(&t5_job_ran) && now_ns() < until) fsched__cpu_relax();
+    CHECK(LOAD(&t5_job_ran)); /* the job waited for this fiber: its wake was lost */
+}
+
+static void await_all_asleep(fsched_sched *s, uint32_t n) {
+    uint64_t until = now_ns() + 20000000000ull;
+    while (FSCHED__SLEEPING(__atomic_load_n(&s->counters, __ATOMIC_SEQ_CST)) != n) {
+        CHECK(now_ns() < until);
+        stall_ms(1);
+    }
+}
+
+static void test_wake_taken_by_fiber(void) {
+    fsched_wait_group wg;
+    int round, rounds = 16;
+    begin("5. a wake for new work and a worker that resumes a fiber instead");
+    t5_sched = guarded_sched(2);
+    CHECK_OK(fsched_event_init(&t5_resume, 0, 0));
+    CHECK_OK(fsched_wait_group_init(&wg));
+    set_hook(t5_hook);
+    for (round = 0; round < rounds; round++) {
+        STORE(&t5_blocked, 0);
+        STORE(&t5_job_ran, 0);
+        CHECK_OK(fsched_wait_group_spawn(&wg, t5_sched, t5_fiber, NULL));
+        await_flag(&t5_blocked);
+        await_all_asleep(t5_sched, 2);
+        STORE(&t5_armed, 1);
+        CHECK_OK(fsched_event_set(&t5_resume));    /* wakes the fiber's worker ... */
+        CHECK_OK(fsched_spawn(t5_sched, t5_job, NULL)); /* ... and the job wakes one */
+        CHECK_OK(fsched_wait_group_wait(&wg));
+    }
+    set_hook(NULL);
+    CHECK_OK(fsched_destroy(t5_sched));
+    CHECK_OK(fsched_wait_group_destroy(&wg));
+    CHECK_OK(fsched_event_destroy(&t5_resume));
+}
+
+/* ---- 6: timed waits on a scheduler with a clock of its own ---- */
+
+typedef struct t6_clock {
+    int64_t offset;    /* added to the system's monotonic nanoseconds */
+    uint64_t pace;     /* times faster than the system's */
+    uint64_t origin;   /* system time when the scheduler was made */
+    uint64_t reads;
+} t6_clock;
+
+static uint64_t t6_now(void *user) {
+    t6_clock *c = (t6_clock *)user;
+    ADD(&c->reads, 1);
+    return (uint64_t)((int64_t)((now_ns() - c->origin) * c->pace) + c->offset);
+}
+
+typedef struct t6_job {
+    t6_clock *clock;
+    fsched_event never;
+    uint64_t slept, waited, reads;
+} t6_job;
+
+static void t6_task(void *arg) {
+    t6_job *j = (t6_job *)arg;
+    uint64_t t0 = fsched_clock_ns(), reads0 = LOAD(&j->clock->reads);
+    fsched_sleep_for(1000000); /* 1 ms of the scheduler's clock */
+    j->slept = fsched_clock_ns() - t0;
+    t0 = fsched_clock_ns();
+    CHECK_RESULT(fsched_event_wait_for(&j->never, 2000000), FSCHED_ERR_TIMEOUT);
+    j->waited = fsched_clock_ns() - t0;
+    j->reads = LOAD(&j->clock->reads) - reads0;
+}
+
+static void test_own_clock(void) {
+    /* far ahead of the system clock, far behind it, and running a thousand times faster */
+    static const int64_t offsets[] = {1000000000000000000ll, 1000, 0};
+    static const uint64_t paces[] = {1, 1, 1000};
+    int k;
+    begin("6. timed waits on a scheduler with a clock of its own");
+    for (k = 0; k < 3; k++) {
+        fsched_desc d;
+        fsched_sched *s;
+        fsched_wait_group wg;
+        t6_clock c;
+        t6_job j;
+        memset(&d, 0, sizeof d);
+        memset(&c, 0, sizeof c);
+        memset(&j, 0, sizeof j);
+        c.offset = offsets[k];
+        c.pace = paces[k];
+        c.origin = now_ns();
+        d.workers = 1;
+        d.clock = t6_now;
+        d.clock_user = &c;
+        CHECK_OK(fsched_create(&d, &s));
+        j.clock = &c;
+        CHECK_OK(fsched_event_init(&j.never, 0, 0));
+        CHECK_OK(fsched_wait_group_init(&wg));
+        CHECK_OK(fsched_wait_group_spawn(&wg, s, t6_task, &j));
+        CHECK_OK(fsched_wait_group_wait(&wg)); /* hangs if a deadline goes to the kernel */
+        CHECK_OK(fsched_destroy(s));
+        CHECK(j.slept >= 1000000);
+        CHECK(j.waited >= 2000000);
+        /* the worker sleeps until the deadline, it does not spin on the clock */
+        if (j.reads > 10000) {
+            fprintf(stderr, "clock %d: %llu reads for 3 ms of waits\n", k,
+                    (unsigned long long)j.reads);
+            CHECK(!"a timed wait spun on the clock");
+        }
+        CHECK_OK(fsched_wait_group_destroy(&wg));
+        CHECK_OK(fsched_event_destroy(&j.never));
+    }
+}
+
+/* ---- 7: a second wait while the graph runs again; a cancel racing a re-run ---- */
+
+static _Thread_local int t7_slow;
+static fsched__point t7_at;
+static int t7_stalled;
+static fsched_event t7_go;
+
+static void t7_hook(fsched__point at) {
+    if (t7_slow && at == t7_at) {
+        STORE(&t7_stalled, 1);
+        stall_ms(100);
+    }
+}
+
+static int t7_fails_later(fsched_graph_task *self, void *arg) {
+    (void)self;
+    (void)arg;
+    CHECK_OK(fsched_event_wait(&t7_go));
+    return 7;
+}
+
+static void t7_waiter(void *arg) {
+    fsched_graph_outcome o;
+    t7_slow = 1;
+    /* the last run failed: so says this wait, whatever the graph does meanwhile */
+    CHECK_RESULT(fsched_graph_wait((fsched_graph *)arg, &o), FSCHED_ERR_TASK_FAILED);
+    CHECK(o.status == 7);
+}
+
+static int t7_succeeds_later(fsched_graph_task *self, void *arg) {
+    (void)self;
+    (void)arg;
+    CHECK_OK(fsched_event_wait(&t7_go));
+    return 0;
+}
+
+static int t7_nothing(fsched_graph_task *self, void *arg) {
+    (void)self;
+    (void)arg;
+    return 0;
+}
+
+static void t7_canceller(void *arg) {
+    t7_slow = 1;
+    CHECK_OK(fsched_graph_cancel((fsched_graph *)arg));
+}
+
+static void test_graph_rerun_races(void) {
+    fsched_sched *s;
+    fsched_graph *g;
+    fsched_graph_task *t, *t2;
+    test_thread th;
+    begin("7a. a second wait on a failed graph that runs again meanwhile");
+    s = guarded_sched(2);
+    CHECK_OK(fsched_event_init(&t7_go, 1, 1));
+    CHECK_OK(fsched_graph_create(NULL, &g));
+    CHECK_OK(fsched_graph_add(g, t7_fails_later, NULL, NULL, &t));
+    CHECK_OK(fsched_graph_run(g, s));
+    CHECK_RESULT(fsched_graph_wait(g, NULL), FSCHED_ERR_TASK_FAILED);
+    CHECK_OK(fsched_event_reset(&t7_go));
+    t7_at = FSCHED__AT_OUTCOME;
+    STORE(&t7_stalled, 0);
+    set_hook(t7_hook);
+    th = thread_run(t7_waiter, g); /* stalls before it reads the outcome */
+    await_flag(&t7_stalled);
+    CHECK_OK(fsched_graph_run(g, s)); /* the second run is under way when it reads */
+    thread_join(th);
+    CHECK_OK(fsched_event_set(&t7_go));
+    CHECK_RESULT(fsched_graph_wait(g, NULL), FSCHED_ERR_TASK_FAILED);
+    CHECK_OK(fsched_graph_destroy(g));
+
+    begin("7b. a cancel that races the end of a run and the start of the next");
+    CHECK_OK(fsched_graph_create(NULL, &g));
+    CHECK_OK(fsched_graph_add(g, t7_succeeds_later, NULL, NULL, &t));
+    CHECK_OK(fsched_graph_add(g, t7_nothing, NULL, NULL, &t2));
+    CHECK_OK(fsched_graph_precede(g, t, t2));
+    CHECK_OK(fsched_event_reset(&t7_go));
+    CHECK_OK(fsched_graph_run(g, s));
+    t7_at = FSCHED__AT_CANCEL;
+    STORE(&t7_stalled, 0);
+    th = thread_run(t7_canceller, g); /* decides the run is current, then stalls */
+    await_flag(&t7_stalled);
+    CHECK_OK(fsched_event_set(&t7_go)); /* the run ends meanwhile ... */
+    {
+        fsched_result r = fsched_graph_wait(g, NULL); /* (cancelled or not: it raced) */
+        CHECK(r == FSCHED_OK || r == FSCHED_ERR_CANCELLED);
+    }
+    CHECK_OK(fsched_event_reset(&t7_go));
+    CHECK_OK(fsched_graph_run(g, s)); /* ... and the next one begins */
+    thread_join(th);
+    CHECK_OK(fsched_event_set(&t7_go));
+    CHECK_OK(fsched_graph_wait(g, NULL)); /* the cancel was not this run's */
+    set_hook(NULL);
+    CHECK_OK(fsched_graph_destroy(g));
+    CHECK_OK(fsched_destroy(s));
+    CHECK_OK(fsched_event_destroy(&t7_go));
+}
+
+/* ---- 8: a woken thread and its waker preempted inside the wait list's lock ---- */
+
+static _Thread_local int t8_waker;
+static fsched_event t8_event;
+static int t8_waiting;
+static double t8_cpu_ms;
+
+static void t8_hook(fsched__point at) {
+    if (at == FSCHED__AT_WAKE && t8_waker) stall_ms(100); /* as if preempted */
+}
+
+static double thread_cpu_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+static void t8_waiter(void *arg) {
+    double t0 = thread_cpu_ms();
+    (void)arg;
+    STORE(&t8_waiting, 1);
+    CHECK_OK(fsched_event_wait(&t8_event));
+    t8_cpu_ms = thread_cpu_ms() - t0;
+}
+
+static void t8_setter(void *arg) {
+    (void)arg;
+    t8_waker = 1;
+    CHECK_OK(fsched_event_set(&t8_event));
+}
+
+static void test_woken_while_lock_held(void) {
+    test_thread waiter, setter;
+    begin("8. a thread woken while its waker still holds the wait list's lock");
+    CHECK_OK(fsched_event_init(&t8_event, 0, 0));
+    set_hook(t8_hook);
+    waiter = thread_run(t8_waiter, NULL);
+    await_flag(&t8_waiting);
+    stall_ms(20); /* asleep in its wait */
+    setter = thread_run(t8_setter, NULL);
+    thread_join(setter);
+    thread_join(waiter);
+    set_hook(NULL);
+    /* the waiter is woken after the lock is released, or yields to its holder: it does
+       not burn the processor while the waker is away */
+    if (t8_cpu_ms > 30.0) {
+        fprintf(stderr, "the woken thread used %.1f ms of processor time\n", t8_cpu_ms);
+        CHECK(!"a woken thread spun on a lock held by its preempted waker");
+    }
+    CHECK_OK(fsched_event_destroy(&t8_event));
+}
+
+/* Usage: test_races [N ...] runs the tests numbered N, such as 3 or 3b (default: all). */
+int main(int argc, char **argv) {
+    static void (*const tests[])(void) = {
+        test_pipeline_end_while_draining, test_spawn_races_destroy,
+        test_spawn_then_destroyed, test_node_complete_then_destroyed, test_wake_then_destroyed,
+        test_help_after_steal, test_wake_taken_by_fiber, test_own_clock,
+        test_graph_rerun_races, test_woken_while_lock_held};
+    static const char *const labels[] = {"1", "2", "3a", "3b", "3c", "4", "5", "6", "7", "8"};
+    size_t i;
+    int k;
+    test_watchdog(600);
+    for (i = 0; i < sizeof tests / sizeof tests[0]; i++) {
+        int wanted = argc < 2;
+        for (k = 1; k < argc; k++)
+            wanted |= !strcmp(argv[k], labels[i]) ||
+                       (strlen(argv[k]) == 1 && argv[k][0] == labels[i][0]);
+        if (wanted) tests[i]();
+    }
+    printf("test_races: ok\n");
+    return 0;
+}
+#endif
