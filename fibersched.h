@@ -103,7 +103,9 @@
    FIBERSCHED_MALLOC(n) / FIBERSCHED_FREE(p)
                                    the default heap (both or neither); default malloc/free
    FIBERSCHED_DEFAULT_STACK_SIZE   usable stack bytes of a fiber when the desc says 0;
-                                   default 256 KiB (64 KiB on 32-bit targets)
+                                   default 1 MiB on 64-bit targets, reserved as address
+                                   space: pages are committed when touched (64 KiB on
+                                   32-bit targets)
    FIBERSCHED_DEFAULT_GUARD_SIZE   guard bytes below page-allocated stacks; default 16 KiB
    FIBERSCHED_MIN_STACK_SIZE       smallest accepted stack; default 8 KiB
    FIBERSCHED_NO_THREADS           no thread library at all (single-threaded only)
@@ -388,6 +390,10 @@ typedef struct fsched_desc {
     uint32_t trace_events;      /* FIBERSCHED_TRACE builds: events each slot keeps (the
                                    first ones; later ones are counted as dropped);
                                    0: FIBERSCHED_TRACE_EVENTS */
+    int no_overflow_handler;    /* 1: leave SIGSEGV and SIGBUS alone; by default the
+                                   scheduler installs fsched_install_overflow_handler(), so
+                                   that a task that overflows its stack is reported by
+                                   name and stack size */
 } fsched_desc;
 
 /* Creates a scheduler and starts its workers. desc may be NULL (all defaults).
@@ -1039,7 +1045,7 @@ FIBERSCHED_API fsched_result fsched_trace_count(const fsched_sched *s, uint64_t 
 
 #ifndef FIBERSCHED_DEFAULT_STACK_SIZE
 #if UINTPTR_MAX > 0xffffffffu
-#define FIBERSCHED_DEFAULT_STACK_SIZE (256u * 1024u)
+#define FIBERSCHED_DEFAULT_STACK_SIZE (1024u * 1024u)
 #else
 #define FIBERSCHED_DEFAULT_STACK_SIZE (64u * 1024u)
 #endif
@@ -1427,6 +1433,9 @@ static void *fsched__pages_map(size_t size, size_t guard, int *guard_failed) {
         void *p;
 #if defined(MAP_STACK)
         flags |= MAP_STACK;
+#endif
+#if defined(MAP_NORESERVE)
+        flags |= MAP_NORESERVE; /* address space only: pages are committed when touched */
 #endif
         p = mmap(NULL, size, PROT_READ | PROT_WRITE, flags, -1, 0);
         if (p == MAP_FAILED) return NULL;
@@ -2095,6 +2104,8 @@ struct fsched_fiber {
     fsched_fiber *link;     /* ready queue, inbox or idle pool */
     uint32_t ready_taken;   /* taken from the ready queue for a switch not yet made */
     void *graph_task;       /* the graph task whose function runs on this fiber */
+    void (*task_fn)(void *); /* the detached task whose function runs on it, ... */
+    const char *task_name;   /* ... or the name of the graph task: for overflow reports */
 #if FIBERSCHED_TRACE
     uint32_t trace_id;      /* its track in the trace of the slot that runs it; 0: none yet */
 #endif
@@ -2800,6 +2811,16 @@ static char *fsched__sig_put(char *p, char *end, const char *s) {
     while (*s && p < end) *p++ = *s++;
     return p;
 }
+static char *fsched__sig_dec(char *p, char *end, uintptr_t v) {
+    char digits[3 * sizeof v];
+    int n = 0;
+    do {
+        digits[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n && p < end) *p++ = digits[--n];
+    return p;
+}
 static char *fsched__sig_hex(char *p, char *end, uintptr_t v) {
     char digits[2 + 2 * sizeof v];
     int n = 0;
@@ -2823,7 +2844,21 @@ static void fsched__overflow_signal(int sig, siginfo_t *info, void *uctx) {
         ssize_t unused;
         p = fsched__sig_put(p, end, "fibersched: stack overflow in fiber '");
         p = fsched__sig_put(p, end, f->name);
-        p = fsched__sig_put(p, end, "': fault at ");
+        p = fsched__sig_put(p, end, "' (a stack of ");
+        p = fsched__sig_dec(p, end, (uintptr_t)f->params.stack_size);
+        p = fsched__sig_put(p, end, " bytes)");
+        if (f->task_name) {
+            p = fsched__sig_put(p, end, " running graph task '");
+            p = fsched__sig_put(p, end, f->task_name);
+            p = fsched__sig_put(p, end, "'");
+        } else if (f->task_fn) {
+            void (*fn)(void *) = f->task_fn;
+            uintptr_t addr_fn;
+            memcpy(&addr_fn, &fn, sizeof addr_fn < sizeof fn ? sizeof addr_fn : sizeof fn);
+            p = fsched__sig_put(p, end, " running the task whose function is at ");
+            p = fsched__sig_hex(p, end, addr_fn);
+        }
+        p = fsched__sig_put(p, end, ": fault at ");
         p = fsched__sig_hex(p, end, addr);
         p = fsched__sig_put(p, end, " in the guard below its stack [");
         p = fsched__sig_hex(p, end, (uintptr_t)f->stack_lo);
@@ -3865,8 +3900,12 @@ static void fsched__wait_group_finish(fsched_wait_group *wg);
 static void fsched__task_execute(fsched__job *job, fsched__worker *w) {
     fsched__task *t = (fsched__task *)job;
     fsched_wait_group *wg = t->wait_group;
+    fsched_fiber *f = fsched__tls_thread.current;
+    void (*outer)(void *) = f->task_fn; /* a task may run inline while another waits */
     FSCHED__TRACE(uint64_t trace_begin = fsched__trace_now();)
+    f->task_fn = t->fn;
     t->fn(t->arg);
+    f->task_fn = outer; /* the task may have suspended: it resumes on the same fiber */
     FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_TASK, trace_begin, NULL,
                                        (uint64_t)(uintptr_t)t->fn);)
     /* the task may have suspended: it resumes on the same worker, so w still holds */
@@ -4534,6 +4573,8 @@ FIBERSCHED_API fsched_result fsched_create(const fsched_desc *desc, fsched_sched
         fsched__sched_free(s);
         return FSCHED_ERR_OUT_OF_MEMORY;
     }
+    /* before the workers start: each sets up its alternate signal stack as it starts */
+    if (!d.no_overflow_handler) (void)fsched_install_overflow_handler();
 #if !defined(FIBERSCHED_NO_THREADS)
     for (i = 0; i < s->n_threads; i++) {
         r = fsched__os_thread_start(&s->slots[i]->os_thread, fsched__worker_main, s->slots[i]);
@@ -7046,13 +7087,16 @@ static void fsched__graph_process(fsched_graph_task *t, fsched__worker *w,
     } else {
         fsched_fiber *f = fsched__tls_thread.current;
         void *outer = f->graph_task; /* a task may run inline while another one waits */
+        const char *outer_name = f->task_name;
         FSCHED__STORE(&t->state,
                       FSCHED__GRAPH_STATE(FSCHED__LOAD(&g->run, FSCHED__RELAXED),
                                           FSCHED_TASK_RUNNING),
                       FSCHED__RELAXED);
         FSCHED__TRACE(uint64_t trace_begin = fsched__trace_now();)
         f->graph_task = t;
+        f->task_name = t->name ? t->name : "(unnamed)";
         t->status = t->fn(t, t->arg);
+        f->task_name = outer_name;
         FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_GRAPH_TASK, trace_begin, t->name,
                                            (uint64_t)(int64_t)t->status);)
         /* the task may have suspended: it resumes on the same fiber and worker */

@@ -135,6 +135,66 @@ static void test_guard_overflow(void) {
     CHECK(r.exited && r.status == 42);
 }
 
+/* ---- a task of a scheduler: reported by default, naming the task and its stack ---- */
+
+static void overflowing_task(void *arg) {
+    (void)arg;
+    bottomless(0);
+}
+
+static void task_overflow(int no_handler) {
+    fsched_desc d;
+    fsched_sched *s;
+    fsched_wait_group wg;
+    memset(&d, 0, sizeof d);
+    d.workers = 2;
+    d.stack_size = 64 * 1024;
+    d.no_overflow_handler = no_handler;
+    CHECK_OK(fsched_create(&d, &s));
+    CHECK_OK(fsched_wait_group_init(&wg));
+    CHECK_OK(fsched_wait_group_spawn(&wg, s, overflowing_task, NULL));
+    CHECK_OK(fsched_wait_group_wait(&wg));
+}
+
+static void task_overflow_reported(void) { task_overflow(0); }
+static void task_overflow_unhandled(void) { task_overflow(1); }
+
+static int graph_overflower(fsched_graph_task *self, void *arg) {
+    (void)self;
+    (void)arg;
+    return (int)bottomless(0);
+}
+
+static void graph_task_overflow(void) {
+    fsched_sched *s;
+    fsched_graph *g;
+    fsched_graph_task *t;
+    fsched_graph_task_desc td;
+    CHECK_OK(fsched_create(NULL, &s));
+    CHECK_OK(fsched_graph_create(NULL, &g));
+    memset(&td, 0, sizeof td);
+    td.name = "recurses forever";
+    CHECK_OK(fsched_graph_add(g, graph_overflower, NULL, &td, &t));
+    CHECK_OK(fsched_graph_run(g, s));
+    fsched_graph_wait(g, NULL);
+}
+
+static void test_task_overflow(void) {
+    char expected[128];
+    child_result r = run_child(task_overflow_reported);
+    /* the default handler, not installed by hand: the task's function and stack size */
+    snprintf(expected, sizeof expected, "(a stack of %lu bytes) running the task whose function",
+             (unsigned long)(64 * 1024));
+    expect_signal(&r, SIGSEGV, SIGBUS, expected);
+    r = run_child(task_overflow_unhandled); /* opted out: a plain fault */
+    expect_signal(&r, SIGSEGV, SIGBUS, NULL);
+    CHECK(!strstr(r.output, "stack overflow"));
+    r = run_child(graph_task_overflow); /* a graph task, by name, on the default stack */
+    snprintf(expected, sizeof expected, "(a stack of %lu bytes) running graph task 'recurses forever'",
+             (unsigned long)FIBERSCHED_DEFAULT_STACK_SIZE);
+    expect_signal(&r, SIGSEGV, SIGBUS, expected);
+}
+
 /* ---- heap stacks: a canary below the stack ---- */
 
 static void smash_canary_body(void *arg) {
@@ -226,6 +286,7 @@ static void test_trap(void) {
 int main(void) {
     test_watchdog(300);
     test_guard_overflow();
+    test_task_overflow();
     test_canary();
     test_orphan();
     test_trap();

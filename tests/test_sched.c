@@ -834,6 +834,88 @@ static void test_single_threaded(void) {
     CHECK(fsched_current() == NULL);
 }
 
+/* ---- every task runs on a fiber of the chosen size, never on a thread's own stack ---- */
+
+typedef struct probe_counts {
+    uint64_t ran, off_fiber;
+    size_t min_size;
+} probe_counts;
+
+static void stack_probe(void *p) {
+    probe_counts *o = (probe_counts *)p;
+    volatile char here = 0;
+    void *lo;
+    size_t size;
+    if (fsched_fiber_stack(fsched_fiber_current(), &lo, &size) != FSCHED_OK ||
+        size < o->min_size || (const char *)&here < (const char *)lo ||
+        (const char *)&here >= (const char *)lo + size)
+        counter_add(&o->off_fiber, 1);
+    counter_add(&o->ran, 1);
+    (void)here;
+}
+
+static void test_tasks_on_fibers(void) {
+    fsched_desc d;
+    fsched_sched *s;
+    fsched_wait_group wg;
+    probe_counts o;
+    uint32_t i;
+    memset(&d, 0, sizeof d);
+    memset(&o, 0, sizeof o);
+    d.stack_size = o.min_size = 96 * 1024;
+    d.workers = 2;
+#if defined(FIBERSCHED_NO_OS)
+    d.clock = test_clock;
+    d.clock_user = &test_clock_now;
+#endif
+    CHECK_OK(fsched_create(&d, &s));
+    CHECK_OK(fsched_wait_group_init(&wg));
+#if !defined(FIBERSCHED_NO_THREADS)
+    /* the first tasks of fresh workers */
+    for (i = 0; i < 200; i++) CHECK_OK(fsched_wait_group_spawn(&wg, s, stack_probe, &o));
+    CHECK_OK(fsched_wait_group_wait(&wg));
+#endif
+    /* tasks a bound thread runs while it waits */
+    CHECK_OK(fsched_bind(s));
+    for (i = 0; i < 200; i++) CHECK_OK(fsched_wait_group_spawn(&wg, s, stack_probe, &o));
+    CHECK_OK(fsched_wait_group_wait(&wg));
+    CHECK_OK(fsched_unbind());
+    /* tasks fsched_destroy runs while it drains */
+    for (i = 0; i < 200; i++) CHECK_OK(fsched_spawn(s, stack_probe, &o));
+    CHECK_OK(fsched_destroy(s));
+    CHECK_EQ_U64(o.ran, TEST_THREADS ? 600 : 400);
+    CHECK_EQ_U64(o.off_fiber, 0);
+    CHECK_OK(fsched_wait_group_destroy(&wg));
+}
+
+/* ---- deep recursion through wait groups, on the default stacks ----
+   A chain of tasks, each waiting for its child in a wait group: a wait runs its own
+   child inline, so a whole chain can nest on one fiber (the depth of the binomial UTS
+   tree T3, 1,572, at -O2). */
+
+#if TEST_SCALE > 1
+#define DEEP_CHAIN 400 /* sanitizers' frames are several times larger */
+#else
+#define DEEP_CHAIN 1572
+#endif
+
+static void deep_chain(void *p) {
+    long depth = (long)(intptr_t)p;
+    fsched_wait_group wg;
+    if (depth == 0) return;
+    CHECK_OK(fsched_wait_group_init(&wg));
+    CHECK_OK(fsched_wait_group_spawn(&wg, fsched_current(), deep_chain,
+                                     (void *)(intptr_t)(depth - 1)));
+    CHECK_OK(fsched_wait_group_wait(&wg));
+    CHECK_OK(fsched_wait_group_destroy(&wg));
+}
+
+static void test_deep_chain(uint32_t workers) {
+    fsched_sched *s = make_sched(workers);
+    run_in_task(s, deep_chain, (void *)(intptr_t)DEEP_CHAIN);
+    CHECK_OK(fsched_destroy(s));
+}
+
 /* ---- bad input ---- */
 
 static void bad_task(void *p) { (void)p; }
@@ -962,7 +1044,7 @@ static void test_out_of_memory(void) {
     memset(&d, 0, sizeof d);
     d.workers = 2;
     d.stack_kind = FSCHED_STACK_HEAP; /* stacks from the allocator too */
-    d.stack_size = 32 * 1024;
+    d.stack_size = 256 * 1024; /* waits run tasks inline, nested, when no fiber can be had */
     d.allocator.alloc = oom_alloc_fn;
     d.allocator.free = oom_free_fn;
     d.allocator.user = &o;
@@ -1039,6 +1121,9 @@ int main(void) {
     test_destroy_race();
 #endif
     test_single_threaded();
+    test_tasks_on_fibers();
+    test_deep_chain(1);
+    test_deep_chain(2);
     test_out_of_memory();
     printf("test_sched: ok\n");
     return 0;
