@@ -4841,6 +4841,8 @@ static void fsched__wake_add(fsched__wakes *wakes, fsched__worker *worker, fsche
     else fsched__wake_do(&k);
 }
 
+#define FSCHED__LIST_DEAD 0xdead1157u /* the lock word of a destroyed primitive */
+
 static void fsched__wait_list_lock(fsched_wait_list *l) { fsched__spin_lock(&l->lock); }
 
 static void fsched__wait_list_unlock(fsched_wait_list *l) {
@@ -5105,10 +5107,11 @@ static void fsched__wait_abandon(fsched__waiter *wt) {
    waker's critical section, and the caller may free the primitive next. */
 static inline void fsched__wait_list_quiesce(const fsched_wait_list *l) {
 #if !defined(FIBERSCHED_NO_THREADS)
-    uint32_t spins = 0;
+    uint32_t spins = 0, lock;
     /* acquire: pairs with the waker's release of the lock. A waker preempted inside its
        few instructions gets the processor back through the back-off's yields. */
-    while (FSCHED__LOAD(&l->lock, FSCHED__ACQUIRE)) fsched__backoff(&spins);
+    while ((lock = FSCHED__LOAD(&l->lock, FSCHED__ACQUIRE)) != 0 && lock != FSCHED__LIST_DEAD)
+        fsched__backoff(&spins);
 #else
     (void)l;
 #endif
@@ -5168,15 +5171,20 @@ static void fsched__deadlock(fsched__worker *w) {
 
 static void fsched__wait_list_init(fsched_wait_list *l) { memset(l, 0, sizeof *l); }
 
-/* For _destroy: waits for a waker still inside the lock, then checks for waiters. */
-static fsched_result fsched__wait_list_check_idle(fsched_wait_list *l, const char *what) {
-    uint32_t n;
+/* For _destroy: waits for a waker still inside the lock; refuses while someone waits
+   or `busy` says why not; else poisons the lock word, so that every later call on the
+   object (until it is initialised again) fails with a code instead of hanging on it. */
+static fsched_result fsched__wait_list_retire(fsched_wait_list *l, const char *busy,
+                                              const char *what) {
     fsched__wait_list_lock(l);
-    n = FSCHED__LOAD(&l->count, FSCHED__RELAXED);
-    fsched__wait_list_unlock(l);
-    if (n)
-        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
-                              "%s: destroyed while waited on", what);
+    if (FSCHED__LOAD(&l->count, FSCHED__RELAXED)) busy = "destroyed while waited on";
+    if (busy) {
+        fsched__wait_list_unlock(l);
+        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE, "%s: %s",
+                              what, busy);
+    }
+    /* release: as an unlock, for a waiter still quiescing */
+    FSCHED__STORE(&l->lock, FSCHED__LIST_DEAD, FSCHED__RELEASE);
     return FSCHED_OK;
 }
 
@@ -5185,6 +5193,16 @@ static fsched_result fsched__wait_list_check_idle(fsched_wait_list *l, const cha
         if (!(ptr))                                                                         \
             return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT, \
                                   fn ": NULL argument");                                    \
+    } while (0)
+
+/* A primitive that is NULL or was destroyed (its lock word poisoned): refused. Relaxed:
+   a check of misuse; a destroy racing the call itself is undefined. */
+#define FSCHED__CHECK_LIVE(obj, fn)                                                         \
+    do {                                                                                    \
+        FSCHED__CHECK_ARG(obj, fn);                                                         \
+        if (FSCHED__LOAD(&(obj)->waiters.lock, FSCHED__RELAXED) == FSCHED__LIST_DEAD)       \
+            return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT, \
+                                  fn ": the object was destroyed");                         \
     } while (0)
 
 /* ---- event ---- */
@@ -5198,13 +5216,13 @@ FIBERSCHED_API fsched_result fsched_event_init(fsched_event *e, int manual_reset
 }
 
 FIBERSCHED_API fsched_result fsched_event_destroy(fsched_event *e) {
-    FSCHED__CHECK_ARG(e, "fsched_event_destroy");
-    return fsched__wait_list_check_idle(&e->waiters, "fsched_event_destroy");
+    FSCHED__CHECK_LIVE(e, "fsched_event_destroy");
+    return fsched__wait_list_retire(&e->waiters, NULL, "fsched_event_destroy");
 }
 
 FIBERSCHED_API fsched_result fsched_event_set(fsched_event *e) {
     fsched__wakes wakes;
-    FSCHED__CHECK_ARG(e, "fsched_event_set");
+    FSCHED__CHECK_LIVE(e, "fsched_event_set");
     wakes.n = 0;
     fsched__wait_list_lock(&e->waiters);
     if (e->manual_reset) {
@@ -5219,13 +5237,14 @@ FIBERSCHED_API fsched_result fsched_event_set(fsched_event *e) {
 }
 
 FIBERSCHED_API fsched_result fsched_event_reset(fsched_event *e) {
-    FSCHED__CHECK_ARG(e, "fsched_event_reset");
+    FSCHED__CHECK_LIVE(e, "fsched_event_reset");
     FSCHED__STORE(&e->signaled, 0u, FSCHED__RELAXED);
     return FSCHED_OK;
 }
 
 FIBERSCHED_API int fsched_event_is_set(const fsched_event *e) {
-    return e && FSCHED__LOAD(&e->signaled, FSCHED__ACQUIRE) != 0;
+    return e && FSCHED__LOAD(&e->waiters.lock, FSCHED__RELAXED) != FSCHED__LIST_DEAD &&
+           FSCHED__LOAD(&e->signaled, FSCHED__ACQUIRE) != 0;
 }
 
 /* Takes the signal if it is there: always for manual reset, consuming it otherwise. */
@@ -5256,7 +5275,7 @@ static fsched_result fsched__event_wait(fsched_event *e, uint64_t deadline) {
 }
 
 FIBERSCHED_API fsched_result fsched_event_wait(fsched_event *e) {
-    FSCHED__CHECK_ARG(e, "fsched_event_wait");
+    FSCHED__CHECK_LIVE(e, "fsched_event_wait");
     return fsched__event_wait(e, 0);
 }
 
@@ -5268,7 +5287,7 @@ FIBERSCHED_API fsched_result fsched_event_wait(fsched_event *e) {
     } while (0)
 
 FIBERSCHED_API fsched_result fsched_event_wait_for(fsched_event *e, uint64_t timeout_ns) {
-    FSCHED__CHECK_ARG(e, "fsched_event_wait_for");
+    FSCHED__CHECK_LIVE(e, "fsched_event_wait_for");
     if (fsched__event_try(e)) {
         fsched__wait_list_quiesce(&e->waiters);
         return FSCHED_OK;
@@ -5288,19 +5307,17 @@ FIBERSCHED_API fsched_result fsched_wait_group_init(fsched_wait_group *wg) {
 }
 
 FIBERSCHED_API fsched_result fsched_wait_group_destroy(fsched_wait_group *wg) {
-    fsched_result r;
-    FSCHED__CHECK_ARG(wg, "fsched_wait_group_destroy");
-    r = fsched__wait_list_check_idle(&wg->waiters, "fsched_wait_group_destroy");
-    if (r == FSCHED_OK && FSCHED__LOAD(&wg->count, FSCHED__ACQUIRE) != 0)
-        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
-                              "fsched_wait_group_destroy: work is still counted");
-    return r;
+    FSCHED__CHECK_LIVE(wg, "fsched_wait_group_destroy");
+    return fsched__wait_list_retire(&wg->waiters,
+                                    FSCHED__LOAD(&wg->count, FSCHED__ACQUIRE) != 0
+                                        ? "work is still counted" : NULL,
+                                    "fsched_wait_group_destroy");
 }
 
 FIBERSCHED_API fsched_result fsched_wait_group_add(fsched_wait_group *wg, int64_t n) {
     fsched__wakes wakes;
     int64_t c;
-    FSCHED__CHECK_ARG(wg, "fsched_wait_group_add");
+    FSCHED__CHECK_LIVE(wg, "fsched_wait_group_add");
     c = FSCHED__LOAD(&wg->count, FSCHED__RELAXED);
     for (;;) { /* without the lock while the count stays above zero */
         if (c + n < 0)
@@ -5394,12 +5411,12 @@ static fsched_result fsched__wait_group_wait(fsched_wait_group *wg, uint64_t dea
 }
 
 FIBERSCHED_API fsched_result fsched_wait_group_wait(fsched_wait_group *wg) {
-    FSCHED__CHECK_ARG(wg, "fsched_wait_group_wait");
+    FSCHED__CHECK_LIVE(wg, "fsched_wait_group_wait");
     return fsched__wait_group_wait(wg, 0);
 }
 
 FIBERSCHED_API fsched_result fsched_wait_group_wait_for(fsched_wait_group *wg, uint64_t timeout_ns) {
-    FSCHED__CHECK_ARG(wg, "fsched_wait_group_wait_for");
+    FSCHED__CHECK_LIVE(wg, "fsched_wait_group_wait_for");
     if (FSCHED__LOAD(&wg->count, FSCHED__ACQUIRE) == 0) {
         fsched__wait_list_quiesce(&wg->waiters);
         return FSCHED_OK;
@@ -5419,18 +5436,16 @@ FIBERSCHED_API fsched_result fsched_mutex_init(fsched_mutex *m) {
 }
 
 FIBERSCHED_API fsched_result fsched_mutex_destroy(fsched_mutex *m) {
-    fsched_result r;
-    FSCHED__CHECK_ARG(m, "fsched_mutex_destroy");
-    r = fsched__wait_list_check_idle(&m->waiters, "fsched_mutex_destroy");
-    if (r == FSCHED_OK && FSCHED__LOAD(&m->state, FSCHED__ACQUIRE) != 0)
-        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
-                              "fsched_mutex_destroy: the mutex is locked");
-    return r;
+    FSCHED__CHECK_LIVE(m, "fsched_mutex_destroy");
+    return fsched__wait_list_retire(&m->waiters,
+                                    FSCHED__LOAD(&m->state, FSCHED__ACQUIRE) != 0
+                                        ? "the mutex is locked" : NULL,
+                                    "fsched_mutex_destroy");
 }
 
 FIBERSCHED_API fsched_result fsched_mutex_try_lock(fsched_mutex *m) {
     uint32_t expected = 0;
-    FSCHED__CHECK_ARG(m, "fsched_mutex_try_lock");
+    FSCHED__CHECK_LIVE(m, "fsched_mutex_try_lock");
     /* acquire: the previous holder's critical section happens before ours */
     if (!FSCHED__CAS(&m->state, &expected, 1u, FSCHED__ACQUIRE, FSCHED__RELAXED))
         return FSCHED_ERR_TIMEOUT;
@@ -5481,12 +5496,12 @@ static fsched_result fsched__mutex_acquire(fsched_mutex *m, uint64_t deadline) {
 }
 
 FIBERSCHED_API fsched_result fsched_mutex_lock(fsched_mutex *m) {
-    FSCHED__CHECK_ARG(m, "fsched_mutex_lock");
+    FSCHED__CHECK_LIVE(m, "fsched_mutex_lock");
     return fsched__mutex_acquire(m, 0);
 }
 
 FIBERSCHED_API fsched_result fsched_mutex_lock_for(fsched_mutex *m, uint64_t timeout_ns) {
-    FSCHED__CHECK_ARG(m, "fsched_mutex_lock_for");
+    FSCHED__CHECK_LIVE(m, "fsched_mutex_lock_for");
     FSCHED__CHECK_CLOCK("fsched_mutex_lock_for");
     return fsched__mutex_acquire(m, fsched__deadline_after(timeout_ns));
 }
@@ -5494,7 +5509,7 @@ FIBERSCHED_API fsched_result fsched_mutex_lock_for(fsched_mutex *m, uint64_t tim
 FIBERSCHED_API fsched_result fsched_mutex_unlock(fsched_mutex *m) {
     fsched__wakes wakes;
     uint32_t expected = 1;
-    FSCHED__CHECK_ARG(m, "fsched_mutex_unlock");
+    FSCHED__CHECK_LIVE(m, "fsched_mutex_unlock");
     /* release: our critical section happens before the next holder's */
     if (FSCHED__CAS(&m->state, &expected, 0u, FSCHED__RELEASE, FSCHED__RELAXED)) return FSCHED_OK;
     if (expected == 0)
@@ -5519,8 +5534,8 @@ FIBERSCHED_API fsched_result fsched_cond_init(fsched_cond *c) {
 }
 
 FIBERSCHED_API fsched_result fsched_cond_destroy(fsched_cond *c) {
-    FSCHED__CHECK_ARG(c, "fsched_cond_destroy");
-    return fsched__wait_list_check_idle(&c->waiters, "fsched_cond_destroy");
+    FSCHED__CHECK_LIVE(c, "fsched_cond_destroy");
+    return fsched__wait_list_retire(&c->waiters, NULL, "fsched_cond_destroy");
 }
 
 static fsched_result fsched__cond_wait(fsched_cond *c, fsched_mutex *m, uint64_t deadline) {
@@ -5543,19 +5558,21 @@ static fsched_result fsched__cond_wait(fsched_cond *c, fsched_mutex *m, uint64_t
 }
 
 FIBERSCHED_API fsched_result fsched_cond_wait(fsched_cond *c, fsched_mutex *m) {
-    FSCHED__CHECK_ARG(c && m, "fsched_cond_wait");
+    FSCHED__CHECK_LIVE(c, "fsched_cond_wait");
+    FSCHED__CHECK_LIVE(m, "fsched_cond_wait");
     return fsched__cond_wait(c, m, 0);
 }
 
 FIBERSCHED_API fsched_result fsched_cond_wait_for(fsched_cond *c, fsched_mutex *m, uint64_t timeout_ns) {
-    FSCHED__CHECK_ARG(c && m, "fsched_cond_wait_for");
+    FSCHED__CHECK_LIVE(c, "fsched_cond_wait_for");
+    FSCHED__CHECK_LIVE(m, "fsched_cond_wait_for");
     FSCHED__CHECK_CLOCK("fsched_cond_wait_for");
     return fsched__cond_wait(c, m, fsched__deadline_after(timeout_ns));
 }
 
 FIBERSCHED_API fsched_result fsched_cond_signal(fsched_cond *c) {
     fsched__wakes wakes;
-    FSCHED__CHECK_ARG(c, "fsched_cond_signal");
+    FSCHED__CHECK_LIVE(c, "fsched_cond_signal");
     if (!FSCHED__LOAD(&c->waiters.count, FSCHED__ACQUIRE)) return FSCHED_OK;
     wakes.n = 0;
     fsched__wait_list_lock(&c->waiters);
@@ -5566,7 +5583,7 @@ FIBERSCHED_API fsched_result fsched_cond_signal(fsched_cond *c) {
 
 FIBERSCHED_API fsched_result fsched_cond_broadcast(fsched_cond *c) {
     fsched__wakes wakes;
-    FSCHED__CHECK_ARG(c, "fsched_cond_broadcast");
+    FSCHED__CHECK_LIVE(c, "fsched_cond_broadcast");
     if (!FSCHED__LOAD(&c->waiters.count, FSCHED__ACQUIRE)) return FSCHED_OK;
     wakes.n = 0;
     fsched__wait_list_lock(&c->waiters);
@@ -5588,8 +5605,8 @@ FIBERSCHED_API fsched_result fsched_sema_init(fsched_sema *s, int64_t initial) {
 }
 
 FIBERSCHED_API fsched_result fsched_sema_destroy(fsched_sema *s) {
-    FSCHED__CHECK_ARG(s, "fsched_sema_destroy");
-    return fsched__wait_list_check_idle(&s->waiters, "fsched_sema_destroy");
+    FSCHED__CHECK_LIVE(s, "fsched_sema_destroy");
+    return fsched__wait_list_retire(&s->waiters, NULL, "fsched_sema_destroy");
 }
 
 static int fsched__sema_try(fsched_sema *s) {
@@ -5612,7 +5629,7 @@ static int fsched__sema_take_locked(fsched_sema *s) {
 }
 
 FIBERSCHED_API fsched_result fsched_sema_try_acquire(fsched_sema *s) {
-    FSCHED__CHECK_ARG(s, "fsched_sema_try_acquire");
+    FSCHED__CHECK_LIVE(s, "fsched_sema_try_acquire");
     return fsched__sema_try(s) ? FSCHED_OK : FSCHED_ERR_TIMEOUT;
 }
 
@@ -5639,19 +5656,19 @@ static fsched_result fsched__sema_acquire(fsched_sema *s, uint64_t deadline) {
 }
 
 FIBERSCHED_API fsched_result fsched_sema_acquire(fsched_sema *s) {
-    FSCHED__CHECK_ARG(s, "fsched_sema_acquire");
+    FSCHED__CHECK_LIVE(s, "fsched_sema_acquire");
     return fsched__sema_acquire(s, 0);
 }
 
 FIBERSCHED_API fsched_result fsched_sema_acquire_for(fsched_sema *s, uint64_t timeout_ns) {
-    FSCHED__CHECK_ARG(s, "fsched_sema_acquire_for");
+    FSCHED__CHECK_LIVE(s, "fsched_sema_acquire_for");
     FSCHED__CHECK_CLOCK("fsched_sema_acquire_for");
     return fsched__sema_acquire(s, fsched__deadline_after(timeout_ns));
 }
 
 FIBERSCHED_API fsched_result fsched_sema_release(fsched_sema *s, int64_t n) {
     fsched__wakes wakes;
-    FSCHED__CHECK_ARG(s, "fsched_sema_release");
+    FSCHED__CHECK_LIVE(s, "fsched_sema_release");
     if (n < 0)
         return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
                               "fsched_sema_release: negative count");
@@ -5803,7 +5820,7 @@ FIBERSCHED_API fsched_result fsched_spawn_copy(fsched_sched *s, void (*fn)(void 
 
 FIBERSCHED_API fsched_result fsched_wait_group_spawn(fsched_wait_group *wg, fsched_sched *s,
                                                      void (*fn)(void *arg), void *arg) {
-    FSCHED__CHECK_ARG(wg, "fsched_wait_group_spawn");
+    FSCHED__CHECK_LIVE(wg, "fsched_wait_group_spawn");
     return fsched__spawn(s, wg, fn, arg, NULL, 0);
 }
 

@@ -1020,6 +1020,34 @@ static int waits_for_own_graph(fsched_graph_task *self, void *arg) {
     return 0;
 }
 
+/* A destroyed graph: every call is refused with a code, without reading its memory
+   (which faults once freed: the allocator makes it inaccessible). */
+static void test_use_after_destroy(void) {
+#if defined(TEST_GUARD_ALLOCATOR)
+    fsched_sched *s = test_sched_new(1);
+    fsched_graph_desc gd;
+    fsched_graph *g;
+    fsched_graph_task *t;
+    fsched_graph_outcome o;
+    memset(&gd, 0, sizeof gd);
+    gd.allocator.alloc = test_guard_alloc;
+    gd.allocator.free = test_guard_free;
+    CHECK_OK(fsched_graph_create(&gd, &g));
+    CHECK_OK(fsched_graph_add(g, noop_body, NULL, NULL, &t));
+    CHECK_OK(fsched_graph_run(g, s));
+    CHECK_OK(fsched_graph_wait(g, &o));
+    CHECK_OK(fsched_graph_destroy(g));
+    CHECK_RESULT(fsched_graph_destroy(g), FSCHED_ERR_INVALID_ARGUMENT); /* twice */
+    CHECK_RESULT(fsched_graph_add(g, noop_body, NULL, NULL, &t), FSCHED_ERR_INVALID_ARGUMENT);
+    CHECK_RESULT(fsched_graph_run(g, s), FSCHED_ERR_INVALID_ARGUMENT);
+    CHECK_RESULT(fsched_graph_wait(g, &o), FSCHED_ERR_INVALID_ARGUMENT);
+    CHECK_RESULT(fsched_graph_wait_for(g, 1000, &o), FSCHED_ERR_INVALID_ARGUMENT);
+    CHECK_RESULT(fsched_graph_cancel(g), FSCHED_ERR_INVALID_ARGUMENT);
+    CHECK(fsched_graph_task_count(g) == 0);
+    test_sched_free(s);
+#endif
+}
+
 static void test_bad_input(void) {
     fsched_sched *s = test_sched_new(2);
     fsched_graph *g = graph_new(FSCHED_GRAPH_SKIP_DEPENDENTS), *other;
@@ -1180,6 +1208,7 @@ static void test_out_of_memory(void) {
 int main(void) {
     test_watchdog(900);
     test_bad_input();
+    test_use_after_destroy();
     test_random_graphs();
     test_release();
     test_fail_fast_and_cancel();

@@ -705,6 +705,35 @@ static int adder_can(fsched_node *node, void *user) {
     return 0;
 }
 
+/* A destroyed pipeline: every call is refused with a code, without reading its memory
+   (which faults once freed: the allocator makes it inaccessible). */
+static void test_use_after_destroy(fsched_sched *s) {
+#if defined(TEST_GUARD_ALLOCATOR)
+    fsched_pipeline_desc pd;
+    fsched_pipeline *p;
+    fsched_node_desc d;
+    fsched_node *n;
+    memset(&pd, 0, sizeof pd);
+    pd.allocator.alloc = test_guard_alloc;
+    pd.allocator.free = test_guard_free;
+    memset(&d, 0, sizeof d);
+    d.advance = noop_advance;
+    CHECK_OK(fsched_pipeline_create(&pd, &p));
+    CHECK_OK(fsched_pipeline_destroy(p));
+    CHECK_RESULT(fsched_pipeline_destroy(p), FSCHED_ERR_INVALID_ARGUMENT); /* twice */
+    CHECK_OK(fsched_node_create(&d, &n));
+    CHECK_RESULT(fsched_pipeline_add(p, n), FSCHED_ERR_INVALID_ARGUMENT);
+    CHECK_RESULT(fsched_pipeline_run(p, s), FSCHED_ERR_INVALID_ARGUMENT);
+    CHECK_RESULT(fsched_pipeline_run(p, NULL), FSCHED_ERR_INVALID_ARGUMENT);
+    CHECK_RESULT(fsched_pipeline_initialize(p), FSCHED_ERR_INVALID_ARGUMENT);
+    CHECK_RESULT(fsched_pipeline_step(p), FSCHED_ERR_INVALID_ARGUMENT);
+    CHECK(!fsched_pipeline_finished(p));
+    CHECK_OK(fsched_node_destroy(n));
+#else
+    (void)s;
+#endif
+}
+
 static void test_bad_input(fsched_sched *s) {
     fsched_hub_desc hd;
     fsched_hub *h;
@@ -920,6 +949,7 @@ int main(void) {
     test_watchdog(900);
     s = test_sched_new(3);
     test_bad_input(s);
+    test_use_after_destroy(s);
     test_debug_log(s);
     test_stepping(s);
     test_same_results(s);

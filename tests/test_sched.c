@@ -937,6 +937,31 @@ static void quiet(fsched_log_level level, const char *message, void *user) {
     ++*(int *)user;
 }
 
+/* A destroyed scheduler: every call is refused with a code, without reading its memory
+   (which faults once freed: the allocator makes it inaccessible). */
+static void test_use_after_destroy(void) {
+#if defined(TEST_GUARD_ALLOCATOR)
+    fsched_sched *s;
+    fsched_desc d;
+    int logged = 0;
+    uint64_t n;
+    memset(&d, 0, sizeof d);
+    d.workers = 1;
+    d.allocator.alloc = test_guard_alloc;
+    d.allocator.free = test_guard_free;
+    d.logger.func = quiet;
+    d.logger.user = &logged;
+    CHECK_OK(fsched_create(&d, &s));
+    CHECK_OK(fsched_destroy(s));
+    CHECK_RESULT(fsched_destroy(s), FSCHED_ERR_INVALID_ARGUMENT); /* twice */
+    CHECK_RESULT(fsched_spawn(s, bad_task, NULL), FSCHED_ERR_INVALID_ARGUMENT);
+    CHECK_RESULT(fsched_spawn_copy(s, bad_task, &n, sizeof n), FSCHED_ERR_INVALID_ARGUMENT);
+    CHECK_RESULT(fsched_bind(s), FSCHED_ERR_INVALID_ARGUMENT);
+    CHECK(fsched_worker_count(s) == 0);
+    CHECK_RESULT(fsched_trace_count(s, &n, NULL), FSCHED_ERR_INVALID_ARGUMENT);
+#endif
+}
+
 static void test_bad_input(void) {
     fsched_sched *s;
     fsched_desc d;
@@ -1100,6 +1125,7 @@ int main(void) {
     uint32_t w;
     test_watchdog(900);
     test_bad_input();
+    test_use_after_destroy();
     for (w = 1; w <= 4; w *= 2) test_fib(w, TEST_SCALE > 1 ? 20 : 24);
     {
         fsched_sched *s = make_sched(4); /* more workers than cores: real preemption */

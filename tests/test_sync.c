@@ -1352,6 +1352,67 @@ static void test_bad_input(void) {
     CHECK_OK(fsched_mutex_destroy(&m));
 }
 
+/* Every call on a destroyed primitive is refused with a code (never a hang on its lock
+   word, never a wait that nothing ends), destroy twice included; init makes it live. */
+static void test_use_after_destroy(void) {
+    fsched_event e;
+    fsched_wait_group wg;
+    fsched_mutex m;
+    fsched_cond c;
+    fsched_sema sm;
+    fsched_sched *s = sched_new();
+    const fsched_result gone = FSCHED_ERR_INVALID_ARGUMENT;
+    CHECK_OK(fsched_event_init(&e, 0, 1));
+    CHECK_OK(fsched_event_destroy(&e));
+    CHECK_RESULT(fsched_event_destroy(&e), gone);
+    CHECK_RESULT(fsched_event_set(&e), gone);
+    CHECK_RESULT(fsched_event_reset(&e), gone);
+    CHECK_RESULT(fsched_event_wait(&e), gone);
+    CHECK_RESULT(fsched_event_wait_for(&e, MS), gone);
+    CHECK(fsched_event_is_set(&e) == 0);
+    CHECK_OK(fsched_event_init(&e, 1, 1)); /* live again */
+    CHECK_OK(fsched_event_wait(&e));
+    CHECK_OK(fsched_event_destroy(&e));
+
+    CHECK_OK(fsched_wait_group_init(&wg));
+    CHECK_OK(fsched_wait_group_destroy(&wg));
+    CHECK_RESULT(fsched_wait_group_destroy(&wg), gone);
+    CHECK_RESULT(fsched_wait_group_add(&wg, 1), gone);
+    CHECK_RESULT(fsched_wait_group_done(&wg), gone);
+    CHECK_RESULT(fsched_wait_group_wait(&wg), gone);
+    CHECK_RESULT(fsched_wait_group_wait_for(&wg, MS), gone);
+    CHECK_RESULT(fsched_wait_group_spawn(&wg, s, noop, NULL), gone);
+
+    CHECK_OK(fsched_mutex_init(&m));
+    CHECK_OK(fsched_cond_init(&c));
+    CHECK_OK(fsched_cond_destroy(&c));
+    CHECK_RESULT(fsched_cond_destroy(&c), gone);
+    CHECK_RESULT(fsched_cond_signal(&c), gone);
+    CHECK_RESULT(fsched_cond_broadcast(&c), gone);
+    CHECK_OK(fsched_mutex_lock(&m));
+    CHECK_RESULT(fsched_cond_wait(&c, &m), gone);
+    CHECK_RESULT(fsched_cond_wait_for(&c, &m, MS), gone);
+    CHECK_OK(fsched_mutex_unlock(&m)); /* still held: the refused waits did not unlock it */
+    CHECK_OK(fsched_mutex_destroy(&m));
+    CHECK_RESULT(fsched_mutex_destroy(&m), gone);
+    CHECK_RESULT(fsched_mutex_lock(&m), gone);
+    CHECK_RESULT(fsched_mutex_lock_for(&m, MS), gone);
+    CHECK_RESULT(fsched_mutex_try_lock(&m), gone);
+    CHECK_RESULT(fsched_mutex_unlock(&m), gone);
+    CHECK_OK(fsched_cond_init(&c));
+    CHECK_RESULT(fsched_cond_wait(&c, &m), gone); /* a live condition, a dead mutex */
+    CHECK_OK(fsched_cond_destroy(&c));
+
+    CHECK_OK(fsched_sema_init(&sm, 2));
+    CHECK_OK(fsched_sema_destroy(&sm));
+    CHECK_RESULT(fsched_sema_destroy(&sm), gone);
+    CHECK_RESULT(fsched_sema_acquire(&sm), gone);
+    CHECK_RESULT(fsched_sema_acquire_for(&sm, MS), gone);
+    CHECK_RESULT(fsched_sema_try_acquire(&sm), gone);
+    CHECK_RESULT(fsched_sema_release(&sm, 1), gone);
+    sched_free(s);
+}
+
 /* ===================================================================================== */
 /*  destroying a primitive that is waited on                                             */
 /* ===================================================================================== */
@@ -1980,6 +2041,7 @@ static const test_case tests[] = {
     {"yield", test_yield},
     {"stress", test_stress},
     {"bad_input", test_bad_input},
+    {"use_after_destroy", test_use_after_destroy},
 #if TEST_THREADS
     {"destroy_waited_on", test_destroy_waited_on},
 #endif
