@@ -1575,6 +1575,7 @@ typedef enum fsched__point {
     FSCHED__AT_RUN_END,      /* a graph or pipeline run is ending */
     FSCHED__AT_OUTCOME,      /* fsched_graph_wait is about to read how a run ended */
     FSCHED__AT_CANCEL,       /* fsched_graph_cancel decided that a run is current */
+    FSCHED__AT_BIND,         /* fsched_bind found the scheduler live and open */
     FSCHED__AT_COMPLETE,     /* fsched_node_complete decided who finishes the advance */
     FSCHED__AT_COUNT
 } fsched__point;
@@ -3760,6 +3761,8 @@ struct fsched__waiter {
     uint32_t state;           /* atomic: WAITING, then WOKEN, TIMED_OUT or ABORTED */
     uint32_t linked;          /* in `list`, under its lock */
     uint32_t timer;           /* position in the worker's heap + 1; 0: not there */
+    uint32_t handed;          /* a mutex waiter ended with the mutex locked for it */
+    uint64_t since;           /* a mutex waiter: when it first queued (0: no clock) */
     fsched_fiber *next_fiber; /* what the worker switches to when the fiber blocks */
 };
 
@@ -4656,8 +4659,10 @@ FIBERSCHED_API fsched_result fsched_bind(fsched_sched *s) {
     else if (FSCHED__LOAD(&s->closing, FSCHED__RELAXED))
         r = FSCHED__MISUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
                            "fsched_bind: the scheduler is being destroyed");
-    else
+    else {
+        FSCHED__POINT(BIND);
         r = fsched__bind(s, 0, &w);
+    }
     fsched__live_read_unlock();
     return r;
 }
@@ -4869,6 +4874,18 @@ static void fsched__wait_list_append(fsched_wait_list *l, fsched__waiter *wt) {
     FSCHED__STORE(&l->count, FSCHED__LOAD(&l->count, FSCHED__RELAXED) + 1u, FSCHED__RELAXED);
 }
 
+/* As fsched__wait_list_append, at the head (a waiter that was woken and lost a race). */
+static void fsched__wait_list_prepend(fsched_wait_list *l, fsched__waiter *wt) {
+    wt->prev = NULL;
+    wt->next = (fsched__waiter *)l->head;
+    if (l->head) ((fsched__waiter *)l->head)->prev = wt;
+    else l->tail = wt;
+    l->head = wt;
+    wt->list = l;
+    wt->linked = 1;
+    FSCHED__STORE(&l->count, FSCHED__LOAD(&l->count, FSCHED__RELAXED) + 1u, FSCHED__RELAXED);
+}
+
 static void fsched__wait_list_remove(fsched_wait_list *l, fsched__waiter *wt) {
     if (wt->prev) wt->prev->next = wt->next;
     else l->head = wt->next;
@@ -5008,39 +5025,41 @@ static void fsched__thread_waiter_block(fsched__waiter *wt) {
 #endif
 }
 
-/* Under the lock: ends the first waiter still waiting and records how to resume it.
-   Returns 1 if a waiter was ended. A fiber waiter is made ready on its worker; a worker
+/* Under the lock: removes the first waiter and, unless it timed out meanwhile (0), ends
+   it, recording how to resume it. A fiber waiter is made ready on its worker; a worker
    waiting inline (it had no fiber to switch to) is told; a thread is woken as above. */
-static int fsched__wait_list_wake_one(fsched_wait_list *l, fsched__wakes *wakes) {
-    fsched__waiter *wt;
-    while ((wt = (fsched__waiter *)l->head) != NULL) {
-        fsched_fiber *fiber = wt->fiber;
-        fsched__worker *worker = wt->worker;
-        fsched_sched *held = NULL;
-        uint32_t expected = FSCHED__WAIT_WAITING;
-        fsched__wait_list_remove(l, wt);
-        if (!fiber && !worker) {
-            if (fsched__thread_waiter_end(wt, FSCHED__WAIT_WOKEN, wakes)) {
-                FSCHED__POINT(WAKE);
-                return 1;
-            }
-            continue; /* it timed out meanwhile and will find itself unlinked */
-        }
-        /* acq_rel: releases the waker's writes (e.g. a mutex handed over) to the waiter;
-           loses to a timer that already timed the waiter out */
-        if (!FSCHED__CAS(&wt->state, &expected, FSCHED__WAIT_WOKEN, FSCHED__ACQ_REL,
-                         FSCHED__RELAXED))
-            continue;
+static int fsched__wait_list_end_head(fsched_wait_list *l, fsched__wakes *wakes) {
+    fsched__waiter *wt = (fsched__waiter *)l->head;
+    fsched_fiber *fiber = wt->fiber;
+    fsched__worker *worker = wt->worker;
+    fsched_sched *held = NULL;
+    uint32_t expected = FSCHED__WAIT_WAITING;
+    fsched__wait_list_remove(l, wt);
+    if (!fiber && !worker) {
+        if (!fsched__thread_waiter_end(wt, FSCHED__WAIT_WOKEN, wakes))
+            return 0; /* it timed out meanwhile and will find itself unlinked */
         FSCHED__POINT(WAKE);
-        /* a fiber waiter stays suspended until made ready: its record outlives this */
-        if (fiber) {
-            if (fsched__post_ready(worker, fiber, &held))
-                fsched__wake_add(wakes, worker, held, NULL, NULL);
-        } else {
-            fsched__wake_add(wakes, worker, fsched__hold_for(worker), NULL, NULL);
-        }
         return 1;
     }
+    /* acq_rel: releases the waker's writes (e.g. a mutex handed over) to the waiter;
+       loses to a timer that already timed the waiter out */
+    if (!FSCHED__CAS(&wt->state, &expected, FSCHED__WAIT_WOKEN, FSCHED__ACQ_REL, FSCHED__RELAXED))
+        return 0;
+    FSCHED__POINT(WAKE);
+    /* a fiber waiter stays suspended until made ready: its record outlives this */
+    if (fiber) {
+        if (fsched__post_ready(worker, fiber, &held))
+            fsched__wake_add(wakes, worker, held, NULL, NULL);
+    } else {
+        fsched__wake_add(wakes, worker, fsched__hold_for(worker), NULL, NULL);
+    }
+    return 1;
+}
+
+/* Under the lock: ends the first waiter still waiting. Returns 1 if one was ended. */
+static int fsched__wait_list_wake_one(fsched_wait_list *l, fsched__wakes *wakes) {
+    while (l->head)
+        if (fsched__wait_list_end_head(l, wakes)) return 1;
     return 0;
 }
 
@@ -5426,7 +5445,17 @@ FIBERSCHED_API fsched_result fsched_wait_group_wait_for(fsched_wait_group *wg, u
     return fsched__wait_group_wait(wg, fsched__deadline_after(timeout_ns));
 }
 
-/* ---- mutex: 0 unlocked, 1 locked, 2 locked and maybe waited on ---- */
+/* ---- mutex ----
+   The state word says LOCKED, and WAITERS when the list may hold waiters (unlock must
+   then look). Unlock releases the mutex and wakes the longest waiter, which competes for
+   it with the threads and tasks that are running: a running locker never waits for a
+   sleeping one to wake up (a convoy). A woken waiter that loses queues again at the head,
+   and a waiter that has waited FSCHED__MUTEX_HANDOFF_NS gets the mutex handed over,
+   still locked, so that nobody waits for ever (Go's sync.Mutex makes the same trade). */
+
+#define FSCHED__MUTEX_LOCKED 1u
+#define FSCHED__MUTEX_WAITERS 2u
+#define FSCHED__MUTEX_HANDOFF_NS 1000000u
 
 FIBERSCHED_API fsched_result fsched_mutex_init(fsched_mutex *m) {
     FSCHED__CHECK_ARG(m, "fsched_mutex_init");
@@ -5438,17 +5467,26 @@ FIBERSCHED_API fsched_result fsched_mutex_init(fsched_mutex *m) {
 FIBERSCHED_API fsched_result fsched_mutex_destroy(fsched_mutex *m) {
     FSCHED__CHECK_LIVE(m, "fsched_mutex_destroy");
     return fsched__wait_list_retire(&m->waiters,
-                                    FSCHED__LOAD(&m->state, FSCHED__ACQUIRE) != 0
+                                    FSCHED__LOAD(&m->state, FSCHED__ACQUIRE) &
+                                            FSCHED__MUTEX_LOCKED
                                         ? "the mutex is locked" : NULL,
                                     "fsched_mutex_destroy");
 }
 
+/* Takes the mutex if it is free; 1 when taken. */
+static int fsched__mutex_try(fsched_mutex *m) {
+    uint32_t st = FSCHED__LOAD(&m->state, FSCHED__RELAXED);
+    while (!(st & FSCHED__MUTEX_LOCKED))
+        /* acquire: the previous holder's critical section happens before ours */
+        if (FSCHED__CAS_WEAK(&m->state, &st, st | FSCHED__MUTEX_LOCKED, FSCHED__ACQUIRE,
+                             FSCHED__RELAXED))
+            return 1;
+    return 0;
+}
+
 FIBERSCHED_API fsched_result fsched_mutex_try_lock(fsched_mutex *m) {
-    uint32_t expected = 0;
     FSCHED__CHECK_LIVE(m, "fsched_mutex_try_lock");
-    /* acquire: the previous holder's critical section happens before ours */
-    if (!FSCHED__CAS(&m->state, &expected, 1u, FSCHED__ACQUIRE, FSCHED__RELAXED))
-        return FSCHED_ERR_TIMEOUT;
+    if (!fsched__mutex_try(m)) return FSCHED_ERR_TIMEOUT;
     fsched__wait_list_quiesce(&m->waiters);
     return FSCHED_OK;
 }
@@ -5456,43 +5494,52 @@ FIBERSCHED_API fsched_result fsched_mutex_try_lock(fsched_mutex *m) {
 static fsched_result fsched__mutex_acquire(fsched_mutex *m, uint64_t deadline) {
     fsched__waiter wt;
     fsched_result r;
-    uint32_t expected;
-    int spins;
+    uint64_t since = 0;
+    int spins, woken = 0;
     for (spins = 0; spins < 32; spins++) { /* critical sections are usually short */
-        expected = 0;
-        if (FSCHED__CAS(&m->state, &expected, 1u, FSCHED__ACQUIRE, FSCHED__RELAXED)) {
+        if (fsched__mutex_try(m)) {
             fsched__wait_list_quiesce(&m->waiters);
             return FSCHED_OK;
         }
         fsched__cpu_relax();
     }
-    r = fsched__wait_begin(&wt, deadline);
-    if (r != FSCHED_OK) return r;
-    fsched__wait_list_lock(&m->waiters);
-    for (;;) { /* under the list lock: take the mutex, or mark it waited on */
-        uint32_t st = FSCHED__LOAD(&m->state, FSCHED__RELAXED);
-        if (st == 0) {
-            expected = 0;
-            if (FSCHED__CAS(&m->state, &expected, 1u, FSCHED__ACQUIRE, FSCHED__RELAXED)) {
+    for (;;) {
+        uint32_t st;
+        if ((r = fsched__wait_begin(&wt, deadline)) != FSCHED_OK) return r;
+#if defined(FSCHED__OS_NONE)
+        since = (uint64_t)woken; /* no clock to measure by: starving once it lost */
+#else
+        if (!since) since = fsched__now_ns() | 2u; /* never 0 or 1 */
+#endif
+        wt.since = since;
+        fsched__wait_list_lock(&m->waiters);
+        st = FSCHED__LOAD(&m->state, FSCHED__RELAXED);
+        for (;;) { /* under the list lock: take the mutex, or mark it waited on */
+            if (!(st & FSCHED__MUTEX_LOCKED)) {
+                if (!FSCHED__CAS(&m->state, &st, st | FSCHED__MUTEX_LOCKED, FSCHED__ACQUIRE,
+                                 FSCHED__RELAXED))
+                    continue;
                 fsched__wait_list_unlock(&m->waiters);
                 fsched__wait_abandon(&wt);
                 return FSCHED_OK;
             }
-        } else if (st == 1) {
-            expected = 1;
-            if (FSCHED__CAS(&m->state, &expected, 2u, FSCHED__RELAXED, FSCHED__RELAXED)) break;
-        } else {
-            break;
+            if ((st & FSCHED__MUTEX_WAITERS) ||
+                FSCHED__CAS(&m->state, &st, st | FSCHED__MUTEX_WAITERS, FSCHED__RELAXED,
+                            FSCHED__RELAXED))
+                break;
         }
+        if (deadline && fsched__clock_ns() >= deadline) {
+            fsched__wait_list_unlock(&m->waiters);
+            fsched__wait_abandon(&wt);
+            return FSCHED_ERR_TIMEOUT;
+        }
+        if (woken) fsched__wait_list_prepend(&m->waiters, &wt); /* it lost once: first */
+        else fsched__wait_list_append(&m->waiters, &wt);
+        if ((r = fsched__wait_commit(&m->waiters, &wt)) != FSCHED_OK) return r;
+        /* acquire (the commit's): the unlocker's `handed`, and the mutex with it */
+        if (wt.handed || fsched__mutex_try(m)) return FSCHED_OK;
+        woken = 1; /* woken to compete, and a running locker came first */
     }
-    if (deadline && fsched__clock_ns() >= deadline) {
-        fsched__wait_list_unlock(&m->waiters);
-        fsched__wait_abandon(&wt);
-        return FSCHED_ERR_TIMEOUT;
-    }
-    fsched__wait_list_append(&m->waiters, &wt);
-    /* woken means handed over: the unlocker left the mutex locked for us */
-    return fsched__wait_commit(&m->waiters, &wt);
 }
 
 FIBERSCHED_API fsched_result fsched_mutex_lock(fsched_mutex *m) {
@@ -5506,21 +5553,41 @@ FIBERSCHED_API fsched_result fsched_mutex_lock_for(fsched_mutex *m, uint64_t tim
     return fsched__mutex_acquire(m, fsched__deadline_after(timeout_ns));
 }
 
+/* Under the list lock: whether the head waiter has waited long enough to be handed the
+   mutex: by the system's clock, or, without an operating system, once it lost a race
+   (`since` is then 0 or 1). */
+static int fsched__mutex_starving(const fsched__waiter *wt) {
+#if defined(FSCHED__OS_NONE)
+    return wt->since != 0;
+#else
+    return fsched__now_ns() - wt->since >= FSCHED__MUTEX_HANDOFF_NS;
+#endif
+}
+
 FIBERSCHED_API fsched_result fsched_mutex_unlock(fsched_mutex *m) {
     fsched__wakes wakes;
-    uint32_t expected = 1;
+    uint32_t st = FSCHED__MUTEX_LOCKED, handoff = 0;
     FSCHED__CHECK_LIVE(m, "fsched_mutex_unlock");
     /* release: our critical section happens before the next holder's */
-    if (FSCHED__CAS(&m->state, &expected, 0u, FSCHED__RELEASE, FSCHED__RELAXED)) return FSCHED_OK;
-    if (expected == 0)
+    if (FSCHED__CAS(&m->state, &st, 0u, FSCHED__RELEASE, FSCHED__RELAXED)) return FSCHED_OK;
+    if (!(st & FSCHED__MUTEX_LOCKED))
         return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
                               "fsched_mutex_unlock: the mutex is not locked");
     wakes.n = 0;
     fsched__wait_list_lock(&m->waiters);
-    if (!fsched__wait_list_wake_one(&m->waiters, &wakes))
-        FSCHED__STORE(&m->state, 0u, FSCHED__RELEASE); /* nobody left: unlocked */
-    else if (!m->waiters.head)
-        FSCHED__STORE(&m->state, 1u, FSCHED__RELAXED); /* handed over, nobody else waits */
+    while (m->waiters.head) {
+        fsched__waiter *wt = (fsched__waiter *)m->waiters.head;
+        handoff = (uint32_t)fsched__mutex_starving(wt);
+        wt->handed = handoff; /* read by the waiter after its end (the CAS releases it) */
+        if (fsched__wait_list_end_head(&m->waiters, &wakes)) break;
+        handoff = 0; /* it had timed out: the next one */
+    }
+    /* nobody else changes the state while it is locked and the list is locked: a plain
+       store. Release: when the mutex is released, as above */
+    FSCHED__STORE(&m->state,
+                  (handoff ? FSCHED__MUTEX_LOCKED : 0u) |
+                      (m->waiters.head ? FSCHED__MUTEX_WAITERS : 0u),
+                  FSCHED__RELEASE);
     fsched__wait_list_unlock_wake(&m->waiters, &wakes);
     return FSCHED_OK;
 }

@@ -15,6 +15,9 @@
    6. timed waits on a scheduler whose clock has another origin or pace than the system's.
    7. a second fsched_graph_wait while the graph is run again; a cancel racing a re-run.
    8. a thread woken while its waker, preempted, still holds the wait list's lock.
+   9. a mutex released with a waiter asleep: no convoy behind the sleeper, and no waiter
+      left to starve behind lockers that keep coming.
+   10. fsched_bind racing fsched_destroy.
 
    Seed 0 (FIBERSCHED_CHAOS_SEED=0) runs only the stalls; any other seed adds random
    perturbation at every point. */
@@ -739,14 +742,141 @@ static void test_woken_while_lock_held(void) {
     CHECK_OK(fsched_event_destroy(&t8_event));
 }
 
+/* ---- 9: a mutex released while a waiter sleeps ---- */
+
+static fsched_mutex t9_mutex;
+static _Thread_local int t9_slow_waiter;
+static int t9_waiting, t9_got, t9_hammering;
+
+static void t9_hook(fsched__point at) {
+    if (at == FSCHED__AT_WOKEN_WAITER && t9_slow_waiter) stall_ms(50); /* slow to wake */
+}
+
+static void t9_waiter(void *arg) {
+    (void)arg;
+    t9_slow_waiter = 1;
+    STORE(&t9_waiting, 1);
+    CHECK_OK(fsched_mutex_lock(&t9_mutex));
+    t9_slow_waiter = 0;
+    STORE(&t9_got, 1);
+    CHECK_OK(fsched_mutex_unlock(&t9_mutex));
+}
+
+static void t9_patient(void *arg) {
+    (void)arg;
+    STORE(&t9_waiting, 1);
+    CHECK_OK(fsched_mutex_lock(&t9_mutex));
+    STORE(&t9_got, 1);
+    CHECK_OK(fsched_mutex_unlock(&t9_mutex));
+}
+
+static void test_mutex_no_convoy(void) {
+    test_thread t;
+    uint64_t until;
+    begin("9. a mutex released while a waiter sleeps: no convoy, no starvation");
+    CHECK_OK(fsched_mutex_init(&t9_mutex));
+    STORE(&t9_waiting, 0);
+    STORE(&t9_got, 0);
+    set_hook(t9_hook);
+    CHECK_OK(fsched_mutex_lock(&t9_mutex));
+    t = thread_run(t9_waiter, NULL);
+    while (__atomic_load_n(&t9_mutex.waiters.count, __ATOMIC_ACQUIRE) == 0) fsched__cpu_relax();
+    {
+        /* queued (from then on it only goes to sleep); when it queued */
+        uint64_t since, released;
+        fsched__spin_lock(&t9_mutex.waiters.lock);
+        since = ((fsched__waiter *)t9_mutex.waiters.head)->since;
+        fsched__spin_unlock(&t9_mutex.waiters.lock);
+        CHECK_OK(fsched_mutex_unlock(&t9_mutex));
+        released = fsched__now_ns();
+        /* the waiter is still waking up: a running thread takes the mutex meanwhile
+           instead of waiting behind the sleeper (unless the waiter had waited so long
+           that it was handed the mutex) */
+        if (fsched_mutex_try_lock(&t9_mutex) == FSCHED_OK)
+            CHECK_OK(fsched_mutex_unlock(&t9_mutex));
+        else
+            CHECK(released - since >= FSCHED__MUTEX_HANDOFF_NS);
+    }
+    thread_join(t);
+    CHECK(LOAD(&t9_got));
+    set_hook(NULL);
+
+    /* a locker that never stops does not keep a waiter out for ever */
+    STORE(&t9_waiting, 0);
+    STORE(&t9_got, 0);
+    t = thread_run(t9_patient, NULL);
+    CHECK_OK(fsched_mutex_lock(&t9_mutex));
+    await_flag(&t9_waiting);
+    stall_ms(5);
+    until = now_ns() + 20000000000ull;
+    STORE(&t9_hammering, 1);
+    while (!LOAD(&t9_got) && now_ns() < until) {
+        CHECK_OK(fsched_mutex_unlock(&t9_mutex));
+        CHECK_OK(fsched_mutex_lock(&t9_mutex));
+    }
+    CHECK(LOAD(&t9_got)); /* handed over once it had waited long enough */
+    CHECK_OK(fsched_mutex_unlock(&t9_mutex));
+    thread_join(t);
+    CHECK_OK(fsched_mutex_destroy(&t9_mutex));
+}
+
+/* ---- 10: fsched_bind racing fsched_destroy ---- */
+
+static _Thread_local int t10_binder;
+static int t10_stalled;
+static fsched_result t10_bound;
+
+static void t10_hook(fsched__point at) {
+    if (at == FSCHED__AT_BIND && t10_binder) {
+        STORE(&t10_stalled, 1);
+        stall_ms(100);
+    }
+}
+
+static void t10_noop(void *arg) { (void)arg; }
+
+static void t10_bind(void *arg) {
+    fsched_sched *s = (fsched_sched *)arg;
+    fsched_wait_group wg;
+    t10_binder = 1;
+    t10_bound = fsched_bind(s); /* decides the scheduler is live, then stalls */
+    t10_binder = 0;
+    if (t10_bound != FSCHED_OK) return;
+    CHECK_OK(fsched_wait_group_init(&wg)); /* a bound thread that works for it */
+    CHECK_OK(fsched_wait_group_spawn(&wg, s, t10_noop, NULL));
+    CHECK_OK(fsched_wait_group_wait(&wg));
+    CHECK_OK(fsched_wait_group_destroy(&wg));
+    CHECK_OK(fsched_unbind());
+}
+
+static void test_bind_races_destroy(void) {
+    fsched_sched *s;
+    fsched_result r;
+    test_thread t;
+    begin("10. fsched_bind racing fsched_destroy");
+    s = guarded_sched(1);
+    STORE(&t10_stalled, 0);
+    set_hook(t10_hook);
+    t = thread_run(t10_bind, s);
+    await_flag(&t10_stalled);
+    /* refused while the thread is bound; done once it has unbound */
+    while ((r = fsched_destroy(s)) == FSCHED_ERR_WRONG_STATE) stall_ms(1);
+    CHECK_OK(r);
+    thread_join(t);
+    set_hook(NULL);
+    CHECK(t10_bound == FSCHED_OK || t10_bound == FSCHED_ERR_WRONG_STATE);
+}
+
 /* Usage: test_races [N ...] runs the tests numbered N, such as 3 or 3b (default: all). */
 int main(int argc, char **argv) {
     static void (*const tests[])(void) = {
         test_pipeline_end_while_draining, test_spawn_races_destroy,
         test_spawn_then_destroyed, test_node_complete_then_destroyed, test_wake_then_destroyed,
         test_help_after_steal, test_wake_taken_by_fiber, test_own_clock,
-        test_graph_rerun_races, test_woken_while_lock_held};
-    static const char *const labels[] = {"1", "2", "3a", "3b", "3c", "4", "5", "6", "7", "8"};
+        test_graph_rerun_races, test_woken_while_lock_held, test_mutex_no_convoy,
+        test_bind_races_destroy};
+    static const char *const labels[] = {"1", "2", "3a", "3b", "3c", "4", "5",
+                                         "6", "7", "8", "9", "10"};
     size_t i;
     int k;
     test_watchdog(600);
@@ -754,7 +884,8 @@ int main(int argc, char **argv) {
         int wanted = argc < 2;
         for (k = 1; k < argc; k++)
             wanted |= !strcmp(argv[k], labels[i]) ||
-                       (strlen(argv[k]) == 1 && argv[k][0] == labels[i][0]);
+                       (atoi(argv[k]) == atoi(labels[i]) && strspn(argv[k], "0123456789") ==
+                                                                strlen(argv[k]));
         if (wanted) tests[i]();
     }
     printf("test_races: ok\n");
