@@ -126,6 +126,12 @@
    FIBERSCHED_TRACE_EVENTS         events each slot keeps when the desc says 0;
                                    default 32768 (64 bytes each, touched when the
                                    scheduler is created)
+   FIBERSCHED_CHAOS                1 builds schedule fuzzing in: every step of the
+                                   concurrency protocols may spin, yield or sleep a few
+                                   microseconds at random, from the seed in the
+                                   environment variable FIBERSCHED_CHAOS_SEED (or the
+                                   clock; printed once; 0 turns it off). For testing
+                                   programs under unlucky timing (default 0: no code)
 
    PLATFORMS
 
@@ -142,20 +148,42 @@
    winfiber         Windows with clang-cl                       forced under MinGW + wine
    Compilers: GCC and Clang (C11 or later, C++11 or later). MSVC's cl is not supported yet.
 
+   GUARANTEES
+
+   Whatever the timing, and tested under forced interleavings (tests/test_races.c, the
+   schedule-fuzzing build, ThreadSanitizer, a Spin model of the sleep protocol):
+   - no lost wake: work that is queued while some worker could take it is taken without
+     waiting for unrelated events; a worker goes to sleep only when a final look, ordered
+     against every publication, finds nothing;
+   - every task spawned, and every task those tasks spawn, runs exactly once;
+     fsched_destroy returns once all of it has run, also when runs end, or spawns are
+     refused, on other threads while it drains;
+   - no call touches memory that another thread may already have freed: a call from
+     outside a scheduler holds it while it touches it (fsched_destroy waits for it), and
+     a wake touches nothing of the object after the waiter may have returned;
+   - a timed wait sleeps until its deadline in the scheduler's clock, whatever that
+     clock's origin or pace; a woken thread never spins on a lock its waker holds.
+
    CAVEATS
 
-   - A fiber's stack has a fixed size. Page-allocated stacks have a guard region below
-     them: an overflow into it faults at once; fsched_install_overflow_handler() turns that
-     fault into a message naming the fiber. Heap stacks (FSCHED_STACK_HEAP, FIBERSCHED_NO_OS)
-     end in a canary that is checked when the fiber is destroyed (and, in debug builds, on
-     every switch away from it).
+   - A fiber's stack has a fixed size: every task runs on a fiber of the size its
+     scheduler's desc chose, never on a thread's own stack. Page-allocated stacks are
+     reserved as address space (pages commit when touched) with a guard region below: an
+     overflow into it faults at once, and the handler every scheduler installs (unless
+     its desc says no_overflow_handler) reports it with the task and its stack size;
+     fsched_install_overflow_handler() does the same for plain fibers. Heap stacks
+     (FSCHED_STACK_HEAP, FIBERSCHED_NO_OS) end in a canary that is checked when the fiber
+     is destroyed (and, in debug builds, on every switch away from it).
    - A fiber keeps the thread's thread-local variables: code that reads a thread-local,
      switches and may resume on another thread sees the other thread's copy.
    - Destroying a suspended fiber frees its stack without unwinding it.
    - Not compatible with x86 CET shadow stacks, nor with AArch64's shadow call stack.
    - Tasks run on the scheduler's fibers: switch to those only through the scheduler
      (never with fsched_fiber_switch). A task resumes on the worker where it blocked, so
-     thread-local variables stay valid across its waits.
+     thread-local variables stay valid across its waits. A bound thread runs queued tasks
+     while it waits; one of them that blocks resumes only on that thread, at its next
+     wait (or fsched_unbind, or fsched_destroy): a bound thread that computes for long
+     outside the scheduler's waits delays such tasks meanwhile.
    - Work the scheduler runs inline while a join or a wait group waits (help-first) runs
      on the waiting task's stack: give fibers stacks for the deepest such nesting.
    - On Linux each guarded stack costs two memory mappings and vm.max_map_count (65530 by
@@ -170,15 +198,30 @@
    never an abort. The process is ended, with a message, only when memory is already
    corrupt (a smashed stack canary) or a fiber's entry function returns with nowhere to go.
 
+   Destroyed objects are detected: a scheduler, graph or pipeline that was destroyed is
+   refused with FSCHED_ERR_INVALID_ARGUMENT (destroy twice included) without reading its
+   memory, which went back to its allocator; an event, wait group, mutex, condition or
+   semaphore is poisoned by its _destroy, and every later call on it (until _init) is
+   refused likewise. Undefined, because it cannot be detected without a cost on every
+   call: switching to, or asking about, a fiber whose memory was released (a fiber's
+   record stays readable, and its use refused, while its stack is cached in a pool); a
+   hub or node used after its pipeline was destroyed; a synchronisation object whose
+   memory the program freed or reused; destroying any object while another thread is
+   inside a call on it (but fsched_destroy, which waits for calls from outside).
+
    THREAD SAFETY
 
    Scheduler functions may be called from any thread unless their declaration says
    otherwise: fsched_join and the parallel loops need a task or a bound thread;
    fsched_destroy must not be called from one of the scheduler's own tasks, nor while
-   other threads are bound. Synchronisation objects may be shared by tasks of any
-   scheduler and by plain threads. fsched_fiber_switch() and fsched_fiber_current() act
-   on the calling thread; a fiber may be switched to from any thread while it is
-   suspended, but by one thread at a time. Stack pools are thread-safe. Graphs are built
+   other threads are bound (it refuses both with a code). Calls from other threads may
+   race fsched_destroy: a spawn, run or bind either finds the scheduler and counts (the
+   drain waits for it) or fails with FSCHED_ERR_WRONG_STATE, and after destroy has
+   returned with FSCHED_ERR_INVALID_ARGUMENT. Synchronisation objects may be shared by
+   tasks of any scheduler and by plain threads. fsched_fiber_switch() and
+   fsched_fiber_current() act on the calling thread; a fiber may be switched to from any
+   thread while it is suspended, but by one thread at a time. Stack pools are
+   thread-safe. Graphs are built
    from any thread and run, waited for and cancelled from any thread; pipelines are
    built from one thread at a time and run from one (their sections say more). Each
    function says more where it is declared.
@@ -361,10 +404,12 @@ FIBERSCHED_API fsched_result fsched_stack_pool_get_stats(fsched_stack_pool *pool
 
 /* Installs a SIGSEGV/SIGBUS handler, running on an alternate signal stack, that reports a
    fault in the guard region of the running fiber as "fibersched: stack overflow in fiber
-   ..." and ends the process with the original signal. Other faults go to the handler that
-   was installed before. Threads get their alternate stack when they first use fibers
-   after this call (the calling thread at once). Idempotent. FSCHED_ERR_UNSUPPORTED where
-   there are no signals (Windows, FIBERSCHED_NO_OS). Any thread. */
+   ..." (with its stack size and the task it runs, for a scheduler's fibers) and ends the
+   process with the original signal. Other faults go to the handler that was installed
+   before. Threads get their alternate stack when they first use fibers after this call
+   (the calling thread at once). Every scheduler calls it when it is created, unless its
+   desc says no_overflow_handler. Idempotent. FSCHED_ERR_UNSUPPORTED where there are no
+   signals (Windows, FIBERSCHED_NO_OS). Any thread. */
 FIBERSCHED_API fsched_result fsched_install_overflow_handler(void);
 
 /* ---- the scheduler --------------------------------------------------------------- */
@@ -402,11 +447,14 @@ typedef struct fsched_desc {
 FIBERSCHED_API fsched_result fsched_create(const fsched_desc *desc, fsched_sched **out);
 
 /* Finishes every task spawned so far, and every task those tasks spawn while it waits,
-   then stops the workers and frees everything the scheduler allocated. The calling thread
-   runs queued tasks on fibers of its own meanwhile. Spawns from threads outside the
-   scheduler fail with FSCHED_ERR_WRONG_STATE once destruction has begun.
-   Returns FSCHED_ERR_WRONG_STATE, destroying nothing, when called from one of the
-   scheduler's own tasks or while another thread is still bound; NULL is ignored. */
+   and every graph or pipeline run begun on s, then stops the workers and frees
+   everything the scheduler allocated. The calling thread runs queued tasks on fibers of
+   its own meanwhile. Spawns, runs and binds from threads outside the scheduler fail
+   with FSCHED_ERR_WRONG_STATE once destruction has begun; a call from outside that is
+   still inside s is waited for. Returns FSCHED_ERR_WRONG_STATE, destroying nothing, when
+   called from one of the scheduler's own tasks, while another thread is still bound, or
+   while another thread destroys s; FSCHED_ERR_INVALID_ARGUMENT for a scheduler already
+   destroyed; NULL is ignored. */
 FIBERSCHED_API fsched_result fsched_destroy(fsched_sched *s);
 
 /* The calling thread takes part in s: its waits run queued tasks on fibers of its own
@@ -525,7 +573,9 @@ FIBERSCHED_API fsched_result fsched_wait_group_wait_for(fsched_wait_group *wg, u
 FIBERSCHED_API fsched_result fsched_wait_group_spawn(fsched_wait_group *wg, fsched_sched *s,
                                                      void (*fn)(void *arg), void *arg);
 
-/* A mutex whose waiters suspend. Unlock hands the mutex to the longest waiter (fair). */
+/* A mutex whose waiters suspend. Unlock wakes the longest waiter, which competes with
+   lockers that are running (none of them waits behind a waiter that is still waking
+   up); a waiter that has waited 1 ms is handed the mutex directly, so none starves. */
 typedef struct fsched_mutex {
     fsched_wait_list waiters;
     uint32_t state;

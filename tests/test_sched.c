@@ -702,6 +702,56 @@ static void *bound_thread(void *p) {
     return NULL;
 }
 
+/* A task that blocked on a bound thread's fibers resumes there, at the thread's next wait,
+   or when the thread unbinds: it is delayed while the thread runs code of its own, never
+   lost. (Single-threaded, so that the bound thread is the only one that runs tasks.) */
+typedef struct stranded {
+    fsched_event go;
+    fsched_wait_group wg;
+    int blocked, done;
+} stranded;
+
+static void stranded_task(void *p) {
+    stranded *x = (stranded *)p;
+    __atomic_store_n(&x->blocked, 1, __ATOMIC_RELEASE);
+    CHECK_OK(fsched_event_wait(&x->go));
+    __atomic_store_n(&x->done, 1, __ATOMIC_RELEASE);
+}
+
+static void *stranded_setter(void *p) {
+    CHECK_OK(fsched_event_set(&((stranded *)p)->go));
+    return NULL;
+}
+
+static void test_bound_thread_blocked_tasks(void) {
+    fsched_desc d;
+    fsched_sched *s;
+    stranded x;
+    pthread_t t;
+    int unbind_first;
+    memset(&d, 0, sizeof d);
+    d.single_threaded = 1;
+    for (unbind_first = 0; unbind_first < 2; unbind_first++) {
+        memset(&x, 0, sizeof x);
+        CHECK_OK(fsched_create(&d, &s));
+        CHECK_OK(fsched_bind(s));
+        CHECK_OK(fsched_event_init(&x.go, 0, 0));
+        CHECK_OK(fsched_wait_group_init(&x.wg));
+        CHECK_OK(fsched_wait_group_spawn(&x.wg, s, stranded_task, &x));
+        while (!__atomic_load_n(&x.blocked, __ATOMIC_ACQUIRE)) fsched_yield(); /* runs it */
+        CHECK(pthread_create(&t, NULL, stranded_setter, &x) == 0);
+        CHECK(pthread_join(t, NULL) == 0); /* ready now, but this thread is away */
+        CHECK(!__atomic_load_n(&x.done, __ATOMIC_ACQUIRE));
+        if (unbind_first) CHECK_OK(fsched_unbind()); /* runs what is left on its slot */
+        else CHECK_OK(fsched_wait_group_wait(&x.wg));  /* the next wait runs it */
+        CHECK(__atomic_load_n(&x.done, __ATOMIC_ACQUIRE));
+        if (!unbind_first) CHECK_OK(fsched_unbind());
+        CHECK_OK(fsched_destroy(s));
+        CHECK_OK(fsched_wait_group_destroy(&x.wg));
+        CHECK_OK(fsched_event_destroy(&x.go));
+    }
+}
+
 static void test_bound_threads(void) {
     fsched_sched *s = make_sched(2);
     bound_ctx b[3];
@@ -1144,6 +1194,7 @@ int main(void) {
     test_offered_while_computing();
     test_several_schedulers();
     test_bound_threads();
+    test_bound_thread_blocked_tasks();
     test_destroy_race();
 #endif
     test_single_threaded();
