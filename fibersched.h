@@ -221,10 +221,9 @@
    tasks of any scheduler and by plain threads. fsched_fiber_switch() and
    fsched_fiber_current() act on the calling thread; a fiber may be switched to from any
    thread while it is suspended, but by one thread at a time. Stack pools are
-   thread-safe. Graphs are built
-   from any thread and run, waited for and cancelled from any thread; pipelines are
-   built from one thread at a time and run from one (their sections say more). Each
-   function says more where it is declared.
+   thread-safe. Graphs are built from any thread and run, waited for and cancelled from
+   any thread; pipelines are built from one thread at a time and run from one (their
+   sections say more). Each function says more where it is declared.
 */
 
 /* The implementation needs POSIX and BSD declarations (mmap flags, sigaltstack,
@@ -3444,7 +3443,7 @@ typedef struct fsched__worker {
     /* fibers, owner only */
     fsched_fiber *idle;      /* parked in the scheduling loop, ready to take over */
     uint32_t idle_count;
-    uint32_t root_parked;    /* the root fiber is among the idle ones */
+    uint32_t root_parked;    /* the root waits, parked, for the loop (fsched__schedule) */
     int (*until)(struct fsched__worker *w); /* what the parked root waits for; NULL: the
                                                 scheduler's end (worker threads) */
     fsched_fiber *retire;    /* freed by whichever fiber the next switch resumes */
@@ -3553,19 +3552,27 @@ static void fsched__sched_release(fsched_sched *s) {
     FSCHED__FETCH_SUB(&s->holds, 1u, FSCHED__RELEASE);
 }
 
-/* Enters s from a pointer the caller passed: FSCHED_OK, holding s, or
-   FSCHED_ERR_INVALID_ARGUMENT (not a live scheduler), or FSCHED_ERR_WRONG_STATE when
-   `refuse_closing` and fsched_destroy has begun. */
-static fsched_result fsched__sched_enter(fsched_sched *s, int refuse_closing, const char *what) {
-    fsched_result r = FSCHED_OK;
-    fsched__live_read_lock();
+/* Under the registry's lock: FSCHED_OK when s is a live scheduler, and (with
+   `refuse_closing`) fsched_destroy has not begun; else why not. */
+static fsched_result fsched__sched_open(const fsched_sched *s, int refuse_closing,
+                                        const char *what) {
     if (!fsched__live_has(s) || s->magic != FSCHED__SCHED_LIVE)
-        r = FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT, "%s: %s",
-                           what, s ? "not a live scheduler (destroyed?)" : "s is NULL");
-    else if (refuse_closing && FSCHED__LOAD(&s->closing, FSCHED__RELAXED))
-        r = FSCHED__MISUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
-                           "%s: the scheduler is being destroyed", what);
-    else /* relaxed: the registry's lock orders it against destroy (see fsched_destroy) */
+        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "%s: %s", what,
+                              s ? "not a live scheduler (destroyed?)" : "s is NULL");
+    if (refuse_closing && FSCHED__LOAD(&s->closing, FSCHED__RELAXED))
+        return FSCHED__MISUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
+                              "%s: the scheduler is being destroyed", what);
+    return FSCHED_OK;
+}
+
+/* Enters s from a pointer the caller passed: FSCHED_OK, holding s, or why not (see
+   fsched__sched_open). */
+static fsched_result fsched__sched_enter(fsched_sched *s, int refuse_closing, const char *what) {
+    fsched_result r;
+    fsched__live_read_lock();
+    r = fsched__sched_open(s, refuse_closing, what);
+    if (r == FSCHED_OK) /* relaxed: the registry's lock orders it against destroy */
         FSCHED__FETCH_ADD(&s->holds, 1u, FSCHED__RELAXED);
     fsched__live_read_unlock();
     return r;
@@ -3748,7 +3755,6 @@ static void fsched__switch_to(fsched__worker *w, fsched_fiber *to) {
     fsched__fiber_jump(from, to, sp, 0);
     fsched__after_switch(w);
 }
-
 
 /* Owner: the running fiber stops until someone makes it ready; the worker carries on
    with a ready fiber or, failing that, an idle one. `next` was taken by the caller
@@ -4008,7 +4014,8 @@ static void fsched__announce_jobs(fsched_sched *s, uint32_t n, uint64_t c) {
    store-load barrier below sits between its publication and its read of the counters.
    Either that read sees the announcement (the counter made odd again stops the sleep),
    or the count (the sleeper is woken), or it precedes the announcement, and then the
-   sleeper's later searches see the job. */
+   sleeper's later searches (seq_cst loads of the deques' ends, the injector after the
+   sleeper's own fence) see the job. tests/model/ holds a Spin model of this protocol. */
 static void fsched__new_jobs(fsched_sched *s, uint32_t n) {
     uint64_t c;
     FSCHED__POINT(PUBLISHED);
@@ -4049,7 +4056,8 @@ static inline int fsched__wants_workers(fsched_sched *s) {
 
 /* A worker that stops searching (it found a job, or a fiber to resume) while others sleep
    and nobody else searches wakes one more: the job it was woken for, or that others
-   counted on it to find, may not be the one it takes (Go's rule for spinning threads). */
+   counted on it to find (it published some of what it took while it still counted as
+   searching), may not be the one it runs (Go's rule for spinning threads). */
 static inline void fsched__pass_search_on(fsched_sched *s) {
     if (fsched__wants_workers(s)) fsched__new_jobs(s, 1);
 }
@@ -4237,10 +4245,12 @@ static void fsched__idle_begin(fsched__worker *w, fsched__idle *idle) {
     }
 }
 
+/* Leaves the search for something to run (see fsched__pass_search_on). */
 static void fsched__idle_end(fsched__worker *w, fsched__idle *idle) {
     if (!idle->inactive) return;
     idle->inactive = 0;
     FSCHED__FETCH_SUB(&w->sched->counters, FSCHED__INACTIVE_ONE, FSCHED__SEQ_CST);
+    fsched__pass_search_on(w->sched);
 }
 
 /* Makes the jobs event counter even ("sleepy") and returns it. */
@@ -4408,10 +4418,7 @@ static int fsched__loop_turn(fsched__worker *w, fsched__idle *idle) {
         }
     }
     if ((f = fsched__ready_pop(w))) {
-        if (idle->inactive) { /* it leaves the search, maybe for a long while */
-            fsched__idle_end(w, idle);
-            fsched__pass_search_on(w->sched);
-        }
+        fsched__idle_end(w, idle);
         fsched__run_fiber(w, f);
         return 0;
     }
@@ -4703,13 +4710,8 @@ FIBERSCHED_API fsched_result fsched_bind(fsched_sched *s) {
     /* under the registry's lock: fsched_destroy, which checks for bound threads and
        begins under it exclusively, sees this bind or is seen by it */
     fsched__live_read_lock();
-    if (!fsched__live_has(s) || s->magic != FSCHED__SCHED_LIVE)
-        r = FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
-                           "fsched_bind: %s", s ? "not a live scheduler" : "s is NULL");
-    else if (FSCHED__LOAD(&s->closing, FSCHED__RELAXED))
-        r = FSCHED__MISUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
-                           "fsched_bind: the scheduler is being destroyed");
-    else {
+    r = fsched__sched_open(s, 1, "fsched_bind");
+    if (r == FSCHED_OK) {
         FSCHED__POINT(BIND);
         r = fsched__bind(s, 0, &w);
     }
@@ -4770,12 +4772,8 @@ FIBERSCHED_API fsched_result fsched_destroy(fsched_sched *s) {
     /* exclusively: no call may enter s through the registry while destroy begins (a
        bind, a spawn from outside: they see s closing afterwards, or are seen here) */
     fsched__live_write_lock();
-    if (!fsched__live_has(s) || s->magic != FSCHED__SCHED_LIVE) {
-        r = FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
-                           "fsched_destroy: not a live scheduler (destroyed already?)");
-    } else if (FSCHED__LOAD(&s->closing, FSCHED__RELAXED)) {
-        r = FSCHED__MISUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
-                           "fsched_destroy: another thread is destroying the scheduler");
+    if ((r = fsched__sched_open(s, 1, "fsched_destroy")) != FSCHED_OK) {
+        /* destroyed already, or another thread destroys it */
     } else if (t->worker && (t->worker->sched != s || !t->worker->bound ||
                              t->current != t->worker->root)) {
         r = FSCHED__MISUSE(&s->logger, FSCHED_ERR_WRONG_STATE,

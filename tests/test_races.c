@@ -18,6 +18,8 @@
    9. a mutex released with a waiter asleep: no convoy behind the sleeper, and no waiter
       left to starve behind lockers that keep coming.
    10. fsched_bind racing fsched_destroy.
+   11. a worker that takes a batch of jobs publishes the rest while it still counts as
+       searching, then runs one for long.
 
    Seed 0 (FIBERSCHED_CHAOS_SEED=0) runs only the stalls; any other seed adds random
    perturbation at every point. */
@@ -867,6 +869,60 @@ static void test_bind_races_destroy(void) {
     CHECK(t10_bound == FSCHED_OK || t10_bound == FSCHED_ERR_WRONG_STATE);
 }
 
+/* ---- 11: work published by a worker that still counts as searching ---- */
+
+static int t11_second_ran, t11_armed, t11_stalled;
+
+static void t11_hook(fsched__point at) {
+    /* a worker idle but awake (it just ran a task) is slow to search again: two jobs are
+       queued meanwhile, and nobody is woken for them (an awake worker counts as looking) */
+    if (at == FSCHED__AT_SLEEPY && __atomic_exchange_n(&t11_armed, 0, __ATOMIC_ACQ_REL)) {
+        STORE(&t11_stalled, 1);
+        stall_ms(30);
+    }
+}
+
+static void t11_nothing(void *arg) { (void)arg; }
+
+static void t11_second(void *arg) {
+    (void)arg;
+    STORE(&t11_second_ran, 1);
+}
+
+/* Computes until the other job of its batch has run (or gives up after 10 s). */
+static void t11_first(void *arg) {
+    uint64_t until = now_ns() + 10000000000ull;
+    (void)arg;
+    while (!LOAD(&t11_second_ran) && now_ns() < until) fsched__cpu_relax();
+    CHECK(LOAD(&t11_second_ran)); /* it waited behind this one: its wake was lost */
+}
+
+static void test_batch_published_while_searching(void) {
+    fsched_sched *s;
+    fsched_wait_group wg;
+    int round;
+    begin("11. a batch taken by a worker that still counts as searching");
+    s = guarded_sched(2);
+    CHECK_OK(fsched_wait_group_init(&wg));
+    set_hook(t11_hook);
+    for (round = 0; round < 4; round++) {
+        STORE(&t11_second_ran, 0);
+        STORE(&t11_stalled, 0);
+        await_all_asleep(s, 2);
+        STORE(&t11_armed, 1);
+        CHECK_OK(fsched_spawn(s, t11_nothing, NULL)); /* wakes one, which then idles */
+        await_flag(&t11_stalled);
+        /* both queued while it stalls; it takes them in one batch, runs the first and
+           publishes the second while it still counts as searching */
+        CHECK_OK(fsched_wait_group_spawn(&wg, s, t11_first, NULL));
+        CHECK_OK(fsched_wait_group_spawn(&wg, s, t11_second, NULL));
+        CHECK_OK(fsched_wait_group_wait(&wg));
+    }
+    set_hook(NULL);
+    CHECK_OK(fsched_destroy(s));
+    CHECK_OK(fsched_wait_group_destroy(&wg));
+}
+
 /* Usage: test_races [N ...] runs the tests numbered N, such as 3 or 3b (default: all). */
 int main(int argc, char **argv) {
     static void (*const tests[])(void) = {
@@ -874,9 +930,9 @@ int main(int argc, char **argv) {
         test_spawn_then_destroyed, test_node_complete_then_destroyed, test_wake_then_destroyed,
         test_help_after_steal, test_wake_taken_by_fiber, test_own_clock,
         test_graph_rerun_races, test_woken_while_lock_held, test_mutex_no_convoy,
-        test_bind_races_destroy};
+        test_bind_races_destroy, test_batch_published_while_searching};
     static const char *const labels[] = {"1", "2", "3a", "3b", "3c", "4", "5",
-                                         "6", "7", "8", "9", "10"};
+                                         "6", "7", "8", "9", "10", "11"};
     size_t i;
     int k;
     test_watchdog(600);
