@@ -1,16 +1,21 @@
 /* What a wake across threads costs: two plain threads (no scheduler) ping-pong, each
    setting an event the other waits on, side by side in one run:
 
-   fibersched    two auto-reset fsched_event: a plain thread that waits blocks on its own
-                 futex (elsewhere a mutex and condition variable)
-   pthread       the reference: a pthread mutex, a condition variable per direction and
-                 a turn flag
+   fibersched    two auto-reset fsched_event: the main thread sets `ping` and waits on
+                 `pong`, the partner waits on `ping` and sets `pong`; a plain thread that
+                 waits blocks on its own futex (elsewhere a mutex and condition variable)
+   pthread       the reference: the same handshake with a pthread mutex, a condition
+                 variable per direction and a turn flag
 
-   in two configurations: both threads pinned to one CPU (every wake hands the processor
-   to the woken thread, and the waker may be preempted anywhere, inside its lock too),
-   and unpinned. Reported: microseconds per round trip (two wakes), the median of the
-   repetitions, and fibersched's ratio to pthread. Target: at most 100 us per round trip
-   on one CPU.
+   in two configurations: both threads pinned to one CPU (the first the process may use,
+   normally CPU 0: every wake hands the processor to the woken thread, and the waker may be
+   preempted anywhere, inside its lock too, so a woken thread that spun on the waker's lock
+   would spin out its time slice), and unpinned (the CPUs the process was started with).
+   Each repetition runs both candidates once, in rotating order, after a warm-up run of
+   each. Reported: microseconds per round trip (two wakes), the median, minimum and maximum
+   of the repetitions, and the ratio to pthread. Every round trip is counted on both sides;
+   a wrong count, a wake left over, a failed call, or no round trip for 10 s (a lost wake)
+   ends the program with an error. Target: at most 100 us per round trip on one CPU.
    Usage: bench_wake [--quick] [--reps=N] [--trips=N] */
 #define _GNU_SOURCE 1
 #define FIBERSCHED_IMPLEMENTATION
@@ -19,34 +24,75 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 
 static long trips;
 static int pinned;
-
-/* Pins the calling thread to CPU 0 when `pinned` (Linux), so that both threads share it. */
-static void maybe_pin(void) {
 #if defined(__linux__)
-    if (pinned) {
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        CPU_SET(0, &set);
-        if (pthread_setaffinity_np(pthread_self(), sizeof set, &set) != 0)
-            bench_fail("cannot pin a thread to CPU 0");
-    }
+static cpu_set_t start_cpus; /* the CPUs the process was started with */
+static int pin_cpu;          /* the first of them */
 #endif
+
+/* Gives the calling thread the CPUs of the configuration: the one CPU when `pinned`, those
+   the process was started with otherwise. Threads started after inherit them. */
+static void set_cpus(void) {
+#if defined(__linux__)
+    cpu_set_t set = start_cpus;
+    if (pinned) {
+        CPU_ZERO(&set);
+        CPU_SET(pin_cpu, &set);
+    }
+    if (pthread_setaffinity_np(pthread_self(), sizeof set, &set) != 0)
+        bench_fail("cannot set a thread's CPUs (CPU %d)", pin_cpu);
+#endif
+}
+
+/* ---- watchdog: a lost wake would leave both threads blocked for good ---- */
+
+static atomic_long progress;  /* round trips completed, over all runs */
+static atomic_int stage;      /* 2 * pinned + candidate (0: fibersched, 1: pthread) */
+static atomic_int watch_stop;
+static const char *const stage_names[4] = {"fibersched, unpinned", "pthread, unpinned",
+                                           "fibersched, one CPU", "pthread, one CPU"};
+
+static void *watchdog(void *arg) {
+    long last = -1;
+    int still = 0;
+    (void)arg;
+    while (!atomic_load(&watch_stop)) {
+        long now = atomic_load_explicit(&progress, memory_order_relaxed);
+        if (now != last) {
+            last = now;
+            still = 0;
+        } else if (++still >= 40) { /* 40 x 250 ms */
+            bench_fail("%s: no round trip completed for 10 s (a lost wake?)",
+                       stage_names[atomic_load(&stage)]);
+        }
+        bench_sleep_ms(250);
+    }
+    return NULL;
+}
+
+/* The timed thread counts its round trips (a plain store: only this thread writes). */
+static void count_trip(void) {
+    atomic_store_explicit(&progress, atomic_load_explicit(&progress, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
 }
 
 /* ---- fibersched: two events ---- */
 
 static fsched_event fs_ping, fs_pong;
+static long fs_answered;
 
 static void *fs_partner(void *arg) {
     long i;
     (void)arg;
-    maybe_pin();
     for (i = 0; i < trips; i++) {
-        if (fsched_event_wait(&fs_ping) != FSCHED_OK) bench_fail("fibersched: wait failed");
-        if (fsched_event_set(&fs_pong) != FSCHED_OK) bench_fail("fibersched: set failed");
+        fsched_result r = fsched_event_wait(&fs_ping);
+        if (r != FSCHED_OK) bench_fail("fibersched: wait: %s", fsched_result_string(r));
+        fs_answered++;
+        r = fsched_event_set(&fs_pong);
+        if (r != FSCHED_OK) bench_fail("fibersched: set: %s", fsched_result_string(r));
     }
     return NULL;
 }
@@ -56,19 +102,28 @@ static double fs_run(void *ctx) {
     double t0, t1;
     long i;
     (void)ctx;
-    if (fsched_event_init(&fs_ping, 0, 0) != FSCHED_OK || fsched_event_init(&fs_pong, 0, 0) != FSCHED_OK)
+    atomic_store(&stage, 2 * pinned);
+    fs_answered = 0;
+    if (fsched_event_init(&fs_ping, 0, 0) != FSCHED_OK ||
+        fsched_event_init(&fs_pong, 0, 0) != FSCHED_OK)
         bench_fail("fibersched: event init failed");
     if (pthread_create(&t, NULL, fs_partner, NULL) != 0) bench_fail("cannot start a thread");
     t0 = bench_now();
     for (i = 0; i < trips; i++) {
-        if (fsched_event_set(&fs_ping) != FSCHED_OK) bench_fail("fibersched: set failed");
-        if (fsched_event_wait(&fs_pong) != FSCHED_OK) bench_fail("fibersched: wait failed");
+        fsched_result r = fsched_event_set(&fs_ping);
+        if (r != FSCHED_OK) bench_fail("fibersched: set: %s", fsched_result_string(r));
+        r = fsched_event_wait(&fs_pong);
+        if (r != FSCHED_OK) bench_fail("fibersched: wait: %s", fsched_result_string(r));
+        count_trip();
     }
     t1 = bench_now();
     pthread_join(t, NULL);
+    if (fs_answered != trips)
+        bench_fail("fibersched: %ld answers for %ld trips", fs_answered, trips);
     if (fsched_event_is_set(&fs_ping) || fsched_event_is_set(&fs_pong))
         bench_fail("fibersched: a wake was left over");
-    if (fsched_event_destroy(&fs_ping) != FSCHED_OK || fsched_event_destroy(&fs_pong) != FSCHED_OK)
+    if (fsched_event_destroy(&fs_ping) != FSCHED_OK ||
+        fsched_event_destroy(&fs_pong) != FSCHED_OK)
         bench_fail("fibersched: event destroy failed");
     return t1 - t0;
 }
@@ -83,7 +138,6 @@ static long pt_answered;
 static void *pt_partner(void *arg) {
     long i;
     (void)arg;
-    maybe_pin();
     for (i = 0; i < trips; i++) {
         pthread_mutex_lock(&pt_lock);
         while (pt_turn != 1) pthread_cond_wait(&pt_ping, &pt_lock);
@@ -100,6 +154,7 @@ static double pt_run(void *ctx) {
     double t0, t1;
     long i;
     (void)ctx;
+    atomic_store(&stage, 2 * pinned + 1);
     pt_turn = 0;
     pt_answered = 0;
     if (pthread_create(&t, NULL, pt_partner, NULL) != 0) bench_fail("cannot start a thread");
@@ -110,6 +165,7 @@ static double pt_run(void *ctx) {
         pthread_cond_signal(&pt_ping);
         while (pt_turn != 0) pthread_cond_wait(&pt_pong, &pt_lock);
         pthread_mutex_unlock(&pt_lock);
+        count_trip();
     }
     t1 = bench_now();
     pthread_join(t, NULL);
@@ -119,42 +175,55 @@ static double pt_run(void *ctx) {
 
 int main(int argc, char **argv) {
     int quick = bench_quick(argc, argv), reps = bench_reps(argc, argv, quick ? 3 : 9);
+    int ncpus = bench_cpu_count();
     double one_cpu = 0;
+    pthread_t dog;
     trips = bench_option(argc, argv, "--trips=", quick ? 200 : 2000);
-    printf("ping-pong between two plain threads through events, %ld round trips; median of %d "
-           "repetitions\n\n",
-           trips, reps);
-    printf("| threads      | candidate            |  median us/trip |  min us |  max us | vs pthread |\n");
-    printf("|--------------|----------------------|-----------------|---------|---------|------------|\n");
+    if (trips < 1) bench_fail("--trips must be at least 1");
+#if defined(__linux__)
+    if (pthread_getaffinity_np(pthread_self(), sizeof start_cpus, &start_cpus) != 0)
+        bench_fail("cannot read the process's CPUs");
+    for (pin_cpu = 0; pin_cpu < CPU_SETSIZE && !CPU_ISSET(pin_cpu, &start_cpus); pin_cpu++) {
+    }
+    if (pin_cpu == CPU_SETSIZE) bench_fail("no CPU in the process's affinity mask");
+    ncpus = CPU_COUNT(&start_cpus);
+#endif
+    /* started before any pinning: the watchdog keeps the process's CPUs */
+    if (pthread_create(&dog, NULL, watchdog, NULL) != 0) bench_fail("cannot start a thread");
+
+    printf("ping-pong between two plain threads, each waking the other, %ld round trips; "
+           "median of %d repetitions (one CPU: both threads on CPU %d; unpinned: %d CPU(s))\n\n",
+           trips, reps,
+#if defined(__linux__)
+           pin_cpu,
+#else
+           0,
+#endif
+           ncpus);
+    printf("| %-8s | %-24s | %12s | %8s | %8s | %10s |\n", "threads", "candidate",
+           "median us/trip", "min us", "max us", "vs pthread");
+    printf("|%s|%s|%s|%s|%s|%s|\n", "----------", "--------------------------",
+           "----------------", "----------", "----------", "------------");
     for (pinned = 1; pinned >= 0; pinned--) {
         bench_case c[2];
+        char ratio[32];
         int i;
         memset(c, 0, sizeof c);
-        c[0].name = "fibersched events";
+        c[0].name = "fibersched: fsched_event";
         c[0].run = fs_run;
-        c[1].name = "pthread mutex+cond";
+        c[1].name = "pthread: mutex + condvar";
         c[1].run = pt_run;
-        /* the main thread pins itself too (and is released for the unpinned round) */
-#if defined(__linux__)
-        {
-            cpu_set_t set;
-            int cpu, n = bench_cpu_count();
-            CPU_ZERO(&set);
-            if (pinned) CPU_SET(0, &set);
-            else
-                for (cpu = 0; cpu < n && cpu < CPU_SETSIZE; cpu++) CPU_SET(cpu, &set);
-            if (pthread_setaffinity_np(pthread_self(), sizeof set, &set) != 0)
-                bench_fail("cannot set the main thread's CPUs");
-        }
-#endif
+        set_cpus(); /* the main thread; the partners inherit its CPUs */
         bench_run_cases(c, 2, reps, 5, 1);
         for (i = 0; i < 2; i++)
-            printf("| %-12s | %-20s | %15.2f | %7.2f | %7.2f | %10.2fx |\n",
+            printf("| %-8s | %-24s | %14.2f | %8.2f | %8.2f | %10s |\n",
                    pinned ? "one CPU" : "unpinned", c[i].name, c[i].median / (double)trips * 1e6,
                    c[i].min / (double)trips * 1e6, c[i].max / (double)trips * 1e6,
-                   c[i].median / c[1].median);
+                   bench_ratio(ratio, sizeof ratio, &c[i], &c[1]));
         if (pinned) one_cpu = c[0].median / (double)trips * 1e6;
     }
+    atomic_store(&watch_stop, 1);
+    pthread_join(dog, NULL);
     printf("\n");
     bench_quick_note(quick);
     bench_target("fibersched round trip on one CPU, us", one_cpu, "<=", 100, "");
