@@ -4054,12 +4054,33 @@ static inline int fsched__wants_workers(fsched_sched *s) {
     return FSCHED__SLEEPING(c) != 0 && FSCHED__INACTIVE(c) == FSCHED__SLEEPING(c);
 }
 
-/* A worker that stops searching (it found a job, or a fiber to resume) while others sleep
-   and nobody else searches wakes one more: the job it was woken for, or that others
-   counted on it to find (it published some of what it took while it still counted as
-   searching), may not be the one it runs (Go's rule for spinning threads). */
+/* Whether any work is queued where every worker may take it: the injector, or the public
+   part of some slot's deques. Seq_cst loads: a worker that has just stopped counting as
+   idle (a seq_cst update of the counters) either sees work published meanwhile, or its
+   publisher's fenced read of the counters saw this worker no longer idle, and woke a
+   sleeper itself (see fsched__new_jobs). */
+static int fsched__work_visible(fsched_sched *s) {
+    uint32_t i;
+    if (FSCHED__LOAD(&s->injector.size, FSCHED__SEQ_CST)) return 1;
+    for (i = 0; i < s->n_slots; i++) {
+        fsched__worker *v = s->slots[i];
+        if (FSCHED__LOAD(&v->deque.pub.top, FSCHED__SEQ_CST) <
+                FSCHED__LOAD(&v->deque.pub.bottom, FSCHED__SEQ_CST) ||
+            FSCHED__LOAD(&v->high.top, FSCHED__SEQ_CST) <
+                FSCHED__LOAD(&v->high.bottom, FSCHED__SEQ_CST) ||
+            FSCHED__LOAD(&v->low.top, FSCHED__SEQ_CST) < FSCHED__LOAD(&v->low.bottom, FSCHED__SEQ_CST))
+            return 1;
+    }
+    return 0;
+}
+
+/* A worker that stops searching (it found a job, or a fiber to resume) while others sleep,
+   nobody else searches and work is queued wakes one more: the job it was woken for, or
+   that others counted on it to find (it published some of what it took while it still
+   counted as searching), may not be the one it runs, and it may run for long (Go's rule
+   for spinning threads, taken only when there is work to find). */
 static inline void fsched__pass_search_on(fsched_sched *s) {
-    if (fsched__wants_workers(s)) fsched__new_jobs(s, 1);
+    if (fsched__wants_workers(s) && fsched__work_visible(s)) fsched__new_jobs(s, 1);
 }
 
 /* Owner: moves the older half of its private jobs where thieves can take them, for a

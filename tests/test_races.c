@@ -20,6 +20,8 @@
    10. fsched_bind racing fsched_destroy.
    11. a worker that takes a batch of jobs publishes the rest while it still counts as
        searching, then runs one for long.
+   12. and yet one job wakes one worker: passing the search on wakes nobody when no work
+       is left to find.
 
    Seed 0 (FIBERSCHED_CHAOS_SEED=0) runs only the stalls; any other seed adds random
    perturbation at every point. */
@@ -923,6 +925,35 @@ static void test_batch_published_while_searching(void) {
     CHECK_OK(fsched_wait_group_destroy(&wg));
 }
 
+/* ---- 12: one job, one wake ---- */
+
+static int t12_wakes;
+
+static void t12_hook(fsched__point at) {
+    if (at == FSCHED__AT_WOKEN) ADD(&t12_wakes, 1);
+}
+
+static void t12_job(void *arg) { STORE((int *)arg, 1); }
+
+static void test_one_job_one_wake(void) {
+    fsched_sched *s;
+    int round, ran;
+    begin("12. one job wakes one worker");
+    s = guarded_sched(2);
+    set_hook(t12_hook);
+    for (round = 0; round < 8; round++) {
+        await_all_asleep(s, 2);
+        STORE(&t12_wakes, 0);
+        STORE(&ran, 0);
+        CHECK_OK(fsched_spawn(s, t12_job, &ran));
+        await_flag(&ran);
+        await_all_asleep(s, 2);
+        CHECK_EQ_U64(LOAD(&t12_wakes), 1); /* the other worker slept through */
+    }
+    set_hook(NULL);
+    CHECK_OK(fsched_destroy(s));
+}
+
 /* Usage: test_races [N ...] runs the tests numbered N, such as 3 or 3b (default: all). */
 int main(int argc, char **argv) {
     static void (*const tests[])(void) = {
@@ -930,9 +961,9 @@ int main(int argc, char **argv) {
         test_spawn_then_destroyed, test_node_complete_then_destroyed, test_wake_then_destroyed,
         test_help_after_steal, test_wake_taken_by_fiber, test_own_clock,
         test_graph_rerun_races, test_woken_while_lock_held, test_mutex_no_convoy,
-        test_bind_races_destroy, test_batch_published_while_searching};
+        test_bind_races_destroy, test_batch_published_while_searching, test_one_job_one_wake};
     static const char *const labels[] = {"1", "2", "3a", "3b", "3c", "4", "5",
-                                         "6", "7", "8", "9", "10", "11"};
+                                         "6", "7", "8", "9", "10", "11", "12"};
     size_t i;
     int k;
     test_watchdog(600);
