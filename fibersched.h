@@ -3814,7 +3814,7 @@ struct fsched__waiter {
     fsched__worker *worker;
     fsched__parker *parker;   /* ... or a waiting thread; neither: a worker helping inline */
     uint64_t deadline;        /* 0: none */
-    uint32_t state;           /* atomic: WAITING, then WOKEN, TIMED_OUT or ABORTED */
+    uint32_t state;           /* atomic: WAITING (WAKING), then WOKEN, TIMED_OUT or ABORTED */
     uint32_t linked;          /* in `list`, under its lock */
     uint32_t timer;           /* position in the worker's heap + 1; 0: not there */
     uint32_t handed;          /* a mutex waiter ended with the mutex locked for it */
@@ -3826,6 +3826,7 @@ struct fsched__waiter {
 #define FSCHED__WAIT_WOKEN 1u
 #define FSCHED__WAIT_TIMED_OUT 2u
 #define FSCHED__WAIT_ABORTED 3u
+#define FSCHED__WAIT_WAKING 4u /* a thread's waker won, and sets WOKEN under the parker's mutex */
 
 static void fsched__timer_place(fsched__worker *w, uint32_t i, fsched__waiter *wt) {
     w->timers[i] = wt;
@@ -4874,8 +4875,8 @@ FIBERSCHED_API int fsched_worker_index(void) {
 typedef struct fsched__wake {
     fsched__worker *worker;   /* tell it that a fiber is ready (or its inline wait ended), */
     fsched_sched *held;       /* then let go of this scheduler, held meanwhile (or NULL) */
-    uint32_t *word;           /* or wake the thread sleeping on this futex word */
-    fsched__parker *parker;   /* or broadcast to this parker and unlock its mutex */
+    uint32_t *word;           /* or wake the thread sleeping on this futex word, */
+    fsched__parker *parker;   /* or, under this parker's mutex, set *word WOKEN and broadcast */
 } fsched__wake;
 
 #define FSCHED__WAKES_MAX 8u
@@ -4887,17 +4888,22 @@ typedef struct fsched__wakes {
 static void fsched__wake_do(const fsched__wake *k) {
     if (k->worker) {
         fsched__tell(k->worker, k->held);
-    } else if (k->word) {
-#if defined(FSCHED__PARKER_FUTEX)
-        syscall(SYS_futex, k->word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, NULL, NULL, 0);
-#endif
     } else if (k->parker) {
+        /* the waiter reads WOKEN under this mutex, so it leaves only after the unlock */
 #if defined(FSCHED__PARKER_WIN32)
+        AcquireSRWLockExclusive(&k->parker->lock);
+        FSCHED__STORE(k->word, FSCHED__WAIT_WOKEN, FSCHED__RELEASE);
         WakeAllConditionVariable(&k->parker->cond);
         ReleaseSRWLockExclusive(&k->parker->lock);
 #elif defined(FSCHED__PARKER_PTHREAD_COND)
+        pthread_mutex_lock(&k->parker->lock);
+        FSCHED__STORE(k->word, FSCHED__WAIT_WOKEN, FSCHED__RELEASE);
         pthread_cond_broadcast(&k->parker->cond);
         pthread_mutex_unlock(&k->parker->lock);
+#endif
+    } else if (k->word) {
+#if defined(FSCHED__PARKER_FUTEX)
+        syscall(SYS_futex, k->word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, NULL, NULL, 0);
 #endif
     }
 }
@@ -4980,50 +4986,48 @@ static void fsched__word_wait(uint32_t *word, uint32_t value, uint64_t deadline)
 }
 #endif
 
-/* A waker ends a thread's wait: moves its state from WAITING to `to` and records the
-   wake. Called with the list locked and the waiter still linked, so the record is
-   alive. 0 when the waiter's own timeout won the race. */
-static int fsched__thread_waiter_end(fsched__waiter *wt, uint32_t to, fsched__wakes *wakes) {
+/* A waker ends a thread's wait and records the wake. Called with the list locked and
+   the waiter still linked, so the record is alive. 0 when the waiter's own timeout won
+   the race. */
+static int fsched__thread_waiter_end(fsched__waiter *wt, fsched__wakes *wakes) {
     uint32_t expected = FSCHED__WAIT_WAITING;
-#if defined(FSCHED__PARKER_FUTEX)
+#if defined(FSCHED__PARKER_FUTEX) || defined(FSCHED__PARKER_NONE)
     /* acq_rel: releases the waker's writes to the waiter; a lost race with the
        waiter's own timeout leaves the record alone */
-    if (!FSCHED__CAS(&wt->state, &expected, to, FSCHED__ACQ_REL, FSCHED__RELAXED)) return 0;
+    if (!FSCHED__CAS(&wt->state, &expected, FSCHED__WAIT_WOKEN, FSCHED__ACQ_REL,
+                     FSCHED__RELAXED))
+        return 0;
+#if defined(FSCHED__PARKER_FUTEX)
     fsched__wake_add(wakes, NULL, NULL, &wt->state, NULL);
-    return 1;
-#elif defined(FSCHED__PARKER_NONE)
+#else
     (void)wakes;
-    return FSCHED__CAS(&wt->state, &expected, to, FSCHED__ACQ_REL, FSCHED__RELAXED);
-#else
-    fsched__parker *p = wt->parker;
-    /* the parker's mutex is held from before the CAS until the broadcast: the waiter
-       takes it before it returns, so its record (and parker) outlive the wake */
-#if defined(FSCHED__PARKER_WIN32)
-    AcquireSRWLockExclusive(&p->lock);
-#else
-    pthread_mutex_lock(&p->lock);
 #endif
-    if (FSCHED__CAS(&wt->state, &expected, to, FSCHED__ACQ_REL, FSCHED__RELAXED)) {
-        fsched__wake_add(wakes, NULL, NULL, NULL, p);
-        return 1;
-    }
-#if defined(FSCHED__PARKER_WIN32)
-    ReleaseSRWLockExclusive(&p->lock);
+    return 1;
 #else
-    pthread_mutex_unlock(&p->lock);
-#endif
-    return 0;
+    /* WAKING keeps the waiter waiting (its timeout has lost) until the wake, after the
+       list's lock, sets WOKEN under the parker's mutex: no lock is held across another */
+    if (!FSCHED__CAS(&wt->state, &expected, FSCHED__WAIT_WAKING, FSCHED__ACQ_REL,
+                     FSCHED__RELAXED))
+        return 0;
+    fsched__wake_add(wakes, NULL, NULL, &wt->state, wt->parker);
+    return 1;
 #endif
 }
 
-/* The waiting thread's side: returns once its state left WAITING, having ended the wait
-   itself with `on_timeout` if the deadline came first (or at once, with
-   FSCHED__WAIT_ABORTED, when no thread could ever wake it). */
+/* Still waiting: WAITING, or WAKING (the wake is on its way). */
+static int fsched__thread_waiter_waiting(uint32_t state) {
+    return state == FSCHED__WAIT_WAITING || state == FSCHED__WAIT_WAKING;
+}
+
+/* The waiting thread's side: returns once its wait has ended, having ended it itself
+   with TIMED_OUT if the deadline came first (or at once, with ABORTED, when no thread
+   could ever wake it). */
 static void fsched__thread_waiter_block(fsched__waiter *wt) {
     for (;;) {
         uint32_t expected = FSCHED__WAIT_WAITING, to = FSCHED__WAIT_TIMED_OUT;
-        if (FSCHED__LOAD(&wt->state, FSCHED__ACQUIRE) != FSCHED__WAIT_WAITING) break;
-        if (wt->deadline && fsched__clock_ns() >= wt->deadline) {
+        uint32_t state = FSCHED__LOAD(&wt->state, FSCHED__ACQUIRE);
+        if (!fsched__thread_waiter_waiting(state)) break;
+        if (state == FSCHED__WAIT_WAITING && wt->deadline && fsched__clock_ns() >= wt->deadline) {
             /* a timeout: end the wait ourselves, unless a waker got there first */
         } else {
 #if defined(FSCHED__PARKER_FUTEX)
@@ -5036,13 +5040,15 @@ static void fsched__thread_waiter_block(fsched__waiter *wt) {
             }
             to = FSCHED__WAIT_ABORTED; /* no other thread exists to end this wait */
 #else
-            /* the waker changes the state under this mutex, then broadcasts */
+            /* the waker sets WOKEN under this mutex, then broadcasts */
             fsched__parker *p = wt->parker;
 #if defined(FSCHED__PARKER_WIN32)
             AcquireSRWLockExclusive(&p->lock);
-            while (FSCHED__LOAD(&wt->state, FSCHED__ACQUIRE) == FSCHED__WAIT_WAITING) {
+            for (;;) {
                 DWORD ms = INFINITE;
-                if (wt->deadline) {
+                state = FSCHED__LOAD(&wt->state, FSCHED__ACQUIRE);
+                if (!fsched__thread_waiter_waiting(state)) break;
+                if (state == FSCHED__WAIT_WAITING && wt->deadline) {
                     uint64_t now = fsched__clock_ns();
                     if (now >= wt->deadline) break;
                     ms = (DWORD)((wt->deadline - now + 999999u) / 1000000u);
@@ -5052,8 +5058,10 @@ static void fsched__thread_waiter_block(fsched__waiter *wt) {
             ReleaseSRWLockExclusive(&p->lock);
 #else
             pthread_mutex_lock(&p->lock);
-            while (FSCHED__LOAD(&wt->state, FSCHED__ACQUIRE) == FSCHED__WAIT_WAITING) {
-                if (wt->deadline) {
+            for (;;) {
+                state = FSCHED__LOAD(&wt->state, FSCHED__ACQUIRE);
+                if (!fsched__thread_waiter_waiting(state)) break;
+                if (state == FSCHED__WAIT_WAITING && wt->deadline) {
                     struct timespec ts;
                     uint64_t now = fsched__clock_ns();
                     if (now >= wt->deadline) break;
@@ -5085,7 +5093,7 @@ static void fsched__thread_waiter_block(fsched__waiter *wt) {
         }
     }
 #if defined(FSCHED__PARKER_PTHREAD_COND)
-    /* the waker holds our parker's mutex until it is done with our record */
+    /* WOKEN may have been read before the waker unlocked our parker's mutex */
     pthread_mutex_lock(&wt->parker->lock);
     pthread_mutex_unlock(&wt->parker->lock);
 #elif defined(FSCHED__PARKER_WIN32)
@@ -5105,7 +5113,7 @@ static int fsched__wait_list_end_head(fsched_wait_list *l, fsched__wakes *wakes)
     uint32_t expected = FSCHED__WAIT_WAITING;
     fsched__wait_list_remove(l, wt);
     if (!fiber && !worker) {
-        if (!fsched__thread_waiter_end(wt, FSCHED__WAIT_WOKEN, wakes))
+        if (!fsched__thread_waiter_end(wt, wakes))
             return 0; /* it timed out meanwhile and will find itself unlinked */
         FSCHED__POINT(WAKE);
         return 1;

@@ -1468,6 +1468,55 @@ static void until_queued(const fsched_wait_list *l, uint32_t n) {
     while (queued_waiters(l) < n) fsched_sleep_for(100 * US);
 }
 
+/* Two plain threads woken together twice, queued first in one order, then in the other.
+   A broadcast must not hold one waiter's lock while it takes the next one's: in that
+   order and then the reverse, ThreadSanitizer sees a lock-order inversion. */
+typedef struct {
+    fsched_event e[2];
+    int go[2][2];   /* go[round][thread]: queue now */
+    int woken[2];   /* per thread: rounds it was woken in */
+} either_order_ctx;
+
+typedef struct {
+    either_order_ctx *x;
+    int me;
+} either_order_arg;
+
+static void either_order_thread(void *arg) {
+    either_order_arg *a = (either_order_arg *)arg;
+    int round;
+    for (round = 0; round < 2; round++) {
+        while (!LOAD(&a->x->go[round][a->me])) fsched_sleep_for(100 * US);
+        CHECK_OK(fsched_event_wait(&a->x->e[round]));
+        ADD(&a->x->woken[a->me], 1);
+    }
+}
+
+static void test_wake_threads_in_either_order(void) {
+    either_order_ctx x;
+    either_order_arg a[2];
+    test_thread t[2];
+    int round, i;
+    memset(&x, 0, sizeof x);
+    for (i = 0; i < 2; i++) {
+        CHECK_OK(fsched_event_init(&x.e[i], 1, 0)); /* manual reset: a set wakes all */
+        a[i].x = &x;
+        a[i].me = i;
+        t[i] = thread_run(either_order_thread, &a[i]);
+    }
+    for (round = 0; round < 2; round++) {
+        int first = round, second = 1 - round;
+        STORE(&x.go[round][first], 1);
+        until_queued(&x.e[round].waiters, 1);
+        STORE(&x.go[round][second], 1);
+        until_queued(&x.e[round].waiters, 2);
+        CHECK_OK(fsched_event_set(&x.e[round]));
+    }
+    for (i = 0; i < 2; i++) thread_join(t[i]);
+    CHECK(LOAD(&x.woken[0]) == 2 && LOAD(&x.woken[1]) == 2);
+    for (i = 0; i < 2; i++) CHECK_OK(fsched_event_destroy(&x.e[i]));
+}
+
 /* A plain thread really asleep on a primitive: destroy refuses; once the thread is
    released and joined, destroy succeeds. */
 static void test_destroy_waited_on(void) {
@@ -2043,6 +2092,7 @@ static const test_case tests[] = {
     {"bad_input", test_bad_input},
     {"use_after_destroy", test_use_after_destroy},
 #if TEST_THREADS
+    {"wake_threads_in_either_order", test_wake_threads_in_either_order},
     {"destroy_waited_on", test_destroy_waited_on},
 #endif
     {"free_after_wait", test_free_after_wait},
