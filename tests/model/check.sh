@@ -31,8 +31,12 @@ verify() {
   fi
 }
 
-verify "wake: a job and a ready fiber"        ok
+verify "fiber: a job and a ready fiber"        ok
 verify "  without passing the search on"      error -DLOST_WAKE
+verify "  looking before leaving idle"        error -DLOOK_FIRST
+verify "jobs: a batch from the injector"      ok    -DJOBS
+verify "  only a fiber passes the search on"  error -DJOBS -DFIBER_ONLY
+verify "three workers, all asleep"            ok    -DNW=3 -DASLEEP
 verify "drain: a run ending on a plain thread" ok   -DDRAIN
 verify "  without telling the drainer"        error -DDRAIN -DMUTE_END
 echo "spin: the sleep protocol holds, and each seeded bug is found"
