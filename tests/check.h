@@ -146,6 +146,31 @@ static inline void thread_join(test_thread t) {
 #endif
 #endif
 
+/* ---- fewer rounds where every step is slower ---- */
+
+/* Set by the `valgrind` test setup (and true when the program runs under Valgrind). */
+static inline int test_under_valgrind(void) {
+    const char *vg = getenv("FIBERSCHED_TEST_UNDER_VALGRIND");
+#if FIBERSCHED_VALGRIND
+    if (RUNNING_ON_VALGRIND) return 1;
+#endif
+    return vg && *vg && strcmp(vg, "0") != 0;
+}
+
+/* `n` rounds of a long loop, divided by about the slowdown of the tool the test runs
+   under (Valgrind; ThreadSanitizer's and AddressSanitizer's per-fiber bookkeeping);
+   never fewer than one. */
+static inline unsigned test_rounds(unsigned n) {
+    unsigned divisor = 1;
+#if defined(FSCHED__TSAN)
+    divisor = 25;
+#elif defined(FSCHED__ASAN)
+    divisor = 4;
+#endif
+    if (test_under_valgrind()) divisor = 20;
+    return n / divisor ? n / divisor : 1;
+}
+
 /* ---- random numbers and schedulers for the tests ---- */
 
 #include <stdint.h>
@@ -174,8 +199,9 @@ static inline fsched_sched *test_sched_new(uint32_t workers) {
 
 /* ---- an allocator that makes a use after free fault at once ----
    Every block gets pages of its own; freeing a block makes its pages inaccessible, and
-   they stay so (unmapped only when 4096 newer blocks were freed), so that a read of freed
-   memory faults instead of reading stale data. POSIX only; elsewhere the C library. */
+   they stay so (unmapped only when 4096 newer blocks were freed, 256 under Valgrind), so
+   that a read of freed memory faults instead of reading stale data. POSIX only; elsewhere
+   the C library. */
 #if TEST_THREADS && (defined(__unix__) || defined(__APPLE__))
 #include <sys/mman.h>
 #define TEST_GUARD_QUARANTINE 4096
@@ -203,7 +229,9 @@ static inline void test_guard_free(void *ptr, size_t size, size_t align, void *u
     (void)user;
     CHECK(mprotect(ptr, n, PROT_NONE) == 0);
     pthread_mutex_lock(&test_guard_lock);
-    k = test_guard_next++ % TEST_GUARD_QUARANTINE;
+    /* Valgrind tracks a bounded number of mappings: a shorter quarantine there */
+    k = test_guard_next++ % (test_under_valgrind() ? TEST_GUARD_QUARANTINE / 16
+                                                   : TEST_GUARD_QUARANTINE);
     if (test_guard_freed[k].p) munmap(test_guard_freed[k].p, test_guard_freed[k].n);
     test_guard_freed[k].p = ptr;
     test_guard_freed[k].n = n;

@@ -41,12 +41,6 @@ int main(void) {
 
 #include <time.h>
 
-#if defined(FSCHED__ASAN) || defined(FSCHED__TSAN) || defined(FIBERSCHED_TEST_SLOW)
-#define ROUNDS_SCALE 4 /* fewer rounds where everything is slower */
-#else
-#define ROUNDS_SCALE 1
-#endif
-
 #define LOAD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
 #define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
 #define ADD(p, v) __atomic_add_fetch((p), (v), __ATOMIC_ACQ_REL)
@@ -209,7 +203,7 @@ static void t2_quiet(fsched_log_level level, const char *message, void *user) {
 }
 
 static void test_spawn_races_destroy(void) {
-    int round, rounds = 200 / ROUNDS_SCALE;
+    int round, rounds = (int)test_rounds(200);
     begin("2. spawns from outside race fsched_destroy");
     set_hook(t2_hook);
     for (round = 0; round < rounds; round++) {

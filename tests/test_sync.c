@@ -2110,11 +2110,7 @@ static int selected(const char *name, int argc, char **argv) {
 int main(int argc, char **argv) {
     size_t i;
     int ran = 0;
-    const char *vg = getenv("FIBERSCHED_TEST_UNDER_VALGRIND");
-#if FIBERSCHED_VALGRIND
-    if (RUNNING_ON_VALGRIND) vg = "1";
-#endif
-    if (vg && *vg && strcmp(vg, "0") != 0) {
+    if (test_under_valgrind()) {
         heavy = 0;
         late_slack = 20 * SEC;
     }
