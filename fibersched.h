@@ -638,8 +638,9 @@ FIBERSCHED_API uint64_t fsched_clock_ns(void);
    failed. By default the dependents of a failed task do not run and are marked failed,
    while independent branches still finish; FSCHED_GRAPH_FAIL_FAST cancels every task not
    yet started instead. fsched_graph_wait reports the first failure and its task. Results
-   are values a task publishes for its successors; each is released as soon as no task
-   needs it any more.
+   are values a task publishes for its successors (and the caller); they live until the
+   graph is run again, built further or destroyed, since a task a run adds may read the
+   result of any task that finished before.
 
    Thread safety: building (add, precede) may happen from several threads at once (the
    graph serializes it); while the graph runs, only its own running tasks may add to it.
@@ -773,15 +774,16 @@ FIBERSCHED_API size_t fsched_graph_task_count(fsched_graph *g);
 FIBERSCHED_API fsched_graph *fsched_graph_task_graph(const fsched_graph_task *t);
 
 /* Publishes the running task's result for its successors; release(result, user) is
-   called once no successor needs it any more (for a task without successors: when the
-   graph is run again or destroyed), or at once when replaced by another call. Only the
-   task itself, while it runs: FSCHED_ERR_WRONG_STATE otherwise. release may be NULL. */
+   called when the graph is run again, built further or destroyed, or at once when the
+   result is replaced by another call. Only the task itself, while it runs:
+   FSCHED_ERR_WRONG_STATE otherwise. release may be NULL. */
 FIBERSCHED_API fsched_result fsched_graph_set_result(fsched_graph_task *self, void *result,
                                                      void (*release)(void *result, void *user),
                                                      void *user);
 
-/* The result t published, or NULL. A running task may read its predecessors' results;
-   after a run, the results of tasks without successors can be read. */
+/* The result t published in the current or last run, or NULL. A running task may read
+   its predecessors' results (also those of predecessors an edge added while running
+   names); after a run, until the graph is run again or built further, every task's. */
 FIBERSCHED_API void *fsched_graph_result(const fsched_graph_task *t);
 
 /* t's predecessors, in the order the edges were added. */
@@ -6341,7 +6343,7 @@ struct fsched_graph_task {
     uint64_t pending;           /* atomic: predecessors not completed, plus holds (above) */
     uint64_t state;             /* atomic: (run, fsched_task_state) */
     uint32_t upstream;          /* atomic: FSCHED__UPSTREAM_*; 0 between runs */
-    uint32_t users;             /* atomic: successors that will still read the result */
+    uint32_t holds_result;      /* on the graph's list of results (set by the task itself) */
     /* what a run touches for every task */
     fsched__glive *dyn_live;    /* atomic: successors a running task added (above) */
     fsched_graph *graph;
@@ -6357,6 +6359,7 @@ struct fsched_graph_task {
     void *result;
     void (*release)(void *result, void *user);
     void *release_user;
+    fsched_graph_task *result_next; /* in the graph's list of results */
     fsched_graph_task *added;       /* tasks this one added while it ran (held) */
     fsched_graph_task *added_next;
     fsched_graph_task *local_next;  /* a worker's list of tasks to process */
@@ -6407,7 +6410,7 @@ struct fsched_graph {
     int64_t next_ord;
     uint64_t next_mark;
     uint32_t has_costs, ranks_stale;
-    uint32_t results_kept;      /* a task without successors published a result */
+    fsched_graph_task *results; /* atomic: tasks that published a result, newest first */
     /* the current run */
     fsched_sched *sched;
     int32_t caller_slot;
@@ -6423,11 +6426,8 @@ struct fsched_graph {
     FSCHED__ALIGN_LINE uint64_t remaining; /* atomic: tasks of the run not completed, + holds */
 };
 
-/* A predecessor entry: the task, with the low bit set when its result is not counted for
-   this successor (an edge added while running, after the predecessor had completed). */
-#define FSCHED__GRAPH_UNCOUNTED ((uintptr_t)1)
 static inline fsched_graph_task *fsched__graph_pred_at(const fsched_graph_task *t, uint32_t i) {
-    return (fsched_graph_task *)((uintptr_t)t->preds[i] & ~FSCHED__GRAPH_UNCOUNTED);
+    return t->preds[i];
 }
 
 static void fsched__graph_execute(fsched__job *job, fsched__worker *w);
@@ -6563,22 +6563,34 @@ static int fsched__ord_search_from(fsched_graph *g, fsched__ord_search *os,
     return 0;
 }
 
-static void fsched__ord_sort(fsched_graph_task **v, size_t n) { /* by ord, insertion */
-    size_t i, j;
-    for (i = 1; i < n; i++) {
-        fsched_graph_task *t = v[i];
-        for (j = i; j > 0 && v[j - 1]->ord > t->ord; j--) v[j] = v[j - 1];
-        v[j] = t;
+/* Sorts v ascending by `less`: heapsort, O(n log n) whatever the input, no memory. */
+static void fsched__task_sort(fsched_graph_task **v, size_t n,
+                              int (*less)(const fsched_graph_task *, const fsched_graph_task *)) {
+    size_t start = n / 2, end = n;
+    while (end > 1) {
+        size_t root, child;
+        fsched_graph_task *x;
+        if (start > 0) { /* building the heap */
+            root = --start;
+        } else { /* the largest goes to the end */
+            x = v[--end];
+            v[end] = v[0];
+            v[0] = x;
+            root = 0;
+        }
+        x = v[root];
+        while ((child = 2 * root + 1) < end) {
+            if (child + 1 < end && less(v[child], v[child + 1])) child++;
+            if (!less(x, v[child])) break;
+            v[root] = v[child];
+            root = child;
+        }
+        v[root] = x;
     }
 }
 
-static void fsched__int64_sort(int64_t *v, size_t n) {
-    size_t i, j;
-    for (i = 1; i < n; i++) {
-        int64_t x = v[i];
-        for (j = i; j > 0 && v[j - 1] > x; j--) v[j] = v[j - 1];
-        v[j] = x;
-    }
+static int fsched__ord_less(const fsched_graph_task *a, const fsched_graph_task *b) {
+    return a->ord < b->ord;
 }
 
 /* Makes room in the order for the edge before -> after. FSCHED_OK, or
@@ -6611,12 +6623,17 @@ static fsched_result fsched__ord_add_edge(fsched_graph *g, fsched_graph_task *be
         goto done;
     }
     /* the tasks that reach `before` go first, then those `after` reaches, each group in
-       its old order, into the same set of ords */
-    fsched__ord_sort(bwd.found, bwd.found_len);
-    fsched__ord_sort(fwd.found, fwd.found_len);
-    for (i = 0; i < bwd.found_len; i++) ords[i] = bwd.found[i]->ord;
-    for (i = 0; i < fwd.found_len; i++) ords[bwd.found_len + i] = fwd.found[i]->ord;
-    fsched__int64_sort(ords, n);
+       its old order, into the same set of ords (the two groups' ords, merged) */
+    fsched__task_sort(bwd.found, bwd.found_len, fsched__ord_less);
+    fsched__task_sort(fwd.found, fwd.found_len, fsched__ord_less);
+    {
+        size_t b = 0, f = 0;
+        for (i = 0; i < n; i++)
+            ords[i] = f == fwd.found_len ||
+                              (b < bwd.found_len && bwd.found[b]->ord < fwd.found[f]->ord)
+                          ? bwd.found[b++]->ord
+                          : fwd.found[f++]->ord;
+    }
     for (i = 0; i < bwd.found_len; i++) bwd.found[i]->ord = ords[i];
     for (i = 0; i < fwd.found_len; i++) fwd.found[i]->ord = ords[bwd.found_len + i];
 done:
@@ -6628,25 +6645,29 @@ done:
     return r;
 }
 
-/* Releases the results the last run left (only tasks without successors keep results
-   past a run). Under the graph's lock, while g does not run. */
-static void fsched__graph_release_kept(fsched_graph *g) {
-    uint32_t i;
-    if (!g->results_kept) return;
-    for (i = 0; i < g->sinks.n; i++)
-        if (g->sinks.v[i]->release || g->sinks.v[i]->result)
-            fsched__graph_release_result(g->sinks.v[i]);
-    g->results_kept = 0;
+/* Releases the results of the last run: a result lives until then, since a task the run
+   added may read any predecessor's, finished long before. Under the graph's lock, while
+   g does not run; costs the results, not the graph's size. */
+static void fsched__graph_release_results(fsched_graph *g) {
+    /* acquire: pairs with the release of each push (the run has ended, too) */
+    fsched_graph_task *t = FSCHED__EXCHANGE(&g->results, (fsched_graph_task *)NULL,
+                                            FSCHED__ACQUIRE);
+    while (t) {
+        fsched_graph_task *next = t->result_next;
+        t->holds_result = 0;
+        fsched__graph_release_result(t);
+        t = next;
+    }
 }
 
-/* Undoes what the last run added: its tasks and edges. Under the graph's lock, while g
-   does not run, before the graph is built further or run again. Costs what the run
-   added, not the graph's size. */
+/* Undoes what the last run added: its results, tasks and edges. Under the graph's lock,
+   while g does not run, before the graph is built further or run again. Costs what the
+   run added, not the graph's size. */
 static void fsched__graph_restore(fsched_graph *g) {
     uint32_t i;
+    fsched__graph_release_results(g);
     for (i = g->nbuilt; i < g->tasks.n; i++) { /* added while running: edges and all */
         fsched_graph_task *t = g->tasks.v[i];
-        if (t->release || t->result) fsched__graph_release_result(t);
         while (t->succ) {
             fsched__gedge *e = t->succ;
             t->succ = e->next;
@@ -6819,8 +6840,10 @@ static fsched_result fsched__graph_add(fsched_graph *g, fsched_graph_fn fn, void
     t->placed.slot = -1;
     t->cost = d.cost;
     t->rank = d.cost;
-    if (d.cost) g->has_costs = 1;
-    g->ranks_stale = 1;
+    if (!during_run) { /* a run's additions go before the next: they leave the order be */
+        if (d.cost) g->has_costs = 1;
+        g->ranks_stale = 1;
+    }
     t->ord = g->next_ord++;
     t->index = g->tasks.n - 1;
     if (during_run) {
@@ -6945,11 +6968,9 @@ static fsched_result fsched__graph_precede_running(fsched_graph *g, fsched_graph
             return FSCHED_OK;
     }
     {
-        /* before has completed: the edge does not hold `after` back, and after does not
-           count among the readers of before's result */
+        /* before has completed: the edge does not hold `after` back (before's result
+           lives until the run ends) */
         uint32_t st = (uint32_t)(FSCHED__LOAD(&before->state, FSCHED__ACQUIRE) & 7u);
-        after->preds[after->npreds - 1] =
-            (fsched_graph_task *)((uintptr_t)before | FSCHED__GRAPH_UNCOUNTED);
         if (st == FSCHED_TASK_FAILED)
             FSCHED__FETCH_OR(&after->upstream, FSCHED__UPSTREAM_FAILED, FSCHED__RELAXED);
         else if (st == FSCHED_TASK_CANCELLED)
@@ -7019,32 +7040,76 @@ FIBERSCHED_API fsched_result fsched_graph_add_graph(fsched_graph *g, fsched_grap
 
 /* ---- running ---- */
 
-/* Ranks for "longest chain first": rank = cost + the largest rank of a successor, over
-   the tasks in reverse topological order. Under the graph's lock; only after changes. */
-static int fsched__graph_rank(fsched_graph *g) {
-    fsched_graph_task **order;
-    uint32_t i, n = g->tasks.n;
+/* Whether a starts before b among ready tasks: higher level, then longer chain. */
+static inline int fsched__graph_before(const fsched_graph_task *a, const fsched_graph_task *b) {
+    return a->level != b->level ? a->level > b->level : a->rank > b->rank;
+}
+
+static int fsched__graph_after(const fsched_graph_task *a, const fsched_graph_task *b) {
+    return fsched__graph_before(b, a);
+}
+
+/* Sorts a list of edges by their tasks, those that start last first (merge sort: stable,
+   O(n log n), no memory). */
+static fsched__gedge *fsched__gedge_sort(fsched__gedge *list, uint32_t n) {
+    fsched__gedge *left = list, *right, *out = NULL, **tail = &out;
+    uint32_t i;
+    if (n < 2) return list;
+    for (i = 1; i < n / 2; i++) list = list->next;
+    right = list->next;
+    list->next = NULL;
+    left = fsched__gedge_sort(left, n / 2);
+    right = fsched__gedge_sort(right, n - n / 2);
+    while (left && right) {
+        fsched__gedge **from = fsched__graph_before(left->to, right->to) ? &right : &left;
+        *tail = *from;
+        tail = &(*from)->next;
+        *from = (*from)->next;
+    }
+    *tail = left ? left : right;
+    return out;
+}
+
+/* With cost hints, ranks for "longest chain first" (rank = cost + the largest rank of a
+   successor) and the order that lets a worker start the best ready task first: sources
+   and every task's successors sorted worst first, since a worker's deque gives back the
+   newest first (see fsched__graph_queue_batch). Between runs, under the graph's lock,
+   after changes only: O(V + E log E). */
+static int fsched__graph_order(fsched_graph *g) {
+    uint32_t n = g->tasks.n, head = 0, tail = 0, i;
+    fsched_graph_task **queue;
+    uint32_t *left;
     if (!g->has_costs || !g->ranks_stale) return 1;
-    order = (fsched_graph_task **)fsched__alloc(&g->allocator, n * sizeof *order, sizeof(void *));
-    if (!order) return 0;
-    memcpy(order, g->tasks.v, n * sizeof *order);
-    fsched__ord_sort(order, n);
-    for (i = n; i-- > 0;) {
-        fsched_graph_task *t = order[i];
+    queue = (fsched_graph_task **)fsched__alloc(&g->allocator, n * sizeof *queue, sizeof(void *));
+    left = (uint32_t *)fsched__alloc(&g->allocator, n * sizeof *left, sizeof(uint32_t));
+    if (!queue || !left) {
+        fsched__free(&g->allocator, queue, n * sizeof *queue, sizeof(void *));
+        fsched__free(&g->allocator, left, n * sizeof *left, sizeof(uint32_t));
+        return 0;
+    }
+    /* from the sinks backwards: a task once all its successors have their ranks */
+    for (i = 0; i < n; i++)
+        if (!(left[i] = g->tasks.v[i]->nsucc_built)) queue[tail++] = g->tasks.v[i];
+    while (head < tail) {
+        fsched_graph_task *t = queue[head++];
         uint64_t best = 0;
         fsched__gedge *e;
         for (e = t->succ_built; e; e = e->next)
             if (e->to->rank > best) best = e->to->rank;
         t->rank = t->cost + best;
+        for (i = 0; i < t->npreds_built; i++)
+            if (--left[t->preds[i]->index] == 0) queue[tail++] = t->preds[i];
     }
-    fsched__free(&g->allocator, order, n * sizeof *order, sizeof(void *));
+    for (i = 0; i < n; i++) {
+        fsched_graph_task *t = g->tasks.v[i];
+        t->succ = t->succ_built = fsched__gedge_sort(t->succ_built, t->nsucc_built);
+    }
+    fsched__task_sort(g->sources.v, g->sources.n, fsched__graph_after);
+    for (i = 0; i < g->sources.n; i++) g->sources.v[i]->source_slot = i;
+    fsched__free(&g->allocator, queue, n * sizeof *queue, sizeof(void *));
+    fsched__free(&g->allocator, left, n * sizeof *left, sizeof(uint32_t));
     g->ranks_stale = 0;
     return 1;
-}
-
-/* Whether a starts before b among ready tasks: higher level, then longer chain. */
-static inline int fsched__graph_before(const fsched_graph_task *a, const fsched_graph_task *b) {
-    return a->level != b->level ? a->level > b->level : a->rank > b->rank;
 }
 
 static void fsched__graph_sort_ready(fsched_graph_task **v, size_t n) { /* insertion */
@@ -7082,7 +7147,9 @@ static void fsched__graph_queue(fsched_graph_task *t, fsched__worker *w,
 
 /* Queues ready tasks so that the worker that queues them starts the best first: its own
    deque gives back the newest first, so the best goes last. (Thieves take the oldest,
-   the least urgent: the queueing worker is the one that runs the best soon.) */
+   the least urgent: the queueing worker is the one that runs the best soon.) Sources and
+   successor lists come sorted worst first (fsched__graph_order): batch after batch, the
+   order holds across the whole set. */
 static void fsched__graph_queue_batch(fsched_graph_task **batch, size_t n, fsched__worker *w,
                                       fsched_graph_task **local) {
     size_t i;
@@ -7162,7 +7229,7 @@ static inline void fsched__graph_release(fsched_graph_task *s, uint32_t bad, fsc
 static void fsched__graph_complete(fsched_graph_task *t, fsched__worker *w, uint32_t state,
                                    fsched_graph_task **local, uint32_t *chain) {
     fsched_graph *g = t->graph;
-    uint32_t run = FSCHED__LOAD(&g->run, FSCHED__RELAXED), i;
+    uint32_t run = FSCHED__LOAD(&g->run, FSCHED__RELAXED);
     fsched_graph_task *batch[FSCHED__GRAPH_READY_BATCH], *best = NULL;
     size_t n = 0;
     fsched__gedge *e;
@@ -7178,24 +7245,9 @@ static void fsched__graph_complete(fsched_graph_task *t, fsched__worker *w, uint
     for (e = t->succ_built; e; e = e->next) __builtin_prefetch(e->to, 1); /* lines to write */
     /* release: what the task did is visible to whoever reads the state with acquire */
     FSCHED__STORE(&t->state, FSCHED__GRAPH_STATE(run, state), FSCHED__RELEASE);
-    /* predecessors' results this task no longer needs */
-    for (i = 0; i < t->npreds; i++) {
-        fsched_graph_task *p = t->preds[i];
-        /* p published before it completed, so before t started. acq_rel: every reader is
-           done before the last one releases */
-        if (!((uintptr_t)p & FSCHED__GRAPH_UNCOUNTED) && p->release &&
-            FSCHED__FETCH_SUB(&p->users, 1u, FSCHED__ACQ_REL) == 1)
-            fsched__graph_release_result(p);
-    }
     /* acq_rel: edges added meanwhile are seen; later ones see the list closed */
     dyn = FSCHED__EXCHANGE(&t->dyn_live, FSCHED__GRAPH_CLOSED(run), FSCHED__ACQ_REL);
     if ((uintptr_t)dyn & 1u) dyn = NULL; /* an older run's marker: no additions */
-    if (t->release) { /* the readers of the result: every successor of this run */
-        uint32_t readers = t->nsucc_built;
-        for (d = dyn; d; d = d->next) readers++;
-        if (readers) FSCHED__STORE(&t->users, readers, FSCHED__RELAXED);
-        else FSCHED__STORE(&g->results_kept, 1u, FSCHED__RELAXED);
-    }
     while (t->added) { /* tasks t added while it ran: its hold on them ends */
         fsched_graph_task *a = t->added;
         t->added = a->added_next;
@@ -7236,7 +7288,6 @@ static void fsched__graph_process(fsched_graph_task *t, fsched__worker *w,
     /* acquire: the marks predecessors left before their release of `pending` */
     uint32_t up = FSCHED__LOAD(&t->upstream, FSCHED__ACQUIRE), state;
     t->status = 0;
-    if (t->result || t->release) fsched__graph_release_result(t); /* the last run's */
     if (t->doomed) {
         state = FSCHED_TASK_FAILED;
         t->fail_reason = (fsched_result)t->doomed;
@@ -7376,8 +7427,7 @@ FIBERSCHED_API fsched_result fsched_graph_run(fsched_graph *g, fsched_sched *s) 
         }
     }
     fsched__graph_restore(g);
-    fsched__graph_release_kept(g);
-    if (!fsched__graph_rank(g)) {
+    if (!fsched__graph_order(g)) {
         r = FSCHED_ERR_OUT_OF_MEMORY;
         goto unlock;
     }
@@ -7482,12 +7532,9 @@ FIBERSCHED_API fsched_result fsched_graph_destroy(fsched_graph *g) {
         return FSCHED__MISUSE(&g->logger, FSCHED_ERR_WRONG_STATE,
                               "fsched_graph_destroy: the graph is running");
     fsched__mutex_lock(&g->lock);
-    g->results_kept = 1; /* release every result still held */
-    fsched__graph_restore(g);
-    fsched__graph_release_kept(g);
+    fsched__graph_restore(g); /* and the results */
     for (i = 0; i < g->tasks.n; i++) {
         fsched_graph_task *t = g->tasks.v[i];
-        if (t->release || t->result) fsched__graph_release_result(t);
         if (t->preds != t->pred_inline)
             fsched__free(&g->allocator, t->preds, t->preds_cap * sizeof *t->preds, sizeof(void *));
         if (t->name) fsched__free(&g->allocator, t->name, strlen(t->name) + 1, 1);
@@ -7546,12 +7593,17 @@ FIBERSCHED_API fsched_result fsched_graph_set_result(fsched_graph_task *self, vo
     if (!self || fsched__graph_current() != self)
         return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
                               "fsched_graph_set_result: only a task itself, while it runs");
-    if (self->result || self->release) fsched__graph_release_result(self);
+    if (self->result || self->release) fsched__graph_release_result(self); /* replaced */
     self->result = result;
     self->release = release;
     self->release_user = user;
-    if (!release && result && !self->nsucc_built)
-        FSCHED__STORE(&self->graph->results_kept, 1u, FSCHED__RELAXED); /* cleared next run */
+    if (!self->holds_result) { /* listed once per run, released when the run is over */
+        fsched_graph *g = self->graph;
+        fsched_graph_task *head = FSCHED__LOAD(&g->results, FSCHED__RELAXED);
+        self->holds_result = 1;
+        do self->result_next = head; /* release: the task's fields before its entry */
+        while (!FSCHED__CAS_WEAK(&g->results, &head, self, FSCHED__RELEASE, FSCHED__RELAXED));
+    }
     return FSCHED_OK;
 }
 

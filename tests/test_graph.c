@@ -338,21 +338,16 @@ static void test_random_graphs(void) {
 static void test_release(void) {
     fsched_sched *s = test_sched_new(2);
     rgraph rg;
-    uint32_t i, with_succ = 0;
+    uint32_t i;
     rgraph_build(&rg, 200, 300, 77, FSCHED_GRAPH_SKIP_DEPENDENTS);
-    for (i = 0; i < rg.n; i++) with_succ += rg.nodes[i].succ.n != 0;
     STORE(&released, 0);
     rgraph_run_and_check(&rg, s);
-    /* the results of tasks with successors went when their last successor completed;
-       those of tasks without successors are kept for the caller */
-    CHECK_EQ_U64(LOAD(&released), with_succ);
-    for (i = 0; i < rg.n; i++) {
-        if (rg.nodes[i].succ.n) CHECK(fsched_graph_result(rg.nodes[i].t) == NULL);
-        else CHECK(fsched_graph_result(rg.nodes[i].t) == &rg.nodes[i].value);
-    }
-    rgraph_run_and_check(&rg, s); /* the kept ones are released when it runs again */
-    CHECK_EQ_U64(LOAD(&released), rg.n + with_succ);
-    rgraph_free(&rg); /* and the rest with the graph */
+    /* every result stays readable after the run */
+    CHECK_EQ_U64(LOAD(&released), 0);
+    for (i = 0; i < rg.n; i++) CHECK(fsched_graph_result(rg.nodes[i].t) == &rg.nodes[i].value);
+    rgraph_run_and_check(&rg, s); /* released when the graph runs again */
+    CHECK_EQ_U64(LOAD(&released), rg.n);
+    rgraph_free(&rg); /* and the second run's with the graph */
     CHECK_EQ_U64(LOAD(&released), 2 * rg.n);
     test_sched_free(s);
 }
@@ -661,6 +656,144 @@ static void test_priorities_and_costs(void) {
     test_sched_free(s);
 }
 
+/* Many independent chains (more than any batch of ready tasks), cost 1 per task, on one
+   worker: the chains start longest first, whatever their number. */
+typedef struct chain_head_log {
+    uint32_t heads[64]; /* chain numbers, in the order their heads started */
+    uint32_t n;
+} chain_head_log;
+
+typedef struct chain_head {
+    chain_head_log *log;
+    uint32_t chain;
+} chain_head;
+
+static int chain_head_body(fsched_graph_task *self, void *arg) {
+    chain_head *h = (chain_head *)arg;
+    (void)self;
+    CHECK(h->log->n < 64);
+    h->log->heads[h->log->n++] = h->chain;
+    return 0;
+}
+
+static int chain_rest_body(fsched_graph_task *self, void *arg) {
+    (void)self;
+    (void)arg;
+    return 0;
+}
+
+static void test_costs_whole_graph(void) {
+    enum { CHAINS = 40 };
+    fsched_sched *s = test_sched_new(1);
+    fsched_graph *g = graph_new(FSCHED_GRAPH_SKIP_DEPENDENTS);
+    chain_head heads[CHAINS];
+    chain_head_log log;
+    uint32_t c, i, length[CHAINS];
+    int round;
+    memset(&log, 0, sizeof log);
+    for (c = 0; c < CHAINS; c++) {
+        fsched_graph_task_desc td;
+        fsched_graph_task *prev, *t;
+        memset(&td, 0, sizeof td);
+        td.cost = 1;
+        length[c] = 1 + (c * 17) % CHAINS; /* 1..40, shuffled: the longest is chain 7 */
+        heads[c].log = &log;
+        heads[c].chain = c;
+        CHECK_OK(fsched_graph_add(g, chain_head_body, &heads[c], &td, &prev));
+        for (i = 1; i < length[c]; i++) {
+            CHECK_OK(fsched_graph_add(g, chain_rest_body, NULL, &td, &t));
+            CHECK_OK(fsched_graph_precede(g, prev, t));
+            prev = t;
+        }
+    }
+    for (round = 0; round < 2; round++) { /* and again, ranks unchanged */
+        log.n = 0;
+        CHECK_OK(fsched_graph_run(g, s));
+        CHECK_OK(fsched_graph_wait(g, NULL));
+        CHECK_EQ_U64(log.n, CHAINS);
+        for (i = 0; i < CHAINS; i++) CHECK_EQ_U64(length[log.heads[i]], CHAINS - i);
+    }
+    CHECK_OK(fsched_graph_destroy(g));
+    test_sched_free(s);
+}
+
+/* ---- a result read by a task added while the graph runs ----
+   p publishes a result; its only built successor a reads it; x, after a, adds y with an
+   edge from p (finished by then, and a too): y must still find p's result, alive. */
+
+typedef struct late_result {
+    uint64_t value;
+    int alive; /* cleared by the release function */
+    int releases;
+    int y_saw; /* 1: the result, alive; -1: NULL or released */
+    fsched_graph_task *p;
+} late_result;
+
+static void late_release(void *result, void *user) {
+    late_result *lr = (late_result *)user;
+    CHECK(result == &lr->value);
+    lr->alive = 0;
+    lr->releases++;
+}
+
+static int late_p(fsched_graph_task *self, void *arg) {
+    late_result *lr = (late_result *)arg;
+    lr->alive = 1;
+    lr->value = 42;
+    CHECK_OK(fsched_graph_set_result(self, &lr->value, late_release, lr));
+    return 0;
+}
+
+static int late_a(fsched_graph_task *self, void *arg) {
+    late_result *lr = (late_result *)arg;
+    CHECK(fsched_graph_result(fsched_graph_pred(self, 0)) == &lr->value && lr->alive);
+    return 0;
+}
+
+static int late_y(fsched_graph_task *self, void *arg) {
+    late_result *lr = (late_result *)arg;
+    const uint64_t *v = (const uint64_t *)fsched_graph_result(fsched_graph_pred(self, 0));
+    CHECK(fsched_graph_pred(self, 0) == lr->p);
+    STORE(&lr->y_saw, v == &lr->value && lr->alive && *v == 42 ? 1 : -1);
+    return 0;
+}
+
+static int late_x(fsched_graph_task *self, void *arg) {
+    late_result *lr = (late_result *)arg;
+    fsched_graph *g = fsched_graph_task_graph(self);
+    fsched_graph_task *y;
+    CHECK(fsched_graph_task_state(lr->p) == FSCHED_TASK_FINISHED);
+    CHECK_OK(fsched_graph_add(g, late_y, lr, NULL, &y));
+    CHECK_OK(fsched_graph_precede(g, lr->p, y));
+    return 0;
+}
+
+static void test_result_for_late_successor(void) {
+    fsched_sched *s = test_sched_new(2);
+    fsched_graph *g = graph_new(FSCHED_GRAPH_SKIP_DEPENDENTS);
+    fsched_graph_task *a, *x;
+    late_result lr;
+    int run;
+    memset(&lr, 0, sizeof lr);
+    CHECK_OK(fsched_graph_add(g, late_p, &lr, NULL, &lr.p));
+    CHECK_OK(fsched_graph_add(g, late_a, &lr, NULL, &a));
+    CHECK_OK(fsched_graph_add(g, late_x, &lr, NULL, &x));
+    CHECK_OK(fsched_graph_precede(g, lr.p, a));
+    CHECK_OK(fsched_graph_precede(g, a, x));
+    for (run = 1; run <= 20; run++) {
+        STORE(&lr.y_saw, 0);
+        CHECK_OK(fsched_graph_run(g, s));
+        CHECK_OK(fsched_graph_wait(g, NULL));
+        CHECK_EQ_U64(LOAD(&lr.y_saw), 1);
+        CHECK(lr.alive && fsched_graph_result(lr.p) == &lr.value); /* readable after it */
+        CHECK_EQ_U64(lr.releases, run - 1); /* each run's released as the next begins */
+    }
+    CHECK_OK(fsched_graph_destroy(g));
+    CHECK_EQ_U64(lr.releases, 20);
+    CHECK(!lr.alive);
+    test_sched_free(s);
+}
+
 /* A task for the caller's thread that becomes ready after the thread unbound cannot be
    queued: it fails, and the run says why. */
 static void test_caller_gone(void) {
@@ -866,6 +999,127 @@ static void concurrent_thread(void *p) {
     rgraph_free(&rg);
 }
 #endif
+
+#if TEST_THREADS
+/* ---- runs, cancels and waits from several threads at once ----
+   The main thread runs a graph again and again, waiting twice after each run; a second
+   thread cancels at random moments; a third waits at random moments. Odd runs have a
+   failing task. Every outcome must be one the run it describes can have, and the two
+   waits after a run must agree, whatever began or was cancelled in between. */
+
+enum { RACE_CHAIN = 8, RACE_WIDE = 12, RACE_TASKS = RACE_CHAIN + RACE_WIDE + 1 };
+
+typedef struct race_graph {
+    fsched_graph *g;
+    fsched_graph_task *failer;
+    int fail;   /* atomic: the failer fails in this run */
+    int stop;   /* atomic */
+    uint64_t waits, cancels;
+} race_graph;
+
+static int race_body(fsched_graph_task *self, void *arg) {
+    (void)self;
+    (void)arg;
+    return 0;
+}
+
+static int race_failer(fsched_graph_task *self, void *arg) {
+    (void)self;
+    return LOAD(&((race_graph *)arg)->fail) ? 9 : 0;
+}
+
+/* An outcome any run of the race graph can have. */
+static void race_check(const race_graph *rg, fsched_result r, const fsched_graph_outcome *o) {
+    CHECK(r == o->result);
+    CHECK_EQ_U64(o->finished + o->failed_count + o->skipped + o->cancelled, RACE_TASKS);
+    if (r == FSCHED_OK) {
+        CHECK_EQ_U64(o->finished, RACE_TASKS);
+    } else if (r == FSCHED_ERR_TASK_FAILED) {
+        CHECK(o->failed == rg->failer && o->status == 9 && o->failed_count == 1);
+    } else {
+        CHECK_RESULT(r, FSCHED_ERR_CANCELLED);
+        CHECK(o->failed == NULL && o->failed_count == 0);
+    }
+}
+
+static void race_spin(uint64_t *seed) {
+    unsigned n = (unsigned)(test_rng(seed) % 2000);
+    while (n--) fsched__cpu_relax();
+}
+
+static void race_canceller(void *arg) {
+    race_graph *rg = (race_graph *)arg;
+    uint64_t seed = 11;
+    while (!LOAD(&rg->stop)) {
+        race_spin(&seed);
+        CHECK_OK(fsched_graph_cancel(rg->g));
+        rg->cancels++;
+    }
+}
+
+static void race_waiter(void *arg) {
+    race_graph *rg = (race_graph *)arg;
+    uint64_t seed = 12;
+    while (!LOAD(&rg->stop)) {
+        fsched_graph_outcome o;
+        fsched_result r;
+        race_spin(&seed);
+        r = fsched_graph_wait(rg->g, &o);
+        race_check(rg, r, &o);
+        rg->waits++;
+    }
+}
+#endif
+
+static void test_run_cancel_wait_races(void) {
+#if TEST_THREADS
+    fsched_sched *s = test_sched_new(2);
+    race_graph rg;
+    fsched_graph_task *prev = NULL, *t, *wide_root;
+    test_thread canceller, waiter;
+    unsigned round, rounds = test_rounds(2000), counts[3] = {0, 0, 0};
+    int i;
+    memset(&rg, 0, sizeof rg);
+    rg.g = graph_new(FSCHED_GRAPH_SKIP_DEPENDENTS);
+    for (i = 0; i < RACE_CHAIN; i++) {
+        CHECK_OK(fsched_graph_add(rg.g, race_body, NULL, NULL, &t));
+        if (prev) CHECK_OK(fsched_graph_precede(rg.g, prev, t));
+        prev = t;
+    }
+    CHECK_OK(fsched_graph_add(rg.g, race_failer, &rg, NULL, &rg.failer));
+    CHECK_OK(fsched_graph_precede(rg.g, prev, rg.failer));
+    wide_root = rg.failer;
+    for (i = 0; i < RACE_WIDE; i++) {
+        CHECK_OK(fsched_graph_add(rg.g, race_body, NULL, NULL, &t));
+        if (i % 2) CHECK_OK(fsched_graph_precede(rg.g, wide_root, t));
+    }
+    CHECK_OK(fsched_graph_run(rg.g, s)); /* so that the waiter has a run to wait for */
+    CHECK(fsched_graph_wait(rg.g, NULL) == FSCHED_OK);
+    canceller = thread_run(race_canceller, &rg);
+    waiter = thread_run(race_waiter, &rg);
+    for (round = 0; round < rounds; round++) {
+        fsched_graph_outcome o1, o2;
+        fsched_result r1, r2;
+        STORE(&rg.fail, (int)(round % 2));
+        CHECK_OK(fsched_graph_run(rg.g, s));
+        r1 = fsched_graph_wait(rg.g, &o1);
+        race_check(&rg, r1, &o1);
+        if (r1 == FSCHED_ERR_TASK_FAILED) CHECK(round % 2);
+        r2 = fsched_graph_wait(rg.g, &o2); /* the same run's outcome again */
+        CHECK(r2 == r1 && o2.finished == o1.finished && o2.cancelled == o1.cancelled &&
+              o2.skipped == o1.skipped && o2.failed == o1.failed);
+        counts[r1 == FSCHED_OK ? 0 : r1 == FSCHED_ERR_TASK_FAILED ? 1 : 2]++;
+    }
+    STORE(&rg.stop, 1);
+    thread_join(canceller);
+    thread_join(waiter);
+    CHECK(counts[0] + counts[1] + counts[2] == rounds);
+    printf("test_graph: %u runs raced by cancels and waits: %u ok, %u failed, %u cancelled\n",
+           rounds, counts[0], counts[1], counts[2]);
+    CHECK_OK(fsched_graph_destroy(rg.g));
+    test_sched_free(s);
+#endif
+}
 
 static void test_concurrent_graphs(void) {
 #if TEST_THREADS
@@ -1215,10 +1469,13 @@ int main(void) {
     test_cancel_midway();
     test_affinity();
     test_priorities_and_costs();
+    test_costs_whole_graph();
+    test_result_for_late_successor();
     test_caller_gone();
     test_dynamic();
     test_composition();
     test_concurrent_graphs();
+    test_run_cancel_wait_races();
     test_wait_and_dot();
     test_many_waiters();
     test_destroy_waits_for_run();
