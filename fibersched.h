@@ -829,11 +829,16 @@ FIBERSCHED_API const char *fsched_graph_task_name(const fsched_graph_task *t);
 
    Two schedulers run the same pipelines. The debugging scheduler (fsched_pipeline_run
    with no scheduler, or step by step) updates one node at a time in the order the nodes
-   were added, in generations, and writes every event to the pipeline's log: two runs
-   print the same log. The parallel scheduler runs on a work-stealing pool: a node is
-   updated as soon as something it depends on changed (an envelope became empty or
-   full, an advance completed), with no generation barrier; a node never runs two
-   advances at once.
+   were added, in generations, and writes every event to the pipeline's log in the words
+   of noarr's debugging scheduler ("[scheduler]: Updating node producer ...", "[scheduler]:
+   Node did advance data.", "[scheduler]: Generation 0 has ended.", ...): two runs print
+   the same log. A generation in which no node advanced data ends the run (an advance
+   completed with advanced = 0 moved nothing). The parallel scheduler runs on a
+   work-stealing pool: a node is updated as soon as something it depends on changed (an
+   envelope became empty or full, an advance completed), with no generation barrier; a
+   node never runs two advances at once, and one whose advance moved nothing is asked
+   again only after such a change. Its log has the lines of initialization and
+   termination.
 
    Thread safety: building (hubs, nodes, links, adding nodes) happens before a run, from
    one thread at a time. During a run only fsched_node_complete, fsched_link_* (from the
@@ -895,8 +900,8 @@ typedef struct fsched_node_desc {
 
 typedef struct fsched_pipeline_desc {
     const char *name;           /* copied */
-    void (*log)(const char *line, void *user); /* the debugging scheduler's events, one
-                                                  line each (no newline); may be NULL */
+    void (*log)(const char *line, void *user); /* the scheduler's events, one line each
+                                                  (no newline); may be NULL */
     void *log_user;
     fsched_allocator allocator;
     fsched_logger logger;
@@ -962,7 +967,7 @@ FIBERSCHED_API fsched_result fsched_pipeline_create(const fsched_pipeline_desc *
 FIBERSCHED_API fsched_result fsched_pipeline_destroy(fsched_pipeline *p);
 /* Adds a node (its links made). FSCHED_ERR_WRONG_STATE once the pipeline started or
    when the node belongs to a pipeline; FSCHED_ERR_INVALID_ARGUMENT for a node without
-   advance. Logs "node added". */
+   advance. Logs "Node has been added: label". */
 FIBERSCHED_API fsched_result fsched_pipeline_add(fsched_pipeline *p, fsched_node *node);
 
 /* Runs the pipeline to its end and returns FSCHED_OK when every node ended done, or
@@ -974,10 +979,11 @@ FIBERSCHED_API fsched_result fsched_pipeline_add(fsched_pipeline *p, fsched_node
 FIBERSCHED_API fsched_result fsched_pipeline_run(fsched_pipeline *p, fsched_sched *s);
 
 /* The debugging scheduler step by step: initialize calls every node's initialize (in
-   order); step updates the next node; run_until steps until pred(user) holds (checked
-   before each step) or the run ends. step and run_until return FSCHED_OK while the run
-   goes on, then what fsched_pipeline_run would; FSCHED_ERR_WRONG_STATE before
-   initialize, after the end, or on a pipeline run by the parallel scheduler. */
+   order; the first step does it when it was not called); step updates the next node;
+   run_until steps until pred(user) holds (checked before each step) or the run ends.
+   step and run_until return FSCHED_OK while the run goes on, then what
+   fsched_pipeline_run would; FSCHED_ERR_WRONG_STATE after the end or on a pipeline run
+   by the parallel scheduler. */
 FIBERSCHED_API fsched_result fsched_pipeline_initialize(fsched_pipeline *p);
 FIBERSCHED_API fsched_result fsched_pipeline_step(fsched_pipeline *p);
 FIBERSCHED_API fsched_result fsched_pipeline_run_until(fsched_pipeline *p,
@@ -7864,36 +7870,19 @@ static void fsched__line_num(fsched__line *l, uint64_t v) {
     fsched__line_add(l, digits + i);
 }
 
-/* Writes "[pipeline name] a b c" to the pipeline's log: the pieces, then a quoted label
-   when `label` is not NULL ("node \"x\": " comes from the callers). */
-static void fsched__pipe_log(const fsched_pipeline *p, const char *a, const char *quoted,
-                             const char *b) {
+/* Writes "[scheduler]: " and the pieces (b and c may be NULL) to the pipeline's log:
+   the lines of noarr's debugging scheduler, word for word, so that logs compare. */
+static void fsched__pipe_log(const fsched_pipeline *p, const char *a, const char *b,
+                             const char *c) {
     fsched__line l;
     if (!p->log) return;
     l.n = 0;
     l.text[0] = 0;
-    fsched__line_add(&l, "[");
-    fsched__line_add(&l, p->name ? p->name : "pipeline");
-    fsched__line_add(&l, "] ");
+    fsched__line_add(&l, "[scheduler]: ");
     fsched__line_add(&l, a);
-    if (quoted) {
-        fsched__line_add(&l, "\"");
-        fsched__line_add(&l, quoted);
-        fsched__line_add(&l, "\"");
-    }
     if (b) fsched__line_add(&l, b);
+    if (c) fsched__line_add(&l, c);
     p->log(l.text, p->log_user);
-}
-
-static void fsched__pipe_log_generation(const fsched_pipeline *p, const char *what) {
-    fsched__line l;
-    if (!p->log) return;
-    l.n = 0;
-    l.text[0] = 0;
-    fsched__line_add(&l, "generation ");
-    fsched__line_num(&l, p->generation);
-    fsched__line_add(&l, what);
-    fsched__pipe_log(p, l.text, NULL, NULL);
 }
 
 static const char *fsched__link_kind_verb(fsched_link_kind kind) {
@@ -8277,9 +8266,11 @@ static void fsched__node_finish(fsched_node *n, fsched__worker *w) {
 static void fsched__link_return(fsched_link *l);
 
 /* A node that finished gives its envelopes back to their hubs, and (on the parallel
-   scheduler, w) tells the other nodes of those hubs, which may now use them. */
-static void fsched__node_give_back(fsched_node *n, fsched__worker *w) {
-    uint32_t i, k;
+   scheduler, w) tells the other nodes of those hubs, which may now use them. Returns
+   how many envelopes it gave back that another node's link could take (a producer's or
+   a consumer's, where the hub has another of that kind that is not finished). */
+static uint32_t fsched__node_give_back(fsched_node *n, fsched__worker *w) {
+    uint32_t i, k, given = 0;
     n->finished = 1;
     for (i = 0; i < n->n_links; i++) {
         fsched_link *l = n->links[i];
@@ -8288,10 +8279,19 @@ static void fsched__node_give_back(fsched_node *n, fsched__worker *w) {
         fsched__spin_lock(&h->lock);
         fsched__link_return(l);
         fsched__spin_unlock(&h->lock);
+        for (k = 0; k < h->n_links; k++) {
+            const fsched_link *o = h->links[k];
+            if (o->node != n && !o->node->finished && o->kind == l->kind &&
+                (l->kind == FSCHED_LINK_PRODUCE || l->kind == FSCHED_LINK_CONSUME)) {
+                given++;
+                break;
+            }
+        }
         if (!w) continue;
         for (k = 0; k < h->n_links; k++)
             if (h->links[k]->node != n) fsched__node_notify(h->links[k]->node, w);
     }
+    return given;
 }
 
 /* ---- how a run ends: reports, terminate, the result ---- */
@@ -8351,31 +8351,28 @@ static void fsched__pipe_end(fsched_pipeline *p) {
             starved = 1;
         }
     }
-    fsched__pipe_log(p, "termination condition met: every node is idle and none can advance",
-                     NULL, NULL);
-    for (i = 0; i < p->n_nodes; i++) {
+    fsched__pipe_log(p, "Termination condition met.", NULL, NULL);
+    for (i = 0; i < p->n_nodes; i++) { /* beyond noarr's lines: why a node starved */
         fsched_node *n = p->nodes[i];
-        if (n->report.end == FSCHED_NODE_DONE) {
-            fsched__pipe_log(p, "node ", n->report.label, ": done");
-        } else {
-            fsched__line l;
-            l.n = 0;
-            l.text[0] = 0;
-            fsched__line_add(&l, ": starved, waiting to ");
-            fsched__line_add(&l, fsched__link_kind_verb(n->report.waiting_as));
-            fsched__line_add(&l, " hub \"");
-            fsched__line_add(&l, fsched_hub_name(n->report.waiting_on));
-            fsched__line_add(&l, "\"");
-            fsched__pipe_log(p, "node ", n->report.label, l.text);
-        }
+        fsched__line l;
+        if (n->report.end != FSCHED_NODE_STARVED) continue;
+        l.n = 0;
+        l.text[0] = 0;
+        fsched__line_add(&l, " is starved: it waits to ");
+        fsched__line_add(&l, fsched__link_kind_verb(n->report.waiting_as));
+        fsched__line_add(&l, " hub ");
+        fsched__line_add(&l, fsched_hub_name(n->report.waiting_on));
+        fsched__line_add(&l, ".");
+        fsched__pipe_log(p, "Node ", n->report.label, l.text);
     }
+    fsched__pipe_log(p, "Starting pipeline termination...", NULL, NULL);
     for (i = 0; i < p->n_nodes; i++) {
         fsched_node *n = p->nodes[i];
-        fsched__pipe_log(p, "terminating node ", n->report.label, NULL);
+        fsched__pipe_log(p, "Terminating node ", n->report.label, " ...");
         if (n->desc.terminate) n->desc.terminate(n, n->desc.user);
     }
     p->result = starved ? FSCHED_ERR_STALLED : FSCHED_OK;
-    fsched__pipe_log(p, starved ? "pipeline stalled" : "pipeline finished", NULL, NULL);
+    fsched__pipe_log(p, "Pipeline terminated.", NULL, NULL);
     FSCHED__STORE(&p->state, FSCHED__PIPE_ENDED, FSCHED__RELEASE);
 }
 
@@ -8488,20 +8485,21 @@ FIBERSCHED_API fsched_result fsched_pipeline_add(fsched_pipeline *p, fsched_node
         return FSCHED_ERR_OUT_OF_MEMORY;
     p->nodes[p->n_nodes++] = n;
     n->pipeline = p;
-    fsched__pipe_log(p, "node added: ", n->report.label, NULL);
+    fsched__pipe_log(p, "Node has been added: ", n->report.label, NULL);
     return FSCHED_OK;
 }
 
 /* Calls every node's initialize, in order. */
 static void fsched__pipe_initialize_nodes(fsched_pipeline *p) {
     uint32_t i;
-    fsched__pipe_log(p, "initializing", NULL, NULL);
+    fsched__pipe_log(p, "Starting pipeline initialization...", NULL, NULL);
     for (i = 0; i < p->n_nodes; i++) {
         fsched_node *n = p->nodes[i];
-        fsched__pipe_log(p, "initializing node ", n->report.label, NULL);
+        fsched__pipe_log(p, "Initializing node ", n->report.label, " ...");
         n->report.end = FSCHED_NODE_RUNNING;
         if (n->desc.initialize) n->desc.initialize(n, n->desc.user);
     }
+    fsched__pipe_log(p, "Pipeline initialized.", NULL, NULL);
 }
 
 FIBERSCHED_API fsched_result fsched_pipeline_initialize(fsched_pipeline *p) {
@@ -8517,23 +8515,20 @@ FIBERSCHED_API fsched_result fsched_pipeline_initialize(fsched_pipeline *p) {
     return FSCHED_OK;
 }
 
-/* The debugging scheduler's update of one node (finished nodes are passed over). */
+/* The debugging scheduler's update of one node: every node, every generation (a finished
+   one does nothing), as noarr's does. */
 static fsched_result fsched__debug_update(fsched_pipeline *p, fsched_node *n) {
     int can;
+    fsched__pipe_log(p, "Updating node ", n->report.label, " ...");
     if (n->finished) return FSCHED_OK;
-    fsched__pipe_log(p, "updating node ", n->report.label, NULL);
     fsched__node_attach(n);
     can = fsched__node_can_advance(n);
     if (can == FSCHED_NODE_FINISHED) {
-        fsched__node_give_back(n, NULL);
-        p->advanced_in_generation = 1; /* its envelopes may let others advance */
-        fsched__pipe_log(p, "node ", n->report.label, ": finished");
+        /* envelopes it gives back may let others advance: progress when there were any */
+        if (fsched__node_give_back(n, NULL)) p->advanced_in_generation = 1;
         return FSCHED_OK;
     }
-    if (!can) {
-        fsched__pipe_log(p, "node ", n->report.label, ": cannot advance");
-        return FSCHED_OK;
-    }
+    if (!can) return FSCHED_OK;
     if (!fsched__node_start_advance(n)) {
         /* completed elsewhere, later: wait for it (this keeps the order deterministic;
            nothing about it is logged, as when it comes is not). fsched_node_complete
@@ -8541,31 +8536,31 @@ static fsched_result fsched__debug_update(fsched_pipeline *p, fsched_node *n) {
            pipeline: wait for the event even when the phase already says completed */
         fsched_result r = fsched_event_wait(&p->completed);
         if (r != FSCHED_OK) {
-            fsched__pipe_log(p, "node ", n->report.label, ": its advance never completed");
+            fsched__pipe_log(p, "Node ", n->report.label, " never completed its advance.");
             return r;
         }
         FIBERSCHED_ASSERT(FSCHED__LOAD(&n->phase, FSCHED__ACQUIRE) == FSCHED__ADV_COMPLETED);
     }
-    fsched__node_finish(n, NULL);
-    if (n->advanced) p->advanced_in_generation = 1;
-    fsched__pipe_log(p, "node ", n->report.label, n->advanced ? ": advanced" : ": did not advance");
+    /* an advance that moved nothing is no progress (a generation of those ends the run) */
+    if (n->advanced) {
+        p->advanced_in_generation = 1;
+        fsched__pipe_log(p, "Node did advance data.", NULL, NULL);
+    }
+    fsched__node_finish(n, NULL); /* post_advance after the outcome's line */
     return FSCHED_OK;
 }
 
 FIBERSCHED_API fsched_result fsched_pipeline_step(fsched_pipeline *p) {
     fsched_result r;
+    uint32_t st;
     if ((r = fsched__pipe_check(p, "fsched_pipeline_step")) != FSCHED_OK) return r;
-    if (FSCHED__LOAD(&p->state, FSCHED__ACQUIRE) != FSCHED__PIPE_STEPPING)
+    st = FSCHED__LOAD(&p->state, FSCHED__ACQUIRE);
+    if (st == FSCHED__PIPE_BUILDING) fsched_pipeline_initialize(p); /* the first step does */
+    else if (st != FSCHED__PIPE_STEPPING)
         return FSCHED__MISUSE(&p->logger, FSCHED_ERR_WRONG_STATE,
-                              "fsched_pipeline_step: %s",
-                              FSCHED__LOAD(&p->state, FSCHED__ACQUIRE) == FSCHED__PIPE_BUILDING
-                                  ? "not initialized (fsched_pipeline_initialize)"
-                                  : "the run has ended or runs on the parallel scheduler");
-    if (p->next == 0) {
-        p->generation++;
-        p->advanced_in_generation = 0;
-        fsched__pipe_log_generation(p, " begins");
-    }
+                              "fsched_pipeline_step: the run has ended or runs on the "
+                              "parallel scheduler");
+    if (p->next == 0) p->advanced_in_generation = 0;
     if (p->next < p->n_nodes) {
         r = fsched__debug_update(p, p->nodes[p->next]);
         if (r != FSCHED_OK) { /* an advance that cannot complete: the run ends here */
@@ -8576,7 +8571,11 @@ FIBERSCHED_API fsched_result fsched_pipeline_step(fsched_pipeline *p) {
         p->next++;
     }
     if (p->next == p->n_nodes) {
-        fsched__pipe_log_generation(p, " ended");
+        fsched__line l;
+        l.n = 0;
+        l.text[0] = 0;
+        fsched__line_num(&l, p->generation++);
+        fsched__pipe_log(p, "Generation ", l.text, " has ended.");
         p->next = 0;
         if (!p->advanced_in_generation) {
             fsched__pipe_end(p);
@@ -8675,13 +8674,16 @@ static void fsched__node_notify(fsched_node *m, fsched__worker *w) {
 static void fsched__node_run(fsched__job *job, fsched__worker *w) {
     fsched_node *n = (fsched_node *)job;
     fsched_pipeline *p = n->pipeline;
+    int declined = 0; /* the last advance moved nothing: ask again only after a change */
     for (;;) {
         uint32_t expected = FSCHED__NODE_BUSY;
         int can = 0;
         /* acquire: the completion's `advanced` */
-        if (FSCHED__LOAD(&n->phase, FSCHED__ACQUIRE) == FSCHED__ADV_COMPLETED)
+        if (FSCHED__LOAD(&n->phase, FSCHED__ACQUIRE) == FSCHED__ADV_COMPLETED) {
             fsched__node_finish(n, w); /* an advance completed elsewhere */
-        if (!n->finished) {
+            declined = !n->advanced;
+        }
+        if (!n->finished && !declined) {
             fsched__node_attach(n);
             can = fsched__node_can_advance(n);
             if (can == FSCHED_NODE_FINISHED) {
@@ -8692,6 +8694,7 @@ static void fsched__node_run(fsched__job *job, fsched__worker *w) {
         if (can) {
             if (!fsched__node_start_advance(n)) return; /* fsched_node_complete queues it */
             fsched__node_finish(n, w);
+            declined = !n->advanced;
             continue;
         }
         /* acq_rel: a notification that made it DIRTY is seen, or sees this update */
@@ -8703,6 +8706,7 @@ static void fsched__node_run(fsched__job *job, fsched__worker *w) {
             return;
         }
         FSCHED__STORE(&n->busy, FSCHED__NODE_BUSY, FSCHED__RELAXED); /* DIRTY: look again */
+        declined = 0;
     }
 }
 
@@ -8766,7 +8770,6 @@ FIBERSCHED_API fsched_result fsched_pipeline_run(fsched_pipeline *p, fsched_sche
     else FSCHED__FETCH_ADD(&s->external_begun, (uint64_t)1, FSCHED__RELAXED); /* see spawn */
     p->sched = s;
     fsched__pipe_initialize_nodes(p);
-    fsched__pipe_log(p, "running on the parallel scheduler", NULL, NULL);
     p->active = p->n_nodes + 1; /* + this call, until every node is queued */
     fsched_event_reset(&p->done);
     for (i = 0; i < p->n_nodes; i++) {

@@ -20,7 +20,7 @@
      node's summary once the run has ended;
    - the same pipeline run twice, as a pipeline runs once: on a small input with the
      debugging scheduler (fsched_pipeline_run(p, NULL)), which updates one node at a time
-     and logs every event, then on a large input with the parallel scheduler; both
+     and logs every event in the words of noarr's debugging scheduler, then on a large input with the parallel scheduler; both
      results are checked against a serial computation, and fsched_pipeline_describe
      says how each node ended.
 
@@ -309,7 +309,7 @@ static fsched_result build_run(pipeline_run *run, const char *name, size_t readi
     run->filter.sched = sched;
     run->producer.trace = run->filter.trace = run->consumer.trace = with_log;
 
-    pipeline_desc.name = name; /* begins each line of the log */
+    pipeline_desc.name = name; /* for diagnostics */
     if (with_log) pipeline_desc.log = print_log_line;
     if ((r = fsched_pipeline_create(&pipeline_desc, &run->pipeline)) != FSCHED_OK) return r;
 

@@ -72,6 +72,7 @@ typedef struct src_node {
     fsched_link *out;
     uint64_t next, n;
     uint32_t per;
+    int initialized; /* times its initialize ran */
 } src_node;
 
 typedef struct mid_node {
@@ -106,6 +107,11 @@ struct line_ctx {
     fsched_hub *a, *b;
     fsched_node *nodes[3];
 };
+
+static void src_initialize(fsched_node *node, void *user) {
+    (void)node;
+    ((src_node *)user)->initialized++;
+}
 
 static int src_can(fsched_node *node, void *user) {
     src_node *sn = (src_node *)user;
@@ -233,6 +239,7 @@ static fsched_pipeline *line_build(line_ctx *c, uint64_t n, uint32_t per, uint32
     memset(&d, 0, sizeof d);
     d.label = "source";
     d.user = &c->src;
+    d.initialize = src_initialize;
     d.can_advance = src_can;
     d.advance = src_advance;
     CHECK_OK(fsched_node_create(&d, &c->nodes[0]));
@@ -283,51 +290,38 @@ static void line_check(const line_ctx *c, uint64_t n) {
 }
 
 static const char expected_small_log[] =
-    "[line] node added: \"source\"\n"
-    "[line] node added: \"squares\"\n"
-    "[line] node added: \"sink\"\n"
-    "[line] initializing\n"
-    "[line] initializing node \"source\"\n"
-    "[line] initializing node \"squares\"\n"
-    "[line] initializing node \"sink\"\n"
-    "[line] generation 1 begins\n"
-    "[line] updating node \"source\"\n"
-    "[line] node \"source\": advanced\n"
-    "[line] updating node \"squares\"\n"
-    "[line] node \"squares\": advanced\n"
-    "[line] updating node \"sink\"\n"
-    "[line] node \"sink\": advanced\n"
-    "[line] generation 1 ended\n"
-    "[line] generation 2 begins\n"
-    "[line] updating node \"source\"\n"
-    "[line] node \"source\": advanced\n"
-    "[line] updating node \"squares\"\n"
-    "[line] node \"squares\": advanced\n"
-    "[line] updating node \"sink\"\n"
-    "[line] node \"sink\": advanced\n"
-    "[line] generation 2 ended\n"
-    "[line] generation 3 begins\n"
-    "[line] updating node \"source\"\n"
-    "[line] node \"source\": finished\n"
-    "[line] updating node \"squares\"\n"
-    "[line] node \"squares\": cannot advance\n"
-    "[line] updating node \"sink\"\n"
-    "[line] node \"sink\": cannot advance\n"
-    "[line] generation 3 ended\n"
-    "[line] generation 4 begins\n"
-    "[line] updating node \"squares\"\n"
-    "[line] node \"squares\": cannot advance\n"
-    "[line] updating node \"sink\"\n"
-    "[line] node \"sink\": cannot advance\n"
-    "[line] generation 4 ended\n"
-    "[line] termination condition met: every node is idle and none can advance\n"
-    "[line] node \"source\": done\n"
-    "[line] node \"squares\": done\n"
-    "[line] node \"sink\": done\n"
-    "[line] terminating node \"source\"\n"
-    "[line] terminating node \"squares\"\n"
-    "[line] terminating node \"sink\"\n"
-    "[line] pipeline finished\n";
+    "[scheduler]: Node has been added: source\n"
+    "[scheduler]: Node has been added: squares\n"
+    "[scheduler]: Node has been added: sink\n"
+    "[scheduler]: Starting pipeline initialization...\n"
+    "[scheduler]: Initializing node source ...\n"
+    "[scheduler]: Initializing node squares ...\n"
+    "[scheduler]: Initializing node sink ...\n"
+    "[scheduler]: Pipeline initialized.\n"
+    "[scheduler]: Updating node source ...\n"
+    "[scheduler]: Node did advance data.\n"
+    "[scheduler]: Updating node squares ...\n"
+    "[scheduler]: Node did advance data.\n"
+    "[scheduler]: Updating node sink ...\n"
+    "[scheduler]: Node did advance data.\n"
+    "[scheduler]: Generation 0 has ended.\n"
+    "[scheduler]: Updating node source ...\n"
+    "[scheduler]: Node did advance data.\n"
+    "[scheduler]: Updating node squares ...\n"
+    "[scheduler]: Node did advance data.\n"
+    "[scheduler]: Updating node sink ...\n"
+    "[scheduler]: Node did advance data.\n"
+    "[scheduler]: Generation 1 has ended.\n"
+    "[scheduler]: Updating node source ...\n"
+    "[scheduler]: Updating node squares ...\n"
+    "[scheduler]: Updating node sink ...\n"
+    "[scheduler]: Generation 2 has ended.\n"
+    "[scheduler]: Termination condition met.\n"
+    "[scheduler]: Starting pipeline termination...\n"
+    "[scheduler]: Terminating node source ...\n"
+    "[scheduler]: Terminating node squares ...\n"
+    "[scheduler]: Terminating node sink ...\n"
+    "[scheduler]: Pipeline terminated.\n";
 
 /* The debugging scheduler: the expected log for 8 numbers, 4 per envelope, through hubs
    of 2 envelopes (7 is dropped on the way), the same on every run however advances
@@ -401,8 +395,9 @@ static void test_same_results(fsched_sched *s) {
     }
 }
 
-/* Stepping: nothing before initialize; one node per step; run_until stops when the
-   predicate holds; the end comes with the result, then steps are refused. */
+/* Stepping: the first step initializes (as an explicit initialize does); one node per
+   step; run_until stops when the predicate holds; the end comes with the result, then
+   steps are refused. */
 static int sink_has_three(void *user) { return ((line_ctx *)user)->sink.count >= 3; }
 
 static void test_stepping(fsched_sched *s) {
@@ -414,11 +409,11 @@ static void test_stepping(fsched_sched *s) {
     memset(&log, 0, sizeof log);
     c.s = s;
     p = line_build(&c, 8, 4, 2, SYNC, &log);
-    CHECK_RESULT(fsched_pipeline_step(p), FSCHED_ERR_WRONG_STATE);
-    CHECK_OK(fsched_pipeline_initialize(p));
-    CHECK_RESULT(fsched_pipeline_initialize(p), FSCHED_ERR_WRONG_STATE);
-    CHECK_OK(fsched_pipeline_step(p)); /* the source */
+    CHECK(c.src.initialized == 0);
+    CHECK_OK(fsched_pipeline_step(p)); /* initializes, then the source */
+    CHECK(c.src.initialized == 1);
     CHECK(c.src.next == 4 && c.sink.count == 0);
+    CHECK_RESULT(fsched_pipeline_initialize(p), FSCHED_ERR_WRONG_STATE);
     CHECK_OK(fsched_pipeline_step(p)); /* squares */
     CHECK_EQ_U64(fsched_hub_full_count(c.b), 1);
     CHECK_OK(fsched_pipeline_run_until(p, sink_has_three, &c));
@@ -433,6 +428,21 @@ static void test_stepping(fsched_sched *s) {
     CHECK_RESULT(fsched_pipeline_step(p), FSCHED_ERR_WRONG_STATE);
     CHECK_RESULT(fsched_pipeline_run_until(p, sink_has_three, &c), FSCHED_ERR_WRONG_STATE);
     CHECK(strcmp(log.text, expected_small_log) == 0); /* stepped or run: the same */
+    line_free(&c, p);
+    free(log.text);
+
+    /* an explicit initialize first: the same log */
+    memset(&log, 0, sizeof log);
+    c.s = s;
+    p = line_build(&c, 8, 4, 2, SYNC, &log);
+    CHECK_OK(fsched_pipeline_initialize(p));
+    CHECK(c.src.initialized == 1);
+    CHECK_RESULT(fsched_pipeline_initialize(p), FSCHED_ERR_WRONG_STATE);
+    do r = fsched_pipeline_step(p);
+    while (!fsched_pipeline_finished(p));
+    CHECK_OK(r);
+    line_check(&c, 8);
+    CHECK(strcmp(log.text, expected_small_log) == 0);
     line_free(&c, p);
     free(log.text);
 }
@@ -678,6 +688,110 @@ static void test_starved(fsched_sched *s) {
         CHECK_OK(fsched_pipeline_destroy(p));
         CHECK_OK(fsched_hub_destroy(h));
         free(text.text);
+    }
+}
+
+/* ---- a node that declines: its advance completes with advanced = 0 while can_advance
+   keeps saying yes. An advance that moved nothing is no progress: the debugging
+   scheduler ends the run after a generation without progress, the parallel one lets the
+   node idle until something changes; neither spins, and both end the same way. ---- */
+
+typedef struct decliner {
+    uint64_t declined;
+} decliner;
+
+static int decliner_can(fsched_node *node, void *user) {
+    (void)node;
+    (void)user;
+    return 1; /* always willing */
+}
+
+static void decliner_advance(fsched_node *node, void *user) {
+    ((decliner *)user)->declined++;
+    CHECK_OK(fsched_node_complete(node, 0)); /* but moves nothing */
+}
+
+static const char expected_decline_log[] =
+    "[scheduler]: Node has been added: maker\n"
+    "[scheduler]: Node has been added: decliner\n"
+    "[scheduler]: Starting pipeline initialization...\n"
+    "[scheduler]: Initializing node maker ...\n"
+    "[scheduler]: Initializing node decliner ...\n"
+    "[scheduler]: Pipeline initialized.\n"
+    "[scheduler]: Updating node maker ...\n"
+    "[scheduler]: Node did advance data.\n"
+    "[scheduler]: Updating node decliner ...\n"
+    "[scheduler]: Generation 0 has ended.\n"
+    "[scheduler]: Updating node maker ...\n"
+    "[scheduler]: Node did advance data.\n"
+    "[scheduler]: Updating node decliner ...\n"
+    "[scheduler]: Generation 1 has ended.\n"
+    "[scheduler]: Updating node maker ...\n"
+    "[scheduler]: Updating node decliner ...\n"
+    "[scheduler]: Generation 2 has ended.\n"
+    "[scheduler]: Termination condition met.\n"
+    "[scheduler]: Node maker is starved: it waits to produce into hub buffer.\n"
+    "[scheduler]: Starting pipeline termination...\n"
+    "[scheduler]: Terminating node maker ...\n"
+    "[scheduler]: Terminating node decliner ...\n"
+    "[scheduler]: Pipeline terminated.\n";
+
+static void test_declining_node(fsched_sched *s) {
+    int parallel;
+    for (parallel = 0; parallel <= 1; parallel++) {
+        fsched_hub *h = hub_new("buffer", 2, 0);
+        fsched_pipeline *p;
+        fsched_pipeline_desc pd;
+        fsched_node *prod, *cons;
+        fsched_node_desc d;
+        counter_node pc;
+        decliner dc;
+        fsched_node_report rep;
+        log_buf log;
+        memset(&pc, 0, sizeof pc);
+        memset(&dc, 0, sizeof dc);
+        memset(&log, 0, sizeof log);
+        pc.left = 10;
+        memset(&d, 0, sizeof d);
+        d.label = "maker";
+        d.user = &pc;
+        d.can_advance = counter_produce_can;
+        d.advance = counter_produce;
+        CHECK_OK(fsched_node_create(&d, &prod));
+        CHECK_OK(fsched_node_link(prod, h, FSCHED_LINK_PRODUCE, &pc.link));
+        memset(&d, 0, sizeof d);
+        d.label = "decliner";
+        d.user = &dc;
+        d.can_advance = decliner_can;
+        d.advance = decliner_advance;
+        CHECK_OK(fsched_node_create(&d, &cons));
+        CHECK_OK(fsched_node_link(cons, h, FSCHED_LINK_CONSUME, NULL));
+        memset(&pd, 0, sizeof pd);
+        pd.log = log_line;
+        pd.log_user = &log;
+        CHECK_OK(fsched_pipeline_create(&pd, &p));
+        CHECK_OK(fsched_pipeline_add(p, prod));
+        CHECK_OK(fsched_pipeline_add(p, cons));
+        /* the maker fills both envelopes and then waits for an empty one, which the
+           decliner never gives back: the run ends, the maker starved */
+        CHECK_RESULT(fsched_pipeline_run(p, parallel ? s : NULL), FSCHED_ERR_STALLED);
+        CHECK_OK(fsched_node_report_get(prod, &rep));
+        CHECK(rep.end == FSCHED_NODE_STARVED && rep.advances == 2);
+        CHECK_OK(fsched_node_report_get(cons, &rep));
+        CHECK(rep.end == FSCHED_NODE_DONE && rep.advances == 0);
+        /* asked again only after a change: at most once per change of its hub, plus the
+           first time (a node that spun would be asked without end) */
+        CHECK(dc.declined >= 1 && dc.declined <= 4);
+        CHECK_EQ_U64(rep.updates, dc.declined);
+        if (!parallel) {
+            if (strcmp(log.text, expected_decline_log) != 0) {
+                fprintf(stderr, "log:\n%s\nexpected:\n%s", log.text, expected_decline_log);
+                CHECK(0);
+            }
+        }
+        CHECK_OK(fsched_pipeline_destroy(p));
+        CHECK_OK(fsched_hub_destroy(h));
+        free(log.text);
     }
 }
 
@@ -956,6 +1070,7 @@ int main(void) {
     test_modify_and_peek(s);
     test_many_producers(s);
     test_starved(s);
+    test_declining_node(s);
     test_linear(s);
     test_linear_bad_input(s);
     test_sched_free(s);
