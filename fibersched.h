@@ -1018,11 +1018,33 @@ typedef struct fsched_stage {
     fsched_stage_mode mode;
     void *(*fn)(void *user, void *item, int *stop); /* stop: only the first stage's */
     void *user;
+    const char *name;           /* for the log and stall reports; may be NULL */
 } fsched_stage;
 
+typedef struct fsched_parallel_pipeline_desc {
+    const char *name;           /* for the log and stall reports */
+    size_t max_in_flight;       /* 0: 4 per worker */
+    void (*log)(const char *line, void *user); /* the run's events, one line each (no
+                                                  newline): its start, its end, and stall
+                                                  reports; may be NULL */
+    void *log_user;
+    uint64_t stall_report_ns;   /* when no item has moved for this long, where the items
+                                   are is reported (log, and logger as a warning), once per
+                                   stall; 0: 10 s; UINT64_MAX: never */
+    fsched_logger logger;       /* misuse and stall reports; zero: the scheduler's */
+} fsched_parallel_pipeline_desc;
+
 /* Runs items through the stages until the first stage stops and every item has passed.
-   From a task or bound thread (FSCHED_ERR_WRONG_STATE otherwise); FSCHED_ERR_INVALID_ARGUMENT
-   for no stages or a NULL fn; FSCHED_ERR_OUT_OF_MEMORY. */
+   desc may be NULL (the defaults). A stall report names, per stage, the items running in
+   it and those waiting for a serial stage, e.g. "stage 2 'write' (serial, in order): 1
+   running, 7 waiting": a stage function that never returns is found there. From a task
+   or bound thread (FSCHED_ERR_WRONG_STATE otherwise); FSCHED_ERR_INVALID_ARGUMENT for no
+   stages, a NULL fn or an unknown mode; FSCHED_ERR_OUT_OF_MEMORY. */
+FIBERSCHED_API fsched_result fsched_parallel_pipeline_run(const fsched_parallel_pipeline_desc *desc,
+                                                          const fsched_stage *stages,
+                                                          size_t n_stages);
+
+/* fsched_parallel_pipeline_run with max_in_flight and every other setting by default. */
 FIBERSCHED_API fsched_result fsched_parallel_pipeline(size_t max_in_flight,
                                                       const fsched_stage *stages,
                                                       size_t n_stages);
@@ -8810,7 +8832,16 @@ typedef struct fsched__lp_item {
     size_t stage;                /* the next stage to run */
     int reserved;                /* that stage is serial and already reserved for it */
     struct fsched__lp_item *next; /* in a stage's waiting list, or the free records */
+    /* for stall reports, read by the waiting caller (relaxed: a report is a snapshot) */
+    uint64_t where;              /* atomic: FSCHED__LP_WHERE(stage, how), 0: free */
 } fsched__lp_item;
+
+/* Where an item is: running in a stage, or waiting for a serial one; with the item's
+   sequence number, so that a snapshot tells whether anything moved. */
+#define FSCHED__LP_RUNNING 1u
+#define FSCHED__LP_WAITING 2u
+#define FSCHED__LP_WHERE(seq, stage, how) \
+    (((uint64_t)(seq) << 24) | ((uint64_t)(stage) << 2) | (uint64_t)(how))
 
 typedef struct fsched__lp_stage {
     uint32_t lock;
@@ -8822,6 +8853,9 @@ typedef struct fsched__lp_stage {
 typedef struct fsched__lp {
     const fsched_stage *stages;
     size_t n;
+    const char *name;
+    uint32_t input_where;        /* atomic: FSCHED__LP_RUNNING while the input stage runs */
+    uint64_t items;              /* atomic: items the input gave (written by it alone) */
     fsched__lp_stage *st;
     fsched__lp_item *records;
     size_t n_records;
@@ -8849,6 +8883,7 @@ static int fsched__lp_enter(fsched__lp *lp, size_t k, fsched__lp_item *it) {
         return 1;
     }
     it->stage = k;
+    FSCHED__STORE(&it->where, FSCHED__LP_WHERE(it->seq, k, FSCHED__LP_WAITING), FSCHED__RELAXED);
     if (in_order) { /* sorted by seq: the one allowed next is first */
         fsched__lp_item **pp = &st->waiting;
         while (*pp && (*pp)->seq < it->seq) pp = &(*pp)->next;
@@ -8902,12 +8937,15 @@ static void fsched__lp_carry(fsched__lp *lp, fsched__lp_item *it, fsched__worker
         if (serial && !it->reserved && !fsched__lp_enter(lp, k, it)) return; /* parked */
         FSCHED__TRACE(uint64_t trace_begin;)
         it->reserved = 0;
+        FSCHED__STORE(&it->where, FSCHED__LP_WHERE(it->seq, k, FSCHED__LP_RUNNING),
+                      FSCHED__RELAXED);
         FSCHED__TRACE(trace_begin = fsched__trace_now();)
         it->data = sg->fn(sg->user, it->data, &stop);
         FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_STAGE, trace_begin, NULL, k);)
         if (serial) fsched__lp_leave(lp, k, it->seq, w);
         it->stage++;
     }
+    FSCHED__STORE(&it->where, (uint64_t)0, FSCHED__RELAXED);
     fsched__spin_lock(&lp->lock); /* the record is free again; the input may go on */
     it->next = lp->free_records;
     lp->free_records = it;
@@ -8944,7 +8982,9 @@ static void fsched__lp_input(fsched__job *job, fsched__worker *w) {
     fsched__spin_unlock(&lp->lock);
     {
         FSCHED__TRACE(uint64_t trace_begin = fsched__trace_now();)
+        FSCHED__STORE(&lp->input_where, FSCHED__LP_RUNNING, FSCHED__RELAXED);
         data = lp->stages[0].fn(lp->stages[0].user, NULL, &stop);
+        FSCHED__STORE(&lp->input_where, 0u, FSCHED__RELAXED);
         FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_STAGE, trace_begin, NULL, 0);)
     }
     if (stop) {
@@ -8959,35 +8999,122 @@ static void fsched__lp_input(fsched__job *job, fsched__worker *w) {
     }
     it->data = data;
     it->seq = lp->next_seq++;
+    /* relaxed: only the input writes it; the reporter's snapshot is a hint */
+    FSCHED__STORE(&lp->items, FSCHED__LOAD(&lp->items, FSCHED__RELAXED) + 1, FSCHED__RELAXED);
     it->stage = 1;
     it->reserved = 0;
     fsched__lp_queue(w, &lp->input); /* the next item, maybe on another worker */
     fsched__lp_carry(lp, it, w);
 }
 
-FIBERSCHED_API fsched_result fsched_parallel_pipeline(size_t max_in_flight,
-                                                      const fsched_stage *stages,
-                                                      size_t n_stages) {
+/* Writes "[name] " and the pieces to the linear pipeline's log. */
+static void fsched__lp_log(const fsched__lp *lp, const fsched_parallel_pipeline_desc *d,
+                           const char *a, const char *b, const char *c) {
+    fsched__line l;
+    if (!d->log) return;
+    l.n = 0;
+    l.text[0] = 0;
+    fsched__line_add(&l, "[");
+    fsched__line_add(&l, lp->name);
+    fsched__line_add(&l, "] ");
+    fsched__line_add(&l, a);
+    if (b) fsched__line_add(&l, b);
+    if (c) fsched__line_add(&l, c);
+    d->log(l.text, d->log_user);
+}
+
+/* A snapshot of where the items are (the sum over records of their positions): equal
+   snapshots a period apart mean no item moved. */
+static uint64_t fsched__lp_snapshot(const fsched__lp *lp) {
+    uint64_t sum = FSCHED__LOAD(&lp->items, FSCHED__RELAXED) * 0x9e3779b97f4a7c15ull;
+    size_t i;
+    for (i = 0; i < lp->n_records; i++)
+        sum += FSCHED__LOAD(&lp->records[i].where, FSCHED__RELAXED) * (2 * i + 1);
+    return sum;
+}
+
+/* Reports where the items are: per stage, those running in it and those waiting. */
+static void fsched__lp_report(const fsched__lp *lp, const fsched_parallel_pipeline_desc *d,
+                              const fsched_logger *logger, uint64_t still_ns) {
+    size_t k, i;
+    fsched__line head;
+    head.n = 0;
+    head.text[0] = 0;
+    fsched__line_add(&head, "no item has moved for ");
+    fsched__line_num(&head, still_ns / 1000000u);
+    fsched__line_add(&head, " ms; where the items are:");
+    fsched__lp_log(lp, d, head.text, NULL, NULL);
+    fsched__log(logger, FSCHED_LOG_WARNING, "linear pipeline '%s': %s", lp->name, head.text);
+    for (k = 0; k < lp->n; k++) {
+        const fsched_stage *sg = &lp->stages[k];
+        uint64_t running = 0, waiting = 0;
+        fsched__line l;
+        if (k == 0) {
+            running = FSCHED__LOAD(&lp->input_where, FSCHED__RELAXED) == FSCHED__LP_RUNNING;
+        } else {
+            for (i = 0; i < lp->n_records; i++) {
+                uint64_t where = FSCHED__LOAD(&lp->records[i].where, FSCHED__RELAXED);
+                if (!where || ((where >> 2) & 0x3fffffu) != k) continue;
+                if ((where & 3u) == FSCHED__LP_RUNNING) running++;
+                else waiting++;
+            }
+        }
+        l.n = 0;
+        l.text[0] = 0;
+        fsched__line_add(&l, "stage ");
+        fsched__line_num(&l, k);
+        if (sg->name) {
+            fsched__line_add(&l, " '");
+            fsched__line_add(&l, sg->name);
+            fsched__line_add(&l, "'");
+        }
+        fsched__line_add(&l, sg->mode == FSCHED_STAGE_PARALLEL ? " (parallel): "
+                             : sg->mode == FSCHED_STAGE_SERIAL_IN_ORDER ? " (serial, in order): "
+                                                                       : " (serial): ");
+        fsched__line_num(&l, running);
+        fsched__line_add(&l, " running");
+        if (sg->mode != FSCHED_STAGE_PARALLEL && k > 0) {
+            fsched__line_add(&l, ", ");
+            fsched__line_num(&l, waiting);
+            fsched__line_add(&l, " waiting");
+        }
+        fsched__lp_log(lp, d, "  ", l.text, NULL);
+        fsched__log(logger, FSCHED_LOG_WARNING, "linear pipeline '%s':   %s", lp->name, l.text);
+    }
+}
+
+FIBERSCHED_API fsched_result fsched_parallel_pipeline_run(const fsched_parallel_pipeline_desc *desc,
+                                                          const fsched_stage *stages,
+                                                          size_t n_stages) {
     fsched__worker *w = fsched__tls_thread.worker;
+    fsched_parallel_pipeline_desc d;
+    const fsched_logger *logger;
     fsched__lp lp;
     fsched_allocator a;
-    size_t i;
+    size_t i, max_in_flight;
+    uint64_t period, last, still = 0;
+    if (desc) d = *desc;
+    else memset(&d, 0, sizeof d);
+    logger = d.logger.func ? &d.logger : w ? &w->sched->logger : NULL;
     if (!w)
-        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
+        return FSCHED__MISUSE(logger, FSCHED_ERR_WRONG_STATE,
                               "fsched_parallel_pipeline: not called from a task or a bound thread");
     if (!stages || !n_stages)
-        return FSCHED__MISUSE(&w->sched->logger, FSCHED_ERR_INVALID_ARGUMENT,
+        return FSCHED__MISUSE(logger, FSCHED_ERR_INVALID_ARGUMENT,
                               "fsched_parallel_pipeline: no stages");
     for (i = 0; i < n_stages; i++)
         if (!stages[i].fn || (unsigned)stages[i].mode > (unsigned)FSCHED_STAGE_PARALLEL)
-            return FSCHED__MISUSE(&w->sched->logger, FSCHED_ERR_INVALID_ARGUMENT,
+            return FSCHED__MISUSE(logger, FSCHED_ERR_INVALID_ARGUMENT,
                                   "fsched_parallel_pipeline: stage %lu has no fn or an unknown mode",
                                   (unsigned long)i);
+    max_in_flight = d.max_in_flight;
     if (!max_in_flight) max_in_flight = 4u * (w->sched->n_threads ? w->sched->n_threads : 1u);
+    period = d.stall_report_ns ? d.stall_report_ns : (uint64_t)10000000000ull;
     a = w->sched->allocator;
     memset(&lp, 0, sizeof lp);
     lp.stages = stages;
     lp.n = n_stages;
+    lp.name = d.name && *d.name ? d.name : "pipeline";
     lp.n_records = max_in_flight;
     lp.st = (fsched__lp_stage *)fsched__alloc(&a, n_stages * sizeof *lp.st, sizeof(void *));
     lp.records = (fsched__lp_item *)fsched__alloc(&a, max_in_flight * sizeof *lp.records,
@@ -9010,12 +9137,50 @@ FIBERSCHED_API fsched_result fsched_parallel_pipeline(size_t max_in_flight,
     lp.input.execute = fsched__lp_input;
     lp.input_running = 1;
     fsched_event_init(&lp.done, 1, 0);
+    {
+        fsched__line l;
+        l.n = 0;
+        l.text[0] = 0;
+        fsched__line_num(&l, n_stages);
+        fsched__line_add(&l, " stages, at most ");
+        fsched__line_num(&l, max_in_flight);
+        fsched__line_add(&l, " items in flight");
+        fsched__lp_log(&lp, &d, "started: ", l.text, NULL);
+    }
     fsched__lp_input(&lp.input, w); /* the first item here, the input queued */
-    fsched_event_wait(&lp.done);    /* runs (or suspends for) the rest */
+    /* runs (or suspends for) the rest; a period without movement is reported */
+    last = fsched__lp_snapshot(&lp);
+    while (period == UINT64_MAX ? fsched_event_wait(&lp.done) != FSCHED_OK
+                                : fsched_event_wait_for(&lp.done, period) != FSCHED_OK) {
+        uint64_t now = fsched__lp_snapshot(&lp);
+        if (now != last) {
+            last = now;
+            still = 0;
+        } else if (!still++) { /* once per stall */
+            fsched__lp_report(&lp, &d, logger, period);
+        }
+    }
+    {
+        fsched__line l;
+        l.n = 0;
+        l.text[0] = 0;
+        fsched__line_num(&l, lp.items);
+        fsched__line_add(&l, " items");
+        fsched__lp_log(&lp, &d, "finished: ", l.text, NULL);
+    }
     fsched_event_destroy(&lp.done);
     fsched__free(&a, lp.st, n_stages * sizeof *lp.st, sizeof(void *));
     fsched__free(&a, lp.records, max_in_flight * sizeof *lp.records, sizeof(void *));
     return FSCHED_OK;
+}
+
+FIBERSCHED_API fsched_result fsched_parallel_pipeline(size_t max_in_flight,
+                                                      const fsched_stage *stages,
+                                                      size_t n_stages) {
+    fsched_parallel_pipeline_desc d;
+    memset(&d, 0, sizeof d);
+    d.max_in_flight = max_in_flight;
+    return fsched_parallel_pipeline_run(&d, stages, n_stages);
 }
 
 /* ===================================================================================== */

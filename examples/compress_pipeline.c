@@ -6,9 +6,10 @@
    below, with a decompressor to check the result.
 
    What it shows:
-   - stages: fsched_stage with a mode (FSCHED_STAGE_SERIAL_IN_ORDER, FSCHED_STAGE_PARALLEL)
-     and a function that takes the item the stage before returned and returns the item
-     for the next one; the first stage makes the items and says when to stop;
+   - stages: fsched_stage with a mode (FSCHED_STAGE_SERIAL_IN_ORDER, FSCHED_STAGE_PARALLEL),
+     a function that takes the item the stage before returned and returns the item for
+     the next one (the first stage makes the items and says when to stop), and a name
+     for fsched_parallel_pipeline_run's log and stall reports;
    - max_in_flight: at most that many chunks are between being read and being written,
      which bounds the memory: here a ring of that many chunk buffers, reused in turn, is
      all the pipeline needs, and the program checks that no buffer is reused too early;
@@ -335,9 +336,9 @@ int main(void) {
     compress_job job;
     /* Read, compress, write. Every stage gets the job as its `user` pointer. */
     const fsched_stage stages[3] = {
-        {FSCHED_STAGE_SERIAL_IN_ORDER, read_chunk, &job},
-        {FSCHED_STAGE_PARALLEL, compress_chunk, &job},
-        {FSCHED_STAGE_SERIAL_IN_ORDER, write_chunk, &job},
+        {FSCHED_STAGE_SERIAL_IN_ORDER, read_chunk, &job, "read"},
+        {FSCHED_STAGE_PARALLEL, compress_chunk, &job, "compress"},
+        {FSCHED_STAGE_SERIAL_IN_ORDER, write_chunk, &job, "write"},
     };
     fsched_sched *sched;
     size_t serial_size = 0, restored_size, i;

@@ -1039,6 +1039,114 @@ static void lin_bad_task(void *p) {
     lb->empty = fsched_parallel_pipeline(4, st, 2); /* no items at all */
 }
 
+/* ---- a linear pipeline's log and stall report: the fifth item blocks in the serial
+   'write' stage until the report says where the items are ---- */
+
+typedef struct stall_run {
+    uint64_t next, n, written;
+    fsched_event release;
+    log_buf log, warnings;
+    int reported; /* the log has shown the report's last line */
+    fsched_result r;
+} stall_run;
+
+static void *stall_read(void *user, void *item, int *stop) {
+    stall_run *sr = (stall_run *)user;
+    (void)item;
+    if (sr->next == sr->n) {
+        *stop = 1;
+        return NULL;
+    }
+    return (void *)(uintptr_t)++sr->next;
+}
+
+static void *stall_square(void *user, void *item, int *stop) {
+    (void)user;
+    (void)stop;
+    return (void *)((uintptr_t)item * (uintptr_t)item);
+}
+
+static void *stall_write(void *user, void *item, int *stop) {
+    stall_run *sr = (stall_run *)user;
+    (void)stop;
+    if ((uintptr_t)item == 25) CHECK_OK(fsched_event_wait(&sr->release)); /* item 5 */
+    sr->written += (uintptr_t)item;
+    return NULL;
+}
+
+static void stall_log(const char *line, void *user) {
+    stall_run *sr = (stall_run *)user;
+    log_line(line, &sr->log);
+    if (strstr(line, "stage 2 'write'")) { /* the report's last line: let it go */
+        sr->reported = 1;
+        CHECK_OK(fsched_event_set(&sr->release));
+    }
+}
+
+static void stall_warning(fsched_log_level level, const char *message, void *user) {
+    CHECK(level == FSCHED_LOG_WARNING);
+    log_line(message, &((stall_run *)user)->warnings);
+}
+
+static void stall_task(void *p) {
+    stall_run *sr = (stall_run *)p;
+    fsched_parallel_pipeline_desc d;
+    fsched_stage st[3];
+    memset(st, 0, sizeof st);
+    st[0].mode = FSCHED_STAGE_SERIAL_IN_ORDER;
+    st[0].fn = stall_read;
+    st[0].name = "read";
+    st[1].mode = FSCHED_STAGE_PARALLEL;
+    st[1].fn = stall_square;
+    st[1].name = "square";
+    st[2].mode = FSCHED_STAGE_SERIAL_IN_ORDER;
+    st[2].fn = stall_write;
+    st[2].name = "write";
+    st[0].user = st[1].user = st[2].user = sr;
+    memset(&d, 0, sizeof d);
+    d.name = "squares";
+    d.max_in_flight = 4;
+    d.log = stall_log;
+    d.log_user = sr;
+    d.stall_report_ns = 50 * 1000000ull;
+    d.logger.func = stall_warning;
+    d.logger.user = sr;
+    sr->r = fsched_parallel_pipeline_run(&d, st, 3);
+}
+
+static void test_linear_stall_report(fsched_sched *s) {
+    static const char expected[] =
+        "[squares] started: 3 stages, at most 4 items in flight\n"
+        "[squares] no item has moved for 50 ms; where the items are:\n"
+        "[squares]   stage 0 'read' (serial, in order): 0 running\n"
+        "[squares]   stage 1 'square' (parallel): 0 running\n"
+        "[squares]   stage 2 'write' (serial, in order): 1 running, 3 waiting\n"
+        "[squares] finished: 20 items\n";
+    stall_run sr;
+    fsched_wait_group wg;
+    uint64_t i, want = 0;
+    memset(&sr, 0, sizeof sr);
+    sr.n = 20;
+    CHECK_OK(fsched_event_init(&sr.release, 1, 0));
+    CHECK_OK(fsched_wait_group_init(&wg));
+    CHECK_OK(fsched_wait_group_spawn(&wg, s, stall_task, &sr));
+    CHECK_OK(fsched_wait_group_wait(&wg));
+    CHECK_OK(fsched_wait_group_destroy(&wg));
+    CHECK_OK(sr.r);
+    for (i = 1; i <= sr.n; i++) want += i * i;
+    CHECK_EQ_U64(sr.written, want);
+    CHECK(sr.reported);
+    if (strcmp(sr.log.text, expected) != 0) {
+        fprintf(stderr, "log:\n%s\nexpected:\n%s", sr.log.text, expected);
+        CHECK(0);
+    }
+    CHECK(strstr(sr.warnings.text, "linear pipeline 'squares':   stage 2 'write' (serial, in "
+                                   "order): 1 running, 3 waiting") != NULL);
+    CHECK_OK(fsched_event_destroy(&sr.release));
+    free(sr.log.text);
+    free(sr.warnings.text);
+}
+
 static void test_linear_bad_input(fsched_sched *s) {
     fsched_stage st;
     fsched_wait_group wg;
@@ -1072,6 +1180,7 @@ int main(void) {
     test_starved(s);
     test_declining_node(s);
     test_linear(s);
+    test_linear_stall_report(s);
     test_linear_bad_input(s);
     test_sched_free(s);
     printf("test_pipeline: ok\n");
