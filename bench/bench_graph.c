@@ -32,7 +32,8 @@
    graph, runs it once untimed (warm-up), then `runs` timed runs, then destroys it. The
    table gives the median build over the repetitions and the median over all timed runs.
    For scale, each title also gives the bodies alone, called in index order (a topological
-   order for every shape) on the main thread.
+   order for every shape) on the main thread. A last table times re-running a graph of
+   20,000 tasks after a run that added 1,000 (see rerun_measure).
    Usage: bench_graph [--quick] [--workers=N] [--reps=N] [--runs=N]
    (--quick: about 10,000 tasks per shape and fewer repetitions) */
 #define FIBERSCHED_IMPLEMENTATION
@@ -332,6 +333,120 @@ static const char *ratio(char *buf, size_t size, double a, double b) {
     return buf;
 }
 
+/* ---- re-running after a run added tasks ----
+   A graph of RERUN_TASKS tasks with cost hints, each before two tasks added earlier
+   (picked at random: the order of adding is not the order of running), one of which adds
+   RERUN_ADDED tasks while it runs, each after a task that finished before. The first run of a freshly built graph is timed, then the second,
+   which must first undo the additions (and, were it done naively, rank the graph anew).
+   Reported: the median of each over the repetitions, per task run. */
+
+#define RERUN_TASKS 20000u
+#define RERUN_ADDED 1000u
+
+typedef struct rerun_graph {
+    fsched_graph *g;
+    fsched_graph_task **handles;
+    atomic_ulong ran;
+} rerun_graph;
+
+static rerun_graph rerun;
+
+static int rerun_body(fsched_graph_task *self, void *arg) {
+    (void)self;
+    (void)arg;
+    atomic_fetch_add_explicit(&rerun.ran, 1, memory_order_relaxed);
+    return 0;
+}
+
+/* The last task's successor: adds RERUN_ADDED tasks, each after the last task, which
+   has finished. */
+static int rerun_adder(fsched_graph_task *self, void *arg) {
+    fsched_graph *g = fsched_graph_task_graph(self);
+    fsched_graph_task_desc td;
+    uint32_t i;
+    (void)arg;
+    memset(&td, 0, sizeof td);
+    td.cost = 3;
+    for (i = 0; i < RERUN_ADDED; i++) {
+        fsched_graph_task *t;
+        fsched_result r = fsched_graph_add(g, rerun_body, NULL, &td, &t);
+        if (r == FSCHED_OK) r = fsched_graph_precede(g, rerun.handles[RERUN_TASKS - 1], t);
+        if (r != FSCHED_OK) bench_fail("adding while running: %s", fsched_result_string(r));
+    }
+    atomic_fetch_add_explicit(&rerun.ran, 1, memory_order_relaxed);
+    return 0;
+}
+
+static void rerun_build(void) {
+    fsched_graph_task_desc td;
+    fsched_result r;
+    uint64_t seed = 42;
+    uint32_t i;
+    rerun.handles = (fsched_graph_task **)malloc(RERUN_TASKS * sizeof *rerun.handles);
+    if (!rerun.handles) bench_fail("out of memory");
+    if ((r = fsched_graph_create(NULL, &rerun.g)) != FSCHED_OK)
+        bench_fail("fsched_graph_create: %s", fsched_result_string(r));
+    memset(&td, 0, sizeof td);
+    for (i = 0; i < RERUN_TASKS; i++) {
+        td.cost = 1 + i % 7;
+        r = fsched_graph_add(rerun.g, i == RERUN_TASKS - 2 ? rerun_adder : rerun_body, NULL,
+                             &td, &rerun.handles[i]);
+        if (r != FSCHED_OK) bench_fail("fsched_graph_add: %s", fsched_result_string(r));
+    }
+    r = fsched_graph_precede(rerun.g, rerun.handles[RERUN_TASKS - 1],
+                             rerun.handles[RERUN_TASKS - 2]);
+    if (r != FSCHED_OK) bench_fail("fsched_graph_precede: %s", fsched_result_string(r));
+    for (i = 1; i < RERUN_TASKS - 2; i++) {
+        uint32_t k;
+        for (k = 0; k < 2; k++) {
+            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            r = fsched_graph_precede(rerun.g, rerun.handles[i], rerun.handles[(seed >> 33) % i]);
+            if (r != FSCHED_OK) bench_fail("fsched_graph_precede: %s", fsched_result_string(r));
+        }
+    }
+}
+
+static double rerun_once(void) {
+    fsched_graph_outcome o;
+    double t0 = bench_now();
+    fsched_result r;
+    atomic_store(&rerun.ran, 0);
+    if ((r = fsched_graph_run(rerun.g, sched)) != FSCHED_OK)
+        bench_fail("fsched_graph_run: %s", fsched_result_string(r));
+    r = fsched_graph_wait(rerun.g, &o);
+    t0 = bench_now() - t0;
+    if (r != FSCHED_OK || o.finished != RERUN_TASKS + RERUN_ADDED ||
+        atomic_load(&rerun.ran) != RERUN_TASKS + RERUN_ADDED)
+        bench_fail("re-run graph: %s, %zu tasks finished", fsched_result_string(r), o.finished);
+    return t0;
+}
+
+/* Returns the re-run's time per task over the first run's. */
+static double rerun_measure(int reps) {
+    double first[BENCH_MAX_REPS], second[BENCH_MAX_REPS], f, s2;
+    int rep;
+    for (rep = 0; rep < reps; rep++) {
+        bench_sleep_ms(20);
+        rerun_build();
+        first[rep] = rerun_once();
+        second[rep] = rerun_once();
+        fs_destroy(rerun.g);
+        free(rerun.handles);
+    }
+    f = bench_median(first, reps);
+    s2 = bench_median(second, reps);
+    printf("re-running a graph of %u tasks with cost hints, one of which adds %u tasks while "
+           "it runs (fibersched, main thread outside; median of %d)\n\n", RERUN_TASKS,
+           RERUN_ADDED, reps);
+    printf("| %-40s | %9s | %13s |\n", "run", "ms", "ns/task");
+    printf("|------------------------------------------|-----------|---------------|\n");
+    printf("| %-40s | %9.2f | %13.1f |\n", "first run of the built graph", f * 1e3,
+           f * 1e9 / (RERUN_TASKS + RERUN_ADDED));
+    printf("| %-40s | %9.2f | %13.1f |\n\n", "second run (the additions undone first)",
+           s2 * 1e3, s2 * 1e9 / (RERUN_TASKS + RERUN_ADDED));
+    return s2 / f;
+}
+
 /* ---- the tables ---- */
 
 #define MAX_RESULTS 8
@@ -353,6 +468,7 @@ int main(int argc, char **argv) {
     fsched_desc d;
     fsched_result res;
     char b1[16], b2[16];
+    double rerun_ratio;
 
     workers = (int)bench_option(argc, argv, "--workers=", bench_cpu_count());
     if (workers < 1) bench_fail("--workers must be at least 1");
@@ -435,7 +551,10 @@ int main(int argc, char **argv) {
         shape_free(&shape);
     }
 
+    rerun_ratio = rerun_measure(reps);
     bench_quick_note(quick);
+    bench_target("fibersched re-run after additions / first run, per task", rerun_ratio, "<=",
+                 1.5, "x");
     for (i = 0; i < n_targets; i++) {
         char what[96];
         snprintf(what, sizeof what, "fibersched (bound main thread) run / oneTBB run, %s, %s",
