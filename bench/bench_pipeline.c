@@ -48,9 +48,14 @@
        untimed, and times fsched_pipeline_run alone. The run must end FSCHED_OK with every
        node advanced once per envelope, and the consumer's sum must equal the plain loop's.
        Candidates: the same work as a plain loop (for scale); fsched_pipeline_run(p, NULL),
-       the debugging scheduler on the main thread, without a log sink; and
+       the debugging scheduler on the main thread, without a log sink;
        fsched_pipeline_run(p, s), the parallel scheduler on the scheduler of (a), from the
-       main thread, which blocks.
+       main thread, which blocks; and, when available, oneTBB's tbb::parallel_pipeline with
+       three serial_in_order filters (producer, filter, consumer) in the task_arena of (a)
+       (bench_pipeline_tbb.cpp), at most as many envelopes in flight as the two hubs hold.
+       Every candidate calls the same work functions (bench_stream_produce, _filter,
+       _consume, below) on envelopes of 64 numbers, the filter out of place, and checks the
+       order and the sum as the consumer node does.
 
    Each repetition runs every candidate once, in rotating order, after a short sleep that
    lets the previous runtime's threads go idle, after one warm-up run of each. Reported:
@@ -70,9 +75,16 @@
 BENCH_NOINLINE void *bench_pipeline_input(void *run);
 BENCH_NOINLINE void *bench_pipeline_middle(void *run, void *item);
 BENCH_NOINLINE void bench_pipeline_output(void *run, void *item);
+/* The work functions of (b), shared with the oneTBB peer. */
+BENCH_NOINLINE void bench_stream_produce(const void *shape, uint64_t envelope, uint64_t *out);
+BENCH_NOINLINE void bench_stream_filter(const void *shape, const uint64_t *in, uint64_t *out,
+                                        size_t n);
+BENCH_NOINLINE uint64_t bench_stream_consume(const void *shape, const uint64_t *in, size_t n);
 #if defined(FSCHED_BENCH_TBB)
-void bench_pipeline_tbb_run(void *run, size_t middle_stages, size_t tokens,
-                            int workers); /* bench_pipeline_tbb.cpp */
+/* bench_pipeline_tbb.cpp */
+void bench_pipeline_tbb_run(void *run, size_t middle_stages, size_t tokens, int workers);
+uint64_t bench_stream_tbb_run(const void *shape, uint64_t envelopes, uint64_t *buffers,
+                              size_t batch, size_t tokens, int workers, uint64_t *in_order);
 #endif
 
 #define CACHE_LINE 64
@@ -84,6 +96,8 @@ void bench_pipeline_tbb_run(void *run, size_t middle_stages, size_t tokens,
 #define HUB_ENVELOPES 4
 #define BALANCED_ROUNDS 24
 #define FILTER_HEAVY_ROUNDS 72
+/* oneTBB's tokens in (b): all fibersched can have in flight, as nodes use the hubs' own. */
+#define STREAM_TOKENS (2 * HUB_ENVELOPES)
 
 static fsched_sched *sched;
 static int workers;
@@ -300,20 +314,25 @@ static int producer_can_advance(fsched_node *node, void *user) {
     return r->produced < r->envelopes && fsched_link_envelope(r->produce) != NULL;
 }
 
-/* The nodes' work on one envelope of BATCH numbers, shared with the plain loop so that
-   both run the same instructions. */
-static void produce_batch(const stream_shape *s, uint64_t envelope, uint64_t *out) {
+/* The nodes' work on one envelope of BATCH numbers (shape: a stream_shape), shared with
+   the plain loop and the oneTBB peer; not inlined, so that all run the same
+   instructions. */
+BENCH_NOINLINE void bench_stream_produce(const void *shape, uint64_t envelope, uint64_t *out) {
+    const stream_shape *s = (const stream_shape *)shape;
     uint64_t first = envelope * BATCH;
     unsigned j;
     for (j = 0; j < BATCH; j++) out[j] = mix(first + j, s->produce_rounds);
 }
 
-static void filter_batch(const stream_shape *s, const uint64_t *in, uint64_t *out, size_t n) {
+BENCH_NOINLINE void bench_stream_filter(const void *shape, const uint64_t *in, uint64_t *out,
+                                        size_t n) {
+    const stream_shape *s = (const stream_shape *)shape;
     size_t j;
     for (j = 0; j < n; j++) out[j] = mix(in[j], s->filter_rounds);
 }
 
-static uint64_t consume_batch(const stream_shape *s, const uint64_t *in, size_t n) {
+BENCH_NOINLINE uint64_t bench_stream_consume(const void *shape, const uint64_t *in, size_t n) {
+    const stream_shape *s = (const stream_shape *)shape;
     uint64_t sum = 0;
     size_t j;
     for (j = 0; j < n; j++) sum += mix(in[j], s->consume_rounds);
@@ -323,7 +342,7 @@ static uint64_t consume_batch(const stream_shape *s, const uint64_t *in, size_t 
 static void producer_advance(fsched_node *node, void *user) {
     stream_run *r = (stream_run *)user;
     fsched_envelope *e = fsched_link_envelope(r->produce);
-    produce_batch(r->shape, r->produced, (uint64_t *)e->data);
+    bench_stream_produce(r->shape, r->produced, (uint64_t *)e->data);
     e->size = BATCH * sizeof(uint64_t);
     e->tag = r->produced++;
     fsched_node_complete(node, 1);
@@ -333,8 +352,8 @@ static void filter_advance(fsched_node *node, void *user) {
     stream_run *r = (stream_run *)user;
     const fsched_envelope *in = fsched_link_envelope(r->filter_in);
     fsched_envelope *out = fsched_link_envelope(r->filter_out);
-    filter_batch(r->shape, (const uint64_t *)in->data, (uint64_t *)out->data,
-                 in->size / sizeof(uint64_t));
+    bench_stream_filter(r->shape, (const uint64_t *)in->data, (uint64_t *)out->data,
+                        in->size / sizeof(uint64_t));
     out->size = in->size;
     out->tag = in->tag;
     fsched_node_complete(node, 1);
@@ -346,7 +365,7 @@ static void consumer_advance(fsched_node *node, void *user) {
     size_t n = e->size / sizeof(uint64_t);
     if (e->tag != r->next_tag || n != BATCH) r->out_of_order++;
     r->next_tag = e->tag + 1;
-    r->sum += consume_batch(r->shape, (const uint64_t *)e->data, n);
+    r->sum += bench_stream_consume(r->shape, (const uint64_t *)e->data, n);
     fsched_node_complete(node, 1);
 }
 
@@ -355,6 +374,8 @@ typedef struct stream_case {
     uint64_t envelopes;
     uint64_t expected_sum; /* from the plain loop */
     fsched_sched *sched;   /* NULL: the debugging scheduler */
+    uint64_t *buffers;     /* oneTBB: STREAM_TOKENS envelopes of numbers, then as many
+                              of transformed numbers */
     stream_run run;
 } stream_case;
 
@@ -368,9 +389,9 @@ static void stream_reset(stream_case *c) {
 static uint64_t stream_serial_sum(const stream_shape *s, uint64_t envelopes) {
     uint64_t numbers[BATCH], transformed[BATCH], sum = 0, i;
     for (i = 0; i < envelopes; i++) {
-        produce_batch(s, i, numbers);
-        filter_batch(s, numbers, transformed, BATCH);
-        sum += consume_batch(s, transformed, BATCH);
+        bench_stream_produce(s, i, numbers);
+        bench_stream_filter(s, numbers, transformed, BATCH);
+        sum += bench_stream_consume(s, transformed, BATCH);
     }
     return sum;
 }
@@ -479,6 +500,24 @@ static double run_stream(void *ctx) {
     return t1 - t0;
 }
 
+#if defined(FSCHED_BENCH_TBB)
+static double run_stream_tbb(void *ctx) {
+    stream_case *c = (stream_case *)ctx;
+    uint64_t in_order, sum;
+    double t0, t1;
+    t0 = bench_now();
+    sum = bench_stream_tbb_run(c->shape, c->envelopes, c->buffers, BATCH, STREAM_TOKENS,
+                               workers, &in_order);
+    t1 = bench_now();
+    if (in_order != c->envelopes || sum != c->expected_sum)
+        bench_fail("oneTBB, %s: %llu envelopes consumed in order, sum %llu, expected %llu "
+                   "envelopes and sum %llu", c->shape->name, (unsigned long long)in_order,
+                   (unsigned long long)sum, (unsigned long long)c->envelopes,
+                   (unsigned long long)c->expected_sum);
+    return t1 - t0;
+}
+#endif
+
 /* What overlapping the nodes can gain at most, taking each node's work as its rounds: a
    node runs one advance at a time, so an envelope takes at least the longest node's
    work, and at least the total work shared among the workers. */
@@ -493,16 +532,16 @@ static double overlap_bound(const stream_shape *s, int n_threads) {
 /* ---- the tables ---- */
 
 static void table_header(const char *per, const char *rate, const char *vs) {
-    printf("| %-40s | %10s | %10s | %11s | %11s | %14s |\n", "candidate", "median ms", "min ms",
+    printf("| %-44s | %10s | %10s | %11s | %11s | %14s |\n", "candidate", "median ms", "min ms",
            per, rate, vs);
-    printf("|%s|%s|%s|%s|%s|%s|\n", "------------------------------------------",
+    printf("|%s|%s|%s|%s|%s|%s|\n", "----------------------------------------------",
            "------------", "------------", "-------------", "-------------", "----------------");
 }
 
 /* A row: `count` things went through (items, envelopes), rate in millions per second. */
 static void table_row(const bench_case *c, double count, const bench_case *base, double per_unit) {
     char ratio[16];
-    printf("| %-40s | %10.2f | %10.2f | %11.1f | %11.2f | %14s |\n", c->name, c->median * 1e3,
+    printf("| %-44s | %10.2f | %10.2f | %11.1f | %11.2f | %14s |\n", c->name, c->median * 1e3,
            c->min * 1e3, c->median * per_unit / count, count / c->median * 1e-6,
            c == base ? "1.00x" : bench_ratio(ratio, sizeof ratio, c, base));
 }
@@ -517,8 +556,9 @@ int main(int argc, char **argv) {
         {"balanced", BALANCED_ROUNDS, BALANCED_ROUNDS, BALANCED_ROUNDS},
         {"filter-heavy", 0, FILTER_HEAVY_ROUNDS, 0},
     };
-    double fs_over_tbb[2] = {0, 0}, speedup[2] = {0, 0};
+    double fs_over_tbb[2] = {0, 0}, speedup[2] = {0, 0}, stream_fs_over_tbb[2] = {0, 0};
     linear_item *ring;
+    uint64_t *stream_buffers = NULL;
     fsched_desc d;
     fsched_result res;
     int k, i, nc, threads;
@@ -535,6 +575,12 @@ int main(int argc, char **argv) {
     if (res != FSCHED_OK) bench_fail("fsched_create: %s", fsched_result_string(res));
     ring = (linear_item *)aligned_alloc(CACHE_LINE, tokens * sizeof *ring);
     if (!ring) bench_fail("out of memory for %zu slots", tokens);
+#if defined(FSCHED_BENCH_TBB)
+    /* a cache line apart: each envelope is a whole number of lines */
+    stream_buffers = (uint64_t *)aligned_alloc(CACHE_LINE,
+                                               2 * STREAM_TOKENS * BATCH * sizeof(uint64_t));
+    if (!stream_buffers) bench_fail("out of memory for %d envelopes", 2 * STREAM_TOKENS);
+#endif
 
     /* ---- (a) ---- */
     memset(lin, 0, sizeof lin);
@@ -589,40 +635,51 @@ int main(int argc, char **argv) {
 
     /* ---- (b) ---- */
     printf("node pipeline: producer -> hub of %d envelopes of %d numbers -> filter -> hub of "
-           "%d envelopes -> consumer; parallel scheduler on %d worker(s); median of %d "
-           "repetitions\n\n", HUB_ENVELOPES, BATCH, HUB_ENVELOPES, workers, reps);
+           "%d envelopes -> consumer; parallel scheduler and oneTBB on %d worker(s), oneTBB "
+           "with at most %d envelopes in flight; median of %d repetitions\n\n", HUB_ENVELOPES,
+           BATCH, HUB_ENVELOPES, workers, STREAM_TOKENS, reps);
     for (k = 0; k < 2; k++) {
-        stream_case sc[3];
-        bench_case c[3];
+        stream_case sc[4];
+        bench_case c[4];
         uint64_t envelopes = quick ? 2000 : 20000;
         uint64_t expected = stream_serial_sum(&shapes[k], envelopes);
         memset(sc, 0, sizeof sc);
         memset(c, 0, sizeof c);
-        for (i = 0; i < 3; i++) {
+        for (i = 0; i < 4; i++) {
             sc[i].shape = &shapes[k];
             sc[i].envelopes = envelopes;
             sc[i].expected_sum = expected;
             c[i].ctx = &sc[i];
         }
         sc[1].sched = sched;
-        c[0].name = "debugging scheduler: run(p, NULL)";
-        c[0].run = run_stream;
-        c[0].workers = 1;
-        c[1].name = "parallel scheduler: run(p, s)";
-        c[1].run = run_stream;
-        c[1].workers = workers;
-        c[2].name = "serial loop (scale)";
-        c[2].run = run_stream_serial;
-        c[2].workers = 1;
-        bench_run_cases(c, 3, reps, 20, 1);
+        nc = 0;
+        c[nc].name = "debugging scheduler: run(p, NULL)";
+        c[nc].run = run_stream;
+        c[nc++].workers = 1;
+        c[nc].name = "parallel scheduler: run(p, s)";
+        c[nc].run = run_stream;
+        c[nc++].workers = workers;
+#if defined(FSCHED_BENCH_TBB)
+        sc[nc].buffers = stream_buffers;
+        c[nc].name = "oneTBB: parallel_pipeline (3 serial filters)";
+        c[nc].run = run_stream_tbb;
+        c[nc++].workers = workers;
+#endif
+        c[nc].name = "serial loop (scale)";
+        c[nc].run = run_stream_serial;
+        c[nc++].workers = 1;
+        bench_run_cases(c, nc, reps, 20, 1);
 
         printf("%s: %llu envelopes; rounds a number: producer %u, filter %u, consumer %u\n\n",
                shapes[k].name, (unsigned long long)envelopes, shapes[k].produce_rounds,
                shapes[k].filter_rounds, shapes[k].consume_rounds);
         table_header("us/envelope", "Menv/s", "vs debugging");
-        for (i = 0; i < 3; i++) table_row(&c[i], (double)envelopes, &c[0], 1e6);
+        for (i = 0; i < nc; i++) table_row(&c[i], (double)envelopes, &c[0], 1e6);
         printf("\n");
         speedup[k] = c[0].median / c[1].median;
+#if defined(FSCHED_BENCH_TBB)
+        stream_fs_over_tbb[k] = c[1].median / c[2].median;
+#endif
     }
 
     bench_quick_note(quick);
@@ -638,6 +695,14 @@ int main(int argc, char **argv) {
                shapes[k].name, speedup[k], overlap_bound(&shapes[k], threads),
                shapes[k].produce_rounds, shapes[k].filter_rounds, shapes[k].consume_rounds,
                workers, bench_cpu_count());
+    for (k = 0; k < 2; k++) {
+        char what[96];
+        snprintf(what, sizeof what, "fibersched parallel / oneTBB time, node pipeline, %s",
+                 shapes[k].name);
+        if (stream_fs_over_tbb[k] > 0) bench_target(what, stream_fs_over_tbb[k], "<=", 1, "x");
+        else printf("target: %s: not measured (oneTBB not available)\n", what);
+    }
+    free(stream_buffers);
     free(ring);
     fsched_destroy(sched);
     return 0;
