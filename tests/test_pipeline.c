@@ -795,6 +795,173 @@ static void test_declining_node(fsched_sched *s) {
     }
 }
 
+/* ---- where the parallel scheduler runs short nodes ---- */
+
+/* A node of a chain source -> relay -> sink through hubs of 4 envelopes, each advance
+   next to nothing: it passes the envelope's tag on and counts the advances that ran on
+   another worker than the one before. */
+typedef struct hop_node {
+    fsched_link *in, *out;
+    uint64_t left;           /* source: envelopes still to make */
+    uint64_t next_tag;       /* the tag made or expected next */
+    int order_bad;
+    int last_worker;         /* -2: none yet */
+    uint64_t moves;
+    fsched_event *after;     /* set by each advance, when given */
+    fsched_event *before;    /* waited for by each advance but the first, when given */
+    uint64_t waited;
+} hop_node;
+
+static int hop_source_can(fsched_node *node, void *user) {
+    hop_node *h = (hop_node *)user;
+    if (!h->left) return FSCHED_NODE_FINISHED;
+    return fsched_node_served(node);
+}
+
+static void hop_advance(fsched_node *node, void *user) {
+    hop_node *h = (hop_node *)user;
+    fsched_envelope *in = h->in ? fsched_link_envelope(h->in) : NULL;
+    fsched_envelope *out = h->out ? fsched_link_envelope(h->out) : NULL;
+    int here = fsched_worker_index();
+    uint64_t tag;
+    if (h->last_worker != -2 && here != h->last_worker) h->moves++;
+    h->last_worker = here;
+    if (h->before && h->next_tag > 0) { /* the sink took the one before */
+        CHECK_OK(fsched_event_wait(h->before));
+        h->waited++;
+    }
+    if (in) {
+        if (in->tag != h->next_tag) h->order_bad = 1;
+        tag = in->tag;
+    } else {
+        tag = h->next_tag;
+        h->left--;
+    }
+    h->next_tag = tag + 1;
+    if (out) {
+        out->tag = tag;
+        out->size = 0;
+    }
+    if (h->after) CHECK_OK(fsched_event_set(h->after));
+    CHECK_OK(fsched_node_complete(node, 1));
+}
+
+/* Runs source -> relay -> sink with n envelopes on s; with `handshake`, each of the
+   source's advances (but the first) waits, inside the callback, for the sink to have
+   taken the envelope before. Returns the three nodes' states and reports. */
+static void hop_run(fsched_sched *s, uint64_t n, int handshake, hop_node nodes[3],
+                    fsched_node_report reps[3]) {
+    static const char *const labels[3] = {"source", "relay", "sink"};
+    fsched_hub *h1 = hub_new("first", 4, 0), *h2 = hub_new("second", 4, 0);
+    fsched_pipeline *p;
+    fsched_node *made[3];
+    fsched_node_desc d;
+    fsched_event sink_took;
+    int i;
+    CHECK_OK(fsched_event_init(&sink_took, 0, 0)); /* a wait takes the set */
+    memset(nodes, 0, 3 * sizeof *nodes);
+    for (i = 0; i < 3; i++) {
+        nodes[i].last_worker = -2;
+        memset(&d, 0, sizeof d);
+        d.label = labels[i];
+        d.user = &nodes[i];
+        d.can_advance = i == 0 ? hop_source_can : NULL;
+        d.advance = hop_advance;
+        CHECK_OK(fsched_node_create(&d, &made[i]));
+    }
+    nodes[0].left = n;
+    if (handshake) {
+        nodes[0].before = &sink_took;
+        nodes[2].after = &sink_took;
+    }
+    CHECK_OK(fsched_node_link(made[0], h1, FSCHED_LINK_PRODUCE, &nodes[0].out));
+    CHECK_OK(fsched_node_link(made[1], h1, FSCHED_LINK_CONSUME, &nodes[1].in));
+    CHECK_OK(fsched_node_link(made[1], h2, FSCHED_LINK_PRODUCE, &nodes[1].out));
+    CHECK_OK(fsched_node_link(made[2], h2, FSCHED_LINK_CONSUME, &nodes[2].in));
+    CHECK_OK(fsched_pipeline_create(NULL, &p));
+    for (i = 0; i < 3; i++) CHECK_OK(fsched_pipeline_add(p, made[i]));
+    CHECK_OK(fsched_pipeline_run(p, s));
+    for (i = 0; i < 3; i++) {
+        CHECK_OK(fsched_node_report_get(made[i], &reps[i]));
+        CHECK(reps[i].end == FSCHED_NODE_DONE);
+        CHECK_EQ_U64(reps[i].advances, n);
+        CHECK(!nodes[i].order_bad);
+        reps[i].label = labels[i]; /* the node's own copy goes with the pipeline */
+    }
+    CHECK_EQ_U64(nodes[2].next_tag, n);
+    CHECK_OK(fsched_pipeline_destroy(p));
+    CHECK_OK(fsched_hub_destroy(h1));
+    CHECK_OK(fsched_hub_destroy(h2));
+    CHECK_OK(fsched_event_destroy(&sink_took));
+}
+
+/* A task that yields until told to stop: each yield lets its worker look for a job,
+   other workers' included. */
+typedef struct thieves {
+    int stop;     /* atomic */
+    int started;  /* atomic */
+} thieves;
+
+static void thief_task(void *arg) {
+    thieves *t = (thieves *)arg;
+    ADD(&t->started, 1);
+    while (!LOAD(&t->stop)) fsched_yield();
+}
+
+/* Short nodes (well under a microsecond an advance) made ready by an advance run next on
+   the same worker rather than being queued for any worker: while every other worker
+   keeps looking for jobs to steal, once the nodes have been timed they hardly ever
+   change workers (queued for any worker, they moved on 1-10 % of advances). The timing,
+   which the report gives, decides: where it says an advance is not clearly short (a
+   slow or instrumented build), where they run is not checked. */
+static void test_short_nodes_stay(fsched_sched *s) {
+    static const char *const labels[3] = {"source", "relay", "sink"};
+    uint64_t n = test_rounds(20000), moves[3] = {0, 0, 0};
+    uint32_t thieves_n = fsched_worker_count(s), k;
+    int i, round, short_chain = 1;
+    for (round = 0; round < 4; round++) { /* where thieves land varies from run to run */
+        hop_node nodes[3];
+        fsched_node_report reps[3];
+        fsched_wait_group wg;
+        thieves t;
+        memset(&t, 0, sizeof t);
+        fsched_wait_group_init(&wg);
+        for (k = 0; k < thieves_n; k++) CHECK_OK(fsched_wait_group_spawn(&wg, s, thief_task, &t));
+#if TEST_THREADS
+        while (LOAD(&t.started) < (int)thieves_n) fsched_yield(); /* the thieves are at work */
+#endif
+        hop_run(s, n, 0, nodes, reps);
+        STORE(&t.stop, 1);
+        CHECK_OK(fsched_wait_group_wait(&wg));
+        CHECK_OK(fsched_wait_group_destroy(&wg));
+        for (i = 0; i < 3; i++) {
+            CHECK(reps[i].advance_ns > 0);
+            if (reps[i].advance_ns >= 500) short_chain = 0;
+            moves[i] += nodes[i].moves;
+        }
+    }
+#if FIBERSCHED_CHAOS /* 0 unless set */
+    short_chain = 0; /* perturbed steps inside the callbacks: their times straddle 1 us */
+#endif
+    if (test_under_valgrind()) short_chain = 0; /* one thread at a time */
+    for (i = 0; short_chain && i < 3; i++) {
+        if (moves[i] > 4 * (16 + n / 1000))
+            fprintf(stderr, "node %s: %llu moves in %llu advances\n", labels[i],
+                    (unsigned long long)moves[i], (unsigned long long)(4 * n));
+        CHECK(moves[i] <= 4 * (16 + n / 1000));
+    }
+}
+
+/* A node whose advance waits, inside the callback, for another node's advance: the other
+   node, kept to run next on the same worker or not, still runs, and the run ends. */
+static void test_advance_waits_for_node(fsched_sched *s) {
+    uint64_t n = test_rounds(2000);
+    hop_node nodes[3];
+    fsched_node_report reps[3];
+    hop_run(s, n, 1, nodes, reps);
+    CHECK_EQ_U64(nodes[0].waited, n - 1);
+}
+
 /* ---- bad input ---- */
 
 static void noop_advance(fsched_node *node, void *user) {
@@ -1179,6 +1346,8 @@ int main(void) {
     test_many_producers(s);
     test_starved(s);
     test_declining_node(s);
+    test_short_nodes_stay(s);
+    test_advance_waits_for_node(s);
     test_linear(s);
     test_linear_stall_report(s);
     test_linear_bad_input(s);
