@@ -7786,8 +7786,8 @@ FIBERSCHED_API fsched_result fsched_graph_dump_dot(fsched_graph *g,
 #define FSCHED__PIPE_DEAD 0xdead9193u
 
 /* An envelope and the hub's bookkeeping of it. */
-typedef struct fsched__env {
-    fsched_envelope pub;        /* what users see; must be first */
+typedef struct fsched__env { /* a line each: neighbours are worked on by other nodes */
+    FSCHED__ALIGN_LINE fsched_envelope pub; /* what users see; must be first */
     struct fsched__env *next;   /* in the free list */
     uint32_t stage;             /* MODIFY and PEEK links of the hub it has passed */
     uint32_t held;              /* attached to a MODIFY or PEEK link (it stays queued) */
@@ -7813,11 +7813,13 @@ struct fsched_hub {
 };
 
 struct fsched_link {
-    fsched_node *node;
+    /* read by the other nodes of the hub when they notify */
+    FSCHED__ALIGN_LINE fsched_node *node;
     fsched_hub *hub;
     fsched_link_kind kind;
     uint32_t stage;             /* MODIFY, PEEK: its place among them on the hub */
-    fsched__env *env;           /* the attached envelope, or NULL */
+    /* written by its node as it advances: a line apart */
+    FSCHED__ALIGN_LINE fsched__env *env; /* the attached envelope, or NULL */
     uint32_t keep;              /* not committed by the current advance */
 };
 
@@ -7844,8 +7846,9 @@ struct fsched_node {
     fsched_link **links;
     uint32_t n_links, links_cap;
     fsched_pipeline *pipeline;
-    uint32_t busy;              /* atomic: FSCHED__NODE_* */
-    uint32_t phase;             /* atomic: FSCHED__ADV_* */
+    /* written by the nodes that notify it, on other workers: a line of its own */
+    FSCHED__ALIGN_LINE uint32_t busy; /* atomic: FSCHED__NODE_* */
+    FSCHED__ALIGN_LINE uint32_t phase; /* atomic: FSCHED__ADV_* */
     uint64_t advance_ns;        /* parallel scheduler: mean advance, UINT64_MAX unknown */
     int advanced;               /* what the completion said */
     int finished;               /* can_advance said FSCHED_NODE_FINISHED */
@@ -7967,7 +7970,7 @@ FIBERSCHED_API fsched_result fsched_hub_create(const fsched_hub_desc *desc, fsch
     h->count = d.envelopes;
     h->capacity = d.capacity;
     h->name = fsched__strdup_or_null(&a, d.name, &failed);
-    h->envs = (fsched__env *)fsched__alloc(&a, h->count * sizeof *h->envs, sizeof(void *));
+    h->envs = (fsched__env *)fsched__alloc(&a, h->count * sizeof *h->envs, FSCHED__CACHE_LINE);
     h->queue = (fsched__env **)fsched__alloc(&a, h->count * sizeof *h->queue, sizeof(void *));
     if (d.capacity)
         h->data = (unsigned char *)fsched__alloc(&a, h->count * d.capacity, FSCHED__CACHE_LINE);
@@ -8001,7 +8004,7 @@ FIBERSCHED_API fsched_result fsched_hub_destroy(fsched_hub *h) {
                               h->name ? h->name : "");
     a = h->allocator;
     fsched__free(&a, h->data, h->count * h->capacity, FSCHED__CACHE_LINE);
-    fsched__free(&a, h->envs, h->count * sizeof *h->envs, sizeof(void *));
+    fsched__free(&a, h->envs, h->count * sizeof *h->envs, FSCHED__CACHE_LINE);
     fsched__free(&a, h->queue, h->count * sizeof *h->queue, sizeof(void *));
     fsched__free(&a, h->links, h->links_cap * sizeof *h->links, sizeof(void *));
     fsched__free_str(&a, h->name);
@@ -8128,7 +8131,7 @@ static void fsched__node_free(fsched_node *n) {
                      h->links[k]->kind == FSCHED_LINK_PEEK) && h->links[k]->stage > l->stage)
                     h->links[k]->stage--;
         }
-        fsched__free(&a, l, sizeof *l, sizeof(void *));
+        fsched__free(&a, l, sizeof *l, FSCHED__CACHE_LINE);
     }
     fsched__free(&a, n->links, n->links_cap * sizeof *n->links, sizeof(void *));
     fsched__free_str(&a, n->label);
@@ -8178,7 +8181,7 @@ FIBERSCHED_API fsched_result fsched_node_link(fsched_node *n, fsched_hub *h, fsc
     if (!fsched__grow_ptrs(&n->allocator, (void ***)&n->links, n->n_links, &n->links_cap) ||
         !fsched__grow_ptrs(&h->allocator, (void ***)&h->links, h->n_links, &h->links_cap))
         return FSCHED_ERR_OUT_OF_MEMORY;
-    l = (fsched_link *)fsched__alloc(&n->allocator, sizeof *l, sizeof(void *));
+    l = (fsched_link *)fsched__alloc(&n->allocator, sizeof *l, FSCHED__CACHE_LINE);
     if (!l) return FSCHED_ERR_OUT_OF_MEMORY;
     memset(l, 0, sizeof *l);
     l->node = n;
