@@ -8303,8 +8303,10 @@ static void fsched__node_finish(fsched_node *n, fsched__worker *w, fsched__place
         }
         fsched__spin_lock(&h->lock);
         wake = fsched__hub_commit(h, l, l->env, &stage);
+        /* the parallel scheduler's node attaches again next: under the same lock, as the
+           other side of the hub has written its line meanwhile */
+        l->env = w ? fsched__hub_take(h, l) : NULL;
         fsched__spin_unlock(&h->lock);
-        l->env = NULL;
         if (!w) continue;
         /* the hub's links do not change during a run: read without the lock */
         for (k = 0; k < h->n_links; k++) {
