@@ -2187,6 +2187,7 @@ struct fsched_fiber {
     fsched_fiber *link;     /* ready queue, inbox or idle pool */
     uint32_t ready_taken;   /* taken from the ready queue for a switch not yet made */
     void *graph_task;       /* the graph task whose function runs on this fiber */
+    uint32_t inline_depth;  /* jobs nested on it by waits without a fiber (out of memory) */
     void (*task_fn)(void *); /* the detached task whose function runs on it, ... */
     const char *task_name;   /* ... or the name of the graph task: for overflow reports */
 #if FIBERSCHED_TRACE
@@ -3860,6 +3861,7 @@ struct fsched__waiter {
 #define FSCHED__WAIT_WOKEN 1u
 #define FSCHED__WAIT_TIMED_OUT 2u
 #define FSCHED__WAIT_ABORTED 3u
+#define FSCHED__WAIT_NO_MEMORY 5u /* no fiber to wait on, nothing to wait for inline */
 #define FSCHED__WAIT_WAKING 4u /* a thread's waker won, and sets WOKEN under the parker's mutex */
 
 static void fsched__timer_place(fsched__worker *w, uint32_t i, fsched__waiter *wt) {
@@ -5185,25 +5187,53 @@ static void fsched__wait_list_wake_all(fsched_wait_list *l, fsched__wakes *wakes
     }
 }
 
+/* Runs a job on the running fiber, for a wait that has no fiber to switch to (out of
+   memory). That job may wait the same way in turn, nesting on the same stack: it may
+   while at least half of the stack is free (on a thread's own stack, of unknown size, to
+   a depth of 4), so that the stack cannot overflow. Returns 1 when it ran one, 0 when
+   there was none, -1 when there is no room for one. */
+#define FSCHED__INLINE_DEPTH_MAX 4u
+static int fsched__run_inline(fsched__worker *w) {
+    fsched_fiber *f = fsched__tls_thread.current;
+    fsched__job *job;
+    char here; /* about where the stack pointer is (stacks grow down) */
+    int room = f->stack_hi > f->stack_lo
+                   ? (uintptr_t)&here - (uintptr_t)f->stack_lo >
+                         (uintptr_t)(f->stack_hi - f->stack_lo) / 2
+                   : f->inline_depth < FSCHED__INLINE_DEPTH_MAX;
+    if (!room) return -1;
+    if (!(job = fsched__find_job(w))) return 0;
+    f->inline_depth++;
+    job->execute(job, w);
+    f->inline_depth--;
+    return 1;
+}
+
 /* Owner: waits inline when no fiber can be had to switch to (out of memory): runs jobs
-   on the running fiber until the waiter is resumed or times out. */
+   on the running fiber (to the nesting bound) until the waiter is resumed or times out;
+   an untimed wait that finds nothing to run ends for want of memory. */
 static void fsched__wait_inline(fsched__worker *w, fsched__waiter *wt) {
     while (FSCHED__LOAD(&wt->state, FSCHED__ACQUIRE) == FSCHED__WAIT_WAITING) {
-        fsched__job *job = fsched__find_job(w);
-        if (job) {
-            job->execute(job, w);
-        } else if (wt->deadline && fsched__sched_now(w->sched) >= wt->deadline) {
-            uint32_t expected = FSCHED__WAIT_WAITING;
-            if (FSCHED__CAS(&wt->state, &expected, FSCHED__WAIT_TIMED_OUT, FSCHED__ACQ_REL,
-                            FSCHED__ACQUIRE) && wt->list) {
-                fsched__wait_list_lock(wt->list);
-                if (wt->linked) fsched__wait_list_remove(wt->list, wt);
-                fsched__wait_list_unlock(wt->list);
-            }
-        } else {
-#if !defined(FIBERSCHED_NO_THREADS)
-            fsched__os_yield();
+        uint32_t end = FSCHED__WAIT_WAITING, expected = FSCHED__WAIT_WAITING;
+        int ran = fsched__run_inline(w);
+        if (ran > 0) continue;
+        if (wt->deadline && fsched__sched_now(w->sched) >= wt->deadline)
+            end = FSCHED__WAIT_TIMED_OUT;
+#if defined(FIBERSCHED_NO_THREADS)
+        else if (!wt->deadline) /* nothing else can run: it would hang */
+            end = FSCHED__WAIT_NO_MEMORY;
+#else
+        else if (!wt->deadline && ran < 0) /* no room to run what it may wait for: it could */
+            end = FSCHED__WAIT_NO_MEMORY; /* hang (as could every worker): it fails */
+        else
+            fsched__os_yield(); /* until the deadline, or another thread ends the wait */
 #endif
+        if (end != FSCHED__WAIT_WAITING &&
+            FSCHED__CAS(&wt->state, &expected, end, FSCHED__ACQ_REL, FSCHED__ACQUIRE) &&
+            wt->list) {
+            fsched__wait_list_lock(wt->list);
+            if (wt->linked) fsched__wait_list_remove(wt->list, wt);
+            fsched__wait_list_unlock(wt->list);
         }
     }
 }
@@ -5255,7 +5285,8 @@ static inline void fsched__wait_list_quiesce(const fsched_wait_list *l) {
 /* Blocks on a waiter set up by fsched__wait_begin and, if `list` is not NULL, appended to
    the locked list, which this unlocks. A task or bound thread suspends its fiber; any
    other thread blocks. Returns FSCHED_OK when woken, FSCHED_ERR_TIMEOUT at the deadline,
-   FSCHED_ERR_WRONG_STATE when the wait could never end (single-threaded deadlock). */
+   FSCHED_ERR_WRONG_STATE when the wait could never end (single-threaded deadlock),
+   FSCHED_ERR_OUT_OF_MEMORY when it could not wait for want of a fiber. */
 static fsched_result fsched__wait_commit(fsched_wait_list *list, fsched__waiter *wt) {
     fsched__thread *t = &fsched__tls_thread;
     fsched__worker *w = wt->worker;
@@ -5279,8 +5310,9 @@ static fsched_result fsched__wait_commit(fsched_wait_list *list, fsched__waiter 
     if (list) fsched__wait_list_quiesce(list);
     /* acquire: pairs with the CAS of whoever ended the wait */
     state = FSCHED__LOAD(&wt->state, FSCHED__ACQUIRE);
-    return state == FSCHED__WAIT_WOKEN ? FSCHED_OK
+    return state == FSCHED__WAIT_WOKEN       ? FSCHED_OK
            : state == FSCHED__WAIT_TIMED_OUT ? FSCHED_ERR_TIMEOUT
+           : state == FSCHED__WAIT_NO_MEMORY ? FSCHED_ERR_OUT_OF_MEMORY
                                              : FSCHED_ERR_WRONG_STATE;
 }
 
@@ -6058,11 +6090,8 @@ static void fsched__join_wait(fsched__worker *w, fsched__join_job *j) {
         if (FSCHED__LOAD(&j->latch, FSCHED__ACQUIRE) == 1) return;
         next = fsched__suspend_prepare(w);
         if (next) break;
-        { /* no fiber to switch to (out of memory): keep helping */
-            fsched__job *job = fsched__find_job(w);
-            if (job) job->execute(job, w);
-            else fsched__cpu_relax();
-        }
+        if (fsched__run_inline(w) <= 0) /* no fiber to switch to (out of memory): help */
+            fsched__cpu_relax();
     }
     FSCHED__POINT(JOIN);
     /* acq_rel: publishes the fiber to the finisher, or sees that it finished */

@@ -95,6 +95,31 @@ static inline void test_watchdog(unsigned seconds) { (void)seconds; }
 #define TEST_THREADS 0
 #endif
 
+/* The tests' atomic accesses to their own counters: with one thread, plain accesses
+   (64-bit atomics need not exist there: ARMv7-M has none). */
+#if TEST_THREADS
+#define LOAD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+#define ADD(p, v) __atomic_add_fetch((p), (v), __ATOMIC_ACQ_REL)
+#define SUB(p, v) __atomic_sub_fetch((p), (v), __ATOMIC_ACQ_REL)
+#else
+#define LOAD(p) (*(p))
+#define STORE(p, v) ((void)(*(p) = (v)))
+#define ADD(p, v) (*(p) += (v))
+#define SUB(p, v) (*(p) -= (v))
+#endif
+
+/* One knob for the tests' sizes (tasks, fibers, array lengths, stack sizes): problem
+   sizes are divided by TEST_SCALE, 1 on a desktop, 4 under the sanitizers, 64 on a board
+   with a few MiB of RAM (FIBERSCHED_TEST_BOARD, set by the bare-metal cross builds). */
+#if defined(FIBERSCHED_TEST_BOARD)
+#define TEST_SCALE 64
+#elif defined(FSCHED__ASAN) || defined(FSCHED__TSAN)
+#define TEST_SCALE 4
+#else
+#define TEST_SCALE 1
+#endif
+
 #if TEST_THREADS
 typedef struct thread_start {
     void (*fn)(void *);
@@ -174,6 +199,9 @@ static inline unsigned test_rounds(unsigned n) {
 /* ---- random numbers and schedulers for the tests ---- */
 
 #include <stdint.h>
+#if defined(FIBERSCHED_TEST_BOARD)
+#include "board.h"
+#endif
 
 /* splitmix64: a deterministic generator. */
 static inline uint64_t test_rng(uint64_t *state) {
@@ -190,6 +218,9 @@ static inline fsched_sched *test_sched_new(uint32_t workers) {
     fsched_sched *s;
     memset(&d, 0, sizeof d);
     d.workers = workers;
+#if defined(FIBERSCHED_TEST_BOARD)
+    d.clock = board_clock_ns; /* no operating system: the board's SysTick */
+#endif
     CHECK_OK(fsched_create(&d, &s));
 #if !TEST_THREADS
     CHECK_OK(fsched_bind(s));

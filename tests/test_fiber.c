@@ -143,9 +143,11 @@ static void test_deep_recursion(void) {
     void *lo;
     size_t size;
     memset(&desc, 0, sizeof desc);
-    desc.stack_size = 4u * 1024u * 1024u;
+    desc.stack_size = 4u * 1024u * 1024u / TEST_SCALE;
     desc.name = "deep";
-    d.depth = 10000; /* about 2 MB of frames (more under sanitizers, within 4 MB) */
+    /* about 200 bytes a frame: 2 MB of frames in 4 MiB (more under the sanitizers,
+       which divide both by 4) */
+    d.depth = 10000 / TEST_SCALE;
     d.result = 1;
     d.sink = 0;
     CHECK_OK(fsched_fiber_create(&desc, deep_body, &d, &f));
@@ -189,7 +191,7 @@ static void ring_body(void *arg) {
 }
 
 static void test_many_fibers(void) {
-    enum { ALIVE = 1000 };
+    enum { ALIVE = 1000 / TEST_SCALE };
     const unsigned rounds = test_rounds(100);
     static fsched_fiber *fibers[ALIVE];
     static ring_member members[ALIVE];

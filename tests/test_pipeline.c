@@ -15,16 +15,6 @@
 
 #include <stdint.h>
 
-#if defined(FSCHED__ASAN) || defined(FSCHED__TSAN)
-#define TEST_SCALE 4
-#else
-#define TEST_SCALE 1
-#endif
-
-#define LOAD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
-#define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
-#define ADD(p, v) __atomic_add_fetch((p), (v), __ATOMIC_ACQ_REL)
-#define SUB(p, v) __atomic_sub_fetch((p), (v), __ATOMIC_ACQ_REL)
 
 
 static fsched_hub *hub_new(const char *name, uint32_t envelopes, size_t capacity) {
@@ -935,7 +925,6 @@ static void test_short_nodes_stay(fsched_sched *s) {
         CHECK_OK(fsched_wait_group_wait(&wg));
         CHECK_OK(fsched_wait_group_destroy(&wg));
         for (i = 0; i < 3; i++) {
-            CHECK(reps[i].advance_ns > 0);
             if (reps[i].advance_ns >= 500) short_chain = 0;
             moves[i] += nodes[i].moves;
         }

@@ -42,10 +42,6 @@ int main(void) {
 #include <sched.h>
 #include <time.h>
 
-#define LOAD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
-#define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
-#define ADD(p, v) __atomic_add_fetch((p), (v), __ATOMIC_ACQ_REL)
-
 static void stall_ms(unsigned ms) {
     struct timespec ts;
     ts.tv_sec = ms / 1000;

@@ -15,12 +15,6 @@
 #define TEST_PTHREADS 1
 #endif
 
-#if defined(FSCHED__ASAN) || defined(FSCHED__TSAN)
-#define TEST_SCALE 4 /* smaller problems under the sanitizers */
-#else
-#define TEST_SCALE 1
-#endif
-
 static uint64_t counter_add(uint64_t *p, uint64_t v) {
     return FSCHED__FETCH_ADD(p, v, FSCHED__RELAXED) + v;
 }
@@ -352,7 +346,7 @@ static void test_exactly_once(fsched_sched *s) {
     CHECK_OK(fsched_wait_group_wait(&ctx.wg));
     for (i = 0; i < n; i++)
         if (ctx.runs[i] != 1) {
-            fprintf(stderr, "task %u ran %u times\n", i, ctx.runs[i]);
+            fprintf(stderr, "task %lu ran %lu times\n", (unsigned long)i, (unsigned long)ctx.runs[i]);
             CHECK(!"every task runs exactly once");
         }
     CHECK_OK(fsched_wait_group_destroy(&ctx.wg));
@@ -877,7 +871,7 @@ static void test_single_threaded(void) {
     CHECK_EQ_U64(a.result, fib_serial(20));
     test_nqueens(s);
     test_tree(s);
-    test_blocking(s, 300);
+    test_blocking(s, TEST_SCALE > 4 ? 100 : 300); /* each holds a fiber stack meanwhile */
     CHECK_OK(fsched_event_destroy(&c.ping));
     CHECK_OK(fsched_event_destroy(&c.pong));
     CHECK_OK(fsched_destroy(s)); /* the bound thread destroys: allowed, it is unbound after */
@@ -944,7 +938,7 @@ static void test_tasks_on_fibers(void) {
    tree T3, 1,572, at -O2, on the 1 MiB default of 64-bit targets; where the default is
    smaller, as on 32-bit ones, a depth in proportion, with a margin). */
 
-#if TEST_SCALE > 1
+#if FIBERSCHED_DEFAULT_STACK_SIZE >= 1024u * 1024u && TEST_SCALE > 1
 #define DEEP_CHAIN 400 /* sanitizers' frames are several times larger */
 #elif FIBERSCHED_DEFAULT_STACK_SIZE >= 1024u * 1024u
 #define DEEP_CHAIN 1572

@@ -33,9 +33,6 @@ static int scaled(int n) {
 }
 
 /* Atomics for the test's own bookkeeping. */
-#define LOAD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
-#define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
-#define ADD(p, v) __atomic_add_fetch((p), (v), __ATOMIC_ACQ_REL)
 
 /* splitmix64: a deterministic generator per task. */
 static uint32_t rng_next(uint64_t *state) { return (uint32_t)(test_rng(state) >> 32); }
@@ -69,6 +66,9 @@ static fsched_sched *sched_new(void) {
     memset(&d, 0, sizeof d);
     d.workers = WORKERS;
     d.stack_size = stack_size;
+#if defined(FIBERSCHED_TEST_BOARD)
+    d.clock = board_clock_ns; /* no operating system: the board's SysTick */
+#endif
     CHECK_OK(fsched_create(&d, &s));
 #if TEST_THREADS
     CHECK(fsched_worker_count(s) == WORKERS);
@@ -997,7 +997,8 @@ static void test_sleepers(void) {
     sleepers_ctx x;
     crowd c;
     memset(&x, 0, sizeof x);
-    crowd_start(&c, s, sleeper_member, &x, heavy ? 1000 : 200, 2, 2);
+    /* each sleeper holds a fiber stack: a board has room for a few dozen */
+    crowd_start(&c, s, sleeper_member, &x, TEST_SCALE > 4 ? 16 : heavy ? 1000 : 200, 2, 2);
     crowd_finish(&c);
     CHECK(LOAD(&x.woke) == c.total);
     fsched_sleep_for(0); /* returns at once */
@@ -2043,6 +2044,9 @@ static void test_single_threaded(void) {
     d.single_threaded = 1;
     d.workers = WORKERS; /* ignored in single-threaded mode */
     d.stack_size = stack_size;
+#if defined(FIBERSCHED_TEST_BOARD)
+    d.clock = board_clock_ns; /* no operating system: the board's SysTick */
+#endif
     CHECK_OK(fsched_create(&d, &s));
     CHECK(fsched_worker_count(s) == 0);
     CHECK(fsched_current() == NULL);
@@ -2117,8 +2121,11 @@ int main(int argc, char **argv) {
 #if defined(FSCHED__ASAN) || defined(FSCHED__TSAN)
     stack_size = 256 * 1024;
 #endif
+#if defined(FIBERSCHED_TEST_BOARD)
+    stack_size = 16 * 1024; /* dozens of blocked tasks in 4 MiB */
+#endif
     test_watchdog(heavy ? 300 : 1800);
-#if defined(FIBERSCHED_NO_OS)
+#if defined(FIBERSCHED_NO_OS) && !defined(FIBERSCHED_TEST_BOARD)
     (void)argc;
     (void)argv;
     (void)i;

@@ -1,0 +1,240 @@
+/* Board support for the tests on the MPS2 boards of qemu-system-arm (Cortex-M3 AN385,
+   Cortex-M4F AN386): the vector table and reset, the system calls newlib needs, through
+   semihosting (output on the emulator's stdout and stderr, the exit status), a heap that
+   grows wherever the stack pointer is (fiber stacks live in the heap), a clock from
+   SysTick, and fault reports.
+
+   newlib's own semihosting library (librdimon) refuses to grow the heap when the stack
+   pointer is below the break, which is the case in every task running on a fiber stack
+   taken from the heap: malloc then fails inside tasks. This _sbrk only checks the heap's
+   own limit. */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "board.h"
+
+extern uint32_t __bss_start__[], __bss_end__[], __stack_top[];
+extern char __heap_start[], __heap_end[];
+extern void __libc_init_array(void);
+int main(int argc, char **argv); /* tests declare main(void) too: the extra arguments go unread */
+
+/* ---- semihosting ---- */
+
+#define SEMI_OPEN 0x01
+#define SEMI_WRITE 0x05
+#define SEMI_EXIT_EXTENDED 0x20
+#define SEMI_APPLICATION_EXIT 0x20026
+
+static int semihost(int op, void *arg) {
+    register int r0 __asm__("r0") = op;
+    register void *r1 __asm__("r1") = arg;
+    __asm__ volatile("bkpt 0xab" : "+r"(r0) : "r"(r1) : "memory");
+    return r0;
+}
+
+static int console[3] = {-1, -1, -1}; /* semihosting handles of stdin, stdout, stderr */
+
+static int console_open(int fd) {
+    if (console[fd] < 0) {
+        /* ":tt" is the console; modes 0, 4 and 8 are "r", "w" and "a" */
+        uint32_t block[3] = {(uint32_t)(uintptr_t) ":tt", (uint32_t)(fd == 0 ? 0 : fd * 4), 3};
+        console[fd] = semihost(SEMI_OPEN, block);
+    }
+    return console[fd];
+}
+
+void _exit(int status) {
+    uint32_t block[2] = {SEMI_APPLICATION_EXIT, (uint32_t)status};
+    for (;;) semihost(SEMI_EXIT_EXTENDED, block);
+}
+
+int _write(int fd, const char *buf, int len) {
+    uint32_t block[3];
+    int left;
+    if (fd != 1 && fd != 2) {
+        errno = EBADF;
+        return -1;
+    }
+    block[0] = (uint32_t)console_open(fd);
+    block[1] = (uint32_t)(uintptr_t)buf;
+    block[2] = (uint32_t)len;
+    left = semihost(SEMI_WRITE, block); /* bytes not written */
+    return len - left;
+}
+
+int _read(int fd, char *buf, int len) {
+    (void)fd;
+    (void)buf;
+    (void)len;
+    return 0; /* no input */
+}
+
+int _close(int fd) {
+    (void)fd;
+    return 0;
+}
+
+int _lseek(int fd, int offset, int whence) {
+    (void)fd;
+    (void)offset;
+    (void)whence;
+    errno = ESPIPE;
+    return -1;
+}
+
+int _fstat(int fd, struct stat *st) {
+    (void)fd;
+    memset(st, 0, sizeof *st);
+    st->st_mode = S_IFCHR; /* a console: line-buffered */
+    return 0;
+}
+
+int _isatty(int fd) {
+    (void)fd;
+    return 1;
+}
+
+int _getpid(void) { return 1; }
+
+int _kill(int pid, int sig) {
+    (void)pid;
+    (void)sig;
+    errno = EINVAL;
+    return -1;
+}
+
+/* ---- the heap ---- */
+
+static char *heap_break = __heap_start;
+static size_t heap_limit_bytes; /* 0: up to __heap_end */
+
+void *_sbrk(ptrdiff_t increment) {
+    char *old = heap_break;
+    char *limit = heap_limit_bytes ? __heap_start + heap_limit_bytes : __heap_end;
+    if (increment > limit - heap_break || increment < __heap_start - heap_break) {
+        errno = ENOMEM;
+        return (void *)-1;
+    }
+    heap_break += increment;
+    return old;
+}
+
+void board_heap_limit(size_t bytes) {
+    size_t whole = (size_t)(__heap_end - __heap_start);
+    heap_limit_bytes = bytes < whole ? bytes : 0;
+}
+
+size_t board_heap_used(void) { return (size_t)(heap_break - __heap_start); }
+
+/* ---- the clock: SysTick counts down from its reload at the core's clock; each wrap
+   adds a period (read twice around the count, so a wrap in between is seen) ---- */
+
+#define SYST_CSR (*(volatile uint32_t *)0xE000E010u)
+#define SYST_RVR (*(volatile uint32_t *)0xE000E014u)
+#define SYST_CVR (*(volatile uint32_t *)0xE000E018u)
+#define SCB_CPACR (*(volatile uint32_t *)0xE000ED88u)
+#define SCB_CFSR (*(volatile uint32_t *)0xE000ED28u)
+#define SCB_HFSR (*(volatile uint32_t *)0xE000ED2Cu)
+#define SCB_MMFAR (*(volatile uint32_t *)0xE000ED34u)
+#define SCB_BFAR (*(volatile uint32_t *)0xE000ED38u)
+
+#define CORE_HZ 25000000u /* the MPS2 boards' core clock */
+#define TICK_RELOAD 0x00FFFFFFu /* the full 24 bits: 0.67 s a period at 25 MHz */
+
+static volatile uint32_t tick_wraps;
+
+void board_systick_handler(void) { tick_wraps++; }
+
+static void (*board_timer_hook)(void);
+
+uint64_t board_clock_ns(void *user) {
+    uint32_t wraps, count;
+    uint64_t cycles;
+    (void)user;
+    do {
+        wraps = tick_wraps;
+        count = SYST_CVR;
+    } while (wraps != tick_wraps);
+    cycles = (uint64_t)wraps * (TICK_RELOAD + 1u) + (TICK_RELOAD - count);
+    return cycles * 1000u / (CORE_HZ / 1000000u);
+}
+
+/* ---- faults: say what happened and where, then fail the test ---- */
+
+void board_fault_report(uint32_t *frame) {
+    fprintf(stderr, "board: fault: CFSR %08lx HFSR %08lx MMFAR %08lx BFAR %08lx PC %08lx LR %08lx\n",
+            (unsigned long)SCB_CFSR, (unsigned long)SCB_HFSR, (unsigned long)SCB_MMFAR,
+            (unsigned long)SCB_BFAR, (unsigned long)frame[6], (unsigned long)frame[5]);
+    _exit(70);
+}
+
+__attribute__((naked)) void board_fault_handler(void) {
+    __asm__ volatile(
+        "tst lr, #4\n"
+        "ite eq\n"
+        "mrseq r0, msp\n"
+        "mrsne r0, psp\n"
+        "b board_fault_report\n");
+}
+
+static void board_unexpected(void) {
+    fprintf(stderr, "board: unexpected interrupt\n");
+    _exit(71);
+}
+
+static void board_systick(void) {
+    board_systick_handler();
+    if (board_timer_hook) board_timer_hook();
+}
+
+void board_set_timer_hook(void (*hook)(void)) { board_timer_hook = hook; }
+
+void board_reset(void);
+
+__attribute__((section(".vectors"), used)) static void (*const vectors[16 + 32])(void) = {
+    (void (*)(void))(uintptr_t)__stack_top,
+    board_reset,
+    board_unexpected,    /* NMI */
+    board_fault_handler, /* HardFault */
+    board_fault_handler, /* MemManage */
+    board_fault_handler, /* BusFault */
+    board_fault_handler, /* UsageFault */
+    0, 0, 0, 0,
+    board_unexpected, /* SVCall */
+    board_unexpected, /* debug monitor */
+    0,
+    board_unexpected, /* PendSV */
+    board_systick,
+    /* external interrupts: none expected */
+    board_unexpected, board_unexpected, board_unexpected, board_unexpected,
+    board_unexpected, board_unexpected, board_unexpected, board_unexpected,
+    board_unexpected, board_unexpected, board_unexpected, board_unexpected,
+    board_unexpected, board_unexpected, board_unexpected, board_unexpected,
+    board_unexpected, board_unexpected, board_unexpected, board_unexpected,
+    board_unexpected, board_unexpected, board_unexpected, board_unexpected,
+    board_unexpected, board_unexpected, board_unexpected, board_unexpected,
+    board_unexpected, board_unexpected, board_unexpected, board_unexpected,
+};
+
+/* crti/crtn's hooks, run by __libc_init_array and __libc_fini_array: nothing here */
+void _init(void) {}
+void _fini(void) {}
+
+void board_reset(void) {
+    uint32_t *p;
+    for (p = __bss_start__; p < __bss_end__; p++) *p = 0;
+#if defined(__ARM_FP)
+    SCB_CPACR |= 0xFu << 20; /* CP10, CP11: the FPU, full access */
+    __asm__ volatile("dsb\n isb" ::: "memory");
+#endif
+    SYST_RVR = TICK_RELOAD;
+    SYST_CVR = 0;
+    SYST_CSR = 7; /* the core's clock, the interrupt, enabled */
+    static char name[] = "test", *argv[] = {name, NULL};
+    __libc_init_array();
+    exit(main(1, argv));
+}

@@ -1,0 +1,14 @@
+/* Board support of the tests on the MPS2 boards of qemu-system-arm (board.c). */
+#ifndef FIBERSCHED_TEST_BOARD_H
+#define FIBERSCHED_TEST_BOARD_H
+#include <stddef.h>
+#include <stdint.h>
+
+/* Nanoseconds since reset, from SysTick: a clock for fsched_desc.clock. */
+uint64_t board_clock_ns(void *user);
+/* The heap stops growing after `bytes` (0: the whole of it); and how much it has grown. */
+void board_heap_limit(size_t bytes);
+size_t board_heap_used(void);
+/* Called from the SysTick interrupt, every 0.67 s; NULL: none. */
+void board_set_timer_hook(void (*hook)(void));
+#endif
