@@ -1107,6 +1107,81 @@ static void oom_setter(void *p) {
     CHECK_OK(fsched_wait_group_done(&o->done));
 }
 
+typedef struct bounded_wait {
+    fsched_event go;
+    fsched_wait_group done;
+    uint64_t woke, refused;
+} bounded_wait;
+
+static void bounded_waiter(void *p) {
+    bounded_wait *b = (bounded_wait *)p;
+    fsched_result r = fsched_event_wait(&b->go);
+    CHECK(r == FSCHED_OK || r == FSCHED_ERR_OUT_OF_MEMORY);
+    counter_add(r == FSCHED_OK ? &b->woke : &b->refused, 1);
+    CHECK_OK(fsched_wait_group_done(&b->done));
+}
+
+static void bounded_setter(void *p) {
+    bounded_wait *b = (bounded_wait *)p;
+    CHECK_OK(fsched_event_set(&b->go));
+    CHECK_OK(fsched_wait_group_done(&b->done));
+}
+
+/* Thousands of tasks wait on one event while no fiber stack can be had: each wait runs
+   the next task inline, nested on the same small stack, but only while half of that
+   stack is free; a wait that could nest no further fails with FSCHED_ERR_OUT_OF_MEMORY
+   (nested without a bound, they overflowed the stack). Every task ends, those that
+   waited are woken, and with memory back the scheduler works as before. */
+static void test_inline_waits_bounded(void) {
+    const uint64_t n = TEST_SCALE > 4 ? 300 : 3000;
+    fsched_desc d;
+    fsched_sched *s;
+    oom_alloc o;
+    bounded_wait b;
+    uint64_t i;
+    memset(&d, 0, sizeof d);
+    memset(&o, 0, sizeof o);
+    memset(&b, 0, sizeof b);
+    d.workers = 2;
+    d.stack_kind = FSCHED_STACK_HEAP;
+    d.stack_size = 32 * 1024;
+    d.allocator.alloc = oom_alloc_fn;
+    d.allocator.free = oom_free_fn;
+    d.allocator.user = &o;
+#if defined(FIBERSCHED_TEST_BOARD)
+    d.clock = board_clock_ns;
+#endif
+    CHECK_OK(fsched_create(&d, &s));
+#if !TEST_THREADS
+    CHECK_OK(fsched_bind(s)); /* the only thread runs the tasks while it waits */
+#endif
+    FSCHED__STORE(&o.fail_from, (size_t)16 * 1024, FSCHED__RELAXED); /* no more stacks */
+    CHECK_OK(fsched_event_init(&b.go, 1, 0));
+    CHECK_OK(fsched_wait_group_init(&b.done));
+    CHECK_OK(fsched_wait_group_add(&b.done, (int64_t)n + 1));
+    for (i = 0; i < n; i++) CHECK_OK(fsched_spawn(s, bounded_waiter, &b));
+    CHECK_OK(fsched_spawn(s, bounded_setter, &b));
+    CHECK_OK(fsched_wait_group_wait(&b.done));
+    CHECK_EQ_U64(LOAD(&b.woke) + LOAD(&b.refused), n);
+    CHECK(LOAD(&b.refused) > 0);   /* the bound was reached */
+    CHECK(LOAD(&b.woke) > 0);      /* and the nested waits were woken */
+    FSCHED__STORE(&o.fail_from, (size_t)0, FSCHED__RELAXED);
+    CHECK_OK(fsched_event_reset(&b.go));
+    CHECK_OK(fsched_wait_group_add(&b.done, 2));
+    b.woke = 0;
+    CHECK_OK(fsched_spawn(s, bounded_waiter, &b));
+    CHECK_OK(fsched_spawn(s, bounded_setter, &b));
+    CHECK_OK(fsched_wait_group_wait(&b.done));
+    CHECK_EQ_U64(LOAD(&b.woke), 1);
+#if !TEST_THREADS
+    CHECK_OK(fsched_unbind());
+#endif
+    CHECK_OK(fsched_destroy(s));
+    CHECK_EQ_U64(o.live, 0);
+    CHECK_OK(fsched_event_destroy(&b.go));
+    CHECK_OK(fsched_wait_group_destroy(&b.done));
+}
+
 static void test_out_of_memory(void) {
     fsched_desc d;
     fsched_sched *s;
@@ -1199,6 +1274,7 @@ int main(void) {
     test_deep_chain(1);
     test_deep_chain(2);
     test_out_of_memory();
+    test_inline_waits_bounded();
     printf("test_sched: ok\n");
     return 0;
 }
