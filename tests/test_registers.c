@@ -78,13 +78,19 @@
 #define TEST_GPR_PREFIX "r"
 #define TEST_GPR_FIRST 4
 #define TEST_GPR_BITS 32
-/* d8-d15 with a double-precision VFP. The library's Thumb-1 sequence is for cores without
-   a VFP (ARMv6-M) and saves no VFP registers, so when it is forced on a VFP build
-   (FSCHED__ASM_ARM_THUMB1) only r4-r11 are checked. */
+/* d8-d15 with a double-precision VFP, s16-s31 with a single-precision one (Cortex-M4F).
+   The library's Thumb-1 sequence is for cores without a VFP (ARMv6-M) and saves no VFP
+   registers, so when it is forced on a VFP build (FSCHED__ASM_ARM_THUMB1) only r4-r11
+   are checked. */
 #if defined(__ARM_FP) && (__ARM_FP & 8) && !defined(FSCHED__ARM_THUMB1)
 #define TEST_NFPR 8
 #define TEST_FPR_PREFIX "d"
 #define TEST_FPR_FIRST 8
+#elif defined(__ARM_FP) && (__ARM_FP & 4) && !defined(FSCHED__ARM_THUMB1)
+#define TEST_NFPR 16
+#define TEST_FPR_PREFIX "s"
+#define TEST_FPR_FIRST 16
+#define TEST_FPR_BITS 32
 #else
 #define TEST_NFPR 0
 #endif
@@ -125,6 +131,9 @@
 
 #if defined(TEST_ARCH)
 
+#ifndef TEST_FPR_BITS
+#define TEST_FPR_BITS 64
+#endif
 #define TEST_SLOTS (TEST_NGPR + TEST_NFPR + 2 * TEST_NVEC)
 #define TEST_NREGS (TEST_NGPR + TEST_NFPR + TEST_NVEC)
 
@@ -447,7 +456,19 @@ __asm__(
 #else
 #define TEST_ARM_DIRECTIVES ".arm\n"
 #endif
-#if TEST_NFPR
+#if TEST_NFPR && TEST_FPR_FIRST == 16 /* s16-s31, each in the low word of its slot */
+#define TEST_ARM_VFP_SAVE "    vpush {s16-s31}\n    .vsave {d8-d15}\n" /* the same 64 bytes */
+#define TEST_ARM_VFP_LOAD                                                                 \
+    "    .irp i, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31\n"      \
+    "    vldr s\\i, [r0, #64 + (\\i - 16) * 8]\n"                                        \
+    "    .endr\n"
+#define TEST_ARM_OBSERVED "    ldr r0, [sp, #64]\n"
+#define TEST_ARM_VFP_STORE                                                                \
+    "    .irp i, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31\n"      \
+    "    vstr s\\i, [r0, #64 + (\\i - 16) * 8]\n"                                        \
+    "    .endr\n"
+#define TEST_ARM_VFP_RESTORE "    vpop {s16-s31}\n"
+#elif TEST_NFPR
 #define TEST_ARM_VFP_SAVE "    vpush {d8-d15}\n    .vsave {d8-d15}\n"
 #define TEST_ARM_VFP_LOAD                                                                 \
     "    .irp i, 8, 9, 10, 11, 12, 13, 14, 15\n"                                          \
@@ -873,6 +894,8 @@ static uint64_t test_value(unsigned p, unsigned slot) {
     uint64_t key = ((uint64_t)(p + 1) << 8) | (uint64_t)(slot + 1);
     uint64_t v = key * UINT64_C(0x9E3779B97F4A7C15);
     if (slot < TEST_NGPR && TEST_GPR_BITS == 32) v &= UINT64_C(0xffffffff);
+    if (slot >= TEST_NGPR && slot < TEST_NGPR + TEST_NFPR && TEST_FPR_BITS == 32)
+        v &= UINT64_C(0xffffffff);
     return v;
 }
 
