@@ -1192,6 +1192,7 @@ typedef struct waiter_arg {
 static void waiter(void *p) {
     waiter_arg *wa = (waiter_arg *)p;
     fsched_graph_outcome o;
+    memset(&o, 0, sizeof o); /* filled by the wait; zeroed for the compiler's sake */
     CHECK_RESULT(fsched_graph_wait(wa->g, &o), FSCHED_ERR_TASK_FAILED);
     CHECK(o.failed == wa->bad && o.status == 3 && o.skipped == 1);
     ADD(wa->seen, 1);
