@@ -3861,8 +3861,8 @@ struct fsched__waiter {
 #define FSCHED__WAIT_WOKEN 1u
 #define FSCHED__WAIT_TIMED_OUT 2u
 #define FSCHED__WAIT_ABORTED 3u
-#define FSCHED__WAIT_NO_MEMORY 5u /* no fiber to wait on, nothing to wait for inline */
 #define FSCHED__WAIT_WAKING 4u /* a thread's waker won, and sets WOKEN under the parker's mutex */
+#define FSCHED__WAIT_NO_MEMORY 5u /* no fiber to wait on, nothing to wait for inline */
 
 static void fsched__timer_place(fsched__worker *w, uint32_t i, fsched__waiter *wt) {
     w->timers[i] = wt;

@@ -211,16 +211,22 @@ static inline uint64_t test_rng(uint64_t *state) {
     return z ^ (z >> 31);
 }
 
+/* An all-default scheduler desc, but on a board, which has no operating system: its
+   clock is the board's SysTick. */
+static inline void test_desc_init(fsched_desc *d) {
+    memset(d, 0, sizeof *d);
+#if defined(FIBERSCHED_TEST_BOARD)
+    d->clock = board_clock_ns;
+#endif
+}
+
 /* A scheduler of `workers` workers. Without threads it is single-threaded, and the
    calling thread binds to it so that its waits run the tasks. */
 static inline fsched_sched *test_sched_new(uint32_t workers) {
     fsched_desc d;
     fsched_sched *s;
-    memset(&d, 0, sizeof d);
+    test_desc_init(&d);
     d.workers = workers;
-#if defined(FIBERSCHED_TEST_BOARD)
-    d.clock = board_clock_ns; /* no operating system: the board's SysTick */
-#endif
     CHECK_OK(fsched_create(&d, &s));
 #if !TEST_THREADS
     CHECK_OK(fsched_bind(s));

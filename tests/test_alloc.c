@@ -212,14 +212,11 @@ static uint64_t run_workload(counting_alloc *a, uint64_t fail_at) {
     uint32_t ran = 0;
     uint64_t calls;
     memset(a, 0, sizeof *a);
-    memset(&d, 0, sizeof d);
+    test_desc_init(&d);
     d.workers = 2;
     d.stack_kind = FSCHED_STACK_HEAP; /* stacks from the allocator too */
     d.stack_size = 32 * 1024;
     d.allocator = allocator_of(a);
-#if defined(FIBERSCHED_TEST_BOARD)
-    d.clock = board_clock_ns;
-#endif
     CHECK_OK(fsched_create(&d, &s)); /* creation fails cleanly: see test_sched */
 #if !TEST_THREADS
     CHECK_OK(fsched_bind(s));

@@ -1142,7 +1142,7 @@ static void test_inline_waits_bounded(void) {
     oom_alloc o;
     bounded_wait b;
     uint64_t i;
-    memset(&d, 0, sizeof d);
+    test_desc_init(&d);
     memset(&o, 0, sizeof o);
     memset(&b, 0, sizeof b);
     d.workers = 2;
@@ -1151,9 +1151,6 @@ static void test_inline_waits_bounded(void) {
     d.allocator.alloc = oom_alloc_fn;
     d.allocator.free = oom_free_fn;
     d.allocator.user = &o;
-#if defined(FIBERSCHED_TEST_BOARD)
-    d.clock = board_clock_ns;
-#endif
     CHECK_OK(fsched_create(&d, &s));
 #if !TEST_THREADS
     CHECK_OK(fsched_bind(s)); /* the only thread runs the tasks while it waits */

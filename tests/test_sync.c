@@ -63,12 +63,9 @@ static uint32_t queued_waiters(const fsched_wait_list *l) {
 static fsched_sched *sched_new(void) {
     fsched_desc d;
     fsched_sched *s;
-    memset(&d, 0, sizeof d);
+    test_desc_init(&d);
     d.workers = WORKERS;
     d.stack_size = stack_size;
-#if defined(FIBERSCHED_TEST_BOARD)
-    d.clock = board_clock_ns; /* no operating system: the board's SysTick */
-#endif
     CHECK_OK(fsched_create(&d, &s));
 #if TEST_THREADS
     CHECK(fsched_worker_count(s) == WORKERS);
@@ -2040,13 +2037,10 @@ static void single_deadlock(fsched_sched *s) {
 static void test_single_threaded(void) {
     fsched_desc d;
     fsched_sched *s;
-    memset(&d, 0, sizeof d);
+    test_desc_init(&d);
     d.single_threaded = 1;
     d.workers = WORKERS; /* ignored in single-threaded mode */
     d.stack_size = stack_size;
-#if defined(FIBERSCHED_TEST_BOARD)
-    d.clock = board_clock_ns; /* no operating system: the board's SysTick */
-#endif
     CHECK_OK(fsched_create(&d, &s));
     CHECK(fsched_worker_count(s) == 0);
     CHECK(fsched_current() == NULL);
