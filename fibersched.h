@@ -111,6 +111,10 @@
    FIBERSCHED_NO_THREADS           no thread library at all (single-threaded only)
    FIBERSCHED_NO_OS                no operating system: stacks from the heap with a canary,
                                    no signals; implies FIBERSCHED_NO_THREADS
+   FIBERSCHED_INTERRUPTS_MASK(), FIBERSCHED_INTERRUPTS_RESTORE(state), FIBERSCHED_IN_INTERRUPT()
+                                   FIBERSCHED_NO_OS on other targets than Cortex-M: how
+                                   to mask interrupts and tell a handler (see INTERRUPT
+                                   HANDLERS; Cortex-M uses PRIMASK and IPSR)
    FIBERSCHED_NO_STDIO             no stdio: the default logger prints nothing
    FIBERSCHED_DEBUG                log misuse even when NDEBUG is defined
    FIBERSCHED_CONTEXT_ASM, FIBERSCHED_CONTEXT_UCONTEXT, FIBERSCHED_CONTEXT_WINFIBER
@@ -224,6 +228,29 @@
    thread-safe. Graphs are built from any thread and run, waited for and cancelled from
    any thread; pipelines are built from one thread at a time and run from one (their
    sections say more). Each function says more where it is declared.
+
+   INTERRUPT HANDLERS (FIBERSCHED_NO_OS)
+
+   On Cortex-M (ARMv6-M, v7-M, v8-M), and on other bare-metal targets that define
+   FIBERSCHED_INTERRUPTS_MASK() (mask interrupts, return the state before),
+   FIBERSCHED_INTERRUPTS_RESTORE(state) and FIBERSCHED_IN_INTERRUPT() (nonzero in a
+   handler), an interrupt handler may call:
+     fsched_event_set, fsched_event_reset, fsched_event_is_set, fsched_sema_release,
+     fsched_sema_try_acquire, fsched_wait_group_add, fsched_wait_group_done, and
+     fsched_spawn, fsched_spawn_copy (at most FSCHED_TASK_INLINE_BYTES bytes) and
+     fsched_wait_group_spawn, which take a task record from the scheduler's reserve
+     (fsched_desc.interrupt_tasks; FSCHED_ERR_OUT_OF_MEMORY when none is left);
+   the task runs later, on the program's thread, as one spawned from outside. A wait from
+   a handler (event, semaphore, mutex, condition, wait group, join) is refused with
+   FSCHED_ERR_WRONG_STATE; nothing else is meant for handlers. The library keeps
+   interrupts masked inside its critical sections (a few dozen instructions, no call to
+   the allocator from a handler's path) and around every read-modify-write of its shared
+   words, so these calls are safe at any instruction of the program. With desc.idle the
+   program's thread waits for interrupts (wfi) when it has nothing to run: a wait that
+   only a handler can end then waits for it instead of failing. A handler's frame lands on
+   the stack of the fiber it interrupts (fibers run on MSP): leave room for the deepest
+   nesting of handlers on every fiber stack. Without interrupt support (other bare-metal
+   targets without the macros), no call may come from a handler.
 */
 
 /* The implementation needs POSIX and BSD declarations (mmap flags, sigaltstack,
@@ -438,6 +465,19 @@ typedef struct fsched_desc {
                                    scheduler installs fsched_install_overflow_handler(), so
                                    that a task that overflows its stack is reported by
                                    name and stack size */
+    void (*idle)(void *user);   /* FIBERSCHED_NO_THREADS: called, with interrupts masked
+                                   under FIBERSCHED_NO_OS, while the only thread has
+                                   nothing to run and waits for an interrupt handler (or
+                                   the clock) to end a wait: a `wfi` returns on a pending
+                                   interrupt, which runs once the call returns. NULL: a
+                                   wait that no task can end fails with
+                                   FSCHED_ERR_WRONG_STATE (with a hook it waits for
+                                   interrupts), and timed waits poll the clock */
+    void *idle_user;
+    uint32_t interrupt_tasks;   /* FIBERSCHED_NO_OS: task records set aside at creation
+                                   for fsched_spawn from interrupt handlers (which never
+                                   allocate); a spawn that finds none left fails with
+                                   FSCHED_ERR_OUT_OF_MEMORY. 0: none */
 } fsched_desc;
 
 /* Creates a scheduler and starts its workers. desc may be NULL (all defaults).
@@ -1271,9 +1311,53 @@ void __tsan_set_fiber_name(void *fiber, const char *name);
 #define FSCHED__UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define FSCHED__CACHE_LINE 64
 
+/* Interrupts (FIBERSCHED_NO_OS): the one thread of a bare-metal program may be preempted
+   at any instruction by an interrupt handler that calls the library. The platform masks
+   them (returning the state to restore) and says whether a handler runs: PRIMASK and IPSR
+   on Cortex-M, the user's three macros elsewhere; without either no call may come from a
+   handler. Each primitive is a compiler barrier. */
+#if defined(FSCHED__OS_NONE) && defined(FIBERSCHED_INTERRUPTS_MASK)
+#if !defined(FIBERSCHED_INTERRUPTS_RESTORE) || !defined(FIBERSCHED_IN_INTERRUPT)
+#error "fibersched: define FIBERSCHED_INTERRUPTS_MASK, _RESTORE and FIBERSCHED_IN_INTERRUPT together"
+#endif
+#define FSCHED__INTERRUPTS 1
+typedef unsigned long fsched__irq_state;
+static inline fsched__irq_state fsched__irq_save(void) {
+    fsched__irq_state s = (fsched__irq_state)(FIBERSCHED_INTERRUPTS_MASK());
+    __asm__ __volatile__("" ::: "memory");
+    return s;
+}
+static inline void fsched__irq_restore(fsched__irq_state s) {
+    __asm__ __volatile__("" ::: "memory");
+    FIBERSCHED_INTERRUPTS_RESTORE(s);
+}
+static inline int fsched__in_interrupt(void) { return (FIBERSCHED_IN_INTERRUPT()) != 0; }
+#elif defined(FSCHED__OS_NONE) && defined(__ARM_ARCH_PROFILE) && __ARM_ARCH_PROFILE == 'M'
+#define FSCHED__INTERRUPTS 1
+typedef uint32_t fsched__irq_state;
+static inline fsched__irq_state fsched__irq_save(void) {
+    fsched__irq_state s;
+    __asm__ __volatile__("mrs %0, primask\n\tcpsid i" : "=r"(s) : : "memory");
+    return s;
+}
+static inline void fsched__irq_restore(fsched__irq_state s) {
+    __asm__ __volatile__("msr primask, %0" : : "r"(s) : "memory");
+}
+static inline int fsched__in_interrupt(void) {
+    uint32_t ipsr; /* the active exception's number; 0 in thread mode */
+    __asm__ __volatile__("mrs %0, ipsr" : "=r"(ipsr));
+    return ipsr != 0;
+}
+#else
+typedef unsigned fsched__irq_state;
+static inline fsched__irq_state fsched__irq_save(void) { return 0; }
+static inline void fsched__irq_restore(fsched__irq_state s) { (void)s; }
+static inline int fsched__in_interrupt(void) { return 0; }
+#endif
+
 /* Atomics follow the C11 memory model through the GCC/Clang __atomic builtins, which
    work on plain integer and pointer objects in C and C++ alike. Every use names its
-   ordering; the comment next to it says why. Without threads they are plain accesses. */
+   ordering; the comment next to it says why. Without threads, see below. */
 #define FSCHED__RELAXED __ATOMIC_RELAXED
 #define FSCHED__ACQUIRE __ATOMIC_ACQUIRE
 #define FSCHED__RELEASE __ATOMIC_RELEASE
@@ -1293,22 +1377,50 @@ void __tsan_set_fiber_name(void *fiber, const char *name);
 #define FSCHED__FENCE(mo) __atomic_thread_fence(mo)
 #define FSCHED__THREAD_LOCAL_STORAGE 1
 #else
-/* One thread: plain accesses (ARMv6-M and other small cores have no atomic
-   read-modify-write instructions, and bare-metal C libraries no libatomic). */
-#define FSCHED__LOAD(p, mo) (*(p))
-#define FSCHED__STORE(p, v, mo) ((void)(*(p) = (v)))
-#define FSCHED__FETCH_ADD(p, v, mo) \
-    __extension__({ __typeof__(*(p)) fsched__old_ = *(p); *(p) = fsched__old_ + (v); fsched__old_; })
-#define FSCHED__FETCH_SUB(p, v, mo) \
-    __extension__({ __typeof__(*(p)) fsched__old_ = *(p); *(p) = fsched__old_ - (v); fsched__old_; })
-#define FSCHED__FETCH_OR(p, v, mo) \
-    __extension__({ __typeof__(*(p)) fsched__old_ = *(p); *(p) = fsched__old_ | (v); fsched__old_; })
-#define FSCHED__EXCHANGE(p, v, mo) \
-    __extension__({ __typeof__(*(p)) fsched__old_ = *(p); *(p) = (v); fsched__old_; })
-#define FSCHED__CAS(p, expected, desired, succ, fail) \
-    (*(p) == *(expected) ? (*(p) = (desired), 1) : (*(expected) = *(p), 0))
+/* One thread, perhaps preempted by interrupt handlers: a read-modify-write, and an access
+   wider than a pointer (two instructions), runs with interrupts masked; other loads and
+   stores are single volatile accesses. One processor sees its own accesses in order, so
+   a fence only keeps the compiler from moving accesses across it. No atomic instructions:
+   ARMv6-M has none, and bare-metal C libraries no libatomic. */
+#define FSCHED__WIDE(p) (sizeof *(p) > sizeof(void *))
+#define FSCHED__LOAD(p, mo)                                                            \
+    __extension__({                                                                    \
+        fsched__irq_state fsched__m_ = FSCHED__WIDE(p) ? fsched__irq_save() : 0;       \
+        __typeof__(*(p)) fsched__v_ = *(volatile __typeof__(*(p)) *)(p);               \
+        if (FSCHED__WIDE(p)) fsched__irq_restore(fsched__m_);                          \
+        fsched__v_;                                                                    \
+    })
+#define FSCHED__STORE(p, v, mo)                                                        \
+    __extension__({                                                                    \
+        fsched__irq_state fsched__m_ = FSCHED__WIDE(p) ? fsched__irq_save() : 0;       \
+        *(volatile __typeof__(*(p)) *)(p) = (v);                                       \
+        if (FSCHED__WIDE(p)) fsched__irq_restore(fsched__m_);                          \
+        (void)0;                                                                       \
+    })
+/* *p becomes `value`, computed from the old value fsched__old_, which is returned */
+#define FSCHED__RMW(p, value)                                                          \
+    __extension__({                                                                    \
+        fsched__irq_state fsched__m_ = fsched__irq_save();                             \
+        __typeof__(*(p)) fsched__old_ = *(p);                                          \
+        *(p) = (value);                                                                \
+        fsched__irq_restore(fsched__m_);                                               \
+        fsched__old_;                                                                  \
+    })
+#define FSCHED__FETCH_ADD(p, v, mo) FSCHED__RMW(p, fsched__old_ + (v))
+#define FSCHED__FETCH_SUB(p, v, mo) FSCHED__RMW(p, fsched__old_ - (v))
+#define FSCHED__FETCH_OR(p, v, mo) FSCHED__RMW(p, fsched__old_ | (v))
+#define FSCHED__EXCHANGE(p, v, mo) FSCHED__RMW(p, (v))
+#define FSCHED__CAS(p, expected, desired, succ, fail)                                  \
+    __extension__({                                                                    \
+        fsched__irq_state fsched__m_ = fsched__irq_save();                             \
+        int fsched__same_ = *(p) == *(expected);                                       \
+        if (fsched__same_) *(p) = (desired);                                           \
+        else *(expected) = *(p);                                                       \
+        fsched__irq_restore(fsched__m_);                                               \
+        fsched__same_;                                                                 \
+    })
 #define FSCHED__CAS_WEAK FSCHED__CAS
-#define FSCHED__FENCE(mo) ((void)0)
+#define FSCHED__FENCE(mo) __asm__ __volatile__("" : : : "memory")
 #endif
 
 #if defined(FIBERSCHED_NO_THREADS)
@@ -1455,11 +1567,27 @@ static size_t fsched__round_up(size_t n, size_t align) {
 /* ---- locks (a plain mutex: held for a few instructions, never across a switch) ---- */
 
 #if defined(FIBERSCHED_NO_THREADS)
+/* One thread: a critical section masks interrupts. Sections nest (a lock taken under
+   another), and only the outermost restores what it found, whatever order they end in. */
+#if defined(FSCHED__INTERRUPTS)
+static uint32_t fsched__critical_depth;
+static fsched__irq_state fsched__critical_saved;
+static void fsched__critical_enter(void) {
+    fsched__irq_state saved = fsched__irq_save();
+    if (fsched__critical_depth++ == 0) fsched__critical_saved = saved;
+}
+static void fsched__critical_exit(void) {
+    if (--fsched__critical_depth == 0) fsched__irq_restore(fsched__critical_saved);
+}
+#else
+static void fsched__critical_enter(void) {}
+static void fsched__critical_exit(void) {}
+#endif
 typedef struct fsched__mutex { int unused; } fsched__mutex;
 static void fsched__mutex_init(fsched__mutex *m) { (void)m; }
 static void fsched__mutex_destroy(fsched__mutex *m) { (void)m; }
-static void fsched__mutex_lock(fsched__mutex *m) { (void)m; }
-static void fsched__mutex_unlock(fsched__mutex *m) { (void)m; }
+static void fsched__mutex_lock(fsched__mutex *m) { (void)m; fsched__critical_enter(); }
+static void fsched__mutex_unlock(fsched__mutex *m) { (void)m; fsched__critical_exit(); }
 #elif defined(FSCHED__OS_WINDOWS)
 typedef struct fsched__mutex { SRWLOCK lock; } fsched__mutex;
 static void fsched__mutex_init(fsched__mutex *m) { InitializeSRWLock(&m->lock); }
@@ -1775,16 +1903,19 @@ static void fsched__spin_lock(uint32_t *lock) {
     }
 #else
     (void)lock;
+    fsched__critical_enter();
 #endif
 }
 
-static void fsched__spin_unlock(uint32_t *lock) {
-#if !defined(FIBERSCHED_NO_THREADS)
-    FSCHED__STORE(lock, 0u, FSCHED__RELEASE); /* release: pairs with the next lock */
-#else
-    (void)lock;
+/* Unlocks, leaving `word` in the lock (0, or a poison that refuses later use). */
+static void fsched__spin_unlock_to(uint32_t *lock, uint32_t word) {
+    FSCHED__STORE(lock, word, FSCHED__RELEASE); /* release: pairs with the next lock */
+#if defined(FIBERSCHED_NO_THREADS)
+    fsched__critical_exit();
 #endif
 }
+
+static void fsched__spin_unlock(uint32_t *lock) { fsched__spin_unlock_to(lock, 0u); }
 
 static uint32_t fsched__cpu_count(void) {
 #if defined(FIBERSCHED_NO_THREADS)
@@ -2018,10 +2149,10 @@ static void fsched__unpark(fsched__parker *p) {
    the last object leaves. */
 
 #if defined(FIBERSCHED_NO_THREADS)
-static void fsched__live_read_lock(void) {}
-static void fsched__live_read_unlock(void) {}
-static void fsched__live_write_lock(void) {}
-static void fsched__live_write_unlock(void) {}
+static void fsched__live_read_lock(void) { fsched__critical_enter(); }
+static void fsched__live_read_unlock(void) { fsched__critical_exit(); }
+static void fsched__live_write_lock(void) { fsched__critical_enter(); }
+static void fsched__live_write_unlock(void) { fsched__critical_exit(); }
 #elif defined(FSCHED__OS_WINDOWS)
 static SRWLOCK fsched__live_lock = SRWLOCK_INIT;
 static void fsched__live_read_lock(void) { AcquireSRWLockShared(&fsched__live_lock); }
@@ -2219,7 +2350,14 @@ typedef struct fsched__thread {
 #endif
 } fsched__thread;
 
+#if defined(FSCHED__INTERRUPTS)
+/* The program's one thread, and interrupt handlers: they call as from outside any
+   scheduler (they never touch a slot's deque, fibers or free lists, and never wait). */
+static fsched__thread fsched__threads[2];
+#define fsched__tls_thread (fsched__threads[fsched__in_interrupt()])
+#else
 static FSCHED__THREAD_LOCAL fsched__thread fsched__tls_thread;
+#endif
 
 static void fsched__overflow_thread_setup(fsched__thread *t);
 
@@ -3469,6 +3607,7 @@ typedef struct fsched__worker {
     fsched__cl high, low;    /* placed jobs of the other levels (always public) */
     fsched__affine affine;   /* placed jobs that only some slots may run */
     fsched__placed *local;   /* owner only: pipeline nodes to run next, here (LIFO) */
+    uint32_t finds;          /* owner only: searches since work from outside went first */
     struct fsched_sched *sched;
     uint32_t index;
     uint32_t bound;          /* a slot for fsched_bind rather than a worker thread */
@@ -3531,6 +3670,13 @@ struct fsched_sched {
     uint64_t external_begun;               /* work begun outside the slots: spawns, runs */
     uint64_t external_ended;               /* of that, what ended outside the slots */
     FSCHED__ALIGN_LINE uint32_t holds;     /* calls from outside that still touch s */
+    void (*idle)(void *user);              /* desc.idle */
+    void *idle_user;
+#if defined(FSCHED__INTERRUPTS)
+    struct fsched__task *reserve;          /* desc.interrupt_tasks records, */
+    uint32_t reserve_count;
+    struct fsched__task *reserve_free;     /* of which these are free (interrupts masked) */
+#endif
 #if FIBERSCHED_TRACE
     uint64_t trace_origin;                 /* the clock when the scheduler was created */
     uint32_t trace_events;                 /* per slot */
@@ -3973,10 +4119,64 @@ static fsched__task *fsched__task_alloc(fsched__worker *w) {
     return t;
 }
 
+/* ---- tasks of interrupt handlers: a reserve set aside at creation (desc.interrupt_tasks),
+   for a handler must not call the allocator; its free list changes with interrupts
+   masked. Its records have no home, like those allocated alone, and are told apart by
+   address. ---- */
+
+#if defined(FSCHED__INTERRUPTS)
+static int fsched__reserve_create(fsched_sched *s, uint32_t n) {
+    uint32_t i;
+    s->reserve = (fsched__task *)fsched__alloc(&s->allocator, n * sizeof *s->reserve,
+                                               FSCHED__CACHE_LINE);
+    if (!s->reserve) return 0;
+    s->reserve_count = n;
+    for (i = 0; i < n; i++) {
+        s->reserve[i].home = NULL;
+        s->reserve[i].next = i + 1 < n ? &s->reserve[i + 1] : NULL;
+    }
+    s->reserve_free = s->reserve;
+    return 1;
+}
+
+static fsched__task *fsched__reserve_take(fsched_sched *s) {
+    fsched__irq_state m = fsched__irq_save();
+    fsched__task *t = s->reserve_free;
+    if (t) s->reserve_free = t->next;
+    fsched__irq_restore(m);
+    return t;
+}
+
+static int fsched__reserve_give(fsched_sched *s, fsched__task *t) {
+    fsched__irq_state m;
+    if (t < s->reserve || t >= s->reserve + s->reserve_count) return 0;
+    m = fsched__irq_save();
+    t->next = s->reserve_free;
+    s->reserve_free = t;
+    fsched__irq_restore(m);
+    return 1;
+}
+#endif
+
+/* A task record for a spawn from outside the slots: alone from the allocator, or, in an
+   interrupt handler, from the reserve. */
+static fsched__task *fsched__task_alloc_outside(fsched_sched *s) {
+    fsched__task *t;
+#if defined(FSCHED__INTERRUPTS)
+    if (fsched__in_interrupt()) return fsched__reserve_take(s);
+#endif
+    t = (fsched__task *)fsched__alloc(&s->allocator, sizeof *t, FSCHED__CACHE_LINE);
+    if (t) t->home = NULL;
+    return t;
+}
+
 static void fsched__task_free(fsched_sched *s, fsched__worker *w, fsched__task *t) {
     if (t->copy) fsched__free(&s->allocator, t->copy, t->copy_size, 16);
     t->copy = NULL;
     if (!t->home) {
+#if defined(FSCHED__INTERRUPTS)
+        if (fsched__reserve_give(s, t)) return;
+#endif
         fsched__free(&s->allocator, t, sizeof *t, FSCHED__CACHE_LINE);
     } else if (t->home == w) {
         t->next = w->free_tasks;
@@ -4269,6 +4469,13 @@ static fsched__job *fsched__take_injected(fsched__worker *w) {
     return batch[0];
 }
 
+/* Every this many searches, work from outside goes before the slot's own (but high), so
+   that a task that keeps its worker busy with work of its own (or the only thread, in
+   single-threaded mode) does not starve spawns from other threads and interrupt
+   handlers. Prime, so that it does not beat with periodic work (Go's scheduler uses 61
+   for its global queue too). */
+#define FSCHED__OUTSIDE_EVERY 61u
+
 /* The next job for w: its own work by level (high, the nodes kept here, placed jobs for
    it, normal, low), then work from outside, then other slots' work. */
 static fsched__job *fsched__find_job(fsched__worker *w) {
@@ -4277,6 +4484,10 @@ static fsched__job *fsched__find_job(fsched__worker *w) {
     int emptied;
     if (!fsched__cl_looks_empty(&w->high) && (job = fsched__cl_take(&w->high, &emptied)))
         return job;
+    if (FSCHED__UNLIKELY(++w->finds == FSCHED__OUTSIDE_EVERY)) {
+        w->finds = 0;
+        if ((job = fsched__take_injected(w))) return job;
+    }
     if (w->local) {
         p = w->local;
         w->local = p->next;
@@ -4336,14 +4547,23 @@ static void fsched__deadlock(fsched__worker *w);
    scheduler's clock; 0: none), until the deadline. */
 static void fsched__block(fsched__worker *w, uint64_t deadline) {
 #if defined(FIBERSCHED_NO_THREADS)
-    /* one thread: only the clock (or an interrupt handler setting the latch) ends this */
-    if (!deadline) {
+    /* one thread: only the clock or an interrupt handler setting the latch ends this */
+    fsched_sched *s = w->sched;
+    int done = 0;
+    if (!deadline && !s->idle) {
         fsched__deadlock(w); /* nothing can ever wake this only thread */
         return;
     }
-    while (fsched__sched_now(w->sched) < deadline &&
-           FSCHED__LOAD(&w->latch, FSCHED__ACQUIRE) != FSCHED__LATCH_SET)
-        fsched__cpu_relax();
+    while (!done) {
+        /* masked from the look to the idle hook: an interrupt that sets the latch after
+           the look is pending when the hook waits for one, and ends its wait */
+        fsched__irq_state m = fsched__irq_save();
+        done = FSCHED__LOAD(&w->latch, FSCHED__ACQUIRE) == FSCHED__LATCH_SET ||
+               (deadline && fsched__sched_now(s) >= deadline);
+        if (!done && s->idle) s->idle(s->idle_user);
+        fsched__irq_restore(m);
+        if (!done && !s->idle) fsched__cpu_relax();
+    }
 #else
     uint64_t now;
     if (!deadline) {
@@ -4609,6 +4829,9 @@ static void fsched__sched_free(fsched_sched *s) {
         if (s->slots[i]) fsched__slot_free(s, s->slots[i]);
     fsched__free(&a, s->slots, s->n_slots * sizeof *s->slots, sizeof(void *));
     if (s->stacks) fsched_stack_pool_destroy(s->stacks);
+#if defined(FSCHED__INTERRUPTS)
+    fsched__free(&a, s->reserve, s->reserve_count * sizeof *s->reserve, FSCHED__CACHE_LINE);
+#endif
     fsched__injector_destroy(&s->injector);
     s->magic = FSCHED__SCHED_DEAD;
     fsched__free(&a, s, sizeof *s, FSCHED__CACHE_LINE);
@@ -4650,6 +4873,10 @@ FIBERSCHED_API fsched_result fsched_create(const fsched_desc *desc, fsched_sched
         return FSCHED__MISUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
                               "fsched_create: %lu workers and %lu bound threads is too many",
                               (unsigned long)d.workers, (unsigned long)bound);
+    if (d.interrupt_tasks > 65536)
+        return FSCHED__MISUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
+                              "fsched_create: %lu interrupt tasks is too many",
+                              (unsigned long)d.interrupt_tasks);
     a = fsched__allocator_resolve(&d.allocator);
     s = (fsched_sched *)fsched__alloc(&a, sizeof *s, FSCHED__CACHE_LINE);
     if (!s) return FSCHED_ERR_OUT_OF_MEMORY;
@@ -4659,6 +4886,8 @@ FIBERSCHED_API fsched_result fsched_create(const fsched_desc *desc, fsched_sched
     s->logger = d.logger;
     s->clock = d.clock;
     s->clock_user = d.clock_user;
+    s->idle = d.idle;
+    s->idle_user = d.idle_user;
     FSCHED__TRACE(s->trace_origin = fsched__sched_now(s);
                   s->trace_events = d.trace_events ? d.trace_events : FIBERSCHED_TRACE_EVENTS;)
     s->n_threads = d.workers;
@@ -4692,6 +4921,12 @@ FIBERSCHED_API fsched_result fsched_create(const fsched_desc *desc, fsched_sched
             return FSCHED_ERR_OUT_OF_MEMORY;
         }
     }
+#if defined(FSCHED__INTERRUPTS)
+    if (d.interrupt_tasks && !fsched__reserve_create(s, d.interrupt_tasks)) {
+        fsched__sched_free(s);
+        return FSCHED_ERR_OUT_OF_MEMORY;
+    }
+#endif
     if (!fsched__live_add(s)) {
         fsched__sched_free(s);
         return FSCHED_ERR_OUT_OF_MEMORY;
@@ -5245,6 +5480,9 @@ static void fsched__wait_inline(fsched__worker *w, fsched__waiter *wt) {
 static fsched_result fsched__wait_begin(fsched__waiter *wt, uint64_t deadline) {
     fsched__thread *t = &fsched__tls_thread;
     fsched__worker *w = t->worker;
+    if (fsched__in_interrupt()) /* it would block the very code it preempted */
+        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
+                              "a wait from an interrupt handler");
     memset(wt, 0, sizeof *wt);
     wt->deadline = deadline;
     if (w) {
@@ -5350,8 +5588,7 @@ static fsched_result fsched__wait_list_retire(fsched_wait_list *l, const char *b
         return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE, "%s: %s",
                               what, busy);
     }
-    /* release: as an unlock, for a waiter still quiescing */
-    FSCHED__STORE(&l->lock, FSCHED__LIST_DEAD, FSCHED__RELEASE);
+    fsched__spin_unlock_to(&l->lock, FSCHED__LIST_DEAD);
     return FSCHED_OK;
 }
 
@@ -5976,12 +6213,7 @@ static fsched_result fsched__spawn(fsched_sched *s, fsched_wait_group *wg, void 
         r = FSCHED__MISUSE(&s->logger, FSCHED_ERR_INVALID_ARGUMENT, "fsched_spawn: fn is NULL");
         goto out;
     }
-    if (w) {
-        t = fsched__task_alloc(w);
-    } else {
-        t = (fsched__task *)fsched__alloc(&s->allocator, sizeof *t, FSCHED__CACHE_LINE);
-        if (t) t->home = NULL;
-    }
+    t = w ? fsched__task_alloc(w) : fsched__task_alloc_outside(s);
     r = FSCHED_ERR_OUT_OF_MEMORY;
     if (!t) goto out;
     t->job.execute = fsched__task_execute;
@@ -5990,8 +6222,13 @@ static fsched_result fsched__spawn(fsched_sched *s, fsched_wait_group *wg, void 
     t->copy = NULL;
     t->copy_size = 0;
     if (size > sizeof t->data) {
-        t->copy = fsched__alloc(&s->allocator, size, 16);
+        /* a handler must not allocate: only what fits the record */
+        t->copy = fsched__in_interrupt() ? NULL : fsched__alloc(&s->allocator, size, 16);
         if (!t->copy) {
+            if (FSCHED__DEBUG && fsched__in_interrupt())
+                fsched__log(&s->logger, FSCHED_LOG_ERROR,
+                            "fsched_spawn_copy: %lu bytes from an interrupt handler (at most %d)",
+                            (unsigned long)size, FSCHED_TASK_INLINE_BYTES);
             fsched__task_free(s, w, t);
             goto out;
         }

@@ -878,6 +878,58 @@ static void test_single_threaded(void) {
     CHECK(fsched_current() == NULL);
 }
 
+#if TEST_THREADS
+/* ---- work from outside is not starved by a worker's own stream of work ----
+   The only thread of a single-threaded scheduler runs a task that spawns a task of its own
+   and yields, again and again: each yield finds that new task first. A task spawned from
+   another thread meanwhile must still run. */
+
+typedef struct starve_ctx {
+    fsched_sched *s;
+    uint32_t outside_ran;
+    uint32_t rounds;
+} starve_ctx;
+
+static void starve_noop(void *p) { (void)p; }
+
+static void starve_outside_task(void *p) { STORE(&((starve_ctx *)p)->outside_ran, 1u); }
+
+static void starve_busy(void *p) {
+    starve_ctx *c = (starve_ctx *)p;
+    while (!LOAD(&c->outside_ran) && c->rounds < 2000000u) {
+        CHECK_OK(fsched_spawn(c->s, starve_noop, NULL));
+        fsched_yield();
+        c->rounds++;
+    }
+}
+
+static void starve_spawner(void *p) {
+    starve_ctx *c = (starve_ctx *)p;
+    CHECK_OK(fsched_spawn(c->s, starve_outside_task, c));
+}
+
+static void test_outside_not_starved(void) {
+    fsched_desc d;
+    starve_ctx c;
+    fsched_wait_group wg;
+    test_thread t;
+    test_desc_init(&d);
+    d.single_threaded = 1;
+    memset(&c, 0, sizeof c);
+    CHECK_OK(fsched_create(&d, &c.s));
+    CHECK_OK(fsched_bind(c.s));
+    CHECK_OK(fsched_wait_group_init(&wg));
+    t = thread_run(starve_spawner, &c);
+    thread_join(t); /* queued from outside before the busy task starts */
+    CHECK_OK(fsched_wait_group_spawn(&wg, c.s, starve_busy, &c));
+    CHECK_OK(fsched_wait_group_wait(&wg));
+    CHECK(LOAD(&c.outside_ran) == 1u);
+    CHECK(c.rounds < 1000u); /* it ran within a few dozen of the busy task's rounds */
+    CHECK_OK(fsched_wait_group_destroy(&wg));
+    CHECK_OK(fsched_destroy(c.s));
+}
+#endif
+
 /* ---- every task runs on a fiber of the chosen size, never on a thread's own stack ---- */
 
 typedef struct probe_counts {
@@ -1271,6 +1323,9 @@ int main(void) {
     test_destroy_race();
 #endif
     test_single_threaded();
+#if TEST_THREADS
+    test_outside_not_starved();
+#endif
     test_tasks_on_fibers();
     test_deep_chain(1);
     test_deep_chain(2);

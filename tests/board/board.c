@@ -186,6 +186,47 @@ static void board_unexpected(void) {
     _exit(71);
 }
 
+/* ---- a fast timer: CMSDK APB timer 0 (interrupt 8), counting down at the core's
+   clock from its reload value ---- */
+
+#define TIMER0_CTRL (*(volatile uint32_t *)0x40000000u)
+#define TIMER0_RELOAD (*(volatile uint32_t *)0x40000008u)
+#define TIMER0_VALUE (*(volatile uint32_t *)0x40000004u)
+#define TIMER0_INTCLEAR (*(volatile uint32_t *)0x4000000Cu)
+#define NVIC_ISER0 (*(volatile uint32_t *)0xE000E100u)
+#define NVIC_ICER0 (*(volatile uint32_t *)0xE000E180u)
+#define TIMER0_IRQ 8u
+
+static void (*volatile board_fast_hook)(void);
+
+static void board_timer0(void) {
+    TIMER0_INTCLEAR = 1;
+    if (board_fast_hook) board_fast_hook();
+}
+
+void board_timer_start(uint32_t period_us, void (*hook)(void)) {
+    board_fast_hook = hook;
+    TIMER0_CTRL = 0;
+    TIMER0_RELOAD = period_us * (CORE_HZ / 1000000u) - 1u;
+    TIMER0_VALUE = TIMER0_RELOAD;
+    TIMER0_INTCLEAR = 1;
+    NVIC_ISER0 = 1u << TIMER0_IRQ;
+    TIMER0_CTRL = 1u | 8u; /* enabled, interrupt enabled */
+}
+
+void board_timer_stop(void) {
+    TIMER0_CTRL = 0;
+    NVIC_ICER0 = 1u << TIMER0_IRQ;
+    __asm__ volatile("dsb\n isb" ::: "memory");
+    TIMER0_INTCLEAR = 1;
+    board_fast_hook = NULL;
+}
+
+void board_wait_for_interrupt(void *user) {
+    (void)user;
+    __asm__ volatile("wfi" ::: "memory");
+}
+
 static void board_systick(void) {
     board_systick_handler();
     if (board_timer_hook) board_timer_hook();
@@ -209,10 +250,10 @@ __attribute__((section(".vectors"), used)) static void (*const vectors[16 + 32])
     0,
     board_unexpected, /* PendSV */
     board_systick,
-    /* external interrupts: none expected */
+    /* external interrupts: timer 0 (8), else none expected */
     board_unexpected, board_unexpected, board_unexpected, board_unexpected,
     board_unexpected, board_unexpected, board_unexpected, board_unexpected,
-    board_unexpected, board_unexpected, board_unexpected, board_unexpected,
+    board_timer0,     board_unexpected, board_unexpected, board_unexpected,
     board_unexpected, board_unexpected, board_unexpected, board_unexpected,
     board_unexpected, board_unexpected, board_unexpected, board_unexpected,
     board_unexpected, board_unexpected, board_unexpected, board_unexpected,

@@ -11,4 +11,9 @@ void board_heap_limit(size_t bytes);
 size_t board_heap_used(void);
 /* Called from the SysTick interrupt, every 0.67 s; NULL: none. */
 void board_set_timer_hook(void (*hook)(void));
+/* Timer 0's interrupt calls `hook` every period_us microseconds, until board_timer_stop. */
+void board_timer_start(uint32_t period_us, void (*hook)(void));
+void board_timer_stop(void);
+/* An idle hook for fsched_desc.idle: waits for an interrupt (wfi). */
+void board_wait_for_interrupt(void *user);
 #endif
