@@ -107,6 +107,14 @@
                                    space: pages are committed when touched (64 KiB on
                                    32-bit targets)
    FIBERSCHED_DEFAULT_GUARD_SIZE   guard bytes below page-allocated stacks; default 16 KiB
+   FIBERSCHED_STACK_CANARY         bytes of the canary below heap stacks, checked when a
+                                   task ends and (debug builds) at every switch: an
+                                   overflow is seen when it writes into it, so make it as
+                                   large as the largest stack frame (multiple of 16;
+                                   default 256 under FIBERSCHED_NO_OS, else 64)
+   FIBERSCHED_STACK_PAINT          1 paints heap stacks when allocated, for
+                                   fsched_fiber_stack_used (default 1 under
+                                   FIBERSCHED_NO_OS, else 0)
    FIBERSCHED_MIN_STACK_SIZE       smallest accepted stack; default 8 KiB
    FIBERSCHED_NO_THREADS           no thread library at all (single-threaded only)
    FIBERSCHED_NO_OS                no operating system: stacks from the heap with a canary,
@@ -176,8 +184,11 @@
      overflow into it faults at once, and the handler every scheduler installs (unless
      its desc says no_overflow_handler) reports it with the task and its stack size;
      fsched_install_overflow_handler() does the same for plain fibers. Heap stacks
-     (FSCHED_STACK_HEAP, FIBERSCHED_NO_OS) end in a canary that is checked when the fiber
-     is destroyed (and, in debug builds, on every switch away from it).
+     (FSCHED_STACK_HEAP, FIBERSCHED_NO_OS) end in a canary (FIBERSCHED_STACK_CANARY)
+     that is checked when the fiber is destroyed and, in debug builds, when each task on
+     it ends and on every switch away from it (with the stack pointer's range): an
+     overflow is reported through the logger, naming the fiber and its task, and stops
+     the program. fsched_fiber_stack_used tells how deep a heap stack was used.
    - A fiber keeps the thread's thread-local variables: code that reads a thread-local,
      switches and may resume on another thread sees the other thread's copy.
    - Destroying a suspended fiber frees its stack without unwinding it.
@@ -400,6 +411,12 @@ FIBERSCHED_API fsched_fiber_state fsched_fiber_get_state(const fsched_fiber *f);
    the Windows fiber backend (the system owns those stacks), report 0 bytes. */
 FIBERSCHED_API fsched_result fsched_fiber_stack(const fsched_fiber *f, void **lo,
                                                 size_t *size);
+
+/* The deepest f's stack has been used since it was allocated (a pooled stack keeps it
+   across fibers), in bytes: for sizing stacks. Heap stacks are painted when allocated
+   (FIBERSCHED_STACK_PAINT, on by default under FIBERSCHED_NO_OS); other stacks return
+   FSCHED_ERR_UNSUPPORTED. */
+FIBERSCHED_API fsched_result fsched_fiber_stack_used(const fsched_fiber *f, size_t *used);
 
 /* ---- stack pools ----------------------------------------------------------------- */
 
@@ -2262,8 +2279,26 @@ static int fsched__live_check(const void *p) {
 
 #define FSCHED__FIBER_LIVE 0x46534642u /* "FSFB" */
 #define FSCHED__FIBER_DEAD 0xdeadfb0bu
-#define FSCHED__CANARY_BYTES 64
+#ifndef FIBERSCHED_STACK_CANARY
+#if defined(FSCHED__OS_NONE)
+#define FIBERSCHED_STACK_CANARY 256
+#else
+#define FIBERSCHED_STACK_CANARY 64
+#endif
+#endif
+#if FIBERSCHED_STACK_CANARY < 16 || FIBERSCHED_STACK_CANARY % 16
+#error "fibersched: FIBERSCHED_STACK_CANARY is a multiple of 16 bytes, at least 16"
+#endif
+#define FSCHED__CANARY_BYTES ((size_t)FIBERSCHED_STACK_CANARY)
 #define FSCHED__CANARY_BYTE 0xa5
+#ifndef FIBERSCHED_STACK_PAINT
+#if defined(FSCHED__OS_NONE)
+#define FIBERSCHED_STACK_PAINT 1
+#else
+#define FIBERSCHED_STACK_PAINT 0
+#endif
+#endif
+#define FSCHED__PAINT_BYTE 0x5a /* an unused heap stack's bytes */
 #define FSCHED__NAME_BYTES 32
 
 /* A saved context. `sp` is the fiber's state: non-NULL exactly while it is suspended (the
@@ -2489,26 +2524,44 @@ static inline void *fsched__ctx_switch(fsched_fiber *from, void **save, fsched_f
 
 /* ---- stack memory ---- */
 
-static int fsched__canary_intact(const fsched_fiber *f, size_t bytes) {
-    const unsigned char *p = f->stack_lo - bytes;
+static int fsched__canary_intact(const fsched_fiber *f) {
+    const unsigned char *p = f->stack_lo - FSCHED__CANARY_BYTES;
     size_t i;
-    for (i = 0; i < bytes; i++)
+    for (i = 0; i < FSCHED__CANARY_BYTES; i++)
         if (p[i] != FSCHED__CANARY_BYTE) return 0;
     return 1;
 }
 
-static void fsched__stack_check(const fsched_fiber *f, size_t bytes) {
-    if (f->params.kind == FSCHED_STACK_HEAP && f->stack_lo != f->stack_hi &&
-        !fsched__canary_intact(f, bytes)) {
-        char msg[128];
-#if !defined(FIBERSCHED_NO_STDIO)
-        snprintf(msg, sizeof msg, "stack overflow in fiber '%s': the canary below its stack "
-                 "was overwritten", f->name);
-#else
-        memcpy(msg, "stack overflow in a fiber: its canary was overwritten", 54);
-#endif
-        fsched__fatal(msg);
+/* Says which fiber overflowed its heap stack, and what it ran, through the logger of its
+   stack, then stops the program: what lies below the stack is corrupt. */
+static FSCHED__NOINLINE void fsched__stack_overflowed(const fsched_fiber *f) {
+    uintptr_t fn = 0;
+    if (f->task_fn) {
+        void (*task_fn)(void *) = f->task_fn;
+        memcpy(&fn, &task_fn, sizeof fn < sizeof task_fn ? sizeof fn : sizeof task_fn);
     }
+#define FSCHED__OVERFLOWED(task_fmt, ...)                                                   \
+    fsched__log(&f->params.logger, FSCHED_LOG_ERROR,                                        \
+                "stack overflow in fiber '%s' (a stack of %lu bytes)" task_fmt              \
+                ": the canary below its stack was overwritten",                             \
+                f->name, (unsigned long)f->params.stack_size, __VA_ARGS__)
+    if (f->task_name) FSCHED__OVERFLOWED(" running graph task '%s'", f->task_name);
+    else if (fn) FSCHED__OVERFLOWED(" running the task whose function is at 0x%lx", (unsigned long)fn);
+    else FSCHED__OVERFLOWED("%s", "");
+#undef FSCHED__OVERFLOWED
+    fsched__fatal("stack overflow (a heap stack's canary was overwritten)");
+}
+
+/* Stops the program when f overflowed its heap stack: its canary changed, or `sp` (a
+   stack address of f's own code, or NULL) is outside the stack. An overflow that skips
+   the canary (a frame larger than it, not written where it lies) goes unseen: size the
+   canary after the largest frame. Page stacks fault in their guard instead. */
+static void fsched__stack_check(const fsched_fiber *f, const void *sp) {
+    if (f->params.kind != FSCHED_STACK_HEAP || f->stack_lo == f->stack_hi) return;
+    if (!fsched__canary_intact(f) ||
+        (sp && ((const unsigned char *)sp < f->stack_lo ||
+                (const unsigned char *)sp >= f->stack_hi)))
+        fsched__stack_overflowed(f);
 }
 
 /* Resolves a stack request against the defaults and checks it. */
@@ -2570,6 +2623,7 @@ static fsched_result fsched__stack_alloc(const fsched__stack_params *params, fsc
         mem = (unsigned char *)fsched__alloc(&params->allocator, size, FSCHED__CACHE_LINE);
         if (!mem) return FSCHED_ERR_OUT_OF_MEMORY;
         memset(mem, FSCHED__CANARY_BYTE, FSCHED__CANARY_BYTES);
+        if (FIBERSCHED_STACK_PAINT) memset(mem + FSCHED__CANARY_BYTES, FSCHED__PAINT_BYTE, usable);
         f = (fsched_fiber *)(mem + FSCHED__CANARY_BYTES + usable);
         memset(f, 0, sizeof *f);
         f->stack_lo = mem + FSCHED__CANARY_BYTES;
@@ -2766,7 +2820,10 @@ static inline void fsched__fiber_arrived(fsched_fiber *self, fsched_fiber *prev)
    never run again (ASan then drops its fake stack). */
 static inline void fsched__fiber_leaving(fsched_fiber *from, fsched_fiber *to, int from_ends) {
 #if FSCHED__DEBUG
-    fsched__stack_check(from, 8);
+    {
+        /* `from` leaves from its own stack (the frame, not a sanitizer's fake stack) */
+        fsched__stack_check(from, from->is_root ? NULL : __builtin_frame_address(0));
+    }
 #endif
 #if defined(FSCHED__ASAN)
     __sanitizer_start_switch_fiber(from_ends ? NULL : &from->asan_fake_stack, to->asan_bottom,
@@ -2841,7 +2898,7 @@ static void fsched__fiber_release(fsched_fiber *f) {
     if (f->tsan_fiber) __tsan_destroy_fiber(f->tsan_fiber);
     f->tsan_fiber = NULL;
 #endif
-    fsched__stack_check(f, FSCHED__CANARY_BYTES);
+    fsched__stack_check(f, NULL);
     fsched__ctx_release(f);
     if (f->pool) fsched__pool_give(f->pool, f);
     else fsched__stack_free(f);
@@ -2981,6 +3038,20 @@ FIBERSCHED_API fsched_result fsched_fiber_stack(const fsched_fiber *f, void **lo
                               "fsched_fiber_stack: NULL or destroyed argument");
     *lo = f->stack_lo;
     *size = (size_t)(f->stack_hi - f->stack_lo);
+    return FSCHED_OK;
+}
+
+FIBERSCHED_API fsched_result fsched_fiber_stack_used(const fsched_fiber *f, size_t *used) {
+    const unsigned char *p;
+    if (!f || f->magic != FSCHED__FIBER_LIVE || !used)
+        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "fsched_fiber_stack_used: NULL or destroyed argument");
+    if (!FIBERSCHED_STACK_PAINT || f->params.kind != FSCHED_STACK_HEAP ||
+        f->stack_lo == f->stack_hi)
+        return FSCHED_ERR_UNSUPPORTED; /* not painted */
+    for (p = f->stack_lo; p < f->stack_hi && *p == FSCHED__PAINT_BYTE; p++) {
+    }
+    *used = (size_t)(f->stack_hi - p);
     return FSCHED_OK;
 }
 
@@ -4201,6 +4272,7 @@ static void fsched__task_execute(fsched__job *job, fsched__worker *w) {
     FSCHED__TRACE(uint64_t trace_begin = fsched__trace_now();)
     f->task_fn = t->fn;
     t->fn(t->arg);
+    if (FSCHED__DEBUG) fsched__stack_check(f, NULL);
     f->task_fn = outer; /* the task may have suspended: it resumes on the same fiber */
     FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_TASK, trace_begin, NULL,
                                        (uint64_t)(uintptr_t)t->fn);)
@@ -7611,6 +7683,7 @@ static void fsched__graph_process(fsched_graph_task *t, fsched__worker *w,
         f->graph_task = t;
         f->task_name = t->name ? t->name : "(unnamed)";
         t->status = t->fn(t, t->arg);
+        if (FSCHED__DEBUG) fsched__stack_check(f, NULL);
         f->task_name = outer_name;
         FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_GRAPH_TASK, trace_begin, t->name,
                                            (uint64_t)(int64_t)t->status);)

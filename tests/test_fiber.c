@@ -366,6 +366,37 @@ static void test_heap_stacks(void) {
     CHECK(c.live_blocks == 0);
 }
 
+/* ---- how deep a stack was used: heap stacks are painted where FIBERSCHED_STACK_PAINT
+   says so (by default without an OS); elsewhere the query is unsupported ---- */
+
+static void used_body(void *arg) {
+    volatile unsigned char buf[3000];
+    size_t i;
+    for (i = 0; i < sizeof buf; i++) buf[i] = (unsigned char)i;
+    *(size_t *)arg = buf[2999];
+}
+
+static void test_stack_used(void) {
+    fsched_fiber_desc d = small_desc("deep");
+    fsched_fiber *f;
+    size_t used = 0, sink = 0;
+    d.stack_kind = FSCHED_STACK_HEAP;
+    CHECK_OK(fsched_fiber_create(&d, used_body, &sink, &f));
+    CHECK_RESULT(fsched_fiber_stack_used(f, NULL), FSCHED_ERR_INVALID_ARGUMENT);
+#if FIBERSCHED_STACK_PAINT && !defined(FSCHED__CTX_WINFIBER)
+    CHECK_OK(fsched_fiber_stack_used(f, &used));
+    CHECK(used < 1024); /* not run yet: only its first frame, if any */
+    CHECK_OK(fsched_fiber_switch(f));
+    CHECK_OK(fsched_fiber_stack_used(f, &used));
+    CHECK(used >= 3000 && used < SMALL_STACK);
+#else
+    CHECK_OK(fsched_fiber_switch(f));
+    CHECK_RESULT(fsched_fiber_stack_used(f, &used), FSCHED_ERR_UNSUPPORTED);
+#endif
+    CHECK(sink == (2999 & 0xff));
+    CHECK_OK(fsched_fiber_destroy(f));
+}
+
 /* ---- bad input ---- */
 
 static void self_destroy_body(void *arg) {
@@ -617,6 +648,7 @@ int main(void) {
     test_deep_recursion();
     test_pool_reuse();
     test_heap_stacks();
+    test_stack_used();
     test_bad_input();
     test_alignment();
 #if defined(TEST_UNWIND)

@@ -14,6 +14,9 @@ void board_set_timer_hook(void (*hook)(void));
 /* Timer 0's interrupt calls `hook` every period_us microseconds, until board_timer_stop. */
 void board_timer_start(uint32_t period_us, void (*hook)(void));
 void board_timer_stop(void);
+/* Called once when the program ends (exit, abort), with its status; it may end the
+   program itself (_exit) with another. */
+void board_at_exit(void (*hook)(int status));
 /* An idle hook for fsched_desc.idle: waits for an interrupt (wfi). */
 void board_wait_for_interrupt(void *user);
 #endif
