@@ -105,7 +105,7 @@
    FIBERSCHED_DEFAULT_STACK_SIZE   usable stack bytes of a fiber when the desc says 0;
                                    default 1 MiB on 64-bit targets, reserved as address
                                    space: pages are committed when touched (64 KiB on
-                                   32-bit targets)
+                                   32-bit targets, 8 KiB under FIBERSCHED_NO_OS there)
    FIBERSCHED_DEFAULT_GUARD_SIZE   guard bytes below page-allocated stacks; default 16 KiB
    FIBERSCHED_STACK_CANARY         bytes of the canary below heap stacks, checked when a
                                    task ends and (debug builds) at every switch: an
@@ -115,7 +115,8 @@
    FIBERSCHED_STACK_PAINT          1 paints heap stacks when allocated, for
                                    fsched_fiber_stack_used (default 1 under
                                    FIBERSCHED_NO_OS, else 0)
-   FIBERSCHED_MIN_STACK_SIZE       smallest accepted stack; default 8 KiB
+   FIBERSCHED_MIN_STACK_SIZE       smallest accepted stack; default 8 KiB (1 KiB under
+                                   FIBERSCHED_NO_OS)
    FIBERSCHED_NO_THREADS           no thread library at all (single-threaded only)
    FIBERSCHED_NO_OS                no operating system: stacks from the heap with a canary,
                                    no signals; implies FIBERSCHED_NO_THREADS
@@ -1185,6 +1186,8 @@ FIBERSCHED_API fsched_result fsched_trace_count(const fsched_sched *s, uint64_t 
 #ifndef FIBERSCHED_DEFAULT_STACK_SIZE
 #if UINTPTR_MAX > 0xffffffffu
 #define FIBERSCHED_DEFAULT_STACK_SIZE (1024u * 1024u)
+#elif defined(FSCHED__OS_NONE)
+#define FIBERSCHED_DEFAULT_STACK_SIZE (8u * 1024u) /* a microcontroller's RAM */
 #else
 #define FIBERSCHED_DEFAULT_STACK_SIZE (64u * 1024u)
 #endif
@@ -1193,7 +1196,11 @@ FIBERSCHED_API fsched_result fsched_trace_count(const fsched_sched *s, uint64_t 
 #define FIBERSCHED_DEFAULT_GUARD_SIZE (16u * 1024u)
 #endif
 #ifndef FIBERSCHED_MIN_STACK_SIZE
+#if defined(FSCHED__OS_NONE)
+#define FIBERSCHED_MIN_STACK_SIZE 1024u
+#else
 #define FIBERSCHED_MIN_STACK_SIZE (8u * 1024u)
+#endif
 #endif
 
 #if !defined(FIBERSCHED_VALGRIND)
