@@ -467,7 +467,8 @@ typedef struct fsched_desc {
     int single_threaded;        /* no worker threads at all: a bound thread runs queued
                                    tasks on fibers of its own whenever it waits; implied by
                                    FIBERSCHED_NO_THREADS */
-    uint32_t max_bound_threads; /* threads that may be bound at once; 0: 8 */
+    uint32_t max_bound_threads; /* threads that may be bound at once; 0: 8 (1 under
+                                   FIBERSCHED_NO_THREADS) */
     size_t stack_size;          /* fiber stacks; 0: FIBERSCHED_DEFAULT_STACK_SIZE */
     size_t guard_size;          /* 0: FIBERSCHED_DEFAULT_GUARD_SIZE */
     fsched_stack_kind stack_kind;
@@ -1333,7 +1334,11 @@ void __tsan_set_fiber_name(void *fiber, const char *name);
 #define FSCHED__UNUSED __attribute__((unused))
 #define FSCHED__LIKELY(x) __builtin_expect(!!(x), 1)
 #define FSCHED__UNLIKELY(x) __builtin_expect(!!(x), 0)
+#if defined(FIBERSCHED_NO_THREADS)
+#define FSCHED__CACHE_LINE 16 /* one thread shares no lines: the alignment stacks need */
+#else
 #define FSCHED__CACHE_LINE 64
+#endif
 
 /* Interrupts (FIBERSCHED_NO_OS): the one thread of a bare-metal program may be preempted
    at any instruction by an interrupt handler that calls the library. The platform masks
@@ -2191,6 +2196,11 @@ static void fsched__live_write_lock(void) { pthread_rwlock_wrlock(&fsched__live_
 static void fsched__live_write_unlock(void) { pthread_rwlock_unlock(&fsched__live_lock); }
 #endif
 
+#if defined(FSCHED__OS_NONE)
+#define FSCHED__LIVE_FIRST 8u /* a microcontroller holds a few objects */
+#else
+#define FSCHED__LIVE_FIRST 64u
+#endif
 static const void **fsched__live_slots; /* NULL: empty slot */
 static size_t fsched__live_mask, fsched__live_count;
 
@@ -2218,7 +2228,7 @@ static int fsched__live_add(const void *p) {
     int ok = 1;
     fsched__live_write_lock();
     if (!fsched__live_slots || 2 * (fsched__live_count + 1) > fsched__live_mask + 1) {
-        size_t cap = fsched__live_slots ? 2 * (fsched__live_mask + 1) : 64, i;
+        size_t cap = fsched__live_slots ? 2 * (fsched__live_mask + 1) : FSCHED__LIVE_FIRST, i;
         const void **old = fsched__live_slots, **slots;
         size_t old_cap = old ? fsched__live_mask + 1 : 0;
         slots = (const void **)FIBERSCHED_MALLOC(cap * sizeof *slots);
@@ -3230,7 +3240,11 @@ struct fsched__job {
 
 #define FSCHED__ALIGN_LINE __attribute__((aligned(FSCHED__CACHE_LINE)))
 
+#if defined(FSCHED__OS_NONE)
+#define FSCHED__RING_SIZE 32u /* a microcontroller's RAM; more jobs go to the public part */
+#else
 #define FSCHED__RING_SIZE 256u /* the private part of a split deque (below) */
+#endif
 
 /* ---- Chase-Lev deque ----
    The C11 orderings of Le, Pop, Cohen and Zappa Nardelli, "Correct and Efficient
@@ -3673,7 +3687,11 @@ typedef struct fsched__task {
     __attribute__((aligned(16))) unsigned char data[FSCHED_TASK_INLINE_BYTES];
 } fsched__task;
 
+#if defined(FSCHED__OS_NONE)
+#define FSCHED__TASKS_PER_SLAB 15u /* allocated as spawns need them: small steps */
+#else
 #define FSCHED__TASKS_PER_SLAB 63u
+#endif
 typedef struct fsched__task_slab {
     struct fsched__task_slab *next;
     fsched__task tasks[FSCHED__TASKS_PER_SLAB];
@@ -4522,7 +4540,8 @@ static fsched__job *fsched__steal(fsched__worker *w) {
     fsched_sched *s = w->sched;
     uint32_t n = s->n_slots, start, i;
     if (n < 2) return NULL;
-    start = (uint32_t)(fsched__rng_next(w) % n);
+    /* the high half scaled to [0, n): no 64-bit division (a library call on 32-bit cores) */
+    start = (uint32_t)(((fsched__rng_next(w) >> 32) * n) >> 32);
     for (i = 0; i < n; i++) {
         fsched__worker *v = s->slots[(start + i) % n];
         fsched__job *job;
@@ -4947,7 +4966,11 @@ FIBERSCHED_API fsched_result fsched_create(const fsched_desc *desc, fsched_sched
 #endif
     if (!d.single_threaded && d.workers == 0) d.workers = fsched__cpu_count();
     if (d.single_threaded) d.workers = 0;
+#if defined(FIBERSCHED_NO_THREADS)
+    bound = d.max_bound_threads ? d.max_bound_threads : 1; /* there is one thread */
+#else
     bound = d.max_bound_threads ? d.max_bound_threads : 8;
+#endif
     if (d.workers > 4096 || bound > 4096)
         return FSCHED__MISUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
                               "fsched_create: %lu workers and %lu bound threads is too many",

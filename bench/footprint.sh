@@ -5,8 +5,9 @@
 # fork-join, a parallel loop, a graph, a pipeline), each built with -Os, sections
 # collected, NDEBUG, FIBERSCHED_NO_OS and FIBERSCHED_NO_STDIO. Sizes are the program's
 # minus those of the same program without the library (bench/footprint/baseline.c, with
-# the same board support and C library); the heap is measured by running each program
-# on qemu-system-arm's MPS2 AN385 board.
+# the same board support and C library); the heap is what the library asks for at
+# fsched_create (bench/footprint/counting.h), measured by running each program on
+# qemu-system-arm's MPS2 AN385 board.
 #   bench/footprint.sh [extra compiler flags, e.g. -DFIBERSCHED_DEFAULT_STACK_SIZE=8192]
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -30,7 +31,7 @@ done
 set -- $(sizes baseline)
 base_flash=$1 base_ram=$2
 printf '| %-13s | %12s | %16s | %20s |\n' configuration "flash bytes" "static RAM bytes" \
-  "heap at create bytes"
+  "heap asked at create"
 printf '|---------------|--------------|------------------|----------------------|\n'
 for prog in minimal full; do
   set -- $(sizes "$prog")

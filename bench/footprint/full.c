@@ -1,6 +1,7 @@
 /* Footprint, the full configuration: the minimal one, plus synchronisation, fork-join, a
    parallel loop, a dependency graph and a pipeline of nodes. Prints the heap the
    scheduler allocated at creation. */
+#include "counting.h"
 #define FIBERSCHED_IMPLEMENTATION
 #include "fibersched.h"
 
@@ -39,9 +40,9 @@ int main(void) {
     free(p);
     memset(&d, 0, sizeof d);
     d.clock = board_clock_ns;
-    before = board_heap_used();
+    before = footprint_asked;
     if (fsched_create(&d, &s) != FSCHED_OK) return 1;
-    after = board_heap_used();
+    after = footprint_asked;
     if (fsched_bind(s) != FSCHED_OK) return 1;
     fsched_wait_group_init(&wg);
     for (i = 0; i < 4; i++) fsched_wait_group_spawn(&wg, s, task, &runs);

@@ -1,5 +1,6 @@
 /* Footprint, the minimal configuration: a scheduler, tasks spawned into a wait group and
-   waited for, an event. Prints the heap the scheduler allocated at creation. */
+   waited for, an event. Prints the heap the scheduler asked for at creation. */
+#include "counting.h"
 #define FIBERSCHED_IMPLEMENTATION
 #include "fibersched.h"
 
@@ -20,9 +21,9 @@ int main(void) {
     free(p);
     memset(&d, 0, sizeof d);
     d.clock = board_clock_ns;
-    before = board_heap_used();
+    before = footprint_asked;
     if (fsched_create(&d, &s) != FSCHED_OK) return 1;
-    after = board_heap_used();
+    after = footprint_asked;
     if (fsched_bind(s) != FSCHED_OK) return 1;
     fsched_wait_group_init(&wg);
     for (i = 0; i < 4; i++) fsched_wait_group_spawn(&wg, s, task, &runs);
