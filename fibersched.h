@@ -112,6 +112,12 @@
                                    overflow is seen when it writes into it, so make it as
                                    large as the largest stack frame (multiple of 16;
                                    default 256 under FIBERSCHED_NO_OS, else 64)
+   FIBERSCHED_MPU_GUARD            bytes (a power of two, at least the canary's) of a
+                                   read-only MPU region below every heap stack, pointed
+                                   at the running fiber's at each switch (ARMv7-M under
+                                   FIBERSCHED_NO_OS; region FIBERSCHED_MPU_GUARD_REGION,
+                                   default 7): an overflow faults at its first write
+                                   below the stack; see fsched_stack_fault (default 0)
    FIBERSCHED_STACK_PAINT          1 paints heap stacks when allocated, for
                                    fsched_fiber_stack_used (default 1 under
                                    FIBERSCHED_NO_OS, else 0)
@@ -260,8 +266,9 @@
    words, so these calls are safe at any instruction of the program. With desc.idle the
    program's thread waits for interrupts (wfi) when it has nothing to run: a wait that
    only a handler can end then waits for it instead of failing. A handler's frame lands on
-   the stack of the fiber it interrupts (fibers run on MSP): leave room for the deepest
-   nesting of handlers on every fiber stack. Without interrupt support (other bare-metal
+   the stack the thread runs on: with the thread on MSP, the stack of the fiber it
+   interrupts (leave room for the deepest nesting of handlers on every fiber stack); with
+   the thread on PSP (CONTROL.SPSEL = 1, handlers on MSP), only the basic frame. Without interrupt support (other bare-metal
    targets without the macros), no call may come from a handler.
 */
 
@@ -418,6 +425,14 @@ FIBERSCHED_API fsched_result fsched_fiber_stack(const fsched_fiber *f, void **lo
    (FIBERSCHED_STACK_PAINT, on by default under FIBERSCHED_NO_OS); other stacks return
    FSCHED_ERR_UNSUPPORTED. */
 FIBERSCHED_API fsched_result fsched_fiber_stack_used(const fsched_fiber *f, size_t *used);
+
+/* For the fault handler of a FIBERSCHED_MPU_GUARD build (MemManage, or HardFault when
+   that one is off): when `address` lies in the guard below the running fiber's stack (the
+   fault address, MMFAR when valid; else the thread's stack pointer, for a fault while
+   the processor stacked an exception frame), reports the overflow through the logger,
+   naming the fiber and its task, and stops the program. Returns 0 otherwise (not an
+   overflow, or a build without the guard). */
+FIBERSCHED_API int fsched_stack_fault(const void *address);
 
 /* ---- stack pools ----------------------------------------------------------------- */
 
@@ -2307,6 +2322,27 @@ static int fsched__live_check(const void *p) {
 #error "fibersched: FIBERSCHED_STACK_CANARY is a multiple of 16 bytes, at least 16"
 #endif
 #define FSCHED__CANARY_BYTES ((size_t)FIBERSCHED_STACK_CANARY)
+
+/* An MPU guard (ARMv7-M): heap stacks start with a read-only region of this many bytes,
+   aligned to its size, which holds the canary; one MPU region is pointed at the running
+   fiber's guard at every switch, so the first write below its stack faults. */
+#if defined(FIBERSCHED_MPU_GUARD) && FIBERSCHED_MPU_GUARD
+#if !defined(FSCHED__OS_NONE) || !(defined(__ARM_ARCH_7M__) || defined(__ARM_ARCH_7EM__))
+#error "fibersched: FIBERSCHED_MPU_GUARD needs FIBERSCHED_NO_OS on an ARMv7-M core"
+#endif
+#if FIBERSCHED_MPU_GUARD < 32 || (FIBERSCHED_MPU_GUARD & (FIBERSCHED_MPU_GUARD - 1)) || \
+    FIBERSCHED_MPU_GUARD < FIBERSCHED_STACK_CANARY
+#error "fibersched: FIBERSCHED_MPU_GUARD is a power of two, at least 32 and the canary's size"
+#endif
+#ifndef FIBERSCHED_MPU_GUARD_REGION
+#define FIBERSCHED_MPU_GUARD_REGION 7
+#endif
+#define FSCHED__STACK_LEAD ((size_t)FIBERSCHED_MPU_GUARD)    /* below a heap stack */
+#define FSCHED__STACK_ALIGN ((size_t)FIBERSCHED_MPU_GUARD)
+#else
+#define FSCHED__STACK_LEAD FSCHED__CANARY_BYTES
+#define FSCHED__STACK_ALIGN ((size_t)FSCHED__CACHE_LINE)
+#endif
 #define FSCHED__CANARY_BYTE 0xa5
 #ifndef FIBERSCHED_STACK_PAINT
 #if defined(FSCHED__OS_NONE)
@@ -2551,7 +2587,7 @@ static int fsched__canary_intact(const fsched_fiber *f) {
 
 /* Says which fiber overflowed its heap stack, and what it ran, through the logger of its
    stack, then stops the program: what lies below the stack is corrupt. */
-static FSCHED__NOINLINE void fsched__stack_overflowed(const fsched_fiber *f) {
+static FSCHED__NOINLINE void fsched__stack_overflowed(const fsched_fiber *f, const char *how) {
     uintptr_t fn = 0;
     if (f->task_fn) {
         void (*task_fn)(void *) = f->task_fn;
@@ -2559,14 +2595,13 @@ static FSCHED__NOINLINE void fsched__stack_overflowed(const fsched_fiber *f) {
     }
 #define FSCHED__OVERFLOWED(task_fmt, ...)                                                   \
     fsched__log(&f->params.logger, FSCHED_LOG_ERROR,                                        \
-                "stack overflow in fiber '%s' (a stack of %lu bytes)" task_fmt              \
-                ": the canary below its stack was overwritten",                             \
-                f->name, (unsigned long)f->params.stack_size, __VA_ARGS__)
+                "stack overflow in fiber '%s' (a stack of %lu bytes)" task_fmt ": %s",      \
+                f->name, (unsigned long)f->params.stack_size, __VA_ARGS__, how)
     if (f->task_name) FSCHED__OVERFLOWED(" running graph task '%s'", f->task_name);
     else if (fn) FSCHED__OVERFLOWED(" running the task whose function is at 0x%lx", (unsigned long)fn);
     else FSCHED__OVERFLOWED("%s", "");
 #undef FSCHED__OVERFLOWED
-    fsched__fatal("stack overflow (a heap stack's canary was overwritten)");
+    fsched__fatal("stack overflow (reported before)");
 }
 
 /* Stops the program when f overflowed its heap stack: its canary changed, or `sp` (a
@@ -2575,11 +2610,38 @@ static FSCHED__NOINLINE void fsched__stack_overflowed(const fsched_fiber *f) {
    canary after the largest frame. Page stacks fault in their guard instead. */
 static void fsched__stack_check(const fsched_fiber *f, const void *sp) {
     if (f->params.kind != FSCHED_STACK_HEAP || f->stack_lo == f->stack_hi) return;
-    if (!fsched__canary_intact(f) ||
-        (sp && ((const unsigned char *)sp < f->stack_lo ||
-                (const unsigned char *)sp >= f->stack_hi)))
-        fsched__stack_overflowed(f);
+    if (!fsched__canary_intact(f))
+        fsched__stack_overflowed(f, "the canary below its stack was overwritten");
+    if (sp && ((const unsigned char *)sp < f->stack_lo || (const unsigned char *)sp >= f->stack_hi))
+        fsched__stack_overflowed(f, "its stack pointer left its stack");
 }
+
+#if defined(FIBERSCHED_MPU_GUARD) && FIBERSCHED_MPU_GUARD
+#define FSCHED__MPU_CTRL (*(volatile uint32_t *)0xE000ED94u)
+#define FSCHED__MPU_RNR (*(volatile uint32_t *)0xE000ED98u)
+#define FSCHED__MPU_RBAR (*(volatile uint32_t *)0xE000ED9Cu)
+#define FSCHED__MPU_RASR (*(volatile uint32_t *)0xE000EDA0u)
+/* Points the guard region at the guard below `to`'s heap stack, or turns it off for a
+   stack without one, before the switch to `to`. The guard is read-only (the canary in it
+   is still checked) and never executed; the MPU is turned on, with the default memory map
+   for privileged code everywhere else, if it is off. */
+static void fsched__mpu_guard_arm(const fsched_fiber *to) {
+    fsched__irq_state m = fsched__irq_save(); /* a handler may interrupt: RNR is shared */
+    FSCHED__MPU_RNR = FIBERSCHED_MPU_GUARD_REGION;
+    if (to->params.kind == FSCHED_STACK_HEAP && to->stack_lo != to->stack_hi &&
+        (uintptr_t)to->mem % FIBERSCHED_MPU_GUARD == 0) {
+        FSCHED__MPU_RBAR = (uint32_t)(uintptr_t)to->mem;
+        /* enabled; 2^(SIZE+1) bytes; normal memory (C, B); AP 110: read-only; XN */
+        FSCHED__MPU_RASR = 1u | ((uint32_t)(__builtin_ctz(FIBERSCHED_MPU_GUARD) - 1) << 1) |
+                           (3u << 16) | (6u << 24) | (1u << 28);
+        if (!(FSCHED__MPU_CTRL & 1u)) FSCHED__MPU_CTRL = 5u; /* ENABLE, PRIVDEFENA */
+    } else {
+        FSCHED__MPU_RASR = 0u;
+    }
+    __asm__ __volatile__("dsb\n\tisb" : : : "memory"); /* in force before `to` runs */
+    fsched__irq_restore(m);
+}
+#endif
 
 /* Resolves a stack request against the defaults and checks it. */
 static fsched_result fsched__stack_params_resolve(size_t stack_size, size_t guard_size,
@@ -2636,14 +2698,14 @@ static fsched_result fsched__stack_alloc(const fsched__stack_params *params, fsc
     usable = fsched__round_up(params->stack_size, 16);
 #endif
     if (params->kind == FSCHED_STACK_HEAP) {
-        size = FSCHED__CANARY_BYTES + usable + FSCHED__FIBER_RECORD_BYTES;
-        mem = (unsigned char *)fsched__alloc(&params->allocator, size, FSCHED__CACHE_LINE);
+        size = FSCHED__STACK_LEAD + usable + FSCHED__FIBER_RECORD_BYTES;
+        mem = (unsigned char *)fsched__alloc(&params->allocator, size, FSCHED__STACK_ALIGN);
         if (!mem) return FSCHED_ERR_OUT_OF_MEMORY;
-        memset(mem, FSCHED__CANARY_BYTE, FSCHED__CANARY_BYTES);
-        if (FIBERSCHED_STACK_PAINT) memset(mem + FSCHED__CANARY_BYTES, FSCHED__PAINT_BYTE, usable);
-        f = (fsched_fiber *)(mem + FSCHED__CANARY_BYTES + usable);
+        memset(mem, FSCHED__CANARY_BYTE, FSCHED__STACK_LEAD); /* the canary ends it */
+        if (FIBERSCHED_STACK_PAINT) memset(mem + FSCHED__STACK_LEAD, FSCHED__PAINT_BYTE, usable);
+        f = (fsched_fiber *)(mem + FSCHED__STACK_LEAD + usable);
         memset(f, 0, sizeof *f);
-        f->stack_lo = mem + FSCHED__CANARY_BYTES;
+        f->stack_lo = mem + FSCHED__STACK_LEAD;
     } else {
 #if defined(FSCHED__HAVE_PAGES)
         int guard_failed;
@@ -2687,7 +2749,7 @@ static void fsched__stack_free(fsched_fiber *f) {
     __asan_unpoison_memory_region(mem, size);
 #endif
     if (params.kind == FSCHED_STACK_HEAP) {
-        fsched__free(&params.allocator, mem, size, FSCHED__CACHE_LINE);
+        fsched__free(&params.allocator, mem, size, FSCHED__STACK_ALIGN);
     } else {
 #if defined(FSCHED__HAVE_PAGES)
         fsched__pages_unmap(mem, size);
@@ -2841,6 +2903,9 @@ static inline void fsched__fiber_leaving(fsched_fiber *from, fsched_fiber *to, i
         /* `from` leaves from its own stack (the frame, not a sanitizer's fake stack) */
         fsched__stack_check(from, from->is_root ? NULL : __builtin_frame_address(0));
     }
+#endif
+#if defined(FIBERSCHED_MPU_GUARD) && FIBERSCHED_MPU_GUARD
+    fsched__mpu_guard_arm(to);
 #endif
 #if defined(FSCHED__ASAN)
     __sanitizer_start_switch_fiber(from_ends ? NULL : &from->asan_fake_stack, to->asan_bottom,
@@ -3070,6 +3135,18 @@ FIBERSCHED_API fsched_result fsched_fiber_stack_used(const fsched_fiber *f, size
     }
     *used = (size_t)(f->stack_hi - p);
     return FSCHED_OK;
+}
+
+FIBERSCHED_API int fsched_stack_fault(const void *address) {
+#if defined(FIBERSCHED_MPU_GUARD) && FIBERSCHED_MPU_GUARD
+    /* the program's thread: the handler that calls this is not it */
+    const fsched_fiber *f = fsched__threads[0].current;
+    if (f && !f->is_root && f->params.kind == FSCHED_STACK_HEAP &&
+        (const unsigned char *)address >= f->mem && (const unsigned char *)address < f->stack_lo)
+        fsched__stack_overflowed(f, "a write into the MPU guard below its stack faulted");
+#endif
+    (void)address;
+    return 0;
 }
 
 /* ---- stack overflow reporting ---- */

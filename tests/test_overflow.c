@@ -1,7 +1,7 @@
 /* Fatal paths, each run in a child process whose exit and stderr are inspected: a stack
    overflow into the guard region (with and without the reporting handler), a smashed heap
    stack canary, a finished fiber with nowhere to return, and a first frame that returns. */
-#if defined(FIBERSCHED_TEST_BOARD)
+#if defined(FIBERSCHED_TEST_BOARD) && !defined(FIBERSCHED_MPU_GUARD)
 #define FIBERSCHED_STACK_CANARY 1024 /* as large as the overflow's frames, as documented */
 #endif
 #define FIBERSCHED_IMPLEMENTATION
@@ -12,7 +12,9 @@
 /* On a board (no fork): a task overflows its 8 KiB heap stack by about 2 KiB with 512-byte
    frames. The library must report it through the logger, naming the task's function, and
    stop the program; the exit hook then checks the report and turns the stop into a pass.
-   Anything else (a hang, a fault, no report) fails. */
+   Anything else (a hang, a fault, no report) fails. Built twice: with a canary as large
+   as the frames, and with an MPU guard (FIBERSCHED_MPU_GUARD), whose fault the board's
+   fault handler hands to fsched_stack_fault. */
 #include <unistd.h>
 
 #include "board.h"
@@ -34,12 +36,17 @@ static void capture(fsched_log_level level, const char *message, void *user) {
 static void on_exit_check(int status) {
     int ok = status != 0 && strstr(reported, "stack overflow in fiber") &&
              strstr(reported, "(a stack of 8192 bytes)") && strstr(reported, expected_fn);
+#if defined(FIBERSCHED_MPU_GUARD)
+    ok = ok && strstr(reported, "MPU guard"); /* caught at the first write, by the MPU */
+#endif
     fprintf(stderr, "test_overflow: the program stopped with status %d after: %s\n", status,
             reported_len ? reported : "(no report)");
     printf("test_overflow: %s\n", ok ? "ok (the overflow was reported)" : "FAILED");
     fflush(stdout);
     _exit(ok ? 0 : 1);
 }
+
+static void on_fault(const void *address) { (void)fsched_stack_fault(address); }
 
 static FSCHED__NOINLINE unsigned bottomless(unsigned depth) {
     volatile unsigned char frame[512];
@@ -65,6 +72,7 @@ int main(void) {
     CHECK_OK(fsched_create(&d, &s));
     CHECK_OK(fsched_bind(s));
     board_at_exit(on_exit_check);
+    board_set_fault_hook(on_fault);
     CHECK_OK(fsched_spawn(s, overflowing_task, &sink));
     fsched_yield(); /* runs the task */
     fprintf(stderr, "test_overflow: the overflow went unnoticed (%u)\n", sink);

@@ -172,7 +172,13 @@ uint64_t board_clock_ns(void *user) {
 
 /* ---- faults: say what happened and where, then fail the test ---- */
 
+static void (*fault_hook)(const void *address);
+
+void board_set_fault_hook(void (*hook)(const void *address)) { fault_hook = hook; }
+
 void board_fault_report(uint32_t *frame) {
+    if (fault_hook) /* the faulting address when the MPU recorded one, else the stack's */
+        fault_hook(SCB_CFSR & 0x80u ? (const void *)(uintptr_t)SCB_MMFAR : (const void *)frame);
     fprintf(stderr, "board: fault: CFSR %08lx HFSR %08lx MMFAR %08lx BFAR %08lx PC %08lx LR %08lx\n",
             (unsigned long)SCB_CFSR, (unsigned long)SCB_HFSR, (unsigned long)SCB_MMFAR,
             (unsigned long)SCB_BFAR, (unsigned long)frame[6], (unsigned long)frame[5]);
@@ -272,7 +278,26 @@ __attribute__((section(".vectors"), used)) static void (*const vectors[16 + 32])
 void _init(void) {}
 void _fini(void) {}
 
-void board_reset(void) {
+/* Interrupts and faults run on a stack of their own (MSP), the program's thread on the
+   main stack (PSP): a handler's frames then never land on a fiber's stack, and a fault
+   in a fiber's stack guard can still be reported. */
+uint64_t board_handler_stack[512];
+
+void board_start(void);
+
+__attribute__((naked)) void board_reset(void) {
+    __asm__ volatile(
+        "ldr r0, =__stack_top\n"
+        "msr psp, r0\n"
+        "movs r0, #2\n" /* CONTROL.SPSEL: thread mode on PSP */
+        "msr control, r0\n"
+        "isb\n"
+        "ldr r0, =board_handler_stack + 4096\n"
+        "msr msp, r0\n"
+        "b board_start\n");
+}
+
+void board_start(void) {
     uint32_t *p;
     for (p = __bss_start__; p < __bss_end__; p++) *p = 0;
 #if defined(__ARM_FP)

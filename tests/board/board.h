@@ -17,6 +17,9 @@ void board_timer_stop(void);
 /* Called once when the program ends (exit, abort), with its status; it may end the
    program itself (_exit) with another. */
 void board_at_exit(void (*hook)(int status));
+/* Called by the fault handler, before it reports the fault and fails the test, with the
+   faulting address (MMFAR) when the MPU recorded one, else the faulting stack. */
+void board_set_fault_hook(void (*hook)(const void *address));
 /* An idle hook for fsched_desc.idle: waits for an interrupt (wfi). */
 void board_wait_for_interrupt(void *user);
 #endif
