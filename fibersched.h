@@ -3078,8 +3078,11 @@ FIBERSCHED_API fsched_result fsched_fiber_switch(fsched_fiber *to) {
     if (FSCHED__UNLIKELY(!to_sp)) return fsched__switch_refused(self, to);
     to->resumer = self;
     t->current = to;
-#if defined(FSCHED__CTX_ASM) && !defined(FSCHED__ASAN) && !FSCHED__DEBUG && !defined(FSCHED__TSAN)
-    /* the switch returns its third argument in the resumed fiber: here 0, FSCHED_OK */
+#if defined(FSCHED__CTX_ASM) && !defined(FSCHED__ASAN) && !defined(FSCHED__TSAN)
+    /* nothing is left to do on arrival: what precedes a switch (the debug build's stack
+       check, the MPU guard) goes first, and the switch returns its third argument in the
+       resumed fiber: here 0, FSCHED_OK */
+    fsched__fiber_leaving(self, to, 0);
     return fsched__asm_switch_result(&self->ctx.sp, to_sp, NULL);
 #else
     fsched__fiber_jump(self, to, to_sp, 0);
