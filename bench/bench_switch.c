@@ -3,11 +3,14 @@
    floor             a minimal switch written here: pushes the callee-saved integer
                      registers, swaps stack pointers, pops, jumps to the resumed context's
                      return address (x86-64, AArch64); also shown returning with `ret`
-   fibersched        fsched_fiber_switch(), the public API (state checks included), in the
-                     default configuration
+   fibersched        fsched_fiber_switch(), the public API (state checks included), built
+                     with NDEBUG as the benchmarks are
+   fibersched, default build
+                     the same without NDEBUG, as `cc -O2` builds it: with the debug
+                     checks (bench_switch_variant.c)
    fibersched, FIBERSCHED_FPU_CONTROL=1
                      the same, also switching the x86 floating-point control words
-                     (bench_switch_fpu.c)
+                     (bench_switch_variant.c)
    fsched__asm_switch
                      the library's assembly primitive alone, without the API around it
    swapcontext       POSIX ucontext (saves the signal mask: a system call per switch)
@@ -22,7 +25,8 @@
 
 #include <ucontext.h>
 
-double bench_fpu_switch(long round_trips); /* bench_switch_fpu.c */
+double bench_fpu_switch(long round_trips);     /* bench_switch_variant.c, FPU control */
+double bench_default_switch(long round_trips); /* bench_switch_variant.c, without NDEBUG */
 #if defined(FSCHED_BENCH_BOOST)
 double bench_boost_fiber_switch(long round_trips); /* bench_switch_boost.cpp */
 #endif
@@ -208,6 +212,8 @@ int main(int argc, char **argv) {
 #endif
     c[nc].name = "fibersched: fsched_fiber_switch";
     c[nc++].run = bench_api;
+    c[nc].name = "fibersched: fsched_fiber_switch, default build (no NDEBUG)";
+    c[nc++].run = bench_default_switch;
     c[nc].name = "fibersched: fsched_fiber_switch, FIBERSCHED_FPU_CONTROL=1";
     c[nc++].run = bench_fpu_switch;
 #if defined(FSCHED__CTX_ASM)

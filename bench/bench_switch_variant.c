@@ -1,13 +1,16 @@
-/* A second, private copy of fibersched (FIBERSCHED_STATIC) built with
-   FIBERSCHED_FPU_CONTROL=1, which switches the x86 floating-point control words, to
-   measure what they cost in the same run. */
+/* A second, private copy of fibersched (FIBERSCHED_STATIC) built another way, to measure
+   what that costs in the same run: with FIBERSCHED_FPU_CONTROL=1 (the x86 floating-point
+   control words switched too), and without NDEBUG (the checks of a default build, as
+   `cc -O2` compiles). BENCH_SWITCH_FN names the measuring function of each copy. */
+#if defined(BENCH_SWITCH_DEFAULT_BUILD)
+#undef NDEBUG /* the default build's checks, whatever the build type */
+#endif
 #define FIBERSCHED_STATIC
-#define FIBERSCHED_FPU_CONTROL 1
 #define FIBERSCHED_IMPLEMENTATION
 #include "../fibersched.h"
 #include "bench_util.h"
 
-double bench_fpu_switch(long round_trips);
+double BENCH_SWITCH_FN(long round_trips);
 
 static fsched_fiber *main_fiber, *co_fiber;
 static void body(void *arg) {
@@ -15,7 +18,7 @@ static void body(void *arg) {
     for (;;) fsched_fiber_switch(main_fiber);
 }
 
-double bench_fpu_switch(long n) {
+double BENCH_SWITCH_FN(long n) {
     fsched_fiber_desc d;
     double t0, t1;
     long i;
