@@ -2605,14 +2605,16 @@ static FSCHED__NOINLINE void fsched__stack_overflowed(const fsched_fiber *f, con
 }
 
 /* Stops the program when f overflowed its heap stack: its canary changed, or `sp` (a
-   stack address of f's own code, or NULL) is outside the stack. An overflow that skips
+   frame address of f's own code, or NULL) is outside the stack. An overflow that skips
    the canary (a frame larger than it, not written where it lies) goes unseen: size the
    canary after the largest frame. Page stacks fault in their guard instead. */
 static void fsched__stack_check(const fsched_fiber *f, const void *sp) {
     if (f->params.kind != FSCHED_STACK_HEAP || f->stack_lo == f->stack_hi) return;
     if (!fsched__canary_intact(f))
         fsched__stack_overflowed(f, "the canary below its stack was overwritten");
-    if (sp && ((const unsigned char *)sp < f->stack_lo || (const unsigned char *)sp >= f->stack_hi))
+    /* sp may be a frame's canonical frame address (RISC-V's frame pointer), which is the
+       top of the stack itself in a fiber's first frame */
+    if (sp && ((const unsigned char *)sp < f->stack_lo || (const unsigned char *)sp > f->stack_hi))
         fsched__stack_overflowed(f, "its stack pointer left its stack");
 }
 
