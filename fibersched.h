@@ -365,7 +365,10 @@ typedef struct fsched_stack_pool fsched_stack_pool;
 typedef enum fsched_stack_kind {
     FSCHED_STACK_DEFAULT = 0, /* pages where the platform has virtual memory, else heap */
     FSCHED_STACK_PAGES,       /* mmap / VirtualAlloc with a guard region below */
-    FSCHED_STACK_HEAP         /* the allocator, with a canary below (no MMU needed) */
+    FSCHED_STACK_HEAP,        /* the allocator, with a canary below (no MMU needed) */
+    FSCHED_STACK_SLAB         /* pages carved from mappings shared by many stacks, with
+                                 a canary below instead of a guard: no mapping and no page
+                                 touched per stack until it is used (many fibers) */
 } fsched_stack_kind;
 
 typedef enum fsched_fiber_state {
@@ -1712,6 +1715,7 @@ static void fsched__pages_unmap(void *p, size_t size) {
     munmap(p, size);
 #endif
 }
+
 #endif /* pages */
 
 /* ---- monotonic clock ---- */
@@ -2579,10 +2583,19 @@ static inline void *fsched__ctx_switch(fsched_fiber *from, void **save, fsched_f
 
 static int fsched__canary_intact(const fsched_fiber *f) {
     const unsigned char *p = f->stack_lo - FSCHED__CANARY_BYTES;
+    /* a slab's canary is the zero bytes of untouched pages: writing it would touch them */
+    unsigned char expected = f->params.kind == FSCHED_STACK_SLAB ? 0 : FSCHED__CANARY_BYTE;
     size_t i;
     for (i = 0; i < FSCHED__CANARY_BYTES; i++)
-        if (p[i] != FSCHED__CANARY_BYTE) return 0;
+        if (p[i] != expected) return 0;
     return 1;
+}
+
+/* Stacks with a canary below them (the others have a guard region, or none at all: a
+   thread's own stack). */
+static int fsched__has_canary(const fsched_fiber *f) {
+    return (f->params.kind == FSCHED_STACK_HEAP || f->params.kind == FSCHED_STACK_SLAB) &&
+           f->stack_lo != f->stack_hi;
 }
 
 /* Says which fiber overflowed its heap stack, and what it ran, through the logger of its
@@ -2609,7 +2622,7 @@ static FSCHED__NOINLINE void fsched__stack_overflowed(const fsched_fiber *f, con
    the canary (a frame larger than it, not written where it lies) goes unseen: size the
    canary after the largest frame. Page stacks fault in their guard instead. */
 static void fsched__stack_check(const fsched_fiber *f, const void *sp) {
-    if (f->params.kind != FSCHED_STACK_HEAP || f->stack_lo == f->stack_hi) return;
+    if (!fsched__has_canary(f)) return;
     if (!fsched__canary_intact(f))
         fsched__stack_overflowed(f, "the canary below its stack was overwritten");
     /* sp may be a frame's canonical frame address (RISC-V's frame pointer), which is the
@@ -2653,6 +2666,97 @@ static void fsched__mpu_guard_arm(const fsched_fiber *to) {
 }
 #endif
 
+#if defined(FSCHED__HAVE_PAGES)
+/* ---- slabs: stacks carved from mappings shared by many of them ----
+   A slot is [canary][stack][fiber record], a whole number of pages. Slots of one size
+   come from one class: its free slots, then the rest of its newest mapping, then a new
+   mapping of FSCHED__SLAB_SLOTS slots. A mapping is one range of memory (no guard splits
+   it), reserved as address space: a stack costs only the pages its fiber touches. A freed
+   slot joins the free list through its top page; mappings are kept for the process's
+   life. */
+#define FSCHED__SLAB_SLOTS 64u
+#define FSCHED__SLAB_CLASSES 8u
+
+typedef struct fsched__slab_class {
+    size_t slot;                /* bytes per slot; 0: class unused */
+    unsigned char *next, *end;  /* the unused rest of the newest mapping */
+    void *free;                 /* freed slots, linked through their last word */
+} fsched__slab_class;
+
+static fsched__slab_class fsched__slabs[FSCHED__SLAB_CLASSES];
+static uint32_t fsched__slabs_lock;
+
+/* The link of a free slot: the last pointer-sized word of its top page. */
+static void **fsched__slab_link(void *slot, size_t size) {
+    return (void **)((unsigned char *)slot + size - sizeof(void *));
+}
+
+/* A slot of `size` bytes (a multiple of the page size), or NULL: out of memory, or
+   more distinct sizes than classes. */
+static void *fsched__slab_take(size_t size) {
+    fsched__slab_class *c = NULL;
+    unsigned char *slot = NULL, *map;
+    size_t bytes = size * FSCHED__SLAB_SLOTS;
+    uint32_t i;
+    int flags;
+    fsched__spin_lock(&fsched__slabs_lock);
+    for (i = 0; i < FSCHED__SLAB_CLASSES && !c; i++)
+        if (fsched__slabs[i].slot == size || !fsched__slabs[i].slot) c = &fsched__slabs[i];
+    if (c) {
+        c->slot = size;
+        if (c->free) {
+            slot = (unsigned char *)c->free;
+            c->free = *fsched__slab_link(slot, size);
+        } else if (c->next != c->end) {
+            slot = c->next;
+            c->next += size;
+        }
+    }
+    fsched__spin_unlock(&fsched__slabs_lock);
+    if (slot || !c) return slot;
+    /* a new mapping, made outside the lock; its first slot is ours, the rest goes to
+       the class (the unused rest of an older mapping, if another thread made one
+       meanwhile, is kept as free slots) */
+#if defined(FSCHED__OS_WINDOWS)
+    map = (unsigned char *)VirtualAlloc(NULL, bytes, MEM_RESERVE | MEM_COMMIT, PAGE_READWRITE);
+    if (!map) return NULL;
+#else
+    flags = MAP_PRIVATE | MAP_ANONYMOUS;
+#if defined(MAP_NORESERVE)
+    flags |= MAP_NORESERVE;
+#endif
+    map = (unsigned char *)mmap(NULL, bytes, PROT_READ | PROT_WRITE, flags, -1, 0);
+    if ((void *)map == MAP_FAILED) return NULL;
+#endif
+    (void)flags;
+    fsched__spin_lock(&fsched__slabs_lock);
+    while (c->next != c->end) {
+        *fsched__slab_link(c->next, size) = c->free;
+        c->free = c->next;
+        c->next += size;
+    }
+    c->next = map + size;
+    c->end = map + bytes;
+    fsched__spin_unlock(&fsched__slabs_lock);
+    return map;
+}
+
+/* Returns a slot taken with fsched__slab_take. Its pages stay, for the next stack of
+   the class (as freed heap memory does): giving them back would cost a system call per
+   stack. Its canary is still zero: the release of its fiber checked it. */
+static void fsched__slab_give(void *slot, size_t size) {
+    uint32_t i;
+    fsched__spin_lock(&fsched__slabs_lock);
+    for (i = 0; i < FSCHED__SLAB_CLASSES; i++)
+        if (fsched__slabs[i].slot == size) {
+            *fsched__slab_link(slot, size) = fsched__slabs[i].free;
+            fsched__slabs[i].free = slot;
+            break;
+        }
+    fsched__spin_unlock(&fsched__slabs_lock);
+}
+#endif
+
 /* Resolves a stack request against the defaults and checks it. */
 static fsched_result fsched__stack_params_resolve(size_t stack_size, size_t guard_size,
                                                   fsched_stack_kind kind,
@@ -2664,7 +2768,7 @@ static fsched_result fsched__stack_params_resolve(size_t stack_size, size_t guar
     out->allocator = fsched__allocator_resolve(allocator);
     out->stack_size = stack_size ? stack_size : FIBERSCHED_DEFAULT_STACK_SIZE;
     out->guard_size = guard_size ? guard_size : FIBERSCHED_DEFAULT_GUARD_SIZE;
-    if ((unsigned)kind > (unsigned)FSCHED_STACK_HEAP)
+    if ((unsigned)kind > (unsigned)FSCHED_STACK_SLAB)
         return FSCHED__MISUSE(&out->logger, FSCHED_ERR_INVALID_ARGUMENT,
                               "unknown stack kind %d", (int)kind);
     if (out->stack_size < FIBERSCHED_MIN_STACK_SIZE)
@@ -2680,28 +2784,48 @@ static fsched_result fsched__stack_params_resolve(size_t stack_size, size_t guar
     kind = FSCHED_STACK_HEAP; /* Windows allocates the stack; we hold only the record */
 #endif
 #if defined(FSCHED__HAVE_PAGES)
-    out->kind = kind == FSCHED_STACK_HEAP ? FSCHED_STACK_HEAP : FSCHED_STACK_PAGES;
+    out->kind = kind == FSCHED_STACK_DEFAULT ? FSCHED_STACK_PAGES : kind;
     if (out->kind == FSCHED_STACK_PAGES)
         out->guard_size = fsched__round_up(out->guard_size, fsched__page_size());
 #else
-    if (kind == FSCHED_STACK_PAGES)
+    if (kind == FSCHED_STACK_PAGES || kind == FSCHED_STACK_SLAB)
         return FSCHED__MISUSE(&out->logger, FSCHED_ERR_UNSUPPORTED,
                               "page-allocated stacks need an operating system");
     out->kind = FSCHED_STACK_HEAP;
 #endif
-    if (out->kind == FSCHED_STACK_HEAP) out->guard_size = 0;
+    if (out->kind != FSCHED_STACK_PAGES) out->guard_size = 0;
     return FSCHED_OK;
 }
 
 #define FSCHED__FIBER_RECORD_BYTES \
     ((sizeof(struct fsched_fiber) + FSCHED__CACHE_LINE - 1) & ~(size_t)(FSCHED__CACHE_LINE - 1))
 
+#if defined(FSCHED__HAVE_PAGES)
+/* A slab slot for a stack of `usable` bytes, f's record at its top: the stack takes
+   the rest of the slot's last page. */
+static fsched_fiber *fsched__stack_from_slab(size_t usable, size_t *size) {
+    unsigned char *mem;
+    fsched_fiber *f;
+    *size = fsched__round_up(FSCHED__CANARY_BYTES + usable + FSCHED__FIBER_RECORD_BYTES,
+                             fsched__page_size());
+    mem = (unsigned char *)fsched__slab_take(*size);
+    if (!mem) return NULL;
+    f = (fsched_fiber *)(mem + *size - FSCHED__FIBER_RECORD_BYTES);
+    memset(f, 0, sizeof *f);
+    f->mem = mem;
+    f->stack_lo = mem + FSCHED__CANARY_BYTES;
+    return f;
+}
+#endif
+
 /* Allocates stack memory with the fiber record at its top:
-   pages: [guard][stack.............][record]      heap: [canary][stack.....][record] */
+   pages: [guard][stack.............][record]      heap: [canary][stack.....][record]
+   slab:  [canary, zero][stack......][record] */
 static fsched_result fsched__stack_alloc(const fsched__stack_params *params, fsched_fiber **out) {
     unsigned char *mem = NULL;
     size_t size, usable;
     fsched_fiber *f;
+    fsched__stack_params own = *params;
 #if defined(FSCHED__CTX_WINFIBER)
     usable = 0;
 #else
@@ -2715,31 +2839,43 @@ static fsched_result fsched__stack_alloc(const fsched__stack_params *params, fsc
         if (FIBERSCHED_STACK_PAINT) memset(mem + FSCHED__STACK_LEAD, FSCHED__PAINT_BYTE, usable);
         f = (fsched_fiber *)(mem + FSCHED__STACK_LEAD + usable);
         memset(f, 0, sizeof *f);
+        f->mem = mem;
         f->stack_lo = mem + FSCHED__STACK_LEAD;
     } else {
 #if defined(FSCHED__HAVE_PAGES)
-        int guard_failed;
-        size = params->guard_size +
-               fsched__round_up(usable + FSCHED__FIBER_RECORD_BYTES, fsched__page_size());
-        mem = (unsigned char *)fsched__pages_map(size, params->guard_size, &guard_failed);
-        if (!mem) {
-            if (guard_failed)
-                fsched__log(&params->logger, FSCHED_LOG_ERROR,
-                            "cannot protect a stack guard: too many memory mappings "
-                            "(raise vm.max_map_count, or use smaller or fewer stacks)");
-            return FSCHED_ERR_OUT_OF_MEMORY;
+        f = NULL;
+        if (params->kind == FSCHED_STACK_PAGES) {
+            int guard_failed;
+            size = params->guard_size +
+                   fsched__round_up(usable + FSCHED__FIBER_RECORD_BYTES, fsched__page_size());
+            mem = (unsigned char *)fsched__pages_map(size, params->guard_size, &guard_failed);
+            if (mem) {
+                f = (fsched_fiber *)(mem + size - FSCHED__FIBER_RECORD_BYTES);
+                memset(f, 0, sizeof *f);
+                f->mem = mem;
+                f->stack_lo = mem + params->guard_size;
+            } else if (guard_failed) {
+                /* out of mappings, not of memory: this stack comes from a slab, with a
+                   canary instead of a guard (said once: there may be many) */
+                static uint32_t said;
+                if (!FSCHED__EXCHANGE(&said, 1u, FSCHED__RELAXED))
+                    fsched__log(&params->logger, FSCHED_LOG_WARNING,
+                                "cannot protect more stack guards: too many memory mappings "
+                                "(vm.max_map_count); further stacks have a canary instead "
+                                "(FSCHED_STACK_SLAB)");
+                own.kind = FSCHED_STACK_SLAB;
+                own.guard_size = 0;
+            }
         }
-        f = (fsched_fiber *)(mem + size - FSCHED__FIBER_RECORD_BYTES);
-        memset(f, 0, sizeof *f);
-        f->stack_lo = mem + params->guard_size;
+        if (own.kind == FSCHED_STACK_SLAB) f = fsched__stack_from_slab(usable, &size);
+        if (!f) return FSCHED_ERR_OUT_OF_MEMORY;
 #else
         return FSCHED_ERR_UNSUPPORTED;
 #endif
     }
-    f->mem = mem;
     f->mem_size = size;
     f->stack_hi = (unsigned char *)f;
-    f->params = *params;
+    f->params = own;
 #if FIBERSCHED_VALGRIND
     f->valgrind_id = VALGRIND_STACK_REGISTER(f->stack_lo, f->stack_hi);
 #endif
@@ -2762,7 +2898,8 @@ static void fsched__stack_free(fsched_fiber *f) {
         fsched__free(&params.allocator, mem, size, FSCHED__STACK_ALIGN);
     } else {
 #if defined(FSCHED__HAVE_PAGES)
-        fsched__pages_unmap(mem, size);
+        if (params.kind == FSCHED_STACK_SLAB) fsched__slab_give(mem, size);
+        else fsched__pages_unmap(mem, size);
 #endif
     }
 }
@@ -2909,7 +3046,7 @@ static inline void fsched__fiber_arrived(fsched_fiber *self, fsched_fiber *prev)
    never run again (ASan then drops its fake stack). */
 static inline void fsched__fiber_leaving(fsched_fiber *from, fsched_fiber *to, int from_ends) {
 #if FSCHED__DEBUG
-    if (from->params.kind == FSCHED_STACK_HEAP) fsched__stack_check_here(from);
+    if (from->params.kind != FSCHED_STACK_PAGES) fsched__stack_check_here(from);
 #endif
 #if defined(FIBERSCHED_MPU_GUARD) && FIBERSCHED_MPU_GUARD
     fsched__mpu_guard_arm(to);

@@ -366,6 +366,64 @@ static void test_heap_stacks(void) {
     CHECK(c.live_blocks == 0);
 }
 
+/* ---- slab stacks: many stacks from shared mappings, slots reused ---- */
+
+static void slab_body(void *arg) {
+    volatile unsigned char buf[1024];
+    size_t i;
+    for (i = 0; i < sizeof buf; i++) buf[i] = (unsigned char)i;
+    *(unsigned *)arg += buf[1023] + 1u;
+}
+
+#if defined(FSCHED__HAVE_PAGES)
+static int address_cmp(const void *a, const void *b) {
+    uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void test_slab_stacks(void) {
+    enum { N = 200 };
+    static fsched_fiber *fibers[N];
+    static uintptr_t first[N], second[N];
+    fsched_fiber_desc d = small_desc("slab");
+    unsigned runs = 0, round, i;
+    d.stack_kind = FSCHED_STACK_SLAB;
+    for (round = 0; round < 2; round++) {
+        uintptr_t *lows = round ? second : first;
+        for (i = 0; i < N; i++) {
+            void *lo;
+            size_t size;
+            CHECK_OK(fsched_fiber_create(&d, slab_body, &runs, &fibers[i]));
+            CHECK_OK(fsched_fiber_stack(fibers[i], &lo, &size));
+#if !defined(FSCHED__CTX_WINFIBER) /* Windows makes the stack: only the record is ours */
+            CHECK(size >= SMALL_STACK);
+#endif
+            lows[i] = (uintptr_t)lo;
+        }
+        for (i = 0; i < N; i++) CHECK_OK(fsched_fiber_switch(fibers[i]));
+        for (i = 0; i < N; i++) CHECK_OK(fsched_fiber_destroy(fibers[i]));
+        qsort(lows, N, sizeof *lows, address_cmp);
+#if !defined(FSCHED__CTX_WINFIBER)
+        for (i = 1; i < N; i++) CHECK(lows[i] - lows[i - 1] >= SMALL_STACK); /* apart */
+#endif
+    }
+    CHECK(runs == 2u * N * 256u); /* each body adds (1023 & 0xff) + 1 */
+#if !defined(FSCHED__CTX_WINFIBER)
+    /* the second round had the first round's slots back, not new ones */
+    for (i = 0; i < N; i++) CHECK(second[i] == first[i]);
+#endif
+}
+#else
+static void test_slab_stacks(void) { /* no pages without an OS */
+    fsched_fiber_desc d = small_desc("slab");
+    fsched_fiber *f = NULL;
+    unsigned runs = 0;
+    d.stack_kind = FSCHED_STACK_SLAB;
+    CHECK_RESULT(fsched_fiber_create(&d, slab_body, &runs, &f), FSCHED_ERR_UNSUPPORTED);
+    CHECK(f == NULL);
+}
+#endif
+
 /* ---- how deep a stack was used: heap stacks are painted where FIBERSCHED_STACK_PAINT
    says so (by default without an OS); elsewhere the query is unsupported ---- */
 
@@ -648,6 +706,7 @@ int main(void) {
     test_deep_recursion();
     test_pool_reuse();
     test_heap_stacks();
+    test_slab_stacks();
     test_stack_used();
     test_bad_input();
     test_alignment();

@@ -290,9 +290,33 @@ static void smashed_canary(void) {
     fsched_fiber_destroy(f); /* checks the canary at the latest here */
 }
 
+/* A slab stack's canary is the zero bytes of its untouched pages: what an overflow
+   writes there (anything but zeros) is seen the same way. */
+static void smash_slab_body(void *arg) {
+    void *lo;
+    size_t size;
+    (void)arg;
+    CHECK_OK(fsched_fiber_stack(fsched_fiber_current(), &lo, &size));
+    memset((unsigned char *)lo - 16, 0x5a, 16);
+}
+
+static void smashed_slab(void) {
+    fsched_fiber_desc d;
+    fsched_fiber *f;
+    memset(&d, 0, sizeof d);
+    d.stack_size = 16 * 1024;
+    d.stack_kind = FSCHED_STACK_SLAB;
+    d.name = "slab smasher";
+    CHECK_OK(fsched_fiber_create(&d, smash_slab_body, NULL, &f));
+    CHECK_OK(fsched_fiber_switch(f));
+    fsched_fiber_destroy(f);
+}
+
 static void test_canary(void) {
     child_result r = run_child(smashed_canary);
     expect_signal(&r, SIGABRT, SIGABRT, "stack overflow in fiber 'smasher'");
+    r = run_child(smashed_slab);
+    expect_signal(&r, SIGABRT, SIGABRT, "stack overflow in fiber 'slab smasher'");
 }
 
 /* ---- a finished fiber with nowhere to return ---- */

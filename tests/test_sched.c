@@ -1235,6 +1235,65 @@ static void test_inline_waits_bounded(void) {
     CHECK_OK(fsched_wait_group_destroy(&b.done));
 }
 
+/* Many tasks blocked at once on slab stacks (no mapping per stack): every one is
+   released and runs to its end; the next burst reuses the stacks. */
+typedef struct blocked_many {
+    fsched_event go;
+    fsched_wait_group started, done;
+    uint64_t woke;
+} blocked_many;
+
+static void blocked_many_task(void *arg) {
+    blocked_many *b = (blocked_many *)arg;
+    CHECK_OK(fsched_wait_group_done(&b->started));
+    CHECK_OK(fsched_event_wait(&b->go));
+    FSCHED__FETCH_ADD(&b->woke, (uint64_t)1, FSCHED__RELAXED);
+    CHECK_OK(fsched_wait_group_done(&b->done));
+}
+
+static void test_blocked_on_slab_stacks(void) {
+    const uint64_t n = TEST_SCALE > 4 ? 500 : 20000 / TEST_SCALE;
+    fsched_desc d;
+    fsched_sched *s;
+    blocked_many b;
+    uint64_t i;
+    int round;
+    test_desc_init(&d);
+    d.workers = 2;
+    d.stack_kind = FSCHED_STACK_SLAB;
+    d.stack_size = 16 * 1024;
+#if !defined(FSCHED__HAVE_PAGES)
+    CHECK_RESULT(fsched_create(&d, &s), FSCHED_ERR_UNSUPPORTED);
+    return;
+#endif
+    CHECK_OK(fsched_create(&d, &s));
+#if !TEST_THREADS
+    CHECK_OK(fsched_bind(s));
+#endif
+    memset(&b, 0, sizeof b);
+    CHECK_OK(fsched_wait_group_init(&b.started));
+    CHECK_OK(fsched_wait_group_init(&b.done));
+    for (round = 0; round < 2; round++) {
+        CHECK_OK(fsched_event_init(&b.go, 1, 0));
+        FSCHED__STORE(&b.woke, (uint64_t)0, FSCHED__RELAXED);
+        CHECK_OK(fsched_wait_group_add(&b.started, (int64_t)n));
+        CHECK_OK(fsched_wait_group_add(&b.done, (int64_t)n));
+        for (i = 0; i < n; i++) CHECK_OK(fsched_spawn(s, blocked_many_task, &b));
+        CHECK_OK(fsched_wait_group_wait(&b.started)); /* all of them blocked, or about to */
+        CHECK_EQ_U64(LOAD(&b.woke), 0);
+        CHECK_OK(fsched_event_set(&b.go));
+        CHECK_OK(fsched_wait_group_wait(&b.done));
+        CHECK_EQ_U64(LOAD(&b.woke), n);
+        CHECK_OK(fsched_event_destroy(&b.go));
+    }
+#if !TEST_THREADS
+    CHECK_OK(fsched_unbind());
+#endif
+    CHECK_OK(fsched_destroy(s));
+    CHECK_OK(fsched_wait_group_destroy(&b.started));
+    CHECK_OK(fsched_wait_group_destroy(&b.done));
+}
+
 static void test_out_of_memory(void) {
     fsched_desc d;
     fsched_sched *s;
@@ -1331,6 +1390,7 @@ int main(void) {
     test_deep_chain(2);
     test_out_of_memory();
     test_inline_waits_bounded();
+    test_blocked_on_slab_stacks();
     printf("test_sched: ok\n");
     return 0;
 }
