@@ -191,9 +191,9 @@
      overflow into it faults at once, and the handler every scheduler installs (unless
      its desc says no_overflow_handler) reports it with the task and its stack size;
      fsched_install_overflow_handler() does the same for plain fibers. Heap stacks
-     (FSCHED_STACK_HEAP, FIBERSCHED_NO_OS) end in a canary (FIBERSCHED_STACK_CANARY)
-     that is checked when the fiber is destroyed and, in debug builds, when each task on
-     it ends and on every switch away from it (with the stack pointer's range): an
+     (FSCHED_STACK_HEAP, FIBERSCHED_NO_OS) and slab stacks (FSCHED_STACK_SLAB) end in
+     a canary (FIBERSCHED_STACK_CANARY) that is checked when the fiber is destroyed
+     and, in debug builds, when each task on it ends and on every switch away from it (with the stack pointer's range): an
      overflow is reported through the logger, naming the fiber and its task, and stops
      the program. fsched_fiber_stack_used tells how deep a heap stack was used.
    - A fiber keeps the thread's thread-local variables: code that reads a thread-local,
@@ -209,7 +209,11 @@
    - Work the scheduler runs inline while a join or a wait group waits (help-first) runs
      on the waiting task's stack: give fibers stacks for the deepest such nesting.
    - On Linux each guarded stack costs two memory mappings and vm.max_map_count (65530 by
-     default) bounds them: for 100,000 blocked tasks, use FSCHED_STACK_HEAP stacks.
+     default) bounds them: past that, stacks come from slabs (a warning says so once).
+     For 100,000 blocked tasks, use FSCHED_STACK_SLAB stacks: carved from mappings
+     shared by many stacks, they cost only the pages their fibers touch. Their canary is
+     the zero bytes of the untouched memory below the stack (an overflow that writes only
+     zeros there goes unseen).
 
    ERROR MODEL
 
