@@ -193,9 +193,9 @@
      fsched_install_overflow_handler() does the same for plain fibers. Heap stacks
      (FSCHED_STACK_HEAP, FIBERSCHED_NO_OS) and slab stacks (FSCHED_STACK_SLAB) end in
      a canary (FIBERSCHED_STACK_CANARY) that is checked when the fiber is destroyed
-     and, in debug builds, when each task on it ends and on every switch away from it (with the stack pointer's range): an
-     overflow is reported through the logger, naming the fiber and its task, and stops
-     the program. fsched_fiber_stack_used tells how deep a heap stack was used.
+     and, in debug builds, when each task on it ends and on every switch away from it
+     (with the stack pointer's range): an overflow is reported through the logger,
+     naming the fiber and its task, and stops the program. fsched_fiber_stack_used tells how deep a heap stack was used.
    - A fiber keeps the thread's thread-local variables: code that reads a thread-local,
      switches and may resume on another thread sees the other thread's copy.
    - Destroying a suspended fiber frees its stack without unwinding it.
