@@ -195,7 +195,8 @@
      a canary (FIBERSCHED_STACK_CANARY) that is checked when the fiber is destroyed
      and, in debug builds, when each task on it ends and on every switch away from it
      (with the stack pointer's range): an overflow is reported through the logger,
-     naming the fiber and its task, and stops the program. fsched_fiber_stack_used tells how deep a heap stack was used.
+     naming the fiber and its task, and stops the program. fsched_fiber_stack_used
+     tells how deep a heap stack was used.
    - A fiber keeps the thread's thread-local variables: code that reads a thread-local,
      switches and may resume on another thread sees the other thread's copy.
    - Destroying a suspended fiber frees its stack without unwinding it.
