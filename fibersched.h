@@ -603,6 +603,157 @@ FIBERSCHED_API fsched_result fsched_parallel_reduce(
     void (*body)(void *ctx, size_t lo, size_t hi, void *acc),
     void (*combine)(void *ctx, void *acc, const void *other), void *ctx, void *result);
 
+/* ---- spawn and sync: child records in the worker's frame stack --------------------
+   For fine-grained fork-join (recursive divide and conquer, many children per node), the
+   fastest way: a task defined with FSCHED_TASK takes one argument and returns a value;
+   inside one, FSCHED_SPAWN(name, arg) offers a child to other workers, FSCHED_CALL runs
+   one here, and FSCHED_SYNC(name) returns the result of the newest child not yet synced
+   (children are synced in the reverse order of their spawns), running it here unless
+   another worker took it. A child's record (its argument, then its result) is a frame in
+   a stack of frames that the caller's task tree owns: a spawn writes a frame and a sync
+   takes it back, with no allocation, no atomic operation and no fence unless other
+   workers asked for work. The frame stack and the position in it pass from task to task
+   as hidden arguments, so tasks are defined and called through the macros only.
+
+       FSCHED_TASK(long, fib, int, n) {
+           long x, y;
+           if (n < 2) return n;
+           FSCHED_SPAWN(fib, n - 1);
+           y = FSCHED_CALL(fib, n - 2);
+           x = FSCHED_SYNC(fib);
+           return x + y;
+       }
+       ...
+       long r;
+       fsched_result e = FSCHED_RUN(fib, 30, &r);   // from a task or bound thread
+
+   FSCHED_VOID_TASK(name, type, arg) defines one without a result (FSCHED_RUN's last
+   argument is then NULL). The argument and result are copied with assignment: plain C
+   types and structs of up to FSCHED_FRAME_BYTES (a compile-time error otherwise); pass
+   a pointer for more. Every spawn must be synced before its task returns. A task tree
+   may block (its fiber is suspended, and its children not yet taken are offered to
+   other workers first). At most a frame per 8 bytes of the scheduler's stack size can be
+   spawned and not yet synced in one tree: more stops the program with a message (as a
+   stack overflow does). Use fsched_join or wait groups where the children are not known
+   at compile time or need not be synced in order. */
+#define FSCHED_FRAME_BYTES 48
+
+typedef struct fsched_frames fsched_frames;
+typedef struct fsched_frame fsched_frame;
+
+/* A child record. Members are private. */
+struct fsched_frame {
+    void (*run)(fsched_frame *frame, fsched_frames *fs, fsched_frame *head); /* NULL: free */
+    uintptr_t latch; /* taken by another worker: 0 until it finished, 1 after */
+    union {
+        unsigned char bytes[FSCHED_FRAME_BYTES];
+        void *p;
+        long long ll;
+        double d;
+        long double ld;
+    } data;
+};
+
+/* A stack of frames, owned by one task tree at a time. Members are private: the macros
+   read the first three. */
+struct fsched_frames {
+    fsched_frame *split; /* the owner's: frames from here up are its own, not offered */
+    fsched_frame *end;   /* one past the last frame */
+    uint32_t asked;      /* other workers found nothing offered: offer some at the next spawn */
+    fsched_frame *base;
+    struct fsched_frames *outer; /* the next frame stack the same fiber holds */
+    void *worker, *fiber;        /* whose frames they are */
+    uint32_t in_use, registered;
+    size_t bytes;
+    uint64_t shared __attribute__((aligned(64))); /* offered [tail, split): tail low, split high */
+};
+
+FIBERSCHED_API fsched_result fsched_frames_enter(fsched_frames **out);
+FIBERSCHED_API void fsched_frames_leave(fsched_frames *fs);
+FIBERSCHED_API void fsched_frames_share(fsched_frames *fs, fsched_frame *head);
+FIBERSCHED_API int fsched_frames_reclaim(fsched_frames *fs, fsched_frame *frame);
+FIBERSCHED_API void fsched_frames_full(fsched_frames *fs);
+
+#define FSCHED__TASK_COMMON(rtype, name, atype, aname, data_members, run_body, sync_here, \
+                            sync_taken, root_call)                                        \
+    typedef union name##_fsched_data { data_members } name##_fsched_data;                  \
+    typedef char name##_fsched_fits[sizeof(name##_fsched_data) <= FSCHED_FRAME_BYTES ? 1 : -1]; \
+    static rtype name##_fsched_body(fsched_frames *fsched__fs, fsched_frame *fsched__head,  \
+                                    atype aname);                                          \
+    static void name##_fsched_run(fsched_frame *fsched__frame, fsched_frames *fsched__fs,   \
+                                  fsched_frame *fsched__head) {                            \
+        name##_fsched_data *fsched__d = (name##_fsched_data *)(void *)&fsched__frame->data; \
+        run_body;                                                                          \
+    }                                                                                      \
+    static inline void name##_fsched_spawn(fsched_frame *fsched__head, atype fsched__arg) { \
+        ((name##_fsched_data *)(void *)&fsched__head->data)->arg = fsched__arg;            \
+        fsched__head->run = name##_fsched_run;                                             \
+    }                                                                                      \
+    static inline rtype name##_fsched_sync(fsched_frames *fsched__fs,                       \
+                                           fsched_frame *fsched__head) {                   \
+        name##_fsched_data *fsched__d = (name##_fsched_data *)(void *)&fsched__head->data;  \
+        if (__builtin_expect(fsched__head >= fsched__fs->split, 1) ||                      \
+            fsched_frames_reclaim(fsched__fs, fsched__head)) {                             \
+            fsched__head->run = 0;                                                         \
+            sync_here;                                                                     \
+        } else {                                                                           \
+            sync_taken;                                                                    \
+        }                                                                                  \
+    }                                                                                      \
+    static inline fsched_result name##_fsched_root(atype fsched__arg, void *fsched__out) { \
+        fsched_frames *fsched__fs;                                                         \
+        fsched_result fsched__r = fsched_frames_enter(&fsched__fs);                        \
+        if (fsched__r != FSCHED_OK) return fsched__r;                                      \
+        root_call;                                                                         \
+        fsched_frames_leave(fsched__fs);                                                   \
+        (void)fsched__out;                                                                 \
+        return FSCHED_OK;                                                                  \
+    }                                                                                      \
+    static rtype name##_fsched_body(fsched_frames *fsched__fs, fsched_frame *fsched__head,  \
+                                    atype aname)
+
+/* Defines the task `name`: `rtype name(atype aname)`, followed by its body in braces. */
+#define FSCHED_TASK(rtype, name, atype, aname)                                             \
+    FSCHED__TASK_COMMON(rtype, name, atype, aname, atype arg; rtype result;,               \
+                        fsched__d->result = name##_fsched_body(fsched__fs, fsched__head,   \
+                                                               fsched__d->arg),            \
+                        return name##_fsched_body(fsched__fs, fsched__head, fsched__d->arg), \
+                        return fsched__d->result,                                          \
+                        rtype fsched__result =                                             \
+                            name##_fsched_body(fsched__fs, fsched__fs->base, fsched__arg); \
+                        if (fsched__out) *(rtype *)fsched__out = fsched__result)
+
+/* Defines a task without a result. */
+#define FSCHED_VOID_TASK(name, atype, aname)                                               \
+    FSCHED__TASK_COMMON(void, name, atype, aname, atype arg;,                              \
+                        name##_fsched_body(fsched__fs, fsched__head, fsched__d->arg),      \
+                        name##_fsched_body(fsched__fs, fsched__head, fsched__d->arg),      \
+                        (void)0,                                                           \
+                        name##_fsched_body(fsched__fs, fsched__fs->base, fsched__arg))
+
+/* Inside a task: offers name(arg) to other workers (a statement). */
+#define FSCHED_SPAWN(name, arg)                                                            \
+    do {                                                                                   \
+        if (__builtin_expect(fsched__head == fsched__fs->end, 0))                          \
+            fsched_frames_full(fsched__fs);                                                \
+        name##_fsched_spawn(fsched__head, (arg));                                          \
+        ++fsched__head;                                                                    \
+        if (__builtin_expect(__atomic_load_n(&fsched__fs->asked, __ATOMIC_RELAXED) != 0, 0)) \
+            fsched_frames_share(fsched__fs, fsched__head);                                 \
+    } while (0)
+
+/* Inside a task: runs name(arg) here and returns its result. */
+#define FSCHED_CALL(name, arg) name##_fsched_body(fsched__fs, fsched__head, (arg))
+
+/* Inside a task: the result of the newest child not yet synced (which must be a `name`). */
+#define FSCHED_SYNC(name) (--fsched__head, name##_fsched_sync(fsched__fs, fsched__head))
+
+/* From a task or bound thread: runs name(arg) as the root of a tree of tasks, stores its
+   result in *out (a pointer to the task's result type, or NULL) and returns FSCHED_OK;
+   FSCHED_ERR_WRONG_STATE when called from elsewhere, FSCHED_ERR_OUT_OF_MEMORY when no
+   frame stack can be had (running nothing). */
+#define FSCHED_RUN(name, arg, out) name##_fsched_root((arg), (out))
+
 /* ---- fiber-aware synchronisation --------------------------------------------------
    Each object is a transparent struct placed anywhere, set up with _init and released with
    _destroy (which fails with FSCHED_ERR_WRONG_STATE while someone waits). Waiting suspends
@@ -2416,6 +2567,7 @@ struct fsched_fiber {
     uint32_t ready_taken;   /* taken from the ready queue for a switch not yet made */
     void *graph_task;       /* the graph task whose function runs on this fiber */
     uint32_t inline_depth;  /* jobs nested on it by waits without a fiber (out of memory) */
+    fsched_frames *frames;  /* the innermost frame stack its task trees hold (spawn/sync) */
     void (*task_fn)(void *); /* the detached task whose function runs on it, ... */
     const char *task_name;   /* ... or the name of the graph task: for overflow reports */
 #if FIBERSCHED_TRACE
@@ -3476,6 +3628,13 @@ struct fsched__job {
 
 #define FSCHED__ALIGN_LINE __attribute__((aligned(FSCHED__CACHE_LINE)))
 
+/* Frame stacks a slot can offer frames from at once (one per task tree it holds). */
+#if defined(FSCHED__OS_NONE)
+#define FSCHED__FRAME_STACKS 4u
+#else
+#define FSCHED__FRAME_STACKS 32u
+#endif
+
 #if defined(FSCHED__OS_NONE)
 #define FSCHED__RING_SIZE 32u /* a microcontroller's RAM; more jobs go to the public part */
 #else
@@ -3961,6 +4120,13 @@ typedef struct fsched__worker {
     fsched__task *free_tasks;
     fsched__task_slab *slabs;
     uint64_t spawned, completed; /* written by the owner, read by fsched_destroy */
+    /* frame stacks (spawn and sync): the owner appends to the table, thieves read it */
+    fsched_frames *frames_table[FSCHED__FRAME_STACKS];
+    uint32_t frames_count;   /* entries in the table */
+    fsched_frames *frames_free; /* owner only: entries no tree holds, linked by `outer` */
+    fsched_frame *stolen;    /* owner only: the frame just claimed, until it runs, ... */
+    fsched_frames *stolen_from; /* ... and where it was */
+    fsched__job frame_job;   /* runs it */
     /* timers: a binary min-heap of waiters by deadline */
     fsched__waiter **timers;
     uint32_t timer_count, timer_cap;
@@ -3978,6 +4144,13 @@ typedef struct fsched__worker {
     struct fsched__trace_buffer *trace; /* written by the slot's thread alone */
 #endif
 } fsched__worker;
+
+/* frame stacks (spawn and sync), defined with fork-join */
+static void fsched__frame_job_execute(fsched__job *job, fsched__worker *w);
+static fsched__job *fsched__frames_steal(fsched__worker *w, fsched__worker *v);
+static int fsched__frames_visible(fsched__worker *v);
+static void fsched__frames_offer_all(fsched_fiber *f);
+static void fsched__frames_destroy(fsched__worker *w);
 
 #define FSCHED__SCHED_LIVE 0x46534348u /* "FSCH" */
 #define FSCHED__SCHED_DEAD 0xdead5c4eu
@@ -4284,7 +4457,9 @@ static void fsched__suspend(fsched__worker *w, fsched_fiber *next) {
 /* Owner: the fiber to switch to when the running one blocks, or NULL when no fiber can be
    had (out of memory): the caller then waits by running jobs inline. */
 static fsched_fiber *fsched__suspend_prepare(fsched__worker *w) {
-    fsched_fiber *next = fsched__ready_pop(w);
+    fsched_fiber *next, *self = fsched__tls_thread.current;
+    if (self->frames) fsched__frames_offer_all(self);
+    next = fsched__ready_pop(w);
     if (next) {
         next->ready_taken = 1;
         return next;
@@ -4638,7 +4813,8 @@ static int fsched__work_visible(fsched_sched *s) {
                 FSCHED__LOAD(&v->deque.pub.bottom, FSCHED__SEQ_CST) ||
             FSCHED__LOAD(&v->high.top, FSCHED__SEQ_CST) <
                 FSCHED__LOAD(&v->high.bottom, FSCHED__SEQ_CST) ||
-            FSCHED__LOAD(&v->low.top, FSCHED__SEQ_CST) < FSCHED__LOAD(&v->low.bottom, FSCHED__SEQ_CST))
+            FSCHED__LOAD(&v->low.top, FSCHED__SEQ_CST) < FSCHED__LOAD(&v->low.bottom, FSCHED__SEQ_CST) ||
+            fsched__frames_visible(v))
             return 1;
     }
     return 0;
@@ -4765,6 +4941,7 @@ static fsched__job *fsched__steal_one(fsched__worker *w, fsched__worker *v) {
         return job;
     }
     fsched__deque_request(&v->deque);
+    if ((job = fsched__frames_steal(w, v))) return job;
     if ((p = fsched__affine_take(&v->affine, w->index, !w->bound))) return &p->job;
     if (!fsched__cl_looks_empty(&v->low)) return fsched__steal_from(&v->low, &emptied);
     return NULL;
@@ -5124,6 +5301,7 @@ static fsched__worker *fsched__slot_new(fsched_sched *s, uint32_t index, int bou
     w->index = index;
     w->bound = (uint32_t)bound;
     w->rng = 0x9e3779b97f4a7c15ull * (index + 1);
+    w->frame_job.execute = fsched__frame_job_execute;
     fsched__parker_init(&w->parker);
 #if FIBERSCHED_TRACE
     w->trace = fsched__trace_buffer_new(&s->allocator, s->trace_events);
@@ -5144,6 +5322,7 @@ static void fsched__slot_free(fsched_sched *s, fsched__worker *w) {
     }
     fsched__free(&s->allocator, w->timers, w->timer_cap * sizeof *w->timers, sizeof(void *));
     fsched__deque_destroy(&w->deque);
+    fsched__frames_destroy(w);
     fsched__cl_destroy(&w->high);
     fsched__cl_destroy(&w->low);
     fsched__affine_destroy(&w->affine);
@@ -6643,17 +6822,18 @@ static void fsched__join_execute(fsched__job *job, fsched__worker *w) {
 
 #define FSCHED__JOIN_HELP_ROUNDS 64u
 
-/* The joiner's side once b has been taken by another worker: helps with other work for a
-   bounded time, then suspends until b's latch is set. */
-static void fsched__join_wait(fsched__worker *w, fsched__join_job *j) {
+/* The waiting side of a latch set by another worker (0 pending, 1 set, else the fiber
+   waiting for it): helps with other work for a bounded time, then suspends until it is
+   set. Used by a join whose second half, and a sync whose frame, another worker took. */
+static void fsched__latch_wait(fsched__worker *w, uintptr_t *latch) {
     uint32_t round = fsched__tls_thread.current == w->root ? FSCHED__JOIN_HELP_ROUNDS : 0;
     fsched_fiber *next;
     uintptr_t expected = 0;
     for (; round < FSCHED__JOIN_HELP_ROUNDS; round++) { /* not on a thread's own stack */
         fsched__job *job;
         uint32_t i;
-        /* acquire: pairs with the exchange in fsched__join_execute */
-        if (FSCHED__LOAD(&j->latch, FSCHED__ACQUIRE) == 1) return;
+        /* acquire: pairs with the setter's exchange */
+        if (FSCHED__LOAD(latch, FSCHED__ACQUIRE) == 1) return;
         job = fsched__find_job(w);
         if (job) {
             job->execute(job, w);
@@ -6662,19 +6842,24 @@ static void fsched__join_wait(fsched__worker *w, fsched__join_job *j) {
         for (i = 0; i < FSCHED__SPIN_PER_ROUND; i++) fsched__cpu_relax();
     }
     for (;;) {
-        if (FSCHED__LOAD(&j->latch, FSCHED__ACQUIRE) == 1) return;
+        if (FSCHED__LOAD(latch, FSCHED__ACQUIRE) == 1) return;
         next = fsched__suspend_prepare(w);
         if (next) break;
         if (fsched__run_inline(w) <= 0) /* no fiber to switch to (out of memory): help */
             fsched__cpu_relax();
     }
     FSCHED__POINT(JOIN);
-    /* acq_rel: publishes the fiber to the finisher, or sees that it finished */
-    if (FSCHED__CAS(&j->latch, &expected, (uintptr_t)fsched__tls_thread.current,
-                    FSCHED__ACQ_REL, FSCHED__ACQUIRE))
+    /* acq_rel: publishes the fiber to the setter, or sees that it finished */
+    if (FSCHED__CAS(latch, &expected, (uintptr_t)fsched__tls_thread.current, FSCHED__ACQ_REL,
+                    FSCHED__ACQUIRE))
         fsched__suspend(w, next);
     else
         fsched__suspend_cancel(w, next); /* finished meanwhile */
+}
+
+/* The joiner's side once b has been taken by another worker. */
+static void fsched__join_wait(fsched__worker *w, fsched__join_job *j) {
+    fsched__latch_wait(w, &j->latch);
 }
 
 /* Runs jobs popped from the own deque until b comes back (then runs it here) or turns
@@ -6750,6 +6935,262 @@ FIBERSCHED_API fsched_result fsched_join(void (*a)(void *arg), void *arg_a,
     }
     fsched__join_finish(w, &j);
     return FSCHED_OK;
+}
+
+/* ---- spawn and sync: frame stacks ----
+   A frame stack is an array of frames owned by one task tree (FSCHED_RUN, or a frame
+   another worker took) on one fiber at a time. Frames from `split` up are the owner's
+   own: a spawn writes one at the head and a sync takes it back, touching nothing shared
+   (the head travels as a hidden argument, in a register). Frames in [tail, split) are
+   offered: `shared` packs both indices in one word that thieves claim frames from by
+   compare-and-swap (tail + 1), and that the owner moves split in only by compare-and-swap
+   too, so that every decision about an offered frame is one read-modify-write of one
+   word. The owner offers frames when a thief asked (`asked`, read at every spawn), at
+   the first spawn of a tree, and when its fiber blocks (every frame it holds, so that a
+   child the blocked code waits for is never stranded); a sync below split takes its
+   frame back unless it was claimed, and then waits for it as a join does. */
+#define FSCHED__FRAMES_TAIL(v) ((uint32_t)(v))
+#define FSCHED__FRAMES_SPLIT(v) ((uint32_t)((v) >> 32))
+#define FSCHED__FRAMES_PACK(tail, split) ((uint64_t)(tail) | (uint64_t)(split) << 32)
+
+/* Frames per stack: one per 8 bytes of the scheduler's fiber stacks, where pages are
+   reserved and touched only as deep as used (a task tree cannot nest deeper than its
+   stack anyway, unless it spawns many children before syncing them); fewer from a heap. */
+static size_t fsched__frames_capacity(const fsched_sched *s) {
+    size_t stack = s->stacks ? s->stacks->params.stack_size : FIBERSCHED_DEFAULT_STACK_SIZE;
+#if defined(FSCHED__HAVE_PAGES)
+    size_t n = stack / 8;
+#else
+    size_t n = stack / 64;
+#endif
+    if (n < 64) n = 64;
+    if (n > ((size_t)1 << 24)) n = (size_t)1 << 24;
+    return n;
+}
+
+static void fsched__frames_free(fsched_sched *s, fsched_frames *fs) {
+#if defined(FSCHED__HAVE_PAGES)
+    fsched__pages_unmap(fs->base, fs->bytes);
+#else
+    fsched__free(&s->allocator, fs->base, fs->bytes, 16);
+#endif
+    fsched__free(&s->allocator, fs, sizeof *fs, 64);
+}
+
+/* A new frame stack of w, entered in w's table (where thieves look) while there is room;
+   one outside it is never offered (its tree runs on one worker). NULL: out of memory. */
+static fsched_frames *fsched__frames_new(fsched__worker *w) {
+    fsched_sched *s = w->sched;
+    size_t n = fsched__frames_capacity(s);
+    fsched_frames *fs = (fsched_frames *)fsched__alloc(&s->allocator, sizeof *fs, 64);
+    uint32_t count;
+    if (!fs) return NULL;
+    memset(fs, 0, sizeof *fs);
+    fs->bytes = n * sizeof(fsched_frame);
+#if defined(FSCHED__HAVE_PAGES)
+    {
+        int guard_failed;
+        fs->base = (fsched_frame *)fsched__pages_map(fs->bytes, 0, &guard_failed);
+    }
+#else
+    fs->base = (fsched_frame *)fsched__alloc(&s->allocator, fs->bytes, 16);
+    if (fs->base) memset(fs->base, 0, fs->bytes); /* free frames have no function */
+#endif
+    if (!fs->base) {
+        fsched__free(&s->allocator, fs, sizeof *fs, 64);
+        return NULL;
+    }
+    fs->end = fs->base + n;
+    fs->split = fs->base;
+    fs->worker = w;
+    count = FSCHED__LOAD(&w->frames_count, FSCHED__RELAXED); /* the owner's own count */
+    if (count < FSCHED__FRAME_STACKS) {
+        fs->registered = 1;
+        w->frames_table[count] = fs;
+        /* release: a thief that sees the count sees the entry and the stack's fields */
+        FSCHED__STORE(&w->frames_count, count + 1, FSCHED__RELEASE);
+    }
+    return fs;
+}
+
+/* Owner: makes sure a frame stack is free for a frame this worker takes from another. */
+static int fsched__frames_ready(fsched__worker *w) {
+    fsched_frames *fs;
+    if (w->frames_free) return 1;
+    if (FSCHED__LOAD(&w->frames_count, FSCHED__RELAXED) >= FSCHED__FRAME_STACKS) return 0;
+    if (!(fs = fsched__frames_new(w))) return 0;
+    fs->outer = NULL;
+    w->frames_free = fs;
+    return 1;
+}
+
+FIBERSCHED_API fsched_result fsched_frames_enter(fsched_frames **out) {
+    fsched__worker *w = fsched__tls_thread.worker;
+    fsched_fiber *f = fsched__tls_thread.current;
+    fsched_frames *fs;
+    *out = NULL;
+    if (!w)
+        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
+                              "FSCHED_RUN: not called from a task or a bound thread");
+    if ((fs = w->frames_free) != NULL) w->frames_free = fs->outer;
+    else if (!(fs = fsched__frames_new(w))) return FSCHED_ERR_OUT_OF_MEMORY;
+    fs->split = fs->base;
+    fs->fiber = f;
+    fs->outer = (fsched_frames *)f->frames;
+    f->frames = fs;
+    /* relaxed: hints for thieves (whether to ask), and the first spawn offers a frame at
+       once, as a new deque does: other workers may be idle */
+    FSCHED__STORE(&fs->in_use, 1u, FSCHED__RELAXED);
+    FSCHED__STORE(&fs->asked, 1u, FSCHED__RELAXED);
+    *out = fs;
+    return FSCHED_OK;
+}
+
+FIBERSCHED_API void fsched_frames_leave(fsched_frames *fs) {
+    fsched__worker *w = (fsched__worker *)fs->worker;
+    ((fsched_fiber *)fs->fiber)->frames = fs->outer;
+    FSCHED__STORE(&fs->in_use, 0u, FSCHED__RELAXED); /* a hint, as in fsched_frames_enter */
+    /* every frame was synced: nothing is offered (tail == split), so no thief writes the
+       word; relaxed, as thieves read nothing else of a stack with nothing offered */
+    FSCHED__STORE(&fs->shared, (uint64_t)0, FSCHED__RELAXED);
+    if (fs->registered) {
+        fs->outer = w->frames_free;
+        w->frames_free = fs;
+    } else {
+        fsched__frames_free(w->sched, fs);
+    }
+}
+
+/* Owner: offers the n oldest of its own frames. */
+static void fsched__frames_offer(fsched_frames *fs, size_t n) {
+    fsched__worker *w = (fsched__worker *)fs->worker;
+    uint32_t split = (uint32_t)(fs->split - fs->base);
+    uint64_t cur = FSCHED__LOAD(&fs->shared, FSCHED__RELAXED), want;
+    fsched_frame *f;
+    if (!fs->registered) return; /* no thief can see it */
+    for (f = fs->split; f < fs->split + n; f++) f->latch = 0;
+    do { /* thieves may move the tail meanwhile; only the owner moves split */
+        want = FSCHED__FRAMES_PACK(FSCHED__FRAMES_TAIL(cur), split + (uint32_t)n);
+        /* release: a thief's acquire of the word sees the frames' contents */
+    } while (!FSCHED__CAS(&fs->shared, &cur, want, FSCHED__RELEASE, FSCHED__RELAXED));
+    fs->split += n;
+    fsched__new_jobs(w->sched, (uint32_t)n);
+}
+
+FIBERSCHED_API void fsched_frames_share(fsched_frames *fs, fsched_frame *head) {
+    size_t own = (size_t)(head - fs->split);
+    if (!own) return; /* nothing of its own to offer: the request stays */
+    /* cleared first, so that a request made meanwhile survives (relaxed: a hint) */
+    FSCHED__STORE(&fs->asked, 0u, FSCHED__RELAXED);
+    fsched__frames_offer(fs, (own + 1) / 2);
+}
+
+/* Owner: the running fiber blocks; offers every frame of its own in every frame stack it
+   holds (the code that blocks may wait for one of them). Its own frames are those from
+   split up to the first free one: syncs free the frames they take. */
+static void fsched__frames_offer_all(fsched_fiber *f) {
+    fsched_frames *fs;
+    for (fs = (fsched_frames *)f->frames; fs; fs = fs->outer) {
+        fsched_frame *head = fs->split;
+        while (head < fs->end && head->run) head++;
+        if (head > fs->split) fsched__frames_offer(fs, (size_t)(head - fs->split));
+    }
+}
+
+FIBERSCHED_API int fsched_frames_reclaim(fsched_frames *fs, fsched_frame *frame) {
+    uint32_t at = (uint32_t)(frame - fs->base);
+    uint64_t cur = FSCHED__LOAD(&fs->shared, FSCHED__RELAXED);
+    /* every newer frame is synced, so the offered part ends at this one: it is ours again
+       unless a thief claimed it (tail past it) */
+    FSCHED__POINT(TAKE_LAST);
+    while (FSCHED__FRAMES_TAIL(cur) <= at) {
+        if (FSCHED__CAS(&fs->shared, &cur, FSCHED__FRAMES_PACK(FSCHED__FRAMES_TAIL(cur), at),
+                        FSCHED__SEQ_CST, FSCHED__RELAXED)) {
+            fs->split = frame;
+            return 1;
+        }
+    }
+    /* claimed: wait for the thief, as a join does. Nothing is offered meanwhile (tail ==
+       split), so no thief writes the word; afterwards the offered part starts here */
+    fsched__latch_wait((fsched__worker *)fs->worker, &frame->latch);
+    FSCHED__STORE(&fs->shared, FSCHED__FRAMES_PACK(at, at), FSCHED__RELAXED);
+    fs->split = frame;
+    frame->run = NULL;
+    return 0;
+}
+
+FIBERSCHED_API void fsched_frames_full(fsched_frames *fs) {
+    fsched__worker *w = (fsched__worker *)fs->worker;
+    fsched__log(&w->sched->logger, FSCHED_LOG_ERROR,
+                "FSCHED_SPAWN: %lu frames spawned and not synced in one task tree: the frame "
+                "stack is full (it holds one frame per 8 bytes of the fiber stack size)",
+                (unsigned long)(fs->end - fs->base));
+    fsched__fatal("frame stack overflow (reported before)");
+}
+
+/* Thief: claims the oldest offered frame of one of v's frame stacks, asking the owner
+   of each that offers none to offer some. */
+static fsched__job *fsched__frames_steal(fsched__worker *w, fsched__worker *v) {
+    /* acquire: the entries below the count, and the stacks they name, are set up */
+    uint32_t n = FSCHED__LOAD(&v->frames_count, FSCHED__ACQUIRE), i;
+    for (i = 0; i < n; i++) {
+        fsched_frames *fs = v->frames_table[i];
+        /* acquire: pairs with the owner's release in fsched__frames_offer */
+        uint64_t cur = FSCHED__LOAD(&fs->shared, FSCHED__ACQUIRE);
+        if (FSCHED__FRAMES_TAIL(cur) < FSCHED__FRAMES_SPLIT(cur)) {
+            if (!fsched__frames_ready(w)) return NULL; /* no frame stack to run it on */
+            FSCHED__POINT(STEAL);
+            while (FSCHED__FRAMES_TAIL(cur) < FSCHED__FRAMES_SPLIT(cur)) {
+                /* seq_cst: decides the race with other thieves and the owner's reclaim;
+                   acquire on failure: the next attempt's frames are visible too */
+                if (FSCHED__CAS(&fs->shared, &cur, cur + 1, FSCHED__SEQ_CST, FSCHED__ACQUIRE)) {
+                    w->stolen = fs->base + FSCHED__FRAMES_TAIL(cur);
+                    w->stolen_from = fs;
+                    return &w->frame_job;
+                }
+            }
+        }
+        /* relaxed: hints; written only when clear (the owner reads it at every spawn) */
+        if (FSCHED__LOAD(&fs->in_use, FSCHED__RELAXED) && !FSCHED__LOAD(&fs->asked, FSCHED__RELAXED))
+            FSCHED__STORE(&fs->asked, 1u, FSCHED__RELAXED);
+    }
+    return NULL;
+}
+
+/* Runs the frame this worker claimed, on a frame stack of its own, and tells the owner. */
+static void fsched__frame_job_execute(fsched__job *job, fsched__worker *w) {
+    fsched_frame *frame = w->stolen;
+    fsched__worker *owner = (fsched__worker *)w->stolen_from->worker;
+    fsched_frames *fs = w->frames_free; /* there is one: fsched__frames_steal made sure */
+    uintptr_t waiting;
+    (void)job;
+    w->stolen = NULL;
+    w->stolen_from = NULL;
+    fsched_frames_enter(&fs);
+    frame->run(frame, fs, fs->base);
+    fsched_frames_leave(fs);
+    FSCHED__POINT(JOIN);
+    /* acq_rel: releases the result to the owner, acquires the fiber it left there; after
+       it the owner may reuse the frame */
+    waiting = FSCHED__EXCHANGE(&frame->latch, (uintptr_t)1, FSCHED__ACQ_REL);
+    if (waiting > 1) fsched__make_ready(owner, (fsched_fiber *)waiting);
+}
+
+/* Whether any slot offers a frame. Seq_cst loads, as in fsched__work_visible. */
+static int fsched__frames_visible(fsched__worker *v) {
+    uint32_t n = FSCHED__LOAD(&v->frames_count, FSCHED__SEQ_CST), i;
+    for (i = 0; i < n; i++) {
+        uint64_t cur = FSCHED__LOAD(&v->frames_table[i]->shared, FSCHED__SEQ_CST);
+        if (FSCHED__FRAMES_TAIL(cur) < FSCHED__FRAMES_SPLIT(cur)) return 1;
+    }
+    return 0;
+}
+
+static void fsched__frames_destroy(fsched__worker *w) {
+    uint32_t n = FSCHED__LOAD(&w->frames_count, FSCHED__RELAXED), i;
+    for (i = 0; i < n; i++) fsched__frames_free(w->sched, w->frames_table[i]);
+    w->frames_count = 0;
+    w->frames_free = NULL;
 }
 
 /* ---- parallel for and reduce: binary splitting, adaptive ----
