@@ -674,42 +674,49 @@ FIBERSCHED_API void fsched_frames_share(fsched_frames *fs, fsched_frame *head);
 FIBERSCHED_API int fsched_frames_reclaim(fsched_frames *fs, fsched_frame *frame);
 FIBERSCHED_API void fsched_frames_full(fsched_frames *fs);
 
-#define FSCHED__TASK_COMMON(rtype, name, atype, aname, data_members, run_body, sync_here, \
-                            sync_taken, root_call)                                        \
-    typedef union name##_fsched_data { data_members } name##_fsched_data;                  \
-    typedef char name##_fsched_fits[sizeof(name##_fsched_data) <= FSCHED_FRAME_BYTES ? 1 : -1]; \
-    static rtype name##_fsched_body(fsched_frames *fsched__fs, fsched_frame *fsched__head,  \
-                                    atype aname);                                          \
-    static void name##_fsched_run(fsched_frame *fsched__frame, fsched_frames *fsched__fs,   \
-                                  fsched_frame *fsched__head) {                            \
-        name##_fsched_data *fsched__d = (name##_fsched_data *)(void *)&fsched__frame->data; \
-        run_body;                                                                          \
-    }                                                                                      \
-    static inline void name##_fsched_spawn(fsched_frame *fsched__head, atype fsched__arg) { \
-        ((name##_fsched_data *)(void *)&fsched__head->data)->arg = fsched__arg;            \
-        fsched__head->run = name##_fsched_run;                                             \
-    }                                                                                      \
-    static inline rtype name##_fsched_sync(fsched_frames *fsched__fs,                       \
-                                           fsched_frame *fsched__head) {                   \
-        name##_fsched_data *fsched__d = (name##_fsched_data *)(void *)&fsched__head->data;  \
-        if (__builtin_expect(fsched__head >= fsched__fs->split, 1) ||                      \
-            fsched_frames_reclaim(fsched__fs, fsched__head)) {                             \
-            fsched__head->run = 0;                                                         \
-            sync_here;                                                                     \
-        } else {                                                                           \
-            sync_taken;                                                                    \
-        }                                                                                  \
-    }                                                                                      \
-    static inline fsched_result name##_fsched_root(atype fsched__arg, void *fsched__out) { \
-        fsched_frames *fsched__fs;                                                         \
-        fsched_result fsched__r = fsched_frames_enter(&fsched__fs);                        \
-        if (fsched__r != FSCHED_OK) return fsched__r;                                      \
-        root_call;                                                                         \
-        fsched_frames_leave(fsched__fs);                                                   \
-        (void)fsched__out;                                                                 \
-        return FSCHED_OK;                                                                  \
-    }                                                                                      \
-    static rtype name##_fsched_body(fsched_frames *fsched__fs, fsched_frame *fsched__head,  \
+#define FSCHED__TASK_FN static __attribute__((unused))
+/* a negative array size (a compile-time error) when an argument or result is too large */
+#define FSCHED__FITS_FRAME(type) (sizeof(type) <= FSCHED_FRAME_BYTES ? 1 : -1)
+#define FSCHED__TASK_COMMON(rtype, name, atype, aname, data_members, run_body, sync_here,   \
+                            sync_taken, root_call)                                          \
+    typedef union name##_fsched_data { data_members } name##_fsched_data;                    \
+    typedef char name##_fsched_fits[FSCHED__FITS_FRAME(name##_fsched_data)];                 \
+    static rtype name##_fsched_body(fsched_frames *fsched__fs, fsched_frame *fsched__head,    \
+                                    atype aname);                                            \
+    FSCHED__TASK_FN void name##_fsched_run(fsched_frame *fsched__frame,                      \
+                                           fsched_frames *fsched__fs,                        \
+                                           fsched_frame *fsched__head) {                     \
+        name##_fsched_data *fsched__d = (name##_fsched_data *)(void *)&fsched__frame->data;   \
+        run_body;                                                                            \
+    }                                                                                        \
+    FSCHED__TASK_FN inline void name##_fsched_spawn(fsched_frame *fsched__head,              \
+                                                    atype fsched__arg) {                     \
+        ((name##_fsched_data *)(void *)&fsched__head->data)->arg = fsched__arg;              \
+        fsched__head->run = name##_fsched_run;                                               \
+    }                                                                                        \
+    FSCHED__TASK_FN inline rtype name##_fsched_sync(fsched_frames *fsched__fs,               \
+                                                    fsched_frame *fsched__head) {            \
+        name##_fsched_data *fsched__d = (name##_fsched_data *)(void *)&fsched__head->data;    \
+        if (__builtin_expect(fsched__head >= fsched__fs->split, 1) ||                        \
+            fsched_frames_reclaim(fsched__fs, fsched__head)) {                               \
+            fsched__head->run = 0;                                                           \
+            sync_here;                                                                       \
+        } else {                                                                             \
+            sync_taken;                                                                      \
+        }                                                                                    \
+    }                                                                                        \
+    FSCHED__TASK_FN inline fsched_result name##_fsched_root(atype fsched__arg,               \
+                                                            void *fsched__out) {             \
+        fsched_frames *fsched__fs;                                                           \
+        fsched_result fsched__r = fsched_frames_enter(&fsched__fs);                          \
+        if (fsched__r != FSCHED_OK) return fsched__r;                                        \
+        root_call;                                                                           \
+        fsched_frames_leave(fsched__fs);                                                     \
+        (void)fsched__out;                                                                   \
+        return FSCHED_OK;                                                                    \
+    }                                                                                        \
+    static rtype name##_fsched_body(fsched_frames *fsched__fs __attribute__((unused)),       \
+                                    fsched_frame *fsched__head __attribute__((unused)),      \
                                     atype aname)
 
 /* Defines the task `name`: `rtype name(atype aname)`, followed by its body in braces. */
@@ -5006,6 +5013,8 @@ static fsched__job *fsched__find_job(fsched__worker *w) {
     }
     if ((p = fsched__affine_take(&w->affine, w->index, !w->bound))) return &p->job;
     if ((job = fsched__pop_job(w))) return job;
+    /* frames this slot offered when their fiber blocked (other fibers of it may run them) */
+    if ((job = fsched__frames_steal(w, w))) return job;
     if (!fsched__cl_looks_empty(&w->low) && (job = fsched__cl_take(&w->low, &emptied)))
         return job;
     if ((job = fsched__take_injected(w))) return job;
@@ -7129,7 +7138,7 @@ FIBERSCHED_API void fsched_frames_full(fsched_frames *fs) {
 }
 
 /* Thief: claims the oldest offered frame of one of v's frame stacks, asking the owner
-   of each that offers none to offer some. */
+   of each that offers none to offer some (unless v is the thief's own slot). */
 static fsched__job *fsched__frames_steal(fsched__worker *w, fsched__worker *v) {
     /* acquire: the entries below the count, and the stacks they name, are set up */
     uint32_t n = FSCHED__LOAD(&v->frames_count, FSCHED__ACQUIRE), i;
@@ -7151,7 +7160,8 @@ static fsched__job *fsched__frames_steal(fsched__worker *w, fsched__worker *v) {
             }
         }
         /* relaxed: hints; written only when clear (the owner reads it at every spawn) */
-        if (FSCHED__LOAD(&fs->in_use, FSCHED__RELAXED) && !FSCHED__LOAD(&fs->asked, FSCHED__RELAXED))
+        if (v != w && FSCHED__LOAD(&fs->in_use, FSCHED__RELAXED) &&
+            !FSCHED__LOAD(&fs->asked, FSCHED__RELAXED))
             FSCHED__STORE(&fs->asked, 1u, FSCHED__RELAXED);
     }
     return NULL;

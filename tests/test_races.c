@@ -22,6 +22,9 @@
        searching, then runs one for long.
    12. and yet one job wakes one worker: passing the search on wakes nobody when no work
        is left to find.
+   13. a spawned frame that its owner takes back at its sync while a thief claims it:
+       with the thief stalled before its claim, and with the owner stalled before its
+       own; the frame runs once, here or there.
 
    Seed 0 (FIBERSCHED_CHAOS_SEED=0) runs only the stalls; any other seed adds random
    perturbation at every point. */
@@ -953,6 +956,85 @@ static void test_one_job_one_wake(void) {
     CHECK_OK(fsched_destroy(s));
 }
 
+/* ---- 13: the owner takes back an offered frame while a thief claims it ---- */
+
+static int t13_root_worker = -1, t13_stall; /* 1: the thief before its claim; 2: the owner */
+static uint64_t t13_runs;
+
+static void t13_hook(fsched__point at) {
+    int me = fsched_worker_index();
+    if (me < 0 || !LOAD(&t13_stall)) return;
+    if ((at == FSCHED__AT_STEAL && LOAD(&t13_stall) == 1 && me != LOAD(&t13_root_worker)) ||
+        (at == FSCHED__AT_TAKE_LAST && LOAD(&t13_stall) == 2 && me == LOAD(&t13_root_worker))) {
+        STORE(&t13_stall, 0);
+        stall_ms(30);
+    }
+}
+
+typedef struct t13_result {
+    long doubled;
+    int worker;
+} t13_result;
+
+FSCHED_TASK(t13_result, t13_child, long, x) {
+    t13_result r;
+    uint64_t until = now_ns() + 2000000u; /* long enough for a thief to be running it */
+    while (now_ns() < until) fsched__cpu_relax();
+    FSCHED__FETCH_ADD(&t13_runs, (uint64_t)1, FSCHED__RELAXED);
+    r.doubled = 2 * x;
+    r.worker = fsched_worker_index();
+    return r;
+}
+
+FSCHED_TASK(t13_result, t13_parent, long, x) {
+    STORE(&t13_root_worker, fsched_worker_index());
+    uint64_t until = now_ns() + 5000000000ull;
+    FSCHED_SPAWN(t13_child, x); /* a tree's first spawn is offered at once */
+    /* the stalled thief: sync once it is stalled, between seeing the frame and claiming */
+    while (LOAD(&t13_stall) == 1 && now_ns() < until) fsched__cpu_relax();
+    return FSCHED_SYNC(t13_child);
+}
+
+typedef struct t13_case {
+    long x;
+    t13_result result;
+} t13_case;
+
+static void t13_root(void *arg) {
+    t13_case *c = (t13_case *)arg;
+    CHECK_OK(FSCHED_RUN(t13_parent, c->x, &c->result));
+}
+
+static void test_frame_taken_back_or_claimed(void) {
+    fsched_sched *s;
+    int round, stall;
+    begin("13. a frame taken back by its owner while a thief claims it");
+    s = guarded_sched(2);
+    set_hook(t13_hook);
+    for (stall = 1; stall <= 2; stall++)
+        for (round = 0; round < 5; round++) {
+            t13_case c;
+            fsched_wait_group wg;
+            await_all_asleep(s, 2);
+            c.x = 1000 + round;
+            c.result.doubled = 0;
+            STORE(&t13_runs, 0);
+            STORE(&t13_stall, stall);
+            CHECK_OK(fsched_wait_group_init(&wg));
+            CHECK_OK(fsched_wait_group_spawn(&wg, s, t13_root, &c));
+            CHECK_OK(fsched_wait_group_wait(&wg));
+            CHECK_OK(fsched_wait_group_destroy(&wg));
+            CHECK(LOAD(&t13_stall) == 0); /* the stall happened */
+            CHECK_EQ_U64(LOAD(&t13_runs), 1); /* neither lost nor run twice */
+            CHECK(c.result.doubled == 2 * c.x);
+            /* a stalled thief loses to the owner; a stalled owner finds the thief ran it */
+            if (stall == 1) CHECK(c.result.worker == LOAD(&t13_root_worker));
+            else CHECK(c.result.worker != LOAD(&t13_root_worker));
+        }
+    set_hook(NULL);
+    CHECK_OK(fsched_destroy(s));
+}
+
 /* Usage: test_races [N ...] runs the tests numbered N, such as 3 or 3b (default: all). */
 int main(int argc, char **argv) {
     static void (*const tests[])(void) = {
@@ -960,9 +1042,10 @@ int main(int argc, char **argv) {
         test_spawn_then_destroyed, test_node_complete_then_destroyed, test_wake_then_destroyed,
         test_help_after_steal, test_wake_taken_by_fiber, test_own_clock,
         test_graph_rerun_races, test_woken_while_lock_held, test_mutex_no_convoy,
-        test_bind_races_destroy, test_batch_published_while_searching, test_one_job_one_wake};
+        test_bind_races_destroy, test_batch_published_while_searching, test_one_job_one_wake,
+        test_frame_taken_back_or_claimed};
     static const char *const labels[] = {"1", "2", "3a", "3b", "3c", "4", "5",
-                                         "6", "7", "8", "9", "10", "11", "12"};
+                                         "6", "7", "8", "9", "10", "11", "12", "13"};
     size_t i;
     int k;
     test_watchdog(600);

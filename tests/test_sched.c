@@ -91,6 +91,153 @@ static void test_fib(uint32_t workers, int n) {
     CHECK_OK(fsched_destroy(s));
 }
 
+/* ---- spawn and sync (frame stacks) ---- */
+
+FSCHED_TASK(long long, fib_frames, int, n) {
+    long long x, y;
+    if (n < 2) return n;
+    FSCHED_SPAWN(fib_frames, n - 1);
+    y = FSCHED_CALL(fib_frames, n - 2);
+    x = FSCHED_SYNC(fib_frames);
+    return x + y;
+}
+
+/* A range of leaves, each counted once in `hits`, split ten ways at every level (many
+   children offered at once, synced newest first); results carry the sum of the indices
+   and how many leaves were counted, to check that every child's result comes back. */
+typedef struct leaves {
+    uint32_t *hits;
+    uint32_t lo, hi;
+    uint32_t spin; /* work per leaf, so that thieves find the tree busy */
+} leaves;
+
+typedef struct leaves_sum {
+    uint64_t sum, count;
+} leaves_sum;
+
+FSCHED_TASK(leaves_sum, count_leaves, leaves, r) {
+    leaves_sum total;
+    uint32_t k, parts, step;
+    total.sum = total.count = 0;
+    if (r.hi - r.lo <= 4) {
+        uint32_t i, j;
+        for (i = r.lo; i < r.hi; i++) {
+            for (j = 0; j < r.spin; j++) fsched__cpu_relax();
+            FSCHED__FETCH_ADD(&r.hits[i], 1u, FSCHED__RELAXED);
+            total.sum += i;
+            total.count++;
+        }
+        return total;
+    }
+    parts = r.hi - r.lo < 10 ? r.hi - r.lo : 10;
+    step = (r.hi - r.lo + parts - 1) / parts;
+    for (k = 0; k < parts; k++) {
+        leaves child = r;
+        child.lo = r.lo + k * step;
+        child.hi = child.lo + step < r.hi ? child.lo + step : r.hi;
+        if (child.lo >= child.hi) break;
+        FSCHED_SPAWN(count_leaves, child);
+    }
+    while (k-- > 0) {
+        leaves_sum part = FSCHED_SYNC(count_leaves);
+        total.sum += part.sum;
+        total.count += part.count;
+    }
+    return total;
+}
+
+/* A void task: the child spawned first sets an event that the second waits for, so a
+   tree that blocks must offer what it spawned (with one worker, its other fibers run it). */
+typedef struct setter_waiter {
+    fsched_event *event;
+    int role; /* 0: set, 1: wait, 2: nothing */
+    uint64_t *done;
+} setter_waiter;
+
+FSCHED_VOID_TASK(set_or_wait, setter_waiter, a) {
+    if (a.role == 0) {
+        CHECK_OK(fsched_event_set(a.event));
+    } else if (a.role == 1) {
+        CHECK_OK(fsched_event_wait(a.event));
+    }
+    FSCHED__FETCH_ADD(a.done, (uint64_t)1, FSCHED__RELAXED);
+}
+
+FSCHED_VOID_TASK(blocking_pair, uint64_t *, done) {
+    fsched_event e;
+    setter_waiter set, wait, nothing;
+    CHECK_OK(fsched_event_init(&e, 1, 0));
+    set.event = wait.event = nothing.event = &e;
+    set.done = wait.done = nothing.done = done;
+    set.role = 0;
+    wait.role = 1;
+    nothing.role = 2;
+    FSCHED_SPAWN(set_or_wait, nothing); /* a tree's first spawn is offered at once ... */
+    FSCHED_SPAWN(set_or_wait, set);     /* ... later ones when asked, or when it blocks */
+    FSCHED_CALL(set_or_wait, wait);     /* blocks until the setter ran */
+    FSCHED_SYNC(set_or_wait);
+    FSCHED_SYNC(set_or_wait);
+    CHECK_OK(fsched_event_destroy(&e));
+}
+
+/* A tree that starts another tree on the same fiber (a second frame stack), from inside
+   a spawned child. */
+FSCHED_TASK(long long, nested_fib, int, n) {
+    long long inner = -1, x;
+    CHECK_OK(FSCHED_RUN(fib_frames, n, &inner));
+    FSCHED_SPAWN(fib_frames, n);
+    x = FSCHED_SYNC(fib_frames);
+    return inner + x;
+}
+
+typedef struct frames_case {
+    int n;
+    long long fib, nested;
+    leaves tree;
+    leaves_sum counted;
+    uint64_t blocked;
+} frames_case;
+
+static void frames_root(void *p) {
+    frames_case *c = (frames_case *)p;
+    int i;
+    CHECK_OK(FSCHED_RUN(fib_frames, c->n, &c->fib));
+    CHECK_OK(FSCHED_RUN(count_leaves, c->tree, &c->counted));
+    for (i = 0; i < 20; i++) CHECK_OK(FSCHED_RUN(blocking_pair, &c->blocked, NULL));
+    CHECK_OK(FSCHED_RUN(nested_fib, c->n - 5, &c->nested));
+}
+
+static void test_spawn_sync(uint32_t workers) {
+    const uint32_t n = 100000 / TEST_SCALE;
+    fsched_sched *s = make_sched(workers);
+    frames_case c;
+    uint32_t i;
+    long long r = 0;
+    memset(&c, 0, sizeof c);
+    c.n = TEST_SCALE > 1 ? 18 : 25;
+    c.tree.hits = (uint32_t *)calloc(n, sizeof *c.tree.hits);
+    CHECK(c.tree.hits != NULL);
+    c.tree.lo = 0;
+    c.tree.hi = n;
+    c.tree.spin = 20;
+    run_in_task(s, frames_root, &c);
+    CHECK_EQ_U64(c.fib, fib_serial(c.n));
+    CHECK_EQ_U64(c.nested, 2 * fib_serial(c.n - 5));
+    CHECK_EQ_U64(c.counted.count, n);
+    CHECK_EQ_U64(c.counted.sum, (uint64_t)n * (n - 1) / 2);
+    for (i = 0; i < n; i++) CHECK(c.tree.hits[i] == 1);
+    CHECK_EQ_U64(c.blocked, 60);
+    free(c.tree.hits);
+    /* not from a task: refused, nothing run */
+#if !defined(FIBERSCHED_NO_THREADS)
+    CHECK_RESULT(FSCHED_RUN(fib_frames, 10, &r), FSCHED_ERR_WRONG_STATE);
+    CHECK(r == 0);
+#else
+    (void)r;
+#endif
+    CHECK_OK(fsched_destroy(s));
+}
+
 /* ---- nqueens(1..12) ---- */
 
 typedef struct queens {
@@ -1361,6 +1508,7 @@ int main(void) {
     test_bad_input();
     test_use_after_destroy();
     for (w = 1; w <= 4; w *= 2) test_fib(w, TEST_SCALE > 1 ? 20 : 24);
+    for (w = 1; w <= 4; w *= 2) test_spawn_sync(w);
     {
         fsched_sched *s = make_sched(4); /* more workers than cores: real preemption */
         test_nqueens(s);
