@@ -8,10 +8,14 @@
    fibersched        fsched_join(fib(n - 2), fib(n - 1)) at every level; the root runs as a
                      task of a scheduler created once per process with `workers` worker
                      threads, spawned from the main thread, which waits on a wait group
+   spawn/sync        fib as an FSCHED_TASK: FSCHED_SPAWN(fib, n - 1), FSCHED_CALL(fib,
+                     n - 2), FSCHED_SYNC; FSCHED_RUN from a task of the same scheduler
    oneTBB            tbb::task_group run/wait at every level, in a task_arena of `workers`
                      threads (bench_fib_tbb.cpp), when available
    OpenMP tasks      `omp task` / `omp taskwait` at every level inside one `single` region
                      of `workers` threads (bench_fib_omp.c), when available
+   Lace              SPAWN / CALL / SYNC at every level (bench_lace.c), when meson's
+                     lace_source option names a Lace source tree
 
    Every candidate runs with 1 worker and with 2 (--workers=N for another count). Each
    repetition runs every candidate once, in rotating order, after a short sleep that lets
@@ -26,6 +30,9 @@ long bench_fib_tbb(int n, int workers); /* bench_fib_tbb.cpp */
 #endif
 #if defined(FSCHED_BENCH_OPENMP)
 long bench_fib_omp(int n, int workers); /* bench_fib_omp.c */
+#endif
+#if defined(FSCHED_BENCH_LACE)
+#include "bench_lace.h"
 #endif
 
 typedef struct fib_ctx {
@@ -121,6 +128,49 @@ static double run_fsched(void *ctx) {
     return t1 - t0;
 }
 
+/* ---- fibersched: spawn and sync ---- */
+
+FSCHED_TASK(long, fib_frames, int, n) {
+    long x, y;
+    if (n < 2) return n;
+    FSCHED_SPAWN(fib_frames, n - 1);
+    y = FSCHED_CALL(fib_frames, n - 2);
+    x = FSCHED_SYNC(fib_frames);
+    return x + y;
+}
+
+typedef struct fib_root {
+    int n;
+    long r;
+    fsched_result e;
+} fib_root;
+
+static void fib_frames_root(void *p) {
+    fib_root *root = (fib_root *)p;
+    root->e = FSCHED_RUN(fib_frames, root->n, &root->r);
+}
+
+static double run_frames(void *ctx) {
+    fib_ctx *c = (fib_ctx *)ctx;
+    fsched_wait_group wg;
+    fib_root root;
+    fsched_result r;
+    double t0, t1;
+    root.n = c->n;
+    root.r = -1;
+    root.e = FSCHED_OK;
+    fsched_wait_group_init(&wg);
+    t0 = bench_now();
+    r = fsched_wait_group_spawn(&wg, c->sched, fib_frames_root, &root);
+    if (r != FSCHED_OK) bench_fail("fsched_wait_group_spawn: %s", fsched_result_string(r));
+    fsched_wait_group_wait(&wg);
+    t1 = bench_now();
+    fsched_wait_group_destroy(&wg);
+    if (root.e != FSCHED_OK) bench_fail("FSCHED_RUN: %s", fsched_result_string(root.e));
+    check("fibersched spawn/sync", c, root.r);
+    return t1 - t0;
+}
+
 /* ---- peers ---- */
 
 #if defined(FSCHED_BENCH_TBB)
@@ -130,6 +180,17 @@ static double run_tbb(void *ctx) {
     long r = bench_fib_tbb(c->n, c->workers);
     double t1 = bench_now();
     check("oneTBB", c, r);
+    return t1 - t0;
+}
+#endif
+
+#if defined(FSCHED_BENCH_LACE)
+static double run_lace(void *ctx) {
+    fib_ctx *c = (fib_ctx *)ctx;
+    double t0 = bench_now();
+    long r = bench_fib_lace(c->n, c->workers);
+    double t1 = bench_now();
+    check("Lace", c, r);
     return t1 - t0;
 }
 #endif
@@ -186,6 +247,10 @@ int main(int argc, char **argv) {
         c[nc].run = run_fsched;
         c[nc].ctx = &ctx[wi];
         c[nc++].workers = counts[wi];
+        c[nc].name = "fibersched: FSCHED_SPAWN/SYNC";
+        c[nc].run = run_frames;
+        c[nc].ctx = &ctx[wi];
+        c[nc++].workers = counts[wi];
 #if defined(FSCHED_BENCH_TBB)
         c[nc].name = "oneTBB: task_group";
         c[nc].run = run_tbb;
@@ -195,6 +260,12 @@ int main(int argc, char **argv) {
 #if defined(FSCHED_BENCH_OPENMP)
         c[nc].name = "OpenMP tasks";
         c[nc].run = run_omp;
+        c[nc].ctx = &ctx[wi];
+        c[nc++].workers = counts[wi];
+#endif
+#if defined(FSCHED_BENCH_LACE)
+        c[nc].name = "Lace: SPAWN/SYNC";
+        c[nc].run = run_lace;
         c[nc].ctx = &ctx[wi];
         c[nc++].workers = counts[wi];
 #endif

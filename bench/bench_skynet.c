@@ -6,10 +6,15 @@
    fibersched        each parent counts its children in a wait group on its own stack:
                      fsched_wait_group_spawn for each child, then fsched_wait_group_wait;
                      the root runs as a task of a scheduler created once per process
+   spawn/sync        the same tree as FSCHED_TASKs: FSCHED_SPAWN x10, then FSCHED_SYNC x10
+                     (child records in the worker's frame stack, no allocation); the root
+                     is FSCHED_RUN from a task of the same scheduler
    oneTBB            a tbb::task_group per parent, run x10 then wait (bench_skynet_tbb.cpp),
                      in a task_arena of the same thread count, when available
    OpenMP tasks      `omp task` x10 then `omp taskwait` per parent, in one `single` region
                      (bench_skynet_omp.c), when available
+   Lace              SPAWN x10 then SYNC x10 per parent (bench_lace.c), when meson's
+                     lace_source option names a Lace source tree
 
    All use `workers` threads (default: one per CPU). Each repetition runs every candidate
    once, in rotating order, after a short sleep that lets the previous runtime go idle.
@@ -23,6 +28,9 @@ long bench_skynet_tbb(long leaves, int workers); /* bench_skynet_tbb.cpp */
 #endif
 #if defined(FSCHED_BENCH_OPENMP)
 long bench_skynet_omp(long leaves, int workers); /* bench_skynet_omp.c */
+#endif
+#if defined(FSCHED_BENCH_LACE)
+#include "bench_lace.h"
 #endif
 
 typedef struct sky_ctx {
@@ -88,6 +96,59 @@ static double run_fsched(void *ctx) {
     return t1 - t0;
 }
 
+/* ---- fibersched: spawn and sync ---- */
+
+typedef struct sky_range {
+    long num, size;
+} sky_range;
+
+FSCHED_TASK(long, sky_frames, sky_range, a) {
+    long step, sum = 0;
+    int i;
+    if (a.size == 1) return a.num;
+    step = a.size / 10;
+    for (i = 0; i < 10; i++) {
+        sky_range kid;
+        kid.num = a.num + i * step;
+        kid.size = step;
+        FSCHED_SPAWN(sky_frames, kid);
+    }
+    for (i = 0; i < 10; i++) sum += FSCHED_SYNC(sky_frames);
+    return sum;
+}
+
+typedef struct sky_root {
+    sky_range range;
+    long sum;
+    fsched_result r;
+} sky_root;
+
+static void sky_frames_root(void *p) {
+    sky_root *root = (sky_root *)p;
+    root->r = FSCHED_RUN(sky_frames, root->range, &root->sum);
+}
+
+static double run_frames(void *ctx) {
+    sky_ctx *c = (sky_ctx *)ctx;
+    fsched_wait_group wg;
+    sky_root root;
+    fsched_result r;
+    double t0, t1;
+    root.range.num = 0;
+    root.range.size = c->leaves;
+    root.sum = -1;
+    root.r = FSCHED_OK;
+    fsched_wait_group_init(&wg);
+    t0 = bench_now();
+    r = fsched_wait_group_spawn(&wg, c->sched, sky_frames_root, &root);
+    if (r != FSCHED_OK) bench_fail("fsched_wait_group_spawn: %s", fsched_result_string(r));
+    fsched_wait_group_wait(&wg);
+    t1 = bench_now();
+    if (root.r != FSCHED_OK) bench_fail("FSCHED_RUN: %s", fsched_result_string(root.r));
+    check("fibersched spawn/sync", c, root.sum);
+    return t1 - t0;
+}
+
 /* ---- peers ---- */
 
 #if defined(FSCHED_BENCH_TBB)
@@ -97,6 +158,17 @@ static double run_tbb(void *ctx) {
     long r = bench_skynet_tbb(c->leaves, c->workers);
     double t1 = bench_now();
     check("oneTBB", c, r);
+    return t1 - t0;
+}
+#endif
+
+#if defined(FSCHED_BENCH_LACE)
+static double run_lace(void *ctx) {
+    sky_ctx *c = (sky_ctx *)ctx;
+    double t0 = bench_now();
+    long r = bench_skynet_lace(c->leaves, c->workers);
+    double t1 = bench_now();
+    check("Lace", c, r);
     return t1 - t0;
 }
 #endif
@@ -120,7 +192,7 @@ int main(int argc, char **argv) {
     int i, nc = 0;
     long tasks = 0, level;
     sky_ctx ctx;
-    bench_case c[4];
+    bench_case c[6];
     bench_case *f, *tbb;
     fsched_desc d;
     fsched_result r;
@@ -142,6 +214,10 @@ int main(int argc, char **argv) {
     c[nc].run = run_fsched;
     c[nc].ctx = &ctx;
     c[nc++].workers = ctx.workers;
+    c[nc].name = "fibersched: FSCHED_SPAWN/SYNC";
+    c[nc].run = run_frames;
+    c[nc].ctx = &ctx;
+    c[nc++].workers = ctx.workers;
 #if defined(FSCHED_BENCH_TBB)
     c[nc].name = "oneTBB: task_group";
     c[nc].run = run_tbb;
@@ -151,6 +227,12 @@ int main(int argc, char **argv) {
 #if defined(FSCHED_BENCH_OPENMP)
     c[nc].name = "OpenMP tasks";
     c[nc].run = run_omp;
+    c[nc].ctx = &ctx;
+    c[nc++].workers = ctx.workers;
+#endif
+#if defined(FSCHED_BENCH_LACE)
+    c[nc].name = "Lace: SPAWN/SYNC";
+    c[nc].run = run_lace;
     c[nc].ctx = &ctx;
     c[nc++].workers = ctx.workers;
 #endif
