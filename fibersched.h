@@ -681,8 +681,8 @@ FIBERSCHED_API void fsched_frames_full(fsched_frames *fs);
                             sync_taken, root_call)                                          \
     typedef union name##_fsched_data { data_members } name##_fsched_data;                    \
     typedef char name##_fsched_fits[FSCHED__FITS_FRAME(name##_fsched_data)];                 \
-    static rtype name##_fsched_body(fsched_frames *fsched__fs, fsched_frame *fsched__head,    \
-                                    atype aname);                                            \
+    static inline rtype name##_fsched_body(fsched_frames *fsched__fs,                        \
+                                           fsched_frame *fsched__head, atype aname);         \
     FSCHED__TASK_FN void name##_fsched_run(fsched_frame *fsched__frame,                      \
                                            fsched_frames *fsched__fs,                        \
                                            fsched_frame *fsched__head) {                     \
@@ -715,9 +715,10 @@ FIBERSCHED_API void fsched_frames_full(fsched_frames *fs);
         (void)fsched__out;                                                                   \
         return FSCHED_OK;                                                                    \
     }                                                                                        \
-    static rtype name##_fsched_body(fsched_frames *fsched__fs __attribute__((unused)),       \
-                                    fsched_frame *fsched__head __attribute__((unused)),      \
-                                    atype aname)
+    /* inline: the compiler may unfold a recursion a few levels, as it does a plain one */  \
+    static inline rtype name##_fsched_body(fsched_frames *fsched__fs __attribute__((unused)), \
+                                           fsched_frame *fsched__head __attribute__((unused)), \
+                                           atype aname)
 
 /* Defines the task `name`: `rtype name(atype aname)`, followed by its body in braces. */
 #define FSCHED_TASK(rtype, name, atype, aname)                                             \
