@@ -1,7 +1,7 @@
 // The header compiled as C++: the API from C++ code, exceptions thrown and caught inside a
 // fiber (DWARF unwinding on ELF, SEH on Windows, which checks the TIB's stack bounds that
-// the switch maintains), destructors run during unwinding, and a frame large enough to
-// need stack probes.
+// the switch maintains), destructors run during unwinding, a frame large enough to need
+// stack probes, and spawn/sync tasks defined in C++ (a struct argument and result).
 #define FIBERSCHED_IMPLEMENTATION
 #include "../fibersched.h"
 #include "check.h"
@@ -57,6 +57,64 @@ void body(void *arg) {
     }
 }
 
+struct Span {
+    long lo, hi;
+};
+
+struct Sum {
+    long long total;
+    long count;
+};
+
+FSCHED_TASK(Sum, sum_span, Span, span) {
+    if (span.hi - span.lo <= 8) {
+        Sum r = {0, 0};
+        for (long i = span.lo; i < span.hi; i++) {
+            r.total += i;
+            r.count++;
+        }
+        return r;
+    }
+    long mid = span.lo + (span.hi - span.lo) / 2;
+    FSCHED_SPAWN(sum_span, (Span{mid, span.hi}));
+    Sum left = FSCHED_CALL(sum_span, (Span{span.lo, mid}));
+    Sum right = FSCHED_SYNC(sum_span);
+    return Sum{left.total + right.total, left.count + right.count};
+}
+
+struct SpanRun {
+    Sum result;
+    fsched_result status;
+};
+
+void run_span(void *arg) {
+    SpanRun *r = static_cast<SpanRun *>(arg);
+    r->status = FSCHED_RUN(sum_span, (Span{0, 100000}), &r->result);
+}
+
+void test_spawn_sync() {
+    fsched_desc d = {};
+    d.workers = 2;
+    fsched_sched *s = nullptr;
+    CHECK_OK(fsched_create(&d, &s));
+#if defined(FIBERSCHED_NO_THREADS)
+    CHECK_OK(fsched_bind(s));
+#endif
+    SpanRun r = {};
+    fsched_wait_group wg;
+    CHECK_OK(fsched_wait_group_init(&wg));
+    CHECK_OK(fsched_wait_group_spawn(&wg, s, run_span, &r));
+    CHECK_OK(fsched_wait_group_wait(&wg));
+    CHECK_OK(fsched_wait_group_destroy(&wg));
+    CHECK_OK(r.status);
+    CHECK(r.result.count == 100000);
+    CHECK(r.result.total == 100000LL * 99999 / 2);
+#if defined(FIBERSCHED_NO_THREADS)
+    CHECK_OK(fsched_unbind());
+#endif
+    CHECK_OK(fsched_destroy(s));
+}
+
 } // namespace
 
 int main() {
@@ -81,6 +139,7 @@ int main() {
     CHECK(s.caught == 100);
     CHECK(s.checksum > 0);
     CHECK_OK(fsched_fiber_destroy(f));
+    test_spawn_sync();
     std::printf("test_cpp: ok\n");
     return 0;
 }
