@@ -4,7 +4,9 @@
 
    fibersched is a single-header scheduler library. It gives C (and C++) programs:
 
-   - a work-stealing scheduler: worker threads with split Chase-Lev deques, fork-join
+   - a work-stealing scheduler: worker threads with split Chase-Lev deques, spawn and
+     sync of typed tasks whose children live in a stack of frames (FSCHED_TASK,
+     FSCHED_SPAWN, FSCHED_SYNC: the fastest fork-join), fork-join of plain functions
      (fsched_join), detached tasks (fsched_spawn), wait groups, parallel loops and
      reductions; idle workers sleep and cost nothing;
    - tasks that may block: a task that waits suspends its fiber, never its worker, on
