@@ -7029,6 +7029,7 @@ static fsched_frames *fsched__frames_new(fsched__worker *w) {
 static int fsched__frames_ready(fsched__worker *w) {
     fsched_frames *fs;
     if (w->frames_free) return 1;
+    /* relaxed: only the owner writes the count */
     if (FSCHED__LOAD(&w->frames_count, FSCHED__RELAXED) >= FSCHED__FRAME_STACKS) return 0;
     if (!(fs = fsched__frames_new(w))) return 0;
     fs->outer = NULL;
@@ -7077,6 +7078,7 @@ FIBERSCHED_API void fsched_frames_leave(fsched_frames *fs) {
 static void fsched__frames_offer(fsched_frames *fs, size_t n) {
     fsched__worker *w = (fsched__worker *)fs->worker;
     uint32_t split = (uint32_t)(fs->split - fs->base);
+    /* relaxed: a first guess for the CAS, which decides */
     uint64_t cur = FSCHED__LOAD(&fs->shared, FSCHED__RELAXED), want;
     fsched_frame *f;
     if (!fs->registered) return; /* no thief can see it */
@@ -7111,11 +7113,14 @@ static void fsched__frames_offer_all(fsched_fiber *f) {
 
 FIBERSCHED_API int fsched_frames_reclaim(fsched_frames *fs, fsched_frame *frame) {
     uint32_t at = (uint32_t)(frame - fs->base);
+    /* relaxed: a first guess for the CAS, which decides (a claimed frame's result is read
+       only after the latch's acquire) */
     uint64_t cur = FSCHED__LOAD(&fs->shared, FSCHED__RELAXED);
     /* every newer frame is synced, so the offered part ends at this one: it is ours again
        unless a thief claimed it (tail past it) */
     FSCHED__POINT(TAKE_LAST);
     while (FSCHED__FRAMES_TAIL(cur) <= at) {
+        /* seq_cst: decides the race with thieves; relaxed on failure: a new guess */
         if (FSCHED__CAS(&fs->shared, &cur, FSCHED__FRAMES_PACK(FSCHED__FRAMES_TAIL(cur), at),
                         FSCHED__SEQ_CST, FSCHED__RELAXED)) {
             fs->split = frame;
@@ -7200,6 +7205,7 @@ static int fsched__frames_visible(fsched__worker *v) {
 }
 
 static void fsched__frames_destroy(fsched__worker *w) {
+    /* relaxed: every thread that used the slot has been joined or has left it */
     uint32_t n = FSCHED__LOAD(&w->frames_count, FSCHED__RELAXED), i;
     for (i = 0; i < n; i++) fsched__frames_free(w->sched, w->frames_table[i]);
     w->frames_count = 0;
