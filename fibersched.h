@@ -634,9 +634,9 @@ FIBERSCHED_API fsched_result fsched_parallel_reduce(
    types and structs of up to FSCHED_FRAME_BYTES (a compile-time error otherwise); pass
    a pointer for more. Every spawn must be synced before its task returns. A task tree
    may block (its fiber is suspended, and its children not yet taken are offered to
-   other workers first). At most a frame per 8 bytes of the scheduler's stack size can be
-   spawned and not yet synced in one tree: more stops the program with a message (as a
-   stack overflow does). Use fsched_join or wait groups where the children are not known
+   other workers first). At most a frame per 8 bytes of the scheduler's stack size (per
+   64 bytes without an OS) can be spawned and not yet synced in one tree: more stops the
+   program with a message (as a stack overflow does). Use fsched_join or wait groups where the children are not known
    at compile time or need not be synced in order. */
 #define FSCHED_FRAME_BYTES 48
 
@@ -7140,7 +7140,7 @@ FIBERSCHED_API void fsched_frames_full(fsched_frames *fs) {
     fsched__worker *w = (fsched__worker *)fs->worker;
     fsched__log(&w->sched->logger, FSCHED_LOG_ERROR,
                 "FSCHED_SPAWN: %lu frames spawned and not synced in one task tree: the frame "
-                "stack is full (it holds one frame per 8 bytes of the fiber stack size)",
+                "stack is full (its size follows the fiber stack size)",
                 (unsigned long)(fs->end - fs->base));
     fsched__fatal("frame stack overflow (reported before)");
 }

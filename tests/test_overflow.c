@@ -268,6 +268,40 @@ static void test_task_overflow(void) {
     expect_signal(&r, SIGSEGV, SIGBUS, expected);
 }
 
+/* ---- spawn and sync: more children outstanding than the frame stack holds ---- */
+
+FSCHED_VOID_TASK(leaf_frame, int, unused) { (void)unused; }
+
+FSCHED_VOID_TASK(spawns_too_many, int, count) {
+    int i;
+    for (i = 0; i < count; i++) FSCHED_SPAWN(leaf_frame, i);
+    for (i = 0; i < count; i++) FSCHED_SYNC(leaf_frame);
+}
+
+static void spawner(void *arg) {
+    (void)arg;
+    /* 64 KiB stacks: 8,192 frames */
+    CHECK_OK(FSCHED_RUN(spawns_too_many, 10000, NULL));
+}
+
+static void frames_full(void) {
+    fsched_desc d;
+    fsched_sched *s;
+    fsched_wait_group wg;
+    memset(&d, 0, sizeof d);
+    d.workers = 1;
+    d.stack_size = 64 * 1024;
+    CHECK_OK(fsched_create(&d, &s));
+    CHECK_OK(fsched_wait_group_init(&wg));
+    CHECK_OK(fsched_wait_group_spawn(&wg, s, spawner, NULL));
+    CHECK_OK(fsched_wait_group_wait(&wg));
+}
+
+static void test_frames_full(void) {
+    child_result r = run_child(frames_full);
+    expect_signal(&r, SIGABRT, SIGABRT, "frames spawned and not synced in one task tree");
+}
+
 /* ---- heap stacks: a canary below the stack ---- */
 
 static void smash_canary_body(void *arg) {
@@ -385,6 +419,7 @@ int main(void) {
     test_guard_overflow();
     test_task_overflow();
     test_canary();
+    test_frames_full();
     test_orphan();
     test_trap();
     printf("test_overflow: ok\n");
