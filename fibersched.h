@@ -4155,11 +4155,22 @@ typedef struct fsched__worker {
 #endif
 } fsched__worker;
 
-/* frame stacks (spawn and sync), defined with fork-join */
-static void fsched__frame_job_execute(fsched__job *job, fsched__worker *w);
-static fsched__job *fsched__frames_steal(fsched__worker *w, fsched__worker *v);
+/* Frame stacks (spawn and sync), defined with fork-join. The scheduling loop reaches the
+   code that steals and offers frames through pointers that the first frame stack sets,
+   so that a program that never spawns this way does not link it (microcontrollers). */
+typedef struct fsched__frames_code {
+    fsched__job *(*steal)(fsched__worker *w, fsched__worker *v);
+    void (*offer_all)(fsched_fiber *f);
+} fsched__frames_code;
+static const fsched__frames_code *fsched__frames_linked;
+
+/* That code, once any frame stack was made (else NULL). Relaxed: written once, before any
+   frame stack can offer a frame; a thread that saw an offer (its acquire or seq_cst load
+   of the offered part) sees the pointer too. */
+static inline const fsched__frames_code *fsched__frames_used(void) {
+    return FSCHED__LOAD(&fsched__frames_linked, FSCHED__RELAXED);
+}
 static int fsched__frames_visible(fsched__worker *v);
-static void fsched__frames_offer_all(fsched_fiber *f);
 static void fsched__frames_destroy(fsched__worker *w);
 
 #define FSCHED__SCHED_LIVE 0x46534348u /* "FSCH" */
@@ -4468,7 +4479,7 @@ static void fsched__suspend(fsched__worker *w, fsched_fiber *next) {
    had (out of memory): the caller then waits by running jobs inline. */
 static fsched_fiber *fsched__suspend_prepare(fsched__worker *w) {
     fsched_fiber *next, *self = fsched__tls_thread.current;
-    if (self->frames) fsched__frames_offer_all(self);
+    if (self->frames) fsched__frames_used()->offer_all(self); /* frame stacks exist */
     next = fsched__ready_pop(w);
     if (next) {
         next->ready_taken = 1;
@@ -4951,7 +4962,7 @@ static fsched__job *fsched__steal_one(fsched__worker *w, fsched__worker *v) {
         return job;
     }
     fsched__deque_request(&v->deque);
-    if ((job = fsched__frames_steal(w, v))) return job;
+    if (fsched__frames_used() && (job = fsched__frames_used()->steal(w, v))) return job;
     if ((p = fsched__affine_take(&v->affine, w->index, !w->bound))) return &p->job;
     if (!fsched__cl_looks_empty(&v->low)) return fsched__steal_from(&v->low, &emptied);
     return NULL;
@@ -5017,7 +5028,7 @@ static fsched__job *fsched__find_job(fsched__worker *w) {
     if ((p = fsched__affine_take(&w->affine, w->index, !w->bound))) return &p->job;
     if ((job = fsched__pop_job(w))) return job;
     /* frames this slot offered when their fiber blocked (other fibers of it may run them) */
-    if ((job = fsched__frames_steal(w, w))) return job;
+    if (fsched__frames_used() && (job = fsched__frames_used()->steal(w, w))) return job;
     if (!fsched__cl_looks_empty(&w->low) && (job = fsched__cl_take(&w->low, &emptied)))
         return job;
     if ((job = fsched__take_injected(w))) return job;
@@ -5313,7 +5324,6 @@ static fsched__worker *fsched__slot_new(fsched_sched *s, uint32_t index, int bou
     w->index = index;
     w->bound = (uint32_t)bound;
     w->rng = 0x9e3779b97f4a7c15ull * (index + 1);
-    w->frame_job.execute = fsched__frame_job_execute;
     fsched__parker_init(&w->parker);
 #if FIBERSCHED_TRACE
     w->trace = fsched__trace_buffer_new(&s->allocator, s->trace_events);
@@ -6989,41 +6999,7 @@ static void fsched__frames_free(fsched_sched *s, fsched_frames *fs) {
     fsched__free(&s->allocator, fs, sizeof *fs, 64);
 }
 
-/* A new frame stack of w, entered in w's table (where thieves look) while there is room;
-   one outside it is never offered (its tree runs on one worker). NULL: out of memory. */
-static fsched_frames *fsched__frames_new(fsched__worker *w) {
-    fsched_sched *s = w->sched;
-    size_t n = fsched__frames_capacity(s);
-    fsched_frames *fs = (fsched_frames *)fsched__alloc(&s->allocator, sizeof *fs, 64);
-    uint32_t count;
-    if (!fs) return NULL;
-    memset(fs, 0, sizeof *fs);
-    fs->bytes = n * sizeof(fsched_frame);
-#if defined(FSCHED__HAVE_PAGES)
-    {
-        int guard_failed;
-        fs->base = (fsched_frame *)fsched__pages_map(fs->bytes, 0, &guard_failed);
-    }
-#else
-    fs->base = (fsched_frame *)fsched__alloc(&s->allocator, fs->bytes, 16);
-    if (fs->base) memset(fs->base, 0, fs->bytes); /* free frames have no function */
-#endif
-    if (!fs->base) {
-        fsched__free(&s->allocator, fs, sizeof *fs, 64);
-        return NULL;
-    }
-    fs->end = fs->base + n;
-    fs->split = fs->base;
-    fs->worker = w;
-    count = FSCHED__LOAD(&w->frames_count, FSCHED__RELAXED); /* the owner's own count */
-    if (count < FSCHED__FRAME_STACKS) {
-        fs->registered = 1;
-        w->frames_table[count] = fs;
-        /* release: a thief that sees the count sees the entry and the stack's fields */
-        FSCHED__STORE(&w->frames_count, count + 1, FSCHED__RELEASE);
-    }
-    return fs;
-}
+static fsched_frames *fsched__frames_new(fsched__worker *w);
 
 /* Owner: makes sure a frame stack is free for a frame this worker takes from another. */
 static int fsched__frames_ready(fsched__worker *w) {
@@ -7102,7 +7078,7 @@ FIBERSCHED_API void fsched_frames_share(fsched_frames *fs, fsched_frame *head) {
 /* Owner: the running fiber blocks; offers every frame of its own in every frame stack it
    holds (the code that blocks may wait for one of them). Its own frames are those from
    split up to the first free one: syncs free the frames they take. */
-static void fsched__frames_offer_all(fsched_fiber *f) {
+static void fsched__frames_offer_held(fsched_fiber *f) {
     fsched_frames *fs;
     for (fs = (fsched_frames *)f->frames; fs; fs = fs->outer) {
         fsched_frame *head = fs->split;
@@ -7147,7 +7123,7 @@ FIBERSCHED_API void fsched_frames_full(fsched_frames *fs) {
 
 /* Thief: claims the oldest offered frame of one of v's frame stacks, asking the owner
    of each that offers none to offer some (unless v is the thief's own slot). */
-static fsched__job *fsched__frames_steal(fsched__worker *w, fsched__worker *v) {
+static fsched__job *fsched__frames_claim(fsched__worker *w, fsched__worker *v) {
     /* acquire: the entries below the count, and the stacks they name, are set up */
     uint32_t n = FSCHED__LOAD(&v->frames_count, FSCHED__ACQUIRE), i;
     for (i = 0; i < n; i++) {
@@ -7179,7 +7155,7 @@ static fsched__job *fsched__frames_steal(fsched__worker *w, fsched__worker *v) {
 static void fsched__frame_job_execute(fsched__job *job, fsched__worker *w) {
     fsched_frame *frame = w->stolen;
     fsched__worker *owner = (fsched__worker *)w->stolen_from->worker;
-    fsched_frames *fs = w->frames_free; /* there is one: fsched__frames_steal made sure */
+    fsched_frames *fs = w->frames_free; /* there is one: fsched__frames_claim made sure */
     uintptr_t waiting;
     (void)job;
     w->stolen = NULL;
@@ -7192,6 +7168,48 @@ static void fsched__frame_job_execute(fsched__job *job, fsched__worker *w) {
        it the owner may reuse the frame */
     waiting = FSCHED__EXCHANGE(&frame->latch, (uintptr_t)1, FSCHED__ACQ_REL);
     if (waiting > 1) fsched__make_ready(owner, (fsched_fiber *)waiting);
+}
+
+static const fsched__frames_code fsched__frames_code_here = {fsched__frames_claim,
+                                                              fsched__frames_offer_held};
+
+/* A new frame stack of w, entered in w's table (where thieves look) while there is room;
+   one outside it is never offered (its tree runs on one worker). NULL: out of memory. */
+static fsched_frames *fsched__frames_new(fsched__worker *w) {
+    fsched_sched *s = w->sched;
+    size_t n = fsched__frames_capacity(s);
+    fsched_frames *fs = (fsched_frames *)fsched__alloc(&s->allocator, sizeof *fs, 64);
+    uint32_t count;
+    if (!fs) return NULL;
+    memset(fs, 0, sizeof *fs);
+    fs->bytes = n * sizeof(fsched_frame);
+#if defined(FSCHED__HAVE_PAGES)
+    {
+        int guard_failed;
+        fs->base = (fsched_frame *)fsched__pages_map(fs->bytes, 0, &guard_failed);
+    }
+#else
+    fs->base = (fsched_frame *)fsched__alloc(&s->allocator, fs->bytes, 16);
+    if (fs->base) memset(fs->base, 0, fs->bytes); /* free frames have no function */
+#endif
+    if (!fs->base) {
+        fsched__free(&s->allocator, fs, sizeof *fs, 64);
+        return NULL;
+    }
+    fs->end = fs->base + n;
+    fs->split = fs->base;
+    fs->worker = w;
+    w->frame_job.execute = fsched__frame_job_execute;
+    if (!fsched__frames_used()) /* relaxed: see fsched__frames_used */
+        FSCHED__STORE(&fsched__frames_linked, &fsched__frames_code_here, FSCHED__RELAXED);
+    count = FSCHED__LOAD(&w->frames_count, FSCHED__RELAXED); /* the owner's own count */
+    if (count < FSCHED__FRAME_STACKS) {
+        fs->registered = 1;
+        w->frames_table[count] = fs;
+        /* release: a thief that sees the count sees the entry and the stack's fields */
+        FSCHED__STORE(&w->frames_count, count + 1, FSCHED__RELEASE);
+    }
+    return fs;
 }
 
 /* Whether any slot offers a frame. Seq_cst loads, as in fsched__work_visible. */
