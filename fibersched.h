@@ -5300,6 +5300,9 @@ static void fsched__schedule(fsched__worker *w, int (*until)(fsched__worker *w))
 static void fsched__worker_main(void *arg) {
     fsched__worker *w = (fsched__worker *)arg;
     fsched__thread *t = fsched__thread_get();
+    /* Windows fibers: the thread becomes one before the loop switches away from it */
+    if (fsched__ctx_prepare_root(t->current) != FSCHED_OK)
+        fsched__fatal("a worker thread cannot become a fiber (ConvertThreadToFiberEx)");
     t->worker = w;
     w->thread = t;
     w->root = t->current;
@@ -5494,9 +5497,12 @@ FIBERSCHED_API fsched_result fsched_create(const fsched_desc *desc, fsched_sched
 static fsched_result fsched__bind(fsched_sched *s, int reserved, fsched__worker **out) {
     fsched__thread *t = fsched__thread_get();
     uint32_t i, last = s->n_slots - (reserved ? 0u : 1u);
+    fsched_result r;
     if (t->worker)
         return FSCHED__MISUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
                               "fsched_bind: the thread already works for a scheduler");
+    if (t->current == &t->root && (r = fsched__ctx_prepare_root(t->current)) != FSCHED_OK)
+        return r; /* Windows fibers: the thread becomes one, as for fsched_fiber_switch */
     for (i = s->n_threads; i < last; i++) {
         fsched__worker *w = s->slots[i];
         uint32_t expected = 0;
