@@ -111,21 +111,13 @@ static void fib_task(void *p) {
 
 static double run_fsched(void *ctx) {
     fib_ctx *c = (fib_ctx *)ctx;
-    fsched_wait_group wg;
     fib_arg a;
-    fsched_result r;
-    double t0, t1;
+    double t;
     a.n = c->n;
     a.r = -1;
-    fsched_wait_group_init(&wg);
-    t0 = bench_now();
-    r = fsched_wait_group_spawn(&wg, c->sched, fib_task, &a);
-    if (r != FSCHED_OK) bench_fail("fsched_wait_group_spawn: %s", fsched_result_string(r));
-    fsched_wait_group_wait(&wg);
-    t1 = bench_now();
-    fsched_wait_group_destroy(&wg);
+    t = bench_run_task(c->sched, fib_task, &a);
     check("fibersched", c, a.r);
-    return t1 - t0;
+    return t;
 }
 
 /* ---- fibersched: spawn and sync ---- */
@@ -152,23 +144,15 @@ static void fib_frames_root(void *p) {
 
 static double run_frames(void *ctx) {
     fib_ctx *c = (fib_ctx *)ctx;
-    fsched_wait_group wg;
     fib_root root;
-    fsched_result r;
-    double t0, t1;
+    double t;
     root.n = c->n;
     root.r = -1;
     root.e = FSCHED_OK;
-    fsched_wait_group_init(&wg);
-    t0 = bench_now();
-    r = fsched_wait_group_spawn(&wg, c->sched, fib_frames_root, &root);
-    if (r != FSCHED_OK) bench_fail("fsched_wait_group_spawn: %s", fsched_result_string(r));
-    fsched_wait_group_wait(&wg);
-    t1 = bench_now();
-    fsched_wait_group_destroy(&wg);
+    t = bench_run_task(c->sched, fib_frames_root, &root);
     if (root.e != FSCHED_OK) bench_fail("FSCHED_RUN: %s", fsched_result_string(root.e));
     check("fibersched spawn/sync", c, root.r);
-    return t1 - t0;
+    return t;
 }
 
 /* ---- peers ---- */

@@ -52,14 +52,7 @@ typedef struct par_ctx {
 static par_ctx ctx;
 
 /* Runs fn(arg) as a task of the scheduler and waits for it from this (outside) thread. */
-static void run_root(void (*fn)(void *), void *arg) {
-    fsched_wait_group wg;
-    fsched_result r;
-    fsched_wait_group_init(&wg);
-    r = fsched_wait_group_spawn(&wg, ctx.sched, fn, arg);
-    if (r != FSCHED_OK) bench_fail("fsched_wait_group_spawn: %s", fsched_result_string(r));
-    fsched_wait_group_wait(&wg);
-}
+static void run_root(void (*fn)(void *), void *arg) { (void)bench_run_task(ctx.sched, fn, arg); }
 
 static void check_count(const char *who, const char *what, long got, long expected) {
     if (got != expected) bench_fail("%s: %s = %ld, expected %ld", who, what, got, expected);

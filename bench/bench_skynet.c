@@ -78,22 +78,15 @@ static void sky_task(void *p) {
 
 static double run_fsched(void *ctx) {
     sky_ctx *c = (sky_ctx *)ctx;
-    fsched_wait_group wg;
     sky_arg root;
-    fsched_result r;
-    double t0, t1;
+    double t;
     root.num = 0;
     root.size = c->leaves;
     root.sum = -1;
     sky_sched = c->sched;
-    fsched_wait_group_init(&wg);
-    t0 = bench_now();
-    r = fsched_wait_group_spawn(&wg, c->sched, sky_task, &root);
-    if (r != FSCHED_OK) bench_fail("fsched_wait_group_spawn: %s", fsched_result_string(r));
-    fsched_wait_group_wait(&wg);
-    t1 = bench_now();
+    t = bench_run_task(c->sched, sky_task, &root);
     check("fibersched", c, root.sum);
-    return t1 - t0;
+    return t;
 }
 
 /* ---- fibersched: spawn and sync ---- */
@@ -130,23 +123,16 @@ static void sky_frames_root(void *p) {
 
 static double run_frames(void *ctx) {
     sky_ctx *c = (sky_ctx *)ctx;
-    fsched_wait_group wg;
     sky_root root;
-    fsched_result r;
-    double t0, t1;
+    double t;
     root.range.num = 0;
     root.range.size = c->leaves;
     root.sum = -1;
     root.r = FSCHED_OK;
-    fsched_wait_group_init(&wg);
-    t0 = bench_now();
-    r = fsched_wait_group_spawn(&wg, c->sched, sky_frames_root, &root);
-    if (r != FSCHED_OK) bench_fail("fsched_wait_group_spawn: %s", fsched_result_string(r));
-    fsched_wait_group_wait(&wg);
-    t1 = bench_now();
+    t = bench_run_task(c->sched, sky_frames_root, &root);
     if (root.r != FSCHED_OK) bench_fail("FSCHED_RUN: %s", fsched_result_string(root.r));
     check("fibersched spawn/sync", c, root.sum);
-    return t1 - t0;
+    return t;
 }
 
 /* ---- peers ---- */

@@ -162,4 +162,22 @@ static inline void bench_target(const char *what, double value, const char *op, 
            met ? "met" : "MISSED");
 }
 
+#if defined(FIBERSCHED_H)
+/* Runs fn(arg) as a task of s and waits for it from this (outside) thread: the seconds
+   from the spawn to the end of the wait. */
+static inline double bench_run_task(fsched_sched *s, void (*fn)(void *), void *arg) {
+    fsched_wait_group wg;
+    fsched_result r;
+    double t0, t1;
+    fsched_wait_group_init(&wg);
+    t0 = bench_now();
+    r = fsched_wait_group_spawn(&wg, s, fn, arg);
+    if (r != FSCHED_OK) bench_fail("fsched_wait_group_spawn: %s", fsched_result_string(r));
+    fsched_wait_group_wait(&wg);
+    t1 = bench_now();
+    fsched_wait_group_destroy(&wg);
+    return t1 - t0;
+}
+#endif
+
 #endif

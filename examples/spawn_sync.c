@@ -25,39 +25,34 @@ typedef struct board {
     uint32_t cols, left, right;
 } board;
 
+/* The columns of the next row that no queen attacks. */
+static uint32_t free_columns(board b) { return ((1u << b.n) - 1u) & ~(b.cols | b.left | b.right); }
+
+/* The board with a queen in the next row, in the column of `bit`. */
+static board place(board b, uint32_t bit) {
+    board next = b;
+    next.row = b.row + 1;
+    next.cols = b.cols | bit;
+    next.left = (b.left | bit) << 1;
+    next.right = (b.right | bit) >> 1;
+    return next;
+}
+
 static uint64_t count_serial(board b) {
-    uint32_t all = (1u << b.n) - 1u, free_cols = all & ~(b.cols | b.left | b.right);
+    uint32_t cols = free_columns(b);
     uint64_t count = 0;
     if (b.row == b.n) return 1;
-    while (free_cols) {
-        uint32_t bit = free_cols & (0u - free_cols);
-        board next = b;
-        free_cols &= free_cols - 1u;
-        next.row = b.row + 1;
-        next.cols = b.cols | bit;
-        next.left = (b.left | bit) << 1;
-        next.right = (b.right | bit) >> 1;
-        count += count_serial(next);
-    }
+    for (; cols; cols &= cols - 1u) count += count_serial(place(b, cols & (0u - cols)));
     return count;
 }
 
 FSCHED_TASK(uint64_t, count_queens, board, b) {
-    uint32_t all = (1u << b.n) - 1u, free_cols = all & ~(b.cols | b.left | b.right);
+    uint32_t cols = free_columns(b);
     uint64_t count = 0;
     int children = 0;
     if (b.n - b.row <= SERIAL_ROWS) return count_serial(b);
-    while (free_cols) {
-        uint32_t bit = free_cols & (0u - free_cols);
-        board next = b;
-        free_cols &= free_cols - 1u;
-        next.row = b.row + 1;
-        next.cols = b.cols | bit;
-        next.left = (b.left | bit) << 1;
-        next.right = (b.right | bit) >> 1;
-        FSCHED_SPAWN(count_queens, next);
-        children++;
-    }
+    for (; cols; cols &= cols - 1u, children++)
+        FSCHED_SPAWN(count_queens, place(b, cols & (0u - cols))); /* one child per column */
     while (children-- > 0) count += FSCHED_SYNC(count_queens);
     return count;
 }
