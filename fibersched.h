@@ -6885,11 +6885,6 @@ static void fsched__latch_wait(fsched__worker *w, uintptr_t *latch) {
         fsched__suspend_cancel(w, next); /* finished meanwhile */
 }
 
-/* The joiner's side once b has been taken by another worker. */
-static void fsched__join_wait(fsched__worker *w, fsched__join_job *j) {
-    fsched__latch_wait(w, &j->latch);
-}
-
 /* Runs jobs popped from the own deque until b comes back (then runs it here) or turns
    out to be taken (then waits for it). Jobs newer than b are tasks spawned meanwhile.
    On a bound thread's own stack no other task runs: b only, if it is next. */
@@ -6910,7 +6905,7 @@ static void fsched__join_finish(fsched__worker *w, fsched__join_job *j) {
         }
         job->execute(job, w);
     }
-    fsched__join_wait(w, j);
+    fsched__latch_wait(w, &j->latch); /* b was taken by another worker */
 }
 
 static fsched_result fsched__join_check(fsched__worker *w, int null_function, const char *what) {
