@@ -214,9 +214,8 @@
    - On Linux each guarded stack costs two memory mappings and vm.max_map_count (65530 by
      default) bounds them: past that, stacks come from slabs (a warning says so once).
      For 100,000 blocked tasks, use FSCHED_STACK_SLAB stacks: carved from mappings
-     shared by many stacks, they cost only the pages their fibers touch. Their canary is
-     the zero bytes of the untouched memory below the stack (an overflow that writes only
-     zeros there goes unseen).
+     shared by many stacks, they cost only the pages their fibers touch. Their canary
+     lies in the top page of the next stack below, which is resident anyway.
 
    ERROR MODEL
 
@@ -2750,11 +2749,9 @@ static inline void *fsched__ctx_switch(fsched_fiber *from, void **save, fsched_f
 
 static int fsched__canary_intact(const fsched_fiber *f) {
     const unsigned char *p = f->stack_lo - FSCHED__CANARY_BYTES;
-    /* a slab's canary is the zero bytes of untouched pages: writing it would touch them */
-    unsigned char expected = f->params.kind == FSCHED_STACK_SLAB ? 0 : FSCHED__CANARY_BYTE;
     size_t i;
     for (i = 0; i < FSCHED__CANARY_BYTES; i++)
-        if (p[i] != expected) return 0;
+        if (p[i] != FSCHED__CANARY_BYTE) return 0;
     return 1;
 }
 
@@ -2835,27 +2832,31 @@ static void fsched__mpu_guard_arm(const fsched_fiber *to) {
 
 #if defined(FSCHED__HAVE_PAGES)
 /* ---- slabs: stacks carved from mappings shared by many of them ----
-   A slot is [canary][stack][fiber record], a whole number of pages. Slots of one size
-   come from one class: its free slots, then the rest of its newest mapping, then a new
-   mapping of FSCHED__SLAB_SLOTS slots. A mapping is one range of memory (no guard splits
-   it), reserved as address space: a stack costs only the pages its fiber touches. A freed
-   slot joins the free list through its top page; mappings are kept for the process's
-   life. */
+   A slot is [stack][fiber record][canary of the slot above], a whole number of pages:
+   a stack's canary lies in the top page of the slot below it, which that slot's own
+   record keeps resident (slots are handed out from the bottom up), so writing and
+   checking it touch no new page (a canary at the bottom of its own slot would cost a
+   page fault per stack). The lowest slot's canary is in a page that leads the mapping. Slots of one size come from one class: its free slots, then the
+   rest of its newest mapping, then a new mapping of FSCHED__SLAB_SLOTS slots. A mapping is
+   one range of memory (no guard splits it), reserved as address space: a stack costs only
+   the pages its fiber touches. A freed slot joins the free list through its record's
+   place; mappings are kept for the process's life. */
 #define FSCHED__SLAB_SLOTS 64u
 #define FSCHED__SLAB_CLASSES 8u
 
 typedef struct fsched__slab_class {
     size_t slot;                /* bytes per slot; 0: class unused */
     unsigned char *next, *end;  /* the unused rest of the newest mapping */
-    void *free;                 /* freed slots, linked through their last word */
+    void *free;                 /* freed slots, linked through fsched__slab_link */
 } fsched__slab_class;
 
 static fsched__slab_class fsched__slabs[FSCHED__SLAB_CLASSES];
 static uint32_t fsched__slabs_lock;
 
-/* The link of a free slot: the last pointer-sized word of its top page. */
+/* The link of a free slot: the last pointer-sized word of its record's place (below the
+   canary of the slot above, which stays intact). */
 static void **fsched__slab_link(void *slot, size_t size) {
-    return (void **)((unsigned char *)slot + size - sizeof(void *));
+    return (void **)((unsigned char *)slot + size - FSCHED__CANARY_BYTES - sizeof(void *));
 }
 
 /* A slot of `size` bytes (a multiple of the page size), or NULL: out of memory, or
@@ -2863,7 +2864,7 @@ static void **fsched__slab_link(void *slot, size_t size) {
 static void *fsched__slab_take(size_t size) {
     fsched__slab_class *c = NULL;
     unsigned char *slot = NULL, *map;
-    size_t bytes = size * FSCHED__SLAB_SLOTS;
+    size_t lead = fsched__page_size(), bytes = lead + size * FSCHED__SLAB_SLOTS;
     uint32_t i;
     int flags;
     fsched__spin_lock(&fsched__slabs_lock);
@@ -2902,15 +2903,15 @@ static void *fsched__slab_take(size_t size) {
         c->free = c->next;
         c->next += size;
     }
-    c->next = map + size;
+    c->next = map + lead + size;
     c->end = map + bytes;
     fsched__spin_unlock(&fsched__slabs_lock);
-    return map;
+    return map + lead;
 }
 
 /* Returns a slot taken with fsched__slab_take. Its pages stay, for the next stack of
    the class (as freed heap memory does): giving them back would cost a system call per
-   stack. Its canary is still zero: the release of its fiber checked it. */
+   stack. */
 static void fsched__slab_give(void *slot, size_t size) {
     uint32_t i;
     fsched__spin_lock(&fsched__slabs_lock);
@@ -2968,26 +2969,27 @@ static fsched_result fsched__stack_params_resolve(size_t stack_size, size_t guar
     ((sizeof(struct fsched_fiber) + FSCHED__CACHE_LINE - 1) & ~(size_t)(FSCHED__CACHE_LINE - 1))
 
 #if defined(FSCHED__HAVE_PAGES)
-/* A slab slot for a stack of `usable` bytes, f's record at its top: the stack takes
-   the rest of the slot's last page. */
+/* A slab slot for a stack of `usable` bytes, f's record below the canary at its top:
+   the stack takes the rest of the slot's last page. */
 static fsched_fiber *fsched__stack_from_slab(size_t usable, size_t *size) {
     unsigned char *mem;
     fsched_fiber *f;
-    *size = fsched__round_up(FSCHED__CANARY_BYTES + usable + FSCHED__FIBER_RECORD_BYTES,
+    *size = fsched__round_up(usable + FSCHED__FIBER_RECORD_BYTES + FSCHED__CANARY_BYTES,
                              fsched__page_size());
     mem = (unsigned char *)fsched__slab_take(*size);
     if (!mem) return NULL;
-    f = (fsched_fiber *)(mem + *size - FSCHED__FIBER_RECORD_BYTES);
+    f = (fsched_fiber *)(mem + *size - FSCHED__CANARY_BYTES - FSCHED__FIBER_RECORD_BYTES);
+    memset(mem - FSCHED__CANARY_BYTES, FSCHED__CANARY_BYTE, FSCHED__CANARY_BYTES);
     memset(f, 0, sizeof *f);
     f->mem = mem;
-    f->stack_lo = mem + FSCHED__CANARY_BYTES;
+    f->stack_lo = mem;
     return f;
 }
 #endif
 
 /* Allocates stack memory with the fiber record at its top:
    pages: [guard][stack.............][record]      heap: [canary][stack.....][record]
-   slab:  [canary, zero][stack......][record] */
+   slab:  [stack.......][record][canary of the slot above] */
 static fsched_result fsched__stack_alloc(const fsched__stack_params *params, fsched_fiber **out) {
     unsigned char *mem = NULL;
     size_t size, usable;

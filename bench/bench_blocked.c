@@ -1,0 +1,235 @@
+/* Blocked tasks: what it costs to have many tasks waiting at once. N tasks (100,000 by
+   default) each start, report that they run, and block on one event; once all have
+   blocked the event is set and every task ends. Candidates, side by side in one run:
+
+   fibersched, slab 16 KiB    FSCHED_STACK_SLAB stacks of 16 KiB: carved from mappings
+                              shared by 64 stacks, so a blocked task holds only the stack
+                              pages it touched; tasks wait on a manual-reset fsched_event
+   fibersched, slab default   the same with the default stack size
+                              (FIBERSCHED_DEFAULT_STACK_SIZE)
+   fibersched, heap 16 KiB    FSCHED_STACK_HEAP stacks of 16 KiB (the allocator's)
+   Go                         goroutines blocked on a receive from one channel, released
+                              by closing it (bench_blocked.go, GOMAXPROCS = workers), when
+                              Go was found at configure time
+
+   Each round is spawned from a task (a goroutine in Go). Every candidate runs in a
+   fresh process (this program, started again with --child=, or
+   the Go program), so that one's memory is not another's: each process runs the whole
+   test twice, first on a fresh heap ("cold": every stack page is faulted in), then again
+   ("warm": stacks freed by the first round are reused). Reported per candidate, median of
+   the repetitions: the cold and warm times from the first spawn until every task has
+   ended, the warm release time (from setting the event until every task has ended), and
+   the resident memory per blocked task (growth of the process's resident set from before
+   the first spawn until all tasks have blocked, divided by N, cold round). Each
+   repetition starts the candidates in rotating order. The child processes check that
+   every task started and ended; a failure ends the program with an error.
+   Usage: bench_blocked [--quick] [--tasks=N] [--workers=N] [--reps=N] */
+#define FIBERSCHED_IMPLEMENTATION
+#include "../fibersched.h"
+#include "bench_util.h"
+
+#include <sys/wait.h>
+
+/* ---- the child: one candidate, two rounds ---- */
+
+/* Resident bytes of this process (0 where /proc is missing). */
+static long resident_bytes(void) {
+    long pages = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f) return 0;
+    if (fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+    fclose(f);
+    return resident * sysconf(_SC_PAGESIZE);
+}
+
+typedef struct blocked_round {
+    fsched_event release;
+    fsched_wait_group started, ended;
+    long ran; /* atomic: tasks that passed their wait */
+} blocked_round;
+
+static void blocked_task(void *arg) {
+    blocked_round *b = (blocked_round *)arg;
+    fsched_wait_group_done(&b->started);
+    fsched_event_wait(&b->release);
+    /* relaxed: read after the `ended` wait group, whose wait orders it */
+    __atomic_fetch_add(&b->ran, 1, __ATOMIC_RELAXED);
+}
+
+static void fail_if(fsched_result r, const char *what) {
+    if (r != FSCHED_OK) bench_fail("%s: %s", what, fsched_result_string(r));
+}
+
+typedef struct blocked_spawner {
+    fsched_sched *sched;
+    long tasks;
+} blocked_spawner;
+
+/* One round, run as a task (as the Go peer spawns from a goroutine); prints "<block ms>
+   <release ms> <resident bytes per task>". */
+static void blocked_round_run(void *arg) {
+    const blocked_spawner *sp = (const blocked_spawner *)arg;
+    fsched_sched *s = sp->sched;
+    long tasks = sp->tasks;
+    blocked_round b;
+    double t0, t1, t2;
+    long rss0, rss1, i;
+    memset(&b, 0, sizeof b);
+    fail_if(fsched_event_init(&b.release, 1, 0), "fsched_event_init");
+    fsched_wait_group_init(&b.started);
+    fsched_wait_group_init(&b.ended);
+    rss0 = resident_bytes();
+    t0 = bench_now();
+    fail_if(fsched_wait_group_add(&b.started, tasks), "fsched_wait_group_add");
+    for (i = 0; i < tasks; i++)
+        fail_if(fsched_wait_group_spawn(&b.ended, s, blocked_task, &b), "fsched_wait_group_spawn");
+    fail_if(fsched_wait_group_wait(&b.started), "fsched_wait_group_wait");
+    t1 = bench_now();
+    rss1 = resident_bytes();
+    fail_if(fsched_event_set(&b.release), "fsched_event_set");
+    fail_if(fsched_wait_group_wait(&b.ended), "fsched_wait_group_wait");
+    t2 = bench_now();
+    if (b.ran != tasks) bench_fail("%ld of %ld blocked tasks ended", b.ran, tasks);
+    printf("%.3f %.3f %.1f\n", (t1 - t0) * 1e3, (t2 - t1) * 1e3,
+           (double)(rss1 - rss0) / (double)tasks);
+    fsched_wait_group_destroy(&b.started);
+    fsched_wait_group_destroy(&b.ended);
+    fsched_event_destroy(&b.release);
+}
+
+typedef struct blocked_stacks {
+    const char *name;
+    fsched_stack_kind kind;
+    size_t size;
+} blocked_stacks;
+
+static const blocked_stacks stack_choices[] = {
+    {"fibersched, slab 16 KiB", FSCHED_STACK_SLAB, 16384},
+    {"fibersched, slab default", FSCHED_STACK_SLAB, 0},
+    {"fibersched, heap 16 KiB", FSCHED_STACK_HEAP, 16384},
+};
+#define STACK_CHOICES ((int)(sizeof stack_choices / sizeof stack_choices[0]))
+
+static int child_main(int choice, long tasks, int workers) {
+    fsched_desc d;
+    blocked_spawner sp;
+    memset(&d, 0, sizeof d);
+    d.workers = (uint32_t)workers;
+    d.stack_kind = stack_choices[choice].kind;
+    d.stack_size = stack_choices[choice].size;
+    fail_if(fsched_create(&d, &sp.sched), "fsched_create");
+    sp.tasks = tasks;
+    bench_run_task(sp.sched, blocked_round_run, &sp); /* cold */
+    bench_run_task(sp.sched, blocked_round_run, &sp); /* warm */
+    fail_if(fsched_destroy(sp.sched), "fsched_destroy");
+    return 0;
+}
+
+/* ---- the parent: candidates in fresh processes ---- */
+
+typedef struct blocked_candidate {
+    const char *name;
+    char *argv[8];
+    double cold[BENCH_MAX_REPS], warm[BENCH_MAX_REPS], release[BENCH_MAX_REPS],
+        rss[BENCH_MAX_REPS];
+} blocked_candidate;
+
+/* Runs the candidate's program once and records repetition `rep` from its two lines. */
+static void candidate_run(blocked_candidate *c, int rep) {
+    int fds[2], status;
+    pid_t pid;
+    FILE *out;
+    double block[2], release[2], rss[2];
+    int i;
+    fflush(stdout);
+    if (pipe(fds) != 0) bench_fail("pipe failed");
+    pid = fork();
+    if (pid < 0) bench_fail("fork failed");
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        close(fds[0]);
+        close(fds[1]);
+        execv(c->argv[0], c->argv);
+        _exit(127);
+    }
+    close(fds[1]);
+    out = fdopen(fds[0], "r");
+    if (!out) bench_fail("fdopen failed");
+    for (i = 0; i < 2; i++)
+        if (fscanf(out, "%lf %lf %lf", &block[i], &release[i], &rss[i]) != 3)
+            bench_fail("%s: no result from %s", c->name, c->argv[0]);
+    fclose(out);
+    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        bench_fail("%s: %s failed", c->name, c->argv[0]);
+    c->cold[rep] = block[0] + release[0];
+    c->warm[rep] = block[1] + release[1];
+    c->release[rep] = release[1];
+    c->rss[rep] = rss[0];
+}
+
+int main(int argc, char **argv) {
+    static char tasks_arg[32], workers_arg[32], child_arg[STACK_CHOICES][32];
+    blocked_candidate c[STACK_CHOICES + 1];
+    int quick = bench_quick(argc, argv);
+    int reps = bench_reps(argc, argv, quick ? 1 : 5);
+    long tasks = bench_option(argc, argv, "--tasks=", quick ? 5000 : 100000);
+    int workers = (int)bench_option(argc, argv, "--workers=", bench_cpu_count());
+    int child = (int)bench_option(argc, argv, "--child=", -1);
+    int nc = 0, i, r;
+    blocked_candidate *go = NULL;
+    if (tasks < 1 || workers < 1) bench_fail("--tasks and --workers must be at least 1");
+    if (child >= 0) {
+        if (child >= STACK_CHOICES) bench_fail("--child=%d: no such candidate", child);
+        return child_main(child, tasks, workers);
+    }
+
+    snprintf(tasks_arg, sizeof tasks_arg, "--tasks=%ld", tasks);
+    snprintf(workers_arg, sizeof workers_arg, "--workers=%d", workers);
+    memset(c, 0, sizeof c);
+    for (i = 0; i < STACK_CHOICES; i++, nc++) {
+        snprintf(child_arg[i], sizeof child_arg[i], "--child=%d", i);
+        c[nc].name = stack_choices[i].name;
+        c[nc].argv[0] = argv[0];
+        c[nc].argv[1] = child_arg[i];
+        c[nc].argv[2] = tasks_arg;
+        c[nc].argv[3] = workers_arg;
+    }
+#if defined(BENCH_BLOCKED_GO)
+    go = &c[nc];
+    c[nc].name = "Go: goroutines on a channel";
+    c[nc].argv[0] = (char *)BENCH_BLOCKED_GO; /* the Go program takes the same options */
+    c[nc].argv[1] = tasks_arg;
+    c[nc++].argv[2] = workers_arg;
+#endif
+
+    for (r = 0; r < reps; r++)
+        for (i = 0; i < nc; i++) candidate_run(&c[(i + r) % nc], r);
+
+    printf("blocked tasks: %ld tasks block on one event, then are released; %d worker(s); "
+           "median of %d repetitions, each candidate in a fresh process\n\n",
+           tasks, workers, reps);
+    printf("| %-28s | %12s | %12s | %16s | %14s |\n", "candidate", "cold ms", "warm ms",
+           "warm release ms", "RSS B/task");
+    printf("|------------------------------|--------------|--------------|"
+           "------------------|----------------|\n");
+    for (i = 0; i < nc; i++) {
+        c[i].cold[0] = bench_median(c[i].cold, reps);
+        c[i].warm[0] = bench_median(c[i].warm, reps);
+        c[i].release[0] = bench_median(c[i].release, reps);
+        c[i].rss[0] = bench_median(c[i].rss, reps);
+        printf("| %-28s | %12.1f | %12.1f | %16.1f | %14.0f |\n", c[i].name, c[i].cold[0],
+               c[i].warm[0], c[i].release[0], c[i].rss[0]);
+    }
+    printf("\n");
+    bench_quick_note(quick);
+    bench_target("fibersched slab 16 KiB: RSS per blocked task", c[0].rss[0], "<=", 4608, " B");
+    if (go) {
+        bench_target("fibersched slab 16 KiB / Go, cold", c[0].cold[0] / go->cold[0], "<=", 1,
+                     "x");
+        bench_target("fibersched slab 16 KiB / Go, warm", c[0].warm[0] / go->warm[0], "<=", 1,
+                     "x");
+    } else {
+        printf("target: fibersched / Go: not measured (Go not found at configure time)\n");
+    }
+    return 0;
+}
