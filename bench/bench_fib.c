@@ -20,7 +20,7 @@
    Every candidate runs with 1 worker and with 2 (--workers=N for another count). Each
    repetition runs every candidate once, in rotating order, after a short sleep that lets
    the previous runtime's threads go idle. Reported: median and minimum milliseconds.
-   Usage: bench_fib [--quick] [--workers=N] [--reps=N] */
+   Usage: bench_fib [--quick] [--n=N] [--workers=N] [--reps=N]   (n: 35; 27 with --quick) */
 #define FIBERSCHED_IMPLEMENTATION
 #include "../fibersched.h"
 #include "bench_util.h"
@@ -194,10 +194,12 @@ static double run_omp(void *ctx) {
 
 int main(int argc, char **argv) {
     int quick = bench_quick(argc, argv);
-    int n = quick ? 27 : 35;
+    int n = (int)bench_option(argc, argv, "--n=", quick ? 27 : 35);
     int reps = bench_reps(argc, argv, quick ? 3 : 7);
     int counts[2], nw, wi, i, nc = 0;
-    long expected = fib_known(n);
+    long expected;
+    if (n < 1 || n > 45) bench_fail("--n: from 1 to 45");
+    expected = fib_known(n);
     fib_ctx ctx[2];
     bench_case c[16];
     bench_case *serial, *f1, *f2;
