@@ -521,6 +521,17 @@ typedef struct fsched_desc {
                                    for fsched_spawn from interrupt handlers (which never
                                    allocate); a spawn that finds none left fails with
                                    FSCHED_ERR_OUT_OF_MEMORY. 0: none */
+    int pin_workers;            /* 1: each worker thread runs on one CPU only: worker i on
+                                   the i-th CPU the creating thread may run on (wrapping
+                                   around), so that the kernel never stacks two workers
+                                   on one CPU while another idles. Linux and Windows;
+                                   elsewhere FSCHED_ERR_UNSUPPORTED. 0: the kernel places
+                                   them */
+    const uint32_t *worker_cpus; /* pinned workers: worker i runs on CPU
+                                    worker_cpus[i % worker_cpu_count] (each one the
+                                    creating thread may run on) instead; implies
+                                    pin_workers */
+    uint32_t worker_cpu_count;
 } fsched_desc;
 
 /* Creates a scheduler and starts its workers. desc may be NULL (all defaults).
@@ -2141,6 +2152,49 @@ static uint32_t fsched__cpu_count(void) {
     return n > 0 ? (uint32_t)n : 1;
 #endif
 }
+
+/* ---- pinning a thread to one CPU (Linux, Windows) ----
+   CPUs are numbered as the system does; numbers from FSCHED__CPU_LIMIT up are not used. */
+#define FSCHED__CPU_LIMIT 1024u
+
+#if !defined(FIBERSCHED_NO_THREADS) && defined(__linux__)
+#define FSCHED__HAVE_PINNING 1
+#include <sys/syscall.h>
+#define FSCHED__CPU_WORD_BITS (8u * (uint32_t)sizeof(unsigned long))
+/* The CPUs the calling thread may run on, ascending, into cpus[FSCHED__CPU_LIMIT];
+   returns how many (0: unknown). Raw system calls: cpu_set_t needs _GNU_SOURCE. */
+static uint32_t fsched__cpus_allowed(uint32_t *cpus) {
+    unsigned long mask[FSCHED__CPU_LIMIT / FSCHED__CPU_WORD_BITS];
+    long bytes;
+    uint32_t n = 0, c;
+    memset(mask, 0, sizeof mask);
+    bytes = syscall(SYS_sched_getaffinity, 0, sizeof mask, mask);
+    for (c = 0; bytes > 0 && c < (uint32_t)bytes * 8u && c < FSCHED__CPU_LIMIT; c++)
+        if ((mask[c / FSCHED__CPU_WORD_BITS] >> (c % FSCHED__CPU_WORD_BITS)) & 1u) cpus[n++] = c;
+    return n;
+}
+/* Pins the calling thread to `cpu` (below FSCHED__CPU_LIMIT); 0 on success. */
+static int fsched__pin_self(uint32_t cpu) {
+    unsigned long mask[FSCHED__CPU_LIMIT / FSCHED__CPU_WORD_BITS];
+    memset(mask, 0, sizeof mask);
+    mask[cpu / FSCHED__CPU_WORD_BITS] = 1ul << (cpu % FSCHED__CPU_WORD_BITS);
+    return syscall(SYS_sched_setaffinity, 0, sizeof mask, mask) == 0 ? 0 : -1;
+}
+#elif !defined(FIBERSCHED_NO_THREADS) && defined(FSCHED__OS_WINDOWS)
+#define FSCHED__HAVE_PINNING 1
+/* The process's CPUs (of its processor group) into cpus[FSCHED__CPU_LIMIT]. */
+static uint32_t fsched__cpus_allowed(uint32_t *cpus) {
+    DWORD_PTR process, system;
+    uint32_t n = 0, c;
+    if (!GetProcessAffinityMask(GetCurrentProcess(), &process, &system)) return 0;
+    for (c = 0; c < 8u * (uint32_t)sizeof process; c++)
+        if ((process >> c) & 1u) cpus[n++] = c;
+    return n;
+}
+static int fsched__pin_self(uint32_t cpu) {
+    return SetThreadAffinityMask(GetCurrentThread(), (DWORD_PTR)1 << cpu) ? 0 : -1;
+}
+#endif
 
 /* ---- parker: one thread sleeps until another wakes it or a deadline passes ----
    A permit, as in Rust's std: unpark stores NOTIFIED, park consumes it or sleeps. Linux
@@ -4114,6 +4168,7 @@ typedef struct fsched__worker {
     struct fsched_sched *sched;
     uint32_t index;
     uint32_t bound;          /* a slot for fsched_bind rather than a worker thread */
+    int32_t cpu;             /* worker threads: the CPU it is pinned to; -1: none */
     uint64_t rng;            /* victim selection */
     fsched__thread *thread;  /* the thread in the slot */
     fsched_fiber *root;      /* that thread's own context */
@@ -5308,6 +5363,11 @@ static void fsched__worker_main(void *arg) {
     t->worker = w;
     w->thread = t;
     w->root = t->current;
+#if defined(FSCHED__HAVE_PINNING)
+    if (w->cpu >= 0 && fsched__pin_self((uint32_t)w->cpu) != 0) /* checked at creation */
+        fsched__log(&w->sched->logger, FSCHED_LOG_WARNING, "worker %lu cannot be pinned to CPU %ld",
+                    (unsigned long)w->index, (long)w->cpu);
+#endif
     FSCHED__TRACE(w->root->trace_id = 0;) /* a track of this slot's own numbering */
     fsched__schedule(w, NULL);
     fsched__release_fibers(w);
@@ -5391,6 +5451,47 @@ static void fsched__stop_workers(fsched_sched *s) {
 #endif
 }
 
+/* Gives each worker thread of s the CPU the desc pins it to (none unless asked). */
+static fsched_result fsched__pin_plan(fsched_sched *s, const fsched_desc *d) {
+    uint32_t i;
+    for (i = 0; i < s->n_slots; i++) s->slots[i]->cpu = -1;
+    if (!d->pin_workers && !d->worker_cpus) return FSCHED_OK;
+    if (d->worker_cpus && !d->worker_cpu_count)
+        return FSCHED__MISUSE(&s->logger, FSCHED_ERR_INVALID_ARGUMENT,
+                              "fsched_create: worker_cpus given with worker_cpu_count 0");
+    if (!s->n_threads) return FSCHED_OK; /* no worker thread to pin */
+#if defined(FSCHED__HAVE_PINNING)
+    {
+        uint32_t *allowed = (uint32_t *)fsched__alloc(&s->allocator,
+                                                      FSCHED__CPU_LIMIT * sizeof(uint32_t),
+                                                      sizeof(uint32_t));
+        uint32_t n, k;
+        fsched_result r = FSCHED_OK;
+        if (!allowed) return FSCHED_ERR_OUT_OF_MEMORY;
+        n = fsched__cpus_allowed(allowed);
+        if (!n) r = FSCHED__MISUSE(&s->logger, FSCHED_ERR_SYSTEM,
+                                   "fsched_create: cannot read the CPUs this thread may use");
+        for (i = 0; r == FSCHED_OK && i < s->n_threads; i++) {
+            uint32_t cpu = d->worker_cpus ? d->worker_cpus[i % d->worker_cpu_count]
+                                          : allowed[i % n];
+            for (k = 0; k < n && allowed[k] != cpu; k++) {
+            }
+            if (k == n)
+                r = FSCHED__MISUSE(&s->logger, FSCHED_ERR_INVALID_ARGUMENT,
+                                   "fsched_create: worker %lu: CPU %lu is not one this thread "
+                                   "may run on", (unsigned long)i, (unsigned long)cpu);
+            s->slots[i]->cpu = (int32_t)cpu;
+        }
+        fsched__free(&s->allocator, allowed, FSCHED__CPU_LIMIT * sizeof(uint32_t),
+                     sizeof(uint32_t));
+        return r;
+    }
+#else
+    return FSCHED__MISUSE(&s->logger, FSCHED_ERR_UNSUPPORTED,
+                          "fsched_create: pinning workers to CPUs is not supported here");
+#endif
+}
+
 FIBERSCHED_API fsched_result fsched_create(const fsched_desc *desc, fsched_sched **out) {
     fsched_desc d;
     fsched_sched *s;
@@ -5471,6 +5572,11 @@ FIBERSCHED_API fsched_result fsched_create(const fsched_desc *desc, fsched_sched
         return FSCHED_ERR_OUT_OF_MEMORY;
     }
 #endif
+    r = fsched__pin_plan(s, &d);
+    if (r != FSCHED_OK) {
+        fsched__sched_free(s);
+        return r;
+    }
     if (!fsched__live_add(s)) {
         fsched__sched_free(s);
         return FSCHED_ERR_OUT_OF_MEMORY;

@@ -9,7 +9,7 @@
                               (FIBERSCHED_DEFAULT_STACK_SIZE)
    fibersched, heap 16 KiB    FSCHED_STACK_HEAP stacks of 16 KiB (the allocator's)
    Go                         goroutines blocked on a receive from one channel, released
-                              by closing it (bench_blocked.go, GOMAXPROCS = workers), when
+                              by closing it (bench_go.go, GOMAXPROCS = workers), when
                               Go was found at configure time
 
    Each round is spawned from a task (a goroutine in Go). Every candidate runs in a
@@ -194,12 +194,13 @@ int main(int argc, char **argv) {
         c[nc].argv[2] = tasks_arg;
         c[nc].argv[3] = workers_arg;
     }
-#if defined(BENCH_BLOCKED_GO)
+#if defined(BENCH_GO)
     go = &c[nc];
     c[nc].name = "Go: goroutines on a channel";
-    c[nc].argv[0] = (char *)BENCH_BLOCKED_GO; /* the Go program takes the same options */
-    c[nc].argv[1] = tasks_arg;
-    c[nc++].argv[2] = workers_arg;
+    c[nc].argv[0] = (char *)BENCH_GO; /* bench_go.go, which takes the same options */
+    c[nc].argv[1] = (char *)"blocked";
+    c[nc].argv[2] = tasks_arg;
+    c[nc++].argv[3] = workers_arg;
 #endif
 
     for (r = 0; r < reps; r++)

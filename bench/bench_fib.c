@@ -20,7 +20,8 @@
    Every candidate runs with 1 worker and with 2 (--workers=N for another count). Each
    repetition runs every candidate once, in rotating order, after a short sleep that lets
    the previous runtime's threads go idle. Reported: median and minimum milliseconds.
-   Usage: bench_fib [--quick] [--n=N] [--workers=N] [--reps=N]   (n: 35; 27 with --quick) */
+   Usage: bench_fib [--quick] [--n=N] [--workers=N] [--reps=N] [--pin=1]
+   (n: 35, 27 with --quick; --pin=1: fibersched's workers pinned, desc.pin_workers) */
 #define FIBERSCHED_IMPLEMENTATION
 #include "../fibersched.h"
 #include "bench_util.h"
@@ -196,6 +197,7 @@ int main(int argc, char **argv) {
     int quick = bench_quick(argc, argv);
     int n = (int)bench_option(argc, argv, "--n=", quick ? 27 : 35);
     int reps = bench_reps(argc, argv, quick ? 3 : 7);
+    int pin = (int)bench_option(argc, argv, "--pin=", 0);
     int counts[2], nw, wi, i, nc = 0;
     long expected;
     if (n < 1 || n > 45) bench_fail("--n: from 1 to 45");
@@ -215,6 +217,7 @@ int main(int argc, char **argv) {
         fsched_result r;
         memset(&d, 0, sizeof d);
         d.workers = (uint32_t)counts[wi];
+        d.pin_workers = pin;
         ctx[wi].n = n;
         ctx[wi].workers = counts[wi];
         r = fsched_create(&d, &ctx[wi].sched);
@@ -268,14 +271,15 @@ int main(int argc, char **argv) {
     f1 = bench_find(c, nc, "fibersched: fsched_join", 1);
     f2 = nw > 1 ? bench_find(c, nc, "fibersched: fsched_join", counts[1]) : NULL;
     printf("fib(%d) = %ld, a fork and a join at every level (no cutoff): median of %d "
-           "repetitions\n\n", n, expected, reps);
+           "repetitions%s\n\n", n, expected, reps,
+           pin ? "; fibersched's workers pinned, one CPU each" : "");
     printf("| %-30s | %7s | %10s | %10s | %9s | %13s |\n", "candidate", "workers", "median ms",
            "min ms", "vs serial", "vs fibersched");
     printf("|%s|%s|%s|%s|%s|%s|\n", "--------------------------------", "---------", "------------",
            "------------", "-----------", "---------------");
     for (i = 0; i < nc; i++) {
         bench_case *f = bench_find(c, nc, "fibersched: fsched_join", c[i].workers);
-        printf("| %-30s | %7d | %10.1f | %10.1f | %9s | %13s |\n", c[i].name, c[i].workers,
+        printf("| %-30s | %7d | %10.3f | %10.3f | %9s | %13s |\n", c[i].name, c[i].workers,
                c[i].median * 1e3, c[i].min * 1e3, bench_ratio(buf1, sizeof buf1, &c[i], serial),
                i < 2 ? "-" : bench_ratio(buf2, sizeof buf2, &c[i], f));
     }

@@ -1502,6 +1502,102 @@ static void test_out_of_memory(void) {
     CHECK_OK(fsched_wait_group_destroy(&w.done));
 }
 
+#if defined(__linux__) && TEST_THREADS
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* ---- workers pinned to CPUs ---- */
+
+#define PIN_WORDS (1024 / (8 * sizeof(unsigned long)))
+
+/* The CPUs the calling thread may run on: how many, and the lowest n of them in cpus. */
+static int pin_mask(uint32_t *cpus, int max) {
+    unsigned long mask[PIN_WORDS];
+    long bytes;
+    int n = 0;
+    uint32_t c;
+    memset(mask, 0, sizeof mask);
+    bytes = syscall(SYS_sched_getaffinity, 0, sizeof mask, mask);
+    CHECK(bytes > 0);
+    for (c = 0; c < (uint32_t)bytes * 8u; c++)
+        if ((mask[c / (8 * sizeof(unsigned long))] >> (c % (8 * sizeof(unsigned long)))) & 1u) {
+            if (n < max) cpus[n] = c;
+            n++;
+        }
+    return n;
+}
+
+typedef struct pin_seen {
+    uint32_t expected[8]; /* the CPU of worker i */
+    int seen[8];          /* atomic: a task ran on worker i */
+    int wrong;            /* atomic: a task ran where its worker may not */
+} pin_seen;
+
+static void pin_probe(void *arg) {
+    pin_seen *p = (pin_seen *)arg;
+    uint32_t cpu = 0;
+    int i = fsched_worker_index();
+    if (i < 0 || i >= 8 || pin_mask(&cpu, 1) != 1 || cpu != p->expected[i])
+        FSCHED__STORE(&p->wrong, 1, FSCHED__RELAXED);
+    else
+        FSCHED__STORE(&p->seen[i], 1, FSCHED__RELAXED);
+    fsched_sleep_for(200000); /* let the other workers take the next probes */
+}
+
+/* Runs probes on s until every one of its `workers` workers has run one (each checks
+   that its worker may run on exactly the expected CPU). */
+static void pin_check(fsched_sched *s, uint32_t workers, pin_seen *p) {
+    int round, all = 0;
+    uint32_t i;
+    for (round = 0; round < 200 && !all; round++) {
+        fsched_wait_group wg;
+        CHECK_OK(fsched_wait_group_init(&wg));
+        for (i = 0; i < 4 * workers; i++) CHECK_OK(fsched_wait_group_spawn(&wg, s, pin_probe, p));
+        CHECK_OK(fsched_wait_group_wait(&wg));
+        CHECK_OK(fsched_wait_group_destroy(&wg));
+        for (all = 1, i = 0; i < workers; i++) all &= FSCHED__LOAD(&p->seen[i], FSCHED__RELAXED);
+    }
+    CHECK(!FSCHED__LOAD(&p->wrong, FSCHED__RELAXED));
+    CHECK(all);
+}
+
+/* pin_workers: worker i on the i-th CPU this thread may use, wrapping around (three
+   workers on a two-CPU machine); worker_cpus: the CPUs named; CPUs the thread may not
+   use and an empty list are refused. */
+static void test_pinned_workers(void) {
+    uint32_t allowed[8], one, bad[1] = {1000000};
+    int n = pin_mask(allowed, 8), i;
+    fsched_desc d;
+    fsched_sched *s;
+    pin_seen p;
+    memset(&d, 0, sizeof d);
+    d.workers = 3;
+    d.pin_workers = 1;
+    memset(&p, 0, sizeof p);
+    for (i = 0; i < 3; i++) p.expected[i] = allowed[i % (n < 8 ? n : 8)];
+    CHECK_OK(fsched_create(&d, &s));
+    pin_check(s, 3, &p);
+    CHECK_OK(fsched_destroy(s));
+
+    one = allowed[n > 1 ? 1 : 0];
+    d.workers = 2;
+    d.pin_workers = 0;
+    d.worker_cpus = &one; /* implies pinning */
+    d.worker_cpu_count = 1;
+    memset(&p, 0, sizeof p);
+    p.expected[0] = p.expected[1] = one;
+    CHECK_OK(fsched_create(&d, &s));
+    pin_check(s, 2, &p);
+    CHECK_OK(fsched_destroy(s));
+
+    d.worker_cpus = bad;
+    CHECK_RESULT(fsched_create(&d, &s), FSCHED_ERR_INVALID_ARGUMENT);
+    d.worker_cpus = allowed;
+    d.worker_cpu_count = 0;
+    CHECK_RESULT(fsched_create(&d, &s), FSCHED_ERR_INVALID_ARGUMENT);
+}
+#endif
+
 int main(void) {
     uint32_t w;
     test_watchdog(900);
@@ -1539,6 +1635,9 @@ int main(void) {
     test_out_of_memory();
     test_inline_waits_bounded();
     test_blocked_on_slab_stacks();
+#if defined(__linux__) && TEST_THREADS
+    test_pinned_workers();
+#endif
     printf("test_sched: ok\n");
     return 0;
 }
