@@ -1018,22 +1018,48 @@ static void flag_setter(void *arg) {
     STORE((int *)arg, 1);
 }
 
-/* Tasks (more than workers) and threads spin on a flag with fsched_yield until a task
-   spawned after them sets it. */
+typedef struct late_setter {
+    int *flag;
+    fsched_event *go; /* NULL: sleep instead */
+} late_setter;
+
+/* Sets the flag after a sleep (a timer) or once `go` is set (from another thread). */
+static void late_flag_setter(void *arg) {
+    late_setter *l = (late_setter *)arg;
+    if (l->go) CHECK_OK(fsched_event_wait(l->go));
+    else fsched_sleep_for(1000000);
+    STORE(l->flag, 1);
+}
+
+/* Tasks (more than workers) and threads spin on a flag with fsched_yield until it is set
+   by: a task spawned after them (a queued job); a task that slept meanwhile (a timer);
+   a task woken from the main thread (a fiber posted from outside). Yields that go from
+   one ready fiber straight to the next must still let each of those run. */
 static void test_yield(void) {
-    fsched_sched *s = sched_new();
-    yield_ctx x;
-    crowd c;
-    fsched_wait_group wg;
-    memset(&x, 0, sizeof x);
-    CHECK_OK(fsched_wait_group_init(&wg));
-    crowd_start(&c, s, spinner_member, &x, 3 * WORKERS, 1, 1);
-    fsched_yield(); /* the main thread, outside the scheduler, yields its processor */
-    CHECK_OK(fsched_wait_group_spawn(&wg, s, flag_setter, &x.flag));
-    crowd_finish(&c);
-    CHECK_OK(fsched_wait_group_wait(&wg));
-    CHECK_OK(fsched_wait_group_destroy(&wg));
-    sched_free(s);
+    int how;
+    for (how = 0; how < 3; how++) {
+        fsched_sched *s = sched_new();
+        yield_ctx x;
+        crowd c;
+        fsched_wait_group wg;
+        fsched_event go;
+        late_setter l;
+        memset(&x, 0, sizeof x);
+        CHECK_OK(fsched_wait_group_init(&wg));
+        CHECK_OK(fsched_event_init(&go, 0, 0));
+        l.flag = &x.flag;
+        l.go = how == 2 ? &go : NULL;
+        if (how > 0) CHECK_OK(fsched_wait_group_spawn(&wg, s, late_flag_setter, &l));
+        crowd_start(&c, s, spinner_member, &x, 3 * WORKERS, 1, 1);
+        fsched_yield(); /* the main thread, outside the scheduler, yields its processor */
+        if (how == 0) CHECK_OK(fsched_wait_group_spawn(&wg, s, flag_setter, &x.flag));
+        if (how == 2) CHECK_OK(fsched_event_set(&go));
+        crowd_finish(&c);
+        CHECK_OK(fsched_wait_group_wait(&wg));
+        CHECK_OK(fsched_wait_group_destroy(&wg));
+        CHECK_OK(fsched_event_destroy(&go));
+        sched_free(s);
+    }
 }
 
 /* ===================================================================================== */
