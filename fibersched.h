@@ -2616,7 +2616,6 @@ struct fsched_fiber {
     unsigned char *stack_hi; /* one past the highest usable stack byte */
     fsched__stack_params params;
     fsched_stack_pool *pool;
-    fsched_fiber *pool_next;
     unsigned valgrind_id;
     char name[FSCHED__NAME_BYTES];
     /* sanitizers: ASan's fake stack and this fiber's stack bounds; TSan's fiber */
@@ -2641,8 +2640,9 @@ struct fsched_fiber {
 struct fsched_stack_pool {
     fsched__mutex lock;
     fsched__stack_params params;
-    fsched_fiber *cached; /* blocks whose fiber was destroyed, linked by pool_next */
-    size_t n_cached, max_cached;
+    fsched_fiber **cached; /* blocks whose fiber was destroyed: an array, so that taking
+                              and giving many touches none of them */
+    size_t n_cached, cap_cached, max_cached;
     size_t in_use, allocated;
     int destroyed;
 };
@@ -2803,10 +2803,14 @@ static inline void *fsched__ctx_switch(fsched_fiber *from, void **save, fsched_f
 
 static int fsched__canary_intact(const fsched_fiber *f) {
     const unsigned char *p = f->stack_lo - FSCHED__CANARY_BYTES;
+    const uint64_t pattern = UINT64_C(0x0101010101010101) * FSCHED__CANARY_BYTE;
+    uint64_t word, diff = 0;
     size_t i;
-    for (i = 0; i < FSCHED__CANARY_BYTES; i++)
-        if (p[i] != FSCHED__CANARY_BYTE) return 0;
-    return 1;
+    for (i = 0; i < FSCHED__CANARY_BYTES; i += sizeof word) { /* a word at a time */
+        memcpy(&word, p + i, sizeof word);
+        diff |= word ^ pattern;
+    }
+    return diff == 0;
 }
 
 /* Stacks with a canary below them (the others have a guard region, or none at all: a
@@ -3146,14 +3150,10 @@ static fsched_fiber *fsched__stack_recycle(fsched_fiber *f) {
 /* ---- stack pools ---- */
 
 static fsched_result fsched__pool_take(fsched_stack_pool *pool, fsched_fiber **out) {
-    fsched_fiber *f;
+    fsched_fiber *f = NULL;
     fsched_result r;
     fsched__mutex_lock(&pool->lock);
-    f = pool->cached;
-    if (f) {
-        pool->cached = f->pool_next;
-        pool->n_cached--;
-    }
+    if (pool->n_cached) f = pool->cached[--pool->n_cached];
     pool->in_use++; /* counted before allocating so that destroy waits for us */
     fsched__mutex_unlock(&pool->lock);
     if (f) {
@@ -3170,26 +3170,69 @@ static fsched_result fsched__pool_take(fsched_stack_pool *pool, fsched_fiber **o
     return FSCHED_OK;
 }
 
+/* Takes up to max cached blocks at once into out; returns how many. They count as in use
+   until given back. */
+static uint32_t fsched__pool_take_cached(fsched_stack_pool *pool, fsched_fiber **out,
+                                         uint32_t max) {
+    uint32_t n;
+    fsched__mutex_lock(&pool->lock);
+    n = pool->n_cached < max ? (uint32_t)pool->n_cached : max;
+    pool->n_cached -= n;
+    if (n) memcpy(out, pool->cached + pool->n_cached, n * sizeof *out);
+    pool->in_use += n;
+    fsched__mutex_unlock(&pool->lock);
+    return n;
+}
+
 static void fsched__pool_free_struct(fsched_stack_pool *pool) {
     fsched_allocator a = pool->params.allocator;
     fsched__mutex_destroy(&pool->lock);
     fsched__free(&a, pool, sizeof *pool, FSCHED__CACHE_LINE);
 }
 
-static void fsched__pool_give(fsched_stack_pool *pool, fsched_fiber *f) {
-    int keep, last;
-    fsched__mutex_lock(&pool->lock);
-    keep = !pool->destroyed && pool->n_cached < pool->max_cached;
-    if (keep) {
-        f->pool_next = pool->cached;
-        pool->cached = f;
-        pool->n_cached++;
+/* Under the pool's lock: room in the cache for up to n more blocks, growing its array (by
+   doubling) up to max_cached; less when memory is short. */
+static size_t fsched__pool_room(fsched_stack_pool *pool, size_t n) {
+    size_t want = pool->max_cached - pool->n_cached < n ? pool->max_cached - pool->n_cached : n;
+    if (pool->destroyed) return 0;
+    if (pool->n_cached + want > pool->cap_cached) {
+        size_t cap = pool->cap_cached ? pool->cap_cached : 64;
+        fsched_fiber **grown;
+        while (cap < pool->n_cached + want) cap *= 2;
+        grown = (fsched_fiber **)fsched__alloc(&pool->params.allocator, cap * sizeof *grown,
+                                               sizeof(void *));
+        if (grown) {
+            if (pool->n_cached) memcpy(grown, pool->cached, pool->n_cached * sizeof *grown);
+            if (pool->cached)
+                fsched__free(&pool->params.allocator, pool->cached,
+                             pool->cap_cached * sizeof *grown, sizeof(void *));
+            pool->cached = grown;
+            pool->cap_cached = cap;
+        }
+        if (pool->n_cached + want > pool->cap_cached) want = pool->cap_cached - pool->n_cached;
     }
-    pool->in_use--;
+    return want;
+}
+
+/* Gives back the n blocks of `blocks` at once: kept while the cache has room, freed
+   otherwise. */
+static void fsched__pool_give_many(fsched_stack_pool *pool, fsched_fiber *const *blocks,
+                                   size_t n) {
+    size_t keep, i;
+    int last;
+    fsched__mutex_lock(&pool->lock);
+    keep = fsched__pool_room(pool, n);
+    if (keep) memcpy(pool->cached + pool->n_cached, blocks, keep * sizeof *blocks);
+    pool->n_cached += keep;
+    pool->in_use -= n;
     last = pool->destroyed && pool->in_use == 0;
     fsched__mutex_unlock(&pool->lock);
-    if (!keep) fsched__stack_free(f);
+    for (i = keep; i < n; i++) fsched__stack_free(blocks[i]);
     if (last) fsched__pool_free_struct(pool);
+}
+
+static void fsched__pool_give(fsched_stack_pool *pool, fsched_fiber *f) {
+    fsched__pool_give_many(pool, &f, 1);
 }
 
 FIBERSCHED_API fsched_result fsched_stack_pool_create(const fsched_stack_pool_desc *desc,
@@ -3217,20 +3260,23 @@ FIBERSCHED_API fsched_result fsched_stack_pool_create(const fsched_stack_pool_de
 }
 
 FIBERSCHED_API void fsched_stack_pool_destroy(fsched_stack_pool *pool) {
-    fsched_fiber *f, *next;
+    fsched_allocator a;
+    fsched_fiber **cached;
+    size_t n, cap, i;
     int last;
     if (!pool) return;
+    a = pool->params.allocator;
     fsched__mutex_lock(&pool->lock);
-    f = pool->cached;
+    cached = pool->cached;
+    n = pool->n_cached;
+    cap = pool->cap_cached;
     pool->cached = NULL;
-    pool->n_cached = 0;
+    pool->n_cached = pool->cap_cached = 0;
     pool->destroyed = 1;
     last = pool->in_use == 0;
     fsched__mutex_unlock(&pool->lock);
-    for (; f; f = next) {
-        next = f->pool_next;
-        fsched__stack_free(f);
-    }
+    for (i = 0; i < n; i++) fsched__stack_free(cached[i]);
+    if (cached) fsched__free(&a, cached, cap * sizeof *cached, sizeof(void *));
     if (last) fsched__pool_free_struct(pool);
 }
 
@@ -3340,8 +3386,8 @@ static fsched_result fsched__fiber_prepare(fsched_fiber *f, void (*entry)(void *
     return FSCHED_OK;
 }
 
-/* Returns the block of a fiber that will never run again to its pool or the system. */
-static void fsched__fiber_release(fsched_fiber *f) {
+/* Ends a fiber that will never run again; its block stays allocated. */
+static void fsched__fiber_end(fsched_fiber *f) {
     f->magic = FSCHED__FIBER_DEAD;
 #if defined(FSCHED__TSAN)
     if (f->tsan_fiber) __tsan_destroy_fiber(f->tsan_fiber);
@@ -3349,6 +3395,11 @@ static void fsched__fiber_release(fsched_fiber *f) {
 #endif
     fsched__stack_check(f, NULL);
     fsched__ctx_release(f);
+}
+
+/* Returns the block of a fiber that will never run again to its pool or the system. */
+static void fsched__fiber_release(fsched_fiber *f) {
+    fsched__fiber_end(f);
     if (f->pool) fsched__pool_give(f->pool, f);
     else fsched__stack_free(f);
 }
@@ -4159,6 +4210,8 @@ typedef struct fsched__task_slab {
 } fsched__task_slab;
 
 /* A slot of the scheduler: a worker thread, or a thread bound with fsched_bind. */
+#define FSCHED__SPARE_BATCH 32u /* fiber blocks a worker takes from its pool at once */
+
 typedef struct fsched__worker {
     fsched__deque deque;     /* normal work */
     fsched__cl high, low;    /* placed jobs of the other levels (always public) */
@@ -4175,6 +4228,9 @@ typedef struct fsched__worker {
     /* fibers, owner only */
     fsched_fiber *idle;      /* parked in the scheduling loop, ready to take over */
     uint32_t idle_count;
+    fsched_fiber *spare[2u * FSCHED__SPARE_BATCH]; /* blocks of ended loop fibers, for
+                                new ones: taken from and given to the pool in batches */
+    uint32_t spare_count;
     uint32_t root_parked;    /* the root waits, parked, for the loop (fsched__schedule) */
     int (*until)(struct fsched__worker *w); /* what the parked root waits for; NULL: the
                                                 scheduler's end (worker threads) */
@@ -4472,13 +4528,33 @@ static fsched_fiber *fsched__idle_take(fsched__worker *w) {
         w->idle_count--;
         return f;
     }
-    if (fsched__pool_take(w->sched->stacks, &f) != FSCHED_OK) return NULL;
+    if (!w->spare_count)
+        w->spare_count = fsched__pool_take_cached(w->sched->stacks, w->spare, FSCHED__SPARE_BATCH);
+    if (w->spare_count) {
+        f = fsched__stack_recycle(w->spare[--w->spare_count]);
+        f->pool = w->sched->stacks;
+    } else if (fsched__pool_take(w->sched->stacks, &f) != FSCHED_OK) {
+        return NULL;
+    }
     if (fsched__fiber_prepare(f, fsched__loop_main, "fibersched worker") != FSCHED_OK) {
         fsched__fiber_release(f);
         return NULL;
     }
     f->owner = w;
     return f;
+}
+
+/* Owner: ends a loop fiber of w that will never run again; its block joins w's spares,
+   and the older half of them goes back to the pool when they are many: one lock per
+   batch, not per fiber (100,000 tasks that block at once take as many fibers). */
+static void fsched__spare_add(fsched__worker *w, fsched_fiber *f) {
+    fsched__fiber_end(f);
+    w->spare[w->spare_count++] = f;
+    if (w->spare_count == 2u * FSCHED__SPARE_BATCH) {
+        fsched__pool_give_many(w->sched->stacks, w->spare, FSCHED__SPARE_BATCH);
+        memmove(w->spare, w->spare + FSCHED__SPARE_BATCH, FSCHED__SPARE_BATCH * sizeof *w->spare);
+        w->spare_count = FSCHED__SPARE_BATCH;
+    }
 }
 
 /* Owner: parks the running fiber before a switch: a loop fiber in the idle pool (or
@@ -4506,7 +4582,7 @@ static inline void fsched__after_switch(fsched__worker *w) {
     if (FSCHED__UNLIKELY(w->retire != NULL)) {
         fsched_fiber *f = w->retire;
         w->retire = NULL;
-        fsched__fiber_release(f);
+        fsched__spare_add(w, f);
     }
 }
 
@@ -4571,6 +4647,8 @@ static void fsched__release_fibers(fsched__worker *w) {
     w->idle = NULL;
     w->idle_count = 0;
     fsched__after_switch(w);
+    fsched__pool_give_many(w->sched->stacks, w->spare, w->spare_count);
+    w->spare_count = 0;
 }
 
 /* ---- timers: a binary min-heap of waiting fibers by deadline ---- */
@@ -5545,7 +5623,8 @@ FIBERSCHED_API fsched_result fsched_create(const fsched_desc *desc, fsched_sched
     pd.stack_size = d.stack_size;
     pd.guard_size = d.guard_size;
     pd.stack_kind = d.stack_kind;
-    pd.max_cached = 4u * (s->n_slots + 4u);
+    /* slab stacks keep their pages when freed anyway: the pool may as well keep them all */
+    pd.max_cached = d.stack_kind == FSCHED_STACK_SLAB ? SIZE_MAX : 4u * (s->n_slots + 4u);
     pd.allocator = a;
     pd.logger = d.logger;
     r = fsched_stack_pool_create(&pd, &s->stacks);
