@@ -27,7 +27,7 @@
 #define CILK_PI_CHUNK 4096         /* samples per leaf (one generator seed each) */
 #define CILK_DFS_LEAF_WORK 48      /* generator steps per dfs leaf */
 #define CILK_UTS_CHILDREN 8        /* children of a non-root node that has any */
-#define CILK_UTS_HASH_ROUNDS 6     /* hash rounds per node id: the work per node */
+#define CILK_UTS_HASH_ROUNDS 12    /* hash rounds per node id: the work per node */
 /* probability q that a non-root node has children: q * 8 = 0.992, just under 1 (a
    subtree has 1 / (1 - 0.992) = 125 nodes on average, with a very long tail) */
 #define CILK_UTS_Q 0.124
@@ -39,8 +39,8 @@ typedef struct cilk_sizes {
     int queens;           /* board order */
     int knapsack_items;
     int uts_root_children;
-    int strassen_order;   /* a power of two times CILK_STRASSEN_CUTOFF */
-    int matmul_order;     /* a power of two times CILK_MATMUL_CUTOFF */
+    int strassen_order;   /* halves evenly down to CILK_STRASSEN_CUTOFF or below */
+    int matmul_order;     /* halves evenly down to CILK_MATMUL_CUTOFF or below */
     int dfs_depth, dfs_breadth;
     long long pi_chunks;  /* of CILK_PI_CHUNK samples */
 } cilk_sizes;
@@ -49,15 +49,15 @@ typedef struct cilk_sizes {
    ones a few milliseconds (a smoke test). */
 static inline cilk_sizes cilk_sizes_for(int quick) {
     cilk_sizes s;
-    s.sort_keys = quick ? 100000 : 4000000;
-    s.queens = quick ? 10 : 13;
-    s.knapsack_items = quick ? 24 : 34;
-    s.uts_root_children = quick ? 400 : 20000;
-    s.strassen_order = quick ? 128 : 512;
-    s.matmul_order = quick ? 128 : 512;
-    s.dfs_depth = quick ? 4 : 7;
+    s.sort_keys = quick ? 100000 : 3000000;
+    s.queens = quick ? 11 : 14;
+    s.knapsack_items = quick ? 22 : 30;
+    s.uts_root_children = quick ? 1000 : 30000;
+    s.strassen_order = quick ? 128 : 1024;
+    s.matmul_order = quick ? 96 : 768;
+    s.dfs_depth = quick ? 5 : 7;
     s.dfs_breadth = 8;
-    s.pi_chunks = quick ? 256 : 8192;
+    s.pi_chunks = quick ? 512 : 16384;
     return s;
 }
 
@@ -331,15 +331,16 @@ static inline int cilk_item_denser(const void *x, const void *y) {
     return l > r ? -1 : l < r;
 }
 
-/* Strongly correlated items (value = weight + 100), the hard kind for branch and bound,
-   sorted by decreasing value per weight; returns the capacity (half the total weight). */
+/* Strongly correlated items of similar weights (1000 to 1099, value = weight + 10), a hard
+   kind for branch and bound, sorted by decreasing value per weight; returns the capacity
+   (half the total weight). */
 static inline long long cilk_knapsack_input(cilk_item *items, int n) {
     uint64_t s = 3;
     long long total = 0;
     int i;
     for (i = 0; i < n; i++) {
-        items[i].weight = 10 + (long long)(cilk_next(&s) % 991);
-        items[i].value = items[i].weight + 100;
+        items[i].weight = 1000 + (long long)(cilk_next(&s) % 100);
+        items[i].value = items[i].weight + 10;
         total += items[i].weight;
     }
     qsort(items, (size_t)n, sizeof *items, cilk_item_denser);
@@ -556,15 +557,45 @@ static inline cilk_mm_job cilk_mm_whole(const double *a, const double *b, double
     return j;
 }
 
-/* The plain multiply, C += A B (i-k-j: the inner loop runs along rows of B and C). */
+/* The plain multiply, C += A B. Each row of C is taken 8 entries at a time, kept in
+   registers over the whole k loop (the summation order is still k = 0, 1, ...). With a
+   store to C in the inner loop (the i-k-j order), loads of B waited on stores to C whose
+   addresses matched modulo 4 KiB (4K aliasing): the time then followed where malloc had
+   put each temporary, which differs from thread to thread (Strassen of order 1024, the
+   same code: 255 to 450 ms). */
 static inline void cilk_mm_base(const cilk_mm_job *j) {
+    const int n = j->n;
     int i, k, x;
-    for (i = 0; i < j->n; i++) {
+    for (i = 0; i < n; i++) {
         double *c = j->c + (size_t)i * (size_t)j->ldc;
-        for (k = 0; k < j->n; k++) {
-            const double aik = j->a[(size_t)i * (size_t)j->lda + (size_t)k];
-            const double *b = j->b + (size_t)k * (size_t)j->ldb;
-            for (x = 0; x < j->n; x++) c[x] += aik * b[x];
+        const double *a = j->a + (size_t)i * (size_t)j->lda;
+        for (x = 0; x + 8 <= n; x += 8) {
+            double s0 = c[x], s1 = c[x + 1], s2 = c[x + 2], s3 = c[x + 3], s4 = c[x + 4],
+                   s5 = c[x + 5], s6 = c[x + 6], s7 = c[x + 7];
+            for (k = 0; k < n; k++) {
+                const double aik = a[k], *b = j->b + (size_t)k * (size_t)j->ldb + x;
+                s0 += aik * b[0];
+                s1 += aik * b[1];
+                s2 += aik * b[2];
+                s3 += aik * b[3];
+                s4 += aik * b[4];
+                s5 += aik * b[5];
+                s6 += aik * b[6];
+                s7 += aik * b[7];
+            }
+            c[x] = s0;
+            c[x + 1] = s1;
+            c[x + 2] = s2;
+            c[x + 3] = s3;
+            c[x + 4] = s4;
+            c[x + 5] = s5;
+            c[x + 6] = s6;
+            c[x + 7] = s7;
+        }
+        for (; x < n; x++) {
+            double sum = c[x];
+            for (k = 0; k < n; k++) sum += a[k] * j->b[(size_t)k * (size_t)j->ldb + (size_t)x];
+            c[x] = sum;
         }
     }
 }
@@ -824,8 +855,8 @@ static inline long long cilk_pi_reference(long long chunks) {
    queens    the number of solutions on the n x n board
    knapsack  the best value of items[0, n) (by decreasing density) within capacity
    uts       the nodes of the tree, root included
-   strassen  c = a b (order n, n / CILK_STRASSEN_CUTOFF a power of two); 0: out of memory
-   matmul    c += a b (order n, n / CILK_MATMUL_CUTOFF a power of two)
+   strassen  c = a b (order n, halving evenly down to the cut-off); 0: out of memory
+   matmul    c += a b (order n, halving evenly down to the cut-off)
    dfs       the sum of the leaves' values
    pi        the hits of `chunks` chunks */
 #define CILK_DECLARE_VARIANT(v)                                                             \
@@ -844,6 +875,13 @@ extern "C" {
 #endif
 #if defined(FSCHED_BENCH_LACE)
 CILK_DECLARE_VARIANT(lace) /* bench_cilk_lace.c */
+/* Lace's workers spin while idle, so that they are suspended between runs (they would take
+   processors from the other candidates). Waking them is left out of the time: on a
+   machine with few processors, a woken worker that spins where the caller ran keeps the
+   caller off until the next scheduler tick (about 4 ms each way here), a cost of the
+   harness around Lace, not of the kernels. The harness calls these around each run. */
+void cilk_lace_resume(int workers);
+void cilk_lace_suspend(void);
 #endif
 #if defined(FSCHED_BENCH_TBB)
 CILK_DECLARE_VARIANT(tbb) /* bench_cilk_tbb.cpp */

@@ -1,9 +1,10 @@
 /* The Cilk-style kernels of bench_cilk.c with Lace (a peer, built only when meson's
    lace_source option names a Lace 1.4 source tree): the same recursions as the
    fibersched variant, with the same cut-offs and leaves (bench_cilk.h), written with
-   Lace's macros. Lace's workers spin while idle: they are started once per worker count
-   and suspended between runs, so that they take no processor from the other candidates. */
+   Lace's macros. Lace's workers are started once per worker count. */
 #include <lace.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #include "bench_cilk.h"
 
@@ -143,11 +144,13 @@ TASK_1(long long, lace_pi, cilk_pi_job, job) {
     return hits + SYNC(lace_pi);
 }
 
-/* ---- entry points: Lace runs with `workers` workers, suspended on return ---- */
+/* ---- entry points ----
+   The harness resumes Lace's workers before each timed call and suspends them after it
+   (bench_cilk.h says why); a call runs on the workers that the last resume started. */
 
 static unsigned started; /* workers of the running Lace, 0: none */
 
-static void lace_use(int workers) {
+void cilk_lace_resume(int workers) {
     if (started != (unsigned)workers) {
         if (started) {
             lace_resume();
@@ -160,67 +163,59 @@ static void lace_use(int workers) {
     }
 }
 
+void cilk_lace_suspend(void) {
+    lace_suspend();
+}
+
+static void lace_running(int workers) {
+    if (started != (unsigned)workers) {
+        fprintf(stderr, "bench_cilk: Lace runs %u worker(s), not %d\n", started, workers);
+        abort();
+    }
+}
+
 void cilk_sort_lace(uint32_t *keys, uint32_t *tmp, size_t n, int workers) {
     cilk_sort_job job;
     job.keys = keys;
     job.tmp = tmp;
     job.n = n;
-    lace_use(workers);
+    lace_running(workers);
     RUN(lace_sort, job);
-    lace_suspend();
 }
 
 long long cilk_queens_lace(int n, int workers) {
-    long long r;
-    lace_use(workers);
-    r = RUN(lace_queens, cilk_queens_root(n));
-    lace_suspend();
-    return r;
+    lace_running(workers);
+    return RUN(lace_queens, cilk_queens_root(n));
 }
 
 long long cilk_knapsack_lace(const cilk_item *items, int n, long long capacity, int workers) {
     cilk_knapsack problem;
-    cilk_knapsack_node root = cilk_knapsack_root(&problem, items, n, capacity);
-    lace_use(workers);
-    RUN(lace_knapsack, root);
-    lace_suspend();
+    lace_running(workers);
+    RUN(lace_knapsack, cilk_knapsack_root(&problem, items, n, capacity));
     return problem.best;
 }
 
 long long cilk_uts_lace(const cilk_uts *tree, int workers) {
-    long long r;
-    lace_use(workers);
-    r = RUN(lace_uts_roots, cilk_uts_all_roots(tree));
-    lace_suspend();
-    return 1 + r; /* the root */
+    lace_running(workers);
+    return 1 + RUN(lace_uts_roots, cilk_uts_all_roots(tree)); /* and the root */
 }
 
 int cilk_strassen_lace(const double *a, const double *b, double *c, int n, int workers) {
-    int ok;
-    lace_use(workers);
-    ok = RUN(lace_strassen, cilk_mm_whole(a, b, c, n));
-    lace_suspend();
-    return ok;
+    lace_running(workers);
+    return RUN(lace_strassen, cilk_mm_whole(a, b, c, n));
 }
 
 void cilk_matmul_lace(const double *a, const double *b, double *c, int n, int workers) {
-    lace_use(workers);
+    lace_running(workers);
     RUN(lace_matmul, cilk_mm_whole(a, b, c, n));
-    lace_suspend();
 }
 
 long long cilk_dfs_lace(int depth, int breadth, int workers) {
-    long long r;
-    lace_use(workers);
-    r = RUN(lace_dfs, cilk_dfs_root(depth, breadth));
-    lace_suspend();
-    return r;
+    lace_running(workers);
+    return RUN(lace_dfs, cilk_dfs_root(depth, breadth));
 }
 
 long long cilk_pi_lace(long long chunks, int workers) {
-    long long r;
-    lace_use(workers);
-    r = RUN(lace_pi, cilk_pi_root(chunks));
-    lace_suspend();
-    return r;
+    lace_running(workers);
+    return RUN(lace_pi, cilk_pi_root(chunks));
 }
