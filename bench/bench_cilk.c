@@ -6,7 +6,8 @@
               (split the larger run at its middle, binary-search the other)
    nqueens    solutions of the n-queens board: one child per safe column in the first rows
    knapsack   0/1 knapsack, branch and bound: every node spawns its two branches, pruned by
-              a fractional bound against a shared best value
+              a fractional bound against a shared best value (a node is a few nanoseconds
+              of work, so that this one measures mostly spawn and sync)
    uts        an implicit unbalanced binomial tree, counted: one task per node
    strassen   C = A B by Strassen's 7 products per level, in parallel
    matmul     C += A B by quadrants: 4 products in parallel, then the other 4
@@ -33,10 +34,6 @@
 #include "../fibersched.h"
 #include "bench_util.h"
 #include "bench_cilk.h"
-
-#if defined(FSCHED_BENCH_LACE)
-#include "bench_lace.h"
-#endif
 
 enum { CILKSORT, NQUEENS, KNAPSACK, UTS, STRASSEN, MATMUL, DFS, PI, KERNELS };
 static const char *const kernel_names[KERNELS] = {"cilksort", "nqueens", "knapsack", "uts",

@@ -3,8 +3,9 @@
 
    Here: the problem sizes (full and --quick), the deterministic inputs, the cut-offs, the
    serial leaf and base routines, the serial elisions (each recursion with its spawns left
-   out: the serial candidate), and the references and checks of the results. Every function is static inline and compiles as C11
-   and as C++ (the oneTBB variant), with GCC or Clang (__atomic builtins).
+   out: the serial candidate), and the references and checks of the results. Every
+   function is static inline and compiles as C11 and as C++ (the oneTBB variant), with GCC
+   or Clang (__atomic builtins).
 
    A variant `v` provides, per kernel, a function taking the problem parameters and the
    worker count and returning the result to check: CILK_DECLARE_VARIANT(v) below declares
@@ -648,10 +649,11 @@ typedef struct cilk_strassen_level {
 static inline void cilk_block_sum(double *d, const double *x, int ldx, const double *y, int ldy,
                                   double sign, int h) {
     int i, k;
-    for (i = 0; i < h; i++)
-        for (k = 0; k < h; k++)
-            d[(size_t)i * (size_t)h + (size_t)k] =
-                x[(size_t)i * (size_t)ldx + (size_t)k] + sign * y[(size_t)i * (size_t)ldy + (size_t)k];
+    for (i = 0; i < h; i++) {
+        double *dr = d + (size_t)i * (size_t)h;
+        const double *xr = x + (size_t)i * (size_t)ldx, *yr = y + (size_t)i * (size_t)ldy;
+        for (k = 0; k < h; k++) dr[k] = xr[k] + sign * yr[k];
+    }
 }
 
 static inline void cilk_mm_operands(cilk_mm_job *p, const double *a, int lda, const double *b,
