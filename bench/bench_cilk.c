@@ -613,7 +613,8 @@ int main(int argc, char **argv) {
             cases[k][i].workers = cands[k][i].workers;
         }
         ncases[k] = n;
-        bench_run_cases(cases[k], n, reps, 20, 1);
+        /* --quick is a smoke test: no warm-up, and a shorter settling sleep */
+        bench_run_cases(cases[k], n, reps, quick ? 2 : 20, !quick);
     }
 
     printf("Cilk-style kernels: median of %d repetitions; ratios to fibersched at the same "
