@@ -21,8 +21,10 @@
    Lace          SPAWN / CALL / SYNC (bench_cilk_lace.c), when meson's lace_source option
                  names a Lace source tree; its workers are resumed before each run and
                  suspended after it, out of the time (bench_cilk.h says why)
-   (oneTBB and OpenMP tasks: hooks under FSCHED_BENCH_TBB and FSCHED_BENCH_OPENMP, for
-   bench_cilk_tbb.cpp and bench_cilk_omp.c)
+   oneTBB        tbb::task_group run / wait, in a task_arena per worker count
+                 (bench_cilk_tbb.cpp), when available
+   OpenMP tasks  `omp task` / `omp taskwait` in one `single` region (bench_cilk_omp.c), when
+                 available
 
    Each runs with 1 worker and with N (--workers=N, default one per CPU). Every candidate
    checks its result; time is from the call to its return (inputs are reset before, out of
@@ -34,6 +36,9 @@
 #include "../fibersched.h"
 #include "bench_util.h"
 #include "bench_cilk.h"
+#if defined(FSCHED_BENCH_LACE)
+#include "bench_lace.h"
+#endif
 
 enum { CILKSORT, NQUEENS, KNAPSACK, UTS, STRASSEN, MATMUL, DFS, PI, KERNELS };
 static const char *const kernel_names[KERNELS] = {"cilksort", "nqueens", "knapsack", "uts",
@@ -362,7 +367,7 @@ static const variant serial_variant = VARIANT("serial", serial);
 static const variant parallel_variants[] = {
     VARIANT(FSCHED_NAME, fsched),
 #if defined(FSCHED_BENCH_LACE)
-    VARIANT_AROUND(LACE_NAME, lace, cilk_lace_resume, cilk_lace_suspend),
+    VARIANT_AROUND(LACE_NAME, lace, bench_lace_resume, bench_lace_suspend),
 #endif
 #if defined(FSCHED_BENCH_TBB)
     VARIANT("oneTBB: task_group", tbb), /* bench_cilk_tbb.cpp */

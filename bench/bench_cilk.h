@@ -877,13 +877,11 @@ extern "C" {
 #endif
 #if defined(FSCHED_BENCH_LACE)
 CILK_DECLARE_VARIANT(lace) /* bench_cilk_lace.c */
-/* Lace's workers spin while idle, so that they are suspended between runs (they would take
-   processors from the other candidates). Waking them is left out of the time: on a
-   machine with few processors, a woken worker that spins where the caller ran keeps the
-   caller off until the next scheduler tick (about 4 ms each way here), a cost of the
-   harness around Lace, not of the kernels. The harness calls these around each run. */
-void cilk_lace_resume(int workers);
-void cilk_lace_suspend(void);
+/* Lace's workers are suspended between runs (bench_lace.h). Waking them is left out of
+   the time: on a machine with few processors, a woken worker that spins where the caller
+   ran keeps the caller off until the next scheduler tick (about 4 ms each way here), a
+   cost of the harness around Lace, not of the kernels. The harness resumes them before
+   each run and suspends them after it. */
 #endif
 #if defined(FSCHED_BENCH_TBB)
 CILK_DECLARE_VARIANT(tbb) /* bench_cilk_tbb.cpp */

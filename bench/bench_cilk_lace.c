@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "bench_cilk.h"
+#include "bench_lace.h"
 
 VOID_TASK_1(lace_merge, cilk_merge_job, job) {
     cilk_merge_job low, high;
@@ -148,28 +149,10 @@ TASK_1(long long, lace_pi, cilk_pi_job, job) {
    The harness resumes Lace's workers before each timed call and suspends them after it
    (bench_cilk.h says why); a call runs on the workers that the last resume started. */
 
-static unsigned started; /* workers of the running Lace, 0: none */
-
-void cilk_lace_resume(int workers) {
-    if (started != (unsigned)workers) {
-        if (started) {
-            lace_resume();
-            lace_stop();
-        }
-        lace_start((unsigned)workers, 0);
-        started = (unsigned)workers;
-    } else {
-        lace_resume();
-    }
-}
-
-void cilk_lace_suspend(void) {
-    lace_suspend();
-}
-
 static void lace_running(int workers) {
-    if (started != (unsigned)workers) {
-        fprintf(stderr, "bench_cilk: Lace runs %u worker(s), not %d\n", started, workers);
+    if (bench_lace_workers() != workers) {
+        fprintf(stderr, "bench_cilk: Lace runs %d worker(s), not %d\n", bench_lace_workers(),
+                workers);
         abort();
     }
 }

@@ -1,8 +1,7 @@
 /* Lace (a work-stealing library for C with typed tasks in a per-worker task stack) as a
-   peer of bench_fib and bench_skynet, built only when meson's lace_source option names
-   a Lace 1.4 source tree. The same recursions as ours, written with Lace's macros. Lace's
-   workers spin while idle: they are started once per worker count and suspended between
-   runs, so that they take no processor from the other candidates. */
+   peer of bench_fib and bench_skynet (and, through bench_lace_resume, of bench_cilk),
+   built only when meson's lace_source option names a Lace 1.4 source tree. The same
+   recursions as ours, written with Lace's macros. */
 #include <lace.h>
 
 #include "bench_lace.h"
@@ -28,7 +27,7 @@ TASK_2(long, lace_skynet, long, num, long, size) {
 
 static unsigned started;
 
-static void lace_use(int workers) {
+void bench_lace_resume(int workers) {
     if (started != (unsigned)workers) {
         if (started) {
             lace_resume();
@@ -43,7 +42,7 @@ static void lace_use(int workers) {
 
 long bench_fib_lace(int n, int workers) {
     long r;
-    lace_use(workers);
+    bench_lace_resume(workers);
     r = RUN(lace_fib, n);
     lace_suspend();
     return r;
@@ -51,8 +50,12 @@ long bench_fib_lace(int n, int workers) {
 
 long bench_skynet_lace(long leaves, int workers) {
     long r;
-    lace_use(workers);
+    bench_lace_resume(workers);
     r = RUN(lace_skynet, 0, leaves);
     lace_suspend();
     return r;
 }
+
+void bench_lace_suspend(void) { lace_suspend(); }
+
+int bench_lace_workers(void) { return (int)started; }

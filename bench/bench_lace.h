@@ -2,3 +2,11 @@
    one computation on `workers` Lace workers and returns its result. */
 long bench_fib_lace(int n, int workers);
 long bench_skynet_lace(long leaves, int workers);
+
+/* Lace's workers spin while idle: they are started once per worker count and suspended
+   between runs, so that they take no processor from the other candidates. Resuming
+   starts `workers` of them (stopping others first); bench_lace_workers() says how many
+   run. */
+void bench_lace_resume(int workers);
+void bench_lace_suspend(void);
+int bench_lace_workers(void);
