@@ -28,8 +28,6 @@
 #include "../fibersched.h"
 #include "bench_util.h"
 
-#include <sys/wait.h>
-
 /* ---- the child: one candidate, two rounds ---- */
 
 /* Resident bytes of this process (0 where /proc is missing). */
@@ -136,31 +134,14 @@ typedef struct blocked_candidate {
 
 /* Runs the candidate's program once and records repetition `rep` from its two lines. */
 static void candidate_run(blocked_candidate *c, int rep) {
-    int fds[2], status;
     pid_t pid;
-    FILE *out;
+    FILE *out = bench_child_start(c->argv, &pid);
     double block[2], release[2], rss[2];
     int i;
-    fflush(stdout);
-    if (pipe(fds) != 0) bench_fail("pipe failed");
-    pid = fork();
-    if (pid < 0) bench_fail("fork failed");
-    if (pid == 0) {
-        dup2(fds[1], 1);
-        close(fds[0]);
-        close(fds[1]);
-        execv(c->argv[0], c->argv);
-        _exit(127);
-    }
-    close(fds[1]);
-    out = fdopen(fds[0], "r");
-    if (!out) bench_fail("fdopen failed");
     for (i = 0; i < 2; i++)
         if (fscanf(out, "%lf %lf %lf", &block[i], &release[i], &rss[i]) != 3)
             bench_fail("%s: no result from %s", c->name, c->argv[0]);
-    fclose(out);
-    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        bench_fail("%s: %s failed", c->name, c->argv[0]);
+    if (!bench_child_end(out, pid)) bench_fail("%s: %s failed", c->name, c->argv[0]);
     c->cold[rep] = block[0] + release[0];
     c->warm[rep] = block[1] + release[1];
     c->release[rep] = release[1];

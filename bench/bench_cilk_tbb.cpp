@@ -3,13 +3,10 @@
 // task_group's run, a sync its wait, a call a plain call. A spawned task's argument is
 // computed by the parent before run, as the other variants' spawns do. Each run happens
 // in a task_arena of `workers` threads, created once per worker count.
-#include <tbb/task_arena.h>
 #include <tbb/task_group.h>
 
-#include <map>
-#include <memory>
-
 #include "bench_cilk.h"
+#include "bench_tbb.h"
 
 static void tbb_merge(const cilk_merge_job &job) {
     cilk_merge_job low, high;
@@ -184,29 +181,17 @@ static long long tbb_pi(const cilk_pi_job &job) {
 
 // ---- entry points ----
 
-// The arena of `workers` threads, made on first use and kept, so that no run pays for
-// starting threads.
-static tbb::task_arena &arena(int workers) {
-    static std::map<int, std::unique_ptr<tbb::task_arena>> arenas;
-    std::unique_ptr<tbb::task_arena> &a = arenas[workers];
-    if (!a) {
-        a.reset(new tbb::task_arena(workers));
-        a->initialize();
-    }
-    return *a;
-}
-
 extern "C" void cilk_sort_tbb(uint32_t *keys, uint32_t *tmp, size_t n, int workers) {
     cilk_sort_job job;
     job.keys = keys;
     job.tmp = tmp;
     job.n = n;
-    arena(workers).execute([&job] { tbb_sort(job); });
+    bench_tbb_arena(workers).execute([&job] { tbb_sort(job); });
 }
 
 extern "C" long long cilk_queens_tbb(int n, int workers) {
     long long r = 0;
-    arena(workers).execute([&r, n] { r = tbb_queens(cilk_queens_root(n)); });
+    bench_tbb_arena(workers).execute([&r, n] { r = tbb_queens(cilk_queens_root(n)); });
     return r;
 }
 
@@ -214,13 +199,13 @@ extern "C" long long cilk_knapsack_tbb(const cilk_item *items, int n, long long 
                                        int workers) {
     cilk_knapsack problem;
     cilk_knapsack_node root = cilk_knapsack_root(&problem, items, n, capacity);
-    arena(workers).execute([&root] { tbb_knapsack(root); });
+    bench_tbb_arena(workers).execute([&root] { tbb_knapsack(root); });
     return problem.best;
 }
 
 extern "C" long long cilk_uts_tbb(const cilk_uts *tree, int workers) {
     long long r = 0;
-    arena(workers).execute([&r, tree] { r = tbb_uts_roots(cilk_uts_all_roots(tree)); });
+    bench_tbb_arena(workers).execute([&r, tree] { r = tbb_uts_roots(cilk_uts_all_roots(tree)); });
     return 1 + r; // and the root
 }
 
@@ -228,24 +213,25 @@ extern "C" int cilk_strassen_tbb(const double *a, const double *b, double *c, in
                                  int workers) {
     int ok = 0;
     cilk_mm_job job = cilk_mm_whole(a, b, c, n);
-    arena(workers).execute([&ok, &job] { ok = tbb_strassen(job); });
+    bench_tbb_arena(workers).execute([&ok, &job] { ok = tbb_strassen(job); });
     return ok;
 }
 
 extern "C" void cilk_matmul_tbb(const double *a, const double *b, double *c, int n,
                                 int workers) {
     cilk_mm_job job = cilk_mm_whole(a, b, c, n);
-    arena(workers).execute([&job] { tbb_matmul(job); });
+    bench_tbb_arena(workers).execute([&job] { tbb_matmul(job); });
 }
 
 extern "C" long long cilk_dfs_tbb(int depth, int breadth, int workers) {
     long long r = 0;
-    arena(workers).execute([&r, depth, breadth] { r = tbb_dfs(cilk_dfs_root(depth, breadth)); });
+    bench_tbb_arena(workers).execute(
+        [&r, depth, breadth] { r = tbb_dfs(cilk_dfs_root(depth, breadth)); });
     return r;
 }
 
 extern "C" long long cilk_pi_tbb(long long chunks, int workers) {
     long long r = 0;
-    arena(workers).execute([&r, chunks] { r = tbb_pi(cilk_pi_root(chunks)); });
+    bench_tbb_arena(workers).execute([&r, chunks] { r = tbb_pi(cilk_pi_root(chunks)); });
     return r;
 }

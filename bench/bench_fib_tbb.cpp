@@ -1,11 +1,9 @@
 // fib(n) with oneTBB, the peer of bench_fib.c: a task_group at every level, no cutoff;
 // fib(n - 1) is run as a task, fib(n - 2) inline, then wait. Runs in a task_arena of
 // `workers` threads (the calling thread and workers - 1 of TBB's), made once per count.
-#include <tbb/task_arena.h>
 #include <tbb/task_group.h>
 
-#include <map>
-#include <memory>
+#include "bench_tbb.h"
 
 extern "C" long bench_fib_tbb(int n, int workers);
 
@@ -19,18 +17,8 @@ static long fib(int n) {
     return x + y;
 }
 
-static tbb::task_arena &arena(int workers) {
-    static std::map<int, std::unique_ptr<tbb::task_arena>> arenas;
-    std::unique_ptr<tbb::task_arena> &a = arenas[workers];
-    if (!a) {
-        a.reset(new tbb::task_arena(workers));
-        a->initialize();
-    }
-    return *a;
-}
-
 extern "C" long bench_fib_tbb(int n, int workers) {
     long r = 0;
-    arena(workers).execute([&r, n] { r = fib(n); });
+    bench_tbb_arena(workers).execute([&r, n] { r = fib(n); });
     return r;
 }

@@ -3,29 +3,17 @@
 // blocked_range (auto partitioner). All run in a task_arena of `workers` threads.
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_reduce.h>
-#include <tbb/task_arena.h>
 #include <tbb/task_group.h>
 
 #include <cstring>
 #include <functional>
-#include <map>
-#include <memory>
 
 #include "bench_parallel.h"
+#include "bench_tbb.h"
 
 extern "C" long bench_nqueens_tbb(int n, int workers);
 extern "C" long bench_uts_tbb(unsigned max_depth, int workers);
 extern "C" double bench_loop_tbb(size_t n, int workers);
-
-static tbb::task_arena &arena(int workers) {
-    static std::map<int, std::unique_ptr<tbb::task_arena>> arenas;
-    std::unique_ptr<tbb::task_arena> &a = arenas[workers];
-    if (!a) {
-        a.reset(new tbb::task_arena(workers));
-        a->initialize();
-    }
-    return *a;
-}
 
 static long nqueens(int n, int row, const unsigned char *cols) {
     if (row == n) return 1;
@@ -46,7 +34,7 @@ static long nqueens(int n, int row, const unsigned char *cols) {
 
 extern "C" long bench_nqueens_tbb(int n, int workers) {
     long r = 0;
-    arena(workers).execute([&r, n] {
+    bench_tbb_arena(workers).execute([&r, n] {
         unsigned char cols[NQ_MAX] = {0};
         r = nqueens(n, 0, cols);
     });
@@ -69,13 +57,13 @@ static long uts(uint64_t state, unsigned depth, unsigned max_depth) {
 
 extern "C" long bench_uts_tbb(unsigned max_depth, int workers) {
     long r = 0;
-    arena(workers).execute([&r, max_depth] { r = uts(uts_root(), 0, max_depth); });
+    bench_tbb_arena(workers).execute([&r, max_depth] { r = uts(uts_root(), 0, max_depth); });
     return r;
 }
 
 extern "C" double bench_loop_tbb(size_t n, int workers) {
     double r = 0;
-    arena(workers).execute([&r, n] {
+    bench_tbb_arena(workers).execute([&r, n] {
         r = tbb::parallel_reduce(
             tbb::blocked_range<size_t>(0, n, 4096), 0.0,
             [](const tbb::blocked_range<size_t> &range, double sum) {

@@ -1,10 +1,8 @@
 // Skynet with oneTBB, the peer of bench_skynet.c: each parent runs its 10 children in a
 // task_group and waits for them. Runs in a task_arena of `workers` threads.
-#include <tbb/task_arena.h>
 #include <tbb/task_group.h>
 
-#include <map>
-#include <memory>
+#include "bench_tbb.h"
 
 extern "C" long bench_skynet_tbb(long leaves, int workers);
 
@@ -19,18 +17,8 @@ static long skynet(long num, long size) {
     return total;
 }
 
-static tbb::task_arena &arena(int workers) {
-    static std::map<int, std::unique_ptr<tbb::task_arena>> arenas;
-    std::unique_ptr<tbb::task_arena> &a = arenas[workers];
-    if (!a) {
-        a.reset(new tbb::task_arena(workers));
-        a->initialize();
-    }
-    return *a;
-}
-
 extern "C" long bench_skynet_tbb(long leaves, int workers) {
     long r = 0;
-    arena(workers).execute([&r, leaves] { r = skynet(0, leaves); });
+    bench_tbb_arena(workers).execute([&r, leaves] { r = skynet(0, leaves); });
     return r;
 }

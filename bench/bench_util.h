@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -160,6 +162,37 @@ static inline void bench_target(const char *what, double value, const char *op, 
     int met = strcmp(op, "<=") == 0 ? value <= limit : value >= limit;
     printf("target: %s = %.2f%s (target %s %g%s): %s\n", what, value, unit, op, limit, unit,
            met ? "met" : "MISSED");
+}
+
+/* ---- peers in child processes (Go's programs, candidates that need a fresh process) ---- */
+
+/* Starts argv[0] with the arguments argv (NULL-terminated) as a child process; returns a
+   stream of its standard output, and its id in *pid. */
+static inline FILE *bench_child_start(char *const *argv, pid_t *pid) {
+    int fds[2];
+    FILE *out;
+    fflush(stdout);
+    if (pipe(fds) != 0) bench_fail("pipe failed");
+    *pid = fork();
+    if (*pid < 0) bench_fail("fork failed");
+    if (*pid == 0) {
+        dup2(fds[1], 1);
+        close(fds[0]);
+        close(fds[1]);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    close(fds[1]);
+    out = fdopen(fds[0], "r");
+    if (!out) bench_fail("fdopen failed");
+    return out;
+}
+
+/* Closes the child's output and waits for it: whether it exited with status 0. */
+static inline int bench_child_end(FILE *out, pid_t pid) {
+    int status;
+    fclose(out);
+    return waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
 #if defined(FIBERSCHED_H)

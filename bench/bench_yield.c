@@ -23,8 +23,6 @@
 #include "../fibersched.h"
 #include "bench_util.h"
 
-#include <sys/wait.h>
-
 #if defined(FSCHED_BENCH_BOOST_FIBER)
 double bench_yield_boost(long n);    /* bench_yield_boost.cpp */
 double bench_pingpong_boost(long n);
@@ -121,7 +119,6 @@ static double run_boost_pingpong(void *unused) {
 #if defined(BENCH_GO)
 static double run_go(void *mode) {
     char n_arg[32], *argv[4];
-    int fds[2], status;
     double ns = 0;
     pid_t pid;
     FILE *out;
@@ -130,23 +127,9 @@ static double run_go(void *mode) {
     argv[1] = (char *)mode;
     argv[2] = n_arg;
     argv[3] = NULL;
-    fflush(stdout);
-    if (pipe(fds) != 0) bench_fail("pipe failed");
-    pid = fork();
-    if (pid < 0) bench_fail("fork failed");
-    if (pid == 0) {
-        dup2(fds[1], 1);
-        close(fds[0]);
-        close(fds[1]);
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    close(fds[1]);
-    out = fdopen(fds[0], "r");
-    if (!out || fscanf(out, "%lf", &ns) != 1) bench_fail("Go %s: no result", (char *)mode);
-    fclose(out);
-    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        bench_fail("Go %s failed", (char *)mode);
+    out = bench_child_start(argv, &pid);
+    if (fscanf(out, "%lf", &ns) != 1) bench_fail("Go %s: no result", (char *)mode);
+    if (!bench_child_end(out, pid)) bench_fail("Go %s failed", (char *)mode);
     return ns * 1e-9;
 }
 #endif
