@@ -2894,11 +2894,12 @@ static void fsched__mpu_guard_arm(const fsched_fiber *to) {
    a stack's canary lies in the top page of the slot below it, which that slot's own
    record keeps resident (slots are handed out from the bottom up), so writing and
    checking it touch no new page (a canary at the bottom of its own slot would cost a
-   page fault per stack). The lowest slot's canary is in a page that leads the mapping. Slots of one size come from one class: its free slots, then the
-   rest of its newest mapping, then a new mapping of FSCHED__SLAB_SLOTS slots. A mapping is
-   one range of memory (no guard splits it), reserved as address space: a stack costs only
-   the pages its fiber touches. A freed slot joins the free list through its record's
-   place; mappings are kept for the process's life. */
+   page fault per stack). The lowest slot's canary is in a page that leads the mapping.
+   Slots of one size come from one class: its free slots, then the rest of its newest
+   mapping, then a new mapping of FSCHED__SLAB_SLOTS slots. A mapping is one range of
+   memory (no guard splits it), reserved as address space: a stack costs only the pages
+   its fiber touches. A freed slot joins the free list through its record's place;
+   mappings are kept for the process's life. */
 #define FSCHED__SLAB_SLOTS 64u
 #define FSCHED__SLAB_CLASSES 8u
 
