@@ -2011,6 +2011,7 @@ typedef enum fsched__point {
     FSCHED__AT_CANCEL,       /* fsched_graph_cancel decided that a run is current */
     FSCHED__AT_BIND,         /* fsched_bind found the scheduler live and open */
     FSCHED__AT_COMPLETE,     /* fsched_node_complete decided who finishes the advance */
+    FSCHED__AT_SLAB_MAPPED,  /* a thread made a slab mapping, not yet handed to the class */
     FSCHED__AT_COUNT
 } fsched__point;
 /* Called, when set, at every point before the random perturbation (tests stall here). */
@@ -2654,6 +2655,7 @@ typedef struct fsched__thread {
     fsched_fiber *current;
     fsched_fiber root;
     struct fsched__worker *worker; /* the scheduler slot this thread occupies, if any */
+    uint32_t slab_run;             /* 1 + which run of fresh slab slots it takes; 0: none yet */
     fsched__parker parker;         /* for waits of a thread outside any scheduler */
     void *altstack; /* alternate signal stack for the overflow handler */
 #if !defined(FSCHED__CTX_ASM)
@@ -2895,22 +2897,33 @@ static void fsched__mpu_guard_arm(const fsched_fiber *to) {
    record keeps resident (slots are handed out from the bottom up), so writing and
    checking it touch no new page (a canary at the bottom of its own slot would cost a
    page fault per stack). The lowest slot's canary is in a page that leads the mapping.
-   Slots of one size come from one class: its free slots, then the rest of its newest
-   mapping, then a new mapping of FSCHED__SLAB_SLOTS slots. A mapping is one range of
-   memory (no guard splits it), reserved as address space: a stack costs only the pages
-   its fiber touches. A freed slot joins the free list through its record's place;
-   mappings are kept for the process's life. */
-#define FSCHED__SLAB_SLOTS 64u
+   Slots of one size come from one class: its free slots, then a run of fresh slots
+   that the taking thread shares with few others, then a new run from the rest of the
+   newest mapping, then a new mapping of FSCHED__SLAB_SLOTS slots. Runs keep threads
+   that start fibers together off each other's pages: two threads writing one fresh
+   page (a record, and the canary of the slot above) both take its page fault. A
+   mapping is one range of memory (no guard splits it), reserved as address space: a
+   stack costs only the pages its fiber touches. A freed slot joins the free list
+   through its record's place; mappings are kept for the process's life. */
+#define FSCHED__SLAB_SLOTS 64u  /* slots per mapping */
+#define FSCHED__SLAB_RUN 16u    /* fresh slots a run takes from the mapping */
+#define FSCHED__SLAB_RUNS 4u    /* runs per class; threads share them round-robin */
 #define FSCHED__SLAB_CLASSES 8u
+
+typedef struct fsched__slab_span {
+    unsigned char *next, *end; /* fresh slots, bottom up */
+} fsched__slab_span;
 
 typedef struct fsched__slab_class {
     size_t slot;                /* bytes per slot; 0: class unused */
-    unsigned char *next, *end;  /* the unused rest of the newest mapping */
+    fsched__slab_span rest;     /* the unused rest of the newest mapping */
+    fsched__slab_span runs[FSCHED__SLAB_RUNS];
     void *free;                 /* freed slots, linked through fsched__slab_link */
 } fsched__slab_class;
 
 static fsched__slab_class fsched__slabs[FSCHED__SLAB_CLASSES];
 static uint32_t fsched__slabs_lock;
+static uint32_t fsched__slab_threads; /* threads that took a slot: deals out the runs */
 
 /* The link of a free slot: the last pointer-sized word of its record's place (below the
    canary of the slot above, which stays intact). */
@@ -2918,32 +2931,49 @@ static void **fsched__slab_link(void *slot, size_t size) {
     return (void **)((unsigned char *)slot + size - FSCHED__CANARY_BYTES - sizeof(void *));
 }
 
+/* A slot from class c, under the lock: a free one, else a fresh one from the run of
+   this thread, refilled from the rest of the newest mapping; NULL if neither has one. */
+static unsigned char *fsched__slab_pick(fsched__slab_class *c, fsched__slab_span *run) {
+    unsigned char *slot;
+    if (c->free) {
+        slot = (unsigned char *)c->free;
+        c->free = *fsched__slab_link(slot, c->slot);
+        return slot;
+    }
+    if (run->next == run->end && c->rest.next != c->rest.end) {
+        size_t left = (size_t)(c->rest.end - c->rest.next) / c->slot;
+        run->next = c->rest.next;
+        run->end = run->next + c->slot * (left < FSCHED__SLAB_RUN ? left : FSCHED__SLAB_RUN);
+        c->rest.next = run->end;
+    }
+    if (run->next == run->end) return NULL;
+    slot = run->next;
+    run->next += c->slot;
+    return slot;
+}
+
 /* A slot of `size` bytes (a multiple of the page size), or NULL: out of memory, or
    more distinct sizes than classes. */
 static void *fsched__slab_take(size_t size) {
+    fsched__thread *t = fsched__thread_get();
     fsched__slab_class *c = NULL;
-    unsigned char *slot = NULL, *map;
+    unsigned char *slot = NULL, *map = NULL;
     size_t lead = fsched__page_size(), bytes = lead + size * FSCHED__SLAB_SLOTS;
     uint32_t i;
     int flags;
+    if (!t->slab_run) /* relaxed: only a spread of threads over runs, any order does */
+        t->slab_run = 1u + FSCHED__FETCH_ADD(&fsched__slab_threads, 1u, FSCHED__RELAXED);
     fsched__spin_lock(&fsched__slabs_lock);
     for (i = 0; i < FSCHED__SLAB_CLASSES && !c; i++)
         if (fsched__slabs[i].slot == size || !fsched__slabs[i].slot) c = &fsched__slabs[i];
     if (c) {
         c->slot = size;
-        if (c->free) {
-            slot = (unsigned char *)c->free;
-            c->free = *fsched__slab_link(slot, size);
-        } else if (c->next != c->end) {
-            slot = c->next;
-            c->next += size;
-        }
+        slot = fsched__slab_pick(c, &c->runs[t->slab_run % FSCHED__SLAB_RUNS]);
     }
     fsched__spin_unlock(&fsched__slabs_lock);
     if (slot || !c) return slot;
-    /* a new mapping, made outside the lock; its first slot is ours, the rest goes to
-       the class (the unused rest of an older mapping, if another thread made one
-       meanwhile, is kept as free slots) */
+    /* a new mapping, made outside the lock; if another thread made one meanwhile, ours
+       goes back (its pages were never touched) and the slot comes from theirs */
 #if defined(FSCHED__OS_WINDOWS)
     map = (unsigned char *)VirtualAlloc(NULL, bytes, MEM_RESERVE | MEM_COMMIT, PAGE_READWRITE);
     if (!map) return NULL;
@@ -2956,16 +2986,24 @@ static void *fsched__slab_take(size_t size) {
     if ((void *)map == MAP_FAILED) return NULL;
 #endif
     (void)flags;
+    FSCHED__POINT(SLAB_MAPPED);
     fsched__spin_lock(&fsched__slabs_lock);
-    while (c->next != c->end) {
-        *fsched__slab_link(c->next, size) = c->free;
-        c->free = c->next;
-        c->next += size;
+    slot = fsched__slab_pick(c, &c->runs[t->slab_run % FSCHED__SLAB_RUNS]);
+    if (!slot) {
+        c->rest.next = map + lead;
+        c->rest.end = map + bytes;
+        slot = fsched__slab_pick(c, &c->runs[t->slab_run % FSCHED__SLAB_RUNS]);
+        map = NULL;
     }
-    c->next = map + lead + size;
-    c->end = map + bytes;
     fsched__spin_unlock(&fsched__slabs_lock);
-    return map + lead;
+    if (map) {
+#if defined(FSCHED__OS_WINDOWS)
+        VirtualFree(map, 0, MEM_RELEASE);
+#else
+        munmap(map, bytes);
+#endif
+    }
+    return slot;
 }
 
 /* Returns a slot taken with fsched__slab_take. Its pages stay, for the next stack of

@@ -691,6 +691,49 @@ static void *parallel_thread(void *arg) {
     return NULL;
 }
 
+/* Threads that start fibers at the same time take fresh slab slots from runs of their
+   own: a slot's canary lies in the top page of the slot below, and two threads writing
+   one fresh page both take its page fault. */
+static struct {
+    fsched_fiber *fiber;
+    uintptr_t lo;
+} slab_other;
+
+static uintptr_t slab_fiber_low(fsched_fiber_desc *d, fsched_fiber **f) {
+    void *lo;
+    size_t size;
+    CHECK_OK(fsched_fiber_create(d, slab_body, NULL, f));
+    CHECK_OK(fsched_fiber_stack(*f, &lo, &size));
+    return (uintptr_t)lo;
+}
+
+static void *slab_other_thread(void *arg) {
+    slab_other.lo = slab_fiber_low((fsched_fiber_desc *)arg, &slab_other.fiber);
+    return NULL;
+}
+
+static void test_slab_runs_per_thread(void) {
+#if defined(FSCHED__HAVE_PAGES) && !defined(FSCHED__CTX_WINFIBER)
+    fsched_fiber_desc d = small_desc("slab run");
+    fsched_fiber *below, *above;
+    uintptr_t lo_below, lo_above, slot;
+    pthread_t th;
+    d.stack_kind = FSCHED_STACK_SLAB;
+    d.stack_size = SMALL_STACK + 3 * 4096; /* a size of its own: fresh slots only */
+    lo_below = slab_fiber_low(&d, &below);
+    CHECK(pthread_create(&th, NULL, slab_other_thread, &d) == 0);
+    CHECK(pthread_join(th, NULL) == 0);
+    lo_above = slab_fiber_low(&d, &above);
+    slot = (uintptr_t)below->mem_size;
+    CHECK(lo_above == lo_below + slot); /* this thread's run goes on */
+    CHECK(slab_other.lo != lo_below + slot && slab_other.lo + slot != lo_below &&
+          slab_other.lo != lo_above + slot); /* the other thread's is elsewhere */
+    CHECK_OK(fsched_fiber_destroy(below));
+    CHECK_OK(fsched_fiber_destroy(above));
+    CHECK_OK(fsched_fiber_destroy(slab_other.fiber));
+#endif
+}
+
 static void test_parallel_threads(void) {
     pthread_t th[4];
     int i;
@@ -718,6 +761,7 @@ int main(void) {
 #endif
 #if defined(TEST_PTHREADS)
     test_migration();
+    test_slab_runs_per_thread();
     test_parallel_threads();
 #endif
     test_many_fibers();

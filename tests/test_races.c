@@ -25,6 +25,8 @@
    13. a spawned frame that its owner takes back at its sync while a thief claims it:
        with the thief stalled before its claim, and with the owner stalled before its
        own; the frame runs once, here or there.
+   14. two threads map a slab at once for fresh stacks of one size: the second to come
+       back gives its mapping up and takes its slots from the first's.
 
    Seed 0 (FIBERSCHED_CHAOS_SEED=0) runs only the stalls; any other seed adds random
    perturbation at every point. */
@@ -1035,6 +1037,60 @@ static void test_frame_taken_back_or_claimed(void) {
     CHECK_OK(fsched_destroy(s));
 }
 
+static FSCHED__THREAD_LOCAL int t14_stalled_thread;
+static int t14_go;
+
+static void t14_hook(fsched__point at) {
+    if (at == FSCHED__AT_SLAB_MAPPED && t14_stalled_thread) await_flag(&t14_go);
+}
+
+static void t14_body(void *arg) {
+    volatile unsigned char buf[2048];
+    size_t i;
+    for (i = 0; i < sizeof buf; i++) buf[i] = (unsigned char)i;
+    *(int *)arg = buf[100];
+}
+
+typedef struct t14_taker {
+    fsched_fiber_desc desc;
+    fsched_fiber *fiber;
+    int ran;
+} t14_taker;
+
+static void *t14_thread(void *arg) {
+    t14_taker *t = (t14_taker *)arg;
+    t14_stalled_thread = 1; /* stalls between mapping and handing the mapping over */
+    CHECK_OK(fsched_fiber_create(&t->desc, t14_body, &t->ran, &t->fiber));
+    return NULL;
+}
+
+static void test_slab_mapped_twice(void) {
+    t14_taker stalled, first;
+    pthread_t th;
+    uintptr_t slot;
+    begin("14. two threads map a slab at once");
+    memset(&stalled, 0, sizeof stalled);
+    stalled.desc.stack_kind = FSCHED_STACK_SLAB;
+    stalled.desc.stack_size = 40 * 1024 + 1; /* a size no other test uses: a new class */
+    first = stalled;
+    STORE(&t14_go, 0);
+    set_hook(t14_hook);
+    CHECK(pthread_create(&th, NULL, t14_thread, &stalled) == 0);
+    stall_ms(20); /* it maps, and stalls */
+    CHECK_OK(fsched_fiber_create(&first.desc, t14_body, &first.ran, &first.fiber));
+    STORE(&t14_go, 1);
+    CHECK(pthread_join(th, NULL) == 0);
+    set_hook(NULL);
+    /* the stalled thread's run is the second of this thread's mapping */
+    slot = (uintptr_t)first.fiber->mem_size;
+    CHECK((uintptr_t)stalled.fiber->mem == (uintptr_t)first.fiber->mem + FSCHED__SLAB_RUN * slot);
+    CHECK_OK(fsched_fiber_switch(first.fiber));
+    CHECK_OK(fsched_fiber_switch(stalled.fiber));
+    CHECK(first.ran == 100 && stalled.ran == 100);
+    CHECK_OK(fsched_fiber_destroy(first.fiber));
+    CHECK_OK(fsched_fiber_destroy(stalled.fiber));
+}
+
 /* Usage: test_races [N ...] runs the tests numbered N, such as 3 or 3b (default: all). */
 int main(int argc, char **argv) {
     static void (*const tests[])(void) = {
@@ -1043,9 +1099,9 @@ int main(int argc, char **argv) {
         test_help_after_steal, test_wake_taken_by_fiber, test_own_clock,
         test_graph_rerun_races, test_woken_while_lock_held, test_mutex_no_convoy,
         test_bind_races_destroy, test_batch_published_while_searching, test_one_job_one_wake,
-        test_frame_taken_back_or_claimed};
+        test_frame_taken_back_or_claimed, test_slab_mapped_twice};
     static const char *const labels[] = {"1", "2", "3a", "3b", "3c", "4", "5",
-                                         "6", "7", "8", "9", "10", "11", "12", "13"};
+                                         "6", "7", "8", "9", "10", "11", "12", "13", "14"};
     size_t i;
     int k;
     test_watchdog(600);
