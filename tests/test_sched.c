@@ -1398,7 +1398,9 @@ static void blocked_many_task(void *arg) {
     CHECK_OK(fsched_wait_group_done(&b->done));
 }
 
-static void test_blocked_on_slab_stacks(void) {
+/* On two workers, and on six: the setter gathers the fibers of more workers than it
+   batches for at a time. */
+static void test_blocked_on_slab_stacks(uint32_t workers) {
     const uint64_t n = TEST_SCALE > 4 ? 500 : 20000 / TEST_SCALE;
     fsched_desc d;
     fsched_sched *s;
@@ -1406,7 +1408,7 @@ static void test_blocked_on_slab_stacks(void) {
     uint64_t i;
     int round;
     test_desc_init(&d);
-    d.workers = 2;
+    d.workers = workers;
     d.stack_kind = FSCHED_STACK_SLAB;
     d.stack_size = 16 * 1024;
 #if !defined(FSCHED__HAVE_PAGES)
@@ -1634,7 +1636,8 @@ int main(void) {
     test_deep_chain(2);
     test_out_of_memory();
     test_inline_waits_bounded();
-    test_blocked_on_slab_stacks();
+    test_blocked_on_slab_stacks(2);
+    test_blocked_on_slab_stacks(6);
 #if defined(__linux__) && TEST_THREADS
     test_pinned_workers();
 #endif
