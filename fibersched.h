@@ -5928,27 +5928,11 @@ typedef struct fsched__wake {
     fsched__parker *parker;   /* or, under this parker's mutex, set *word WOKEN and broadcast */
 } fsched__wake;
 
-/* Fibers of one other worker woken under one lock, posted to its inbox together: one
-   CAS and one tell per batch rather than per fiber (an event set for many waiters). */
-typedef struct fsched__batch {
-    fsched__worker *worker;
-    fsched_fiber *head, *tail; /* newest first, as the inbox holds them */
-    uint32_t n;
-} fsched__batch;
-
 #define FSCHED__WAKES_MAX 8u
-#define FSCHED__BATCHES 4u     /* workers gathered for at once */
-#define FSCHED__BATCH_MAX 32u  /* fibers per batch: the worker starts on them meanwhile */
 typedef struct fsched__wakes {
-    uint32_t n, batches;
+    uint32_t n;
     fsched__wake v[FSCHED__WAKES_MAX];
-    fsched__batch batch[FSCHED__BATCHES];
 } fsched__wakes;
-
-static void fsched__wakes_init(fsched__wakes *wakes) {
-    wakes->n = 0;
-    wakes->batches = 0;
-}
 
 static void fsched__wake_do(const fsched__wake *k) {
     if (k->worker) {
@@ -5994,50 +5978,9 @@ static void fsched__wait_list_unlock(fsched_wait_list *l) {
     fsched__spin_unlock(&l->lock); /* the last access of a waker */
 }
 
-/* Under the lock: posts a batch of fibers to its worker's inbox, and records the tell. */
-static void fsched__batch_post(fsched__wakes *wakes, fsched__batch *b) {
-    fsched__worker *w = b->worker;
-    fsched_sched *held = fsched__hold_for(w);
-    fsched_fiber *head = FSCHED__LOAD(&w->inbox, FSCHED__RELAXED);
-    do {
-        b->tail->link = head;
-        /* release: the fibers' states before they became ready are visible to w */
-    } while (!FSCHED__CAS_WEAK(&w->inbox, &head, b->head, FSCHED__RELEASE, FSCHED__RELAXED));
-    FSCHED__POINT(POSTED);
-    b->head = b->tail = NULL;
-    b->n = 0;
-    fsched__wake_add(wakes, w, held, NULL, NULL);
-}
-
-/* Under the lock: makes a suspended fiber of another worker w ready, in w's batch. */
-static void fsched__batch_add(fsched__wakes *wakes, fsched__worker *w, fsched_fiber *f) {
-    fsched__batch *b = wakes->batch;
-    uint32_t i;
-    for (i = 0; i < wakes->batches && wakes->batch[i].worker != w; i++) {
-    }
-    if (i < wakes->batches) {
-        b = &wakes->batch[i];
-    } else if (wakes->batches < FSCHED__BATCHES) {
-        b = &wakes->batch[wakes->batches++];
-        b->head = b->tail = NULL;
-        b->n = 0;
-    } else if (b->n) {
-        fsched__batch_post(wakes, b); /* the first batch makes room */
-    }
-    b->worker = w;
-    f->link = b->head;
-    b->head = f;
-    if (!b->tail) b->tail = f;
-    if (++b->n == FSCHED__BATCH_MAX) fsched__batch_post(wakes, b);
-}
-
-/* Posts the batches, unlocks the list, then carries out the wakes decided under its
-   lock. */
+/* Unlocks the list, then carries out the wakes decided under its lock. */
 static void fsched__wait_list_unlock_wake(fsched_wait_list *l, fsched__wakes *wakes) {
     uint32_t i;
-    for (i = 0; i < wakes->batches; i++)
-        if (wakes->batch[i].n) fsched__batch_post(wakes, &wakes->batch[i]);
-    wakes->batches = 0;
     fsched__spin_unlock(&l->lock); /* the last access of a waker to the primitive */
     for (i = 0; i < wakes->n; i++) fsched__wake_do(&wakes->v[i]);
     wakes->n = 0;
@@ -6215,6 +6158,7 @@ static int fsched__wait_list_end_head(fsched_wait_list *l, fsched__wakes *wakes)
     fsched__waiter *wt = (fsched__waiter *)l->head;
     fsched_fiber *fiber = wt->fiber;
     fsched__worker *worker = wt->worker;
+    fsched_sched *held = NULL;
     uint32_t expected = FSCHED__WAIT_WAITING;
     fsched__wait_list_remove(l, wt);
     if (!fiber && !worker) {
@@ -6230,8 +6174,8 @@ static int fsched__wait_list_end_head(fsched_wait_list *l, fsched__wakes *wakes)
     FSCHED__POINT(WAKE);
     /* a fiber waiter stays suspended until made ready: its record outlives this */
     if (fiber) {
-        if (fsched__tls_thread.worker == worker) fsched__ready_append(worker, fiber);
-        else fsched__batch_add(wakes, worker, fiber);
+        if (fsched__post_ready(worker, fiber, &held))
+            fsched__wake_add(wakes, worker, held, NULL, NULL);
     } else {
         fsched__wake_add(wakes, worker, fsched__hold_for(worker), NULL, NULL);
     }
@@ -6456,7 +6400,7 @@ FIBERSCHED_API fsched_result fsched_event_destroy(fsched_event *e) {
 FIBERSCHED_API fsched_result fsched_event_set(fsched_event *e) {
     fsched__wakes wakes;
     FSCHED__CHECK_LIVE(e, "fsched_event_set");
-    fsched__wakes_init(&wakes);
+    wakes.n = 0;
     fsched__wait_list_lock(&e->waiters);
     if (e->manual_reset) {
         /* release: what the setter wrote is visible to waiters that see the flag */
@@ -6563,7 +6507,7 @@ FIBERSCHED_API fsched_result fsched_wait_group_add(fsched_wait_group *wg, int64_
     }
     /* reaching zero: under the lock, together with the wakes (a waiter that sees zero may
        free the group at once) */
-    fsched__wakes_init(&wakes);
+    wakes.n = 0;
     fsched__wait_list_lock(&wg->waiters);
     c = FSCHED__LOAD(&wg->count, FSCHED__RELAXED);
     for (;;) {
@@ -6787,7 +6731,7 @@ FIBERSCHED_API fsched_result fsched_mutex_unlock(fsched_mutex *m) {
     if (!(st & FSCHED__MUTEX_LOCKED))
         return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
                               "fsched_mutex_unlock: the mutex is not locked");
-    fsched__wakes_init(&wakes);
+    wakes.n = 0;
     fsched__wait_list_lock(&m->waiters);
     while (m->waiters.head) {
         fsched__waiter *wt = (fsched__waiter *)m->waiters.head;
@@ -6855,7 +6799,7 @@ FIBERSCHED_API fsched_result fsched_cond_signal(fsched_cond *c) {
     fsched__wakes wakes;
     FSCHED__CHECK_LIVE(c, "fsched_cond_signal");
     if (!FSCHED__LOAD(&c->waiters.count, FSCHED__ACQUIRE)) return FSCHED_OK;
-    fsched__wakes_init(&wakes);
+    wakes.n = 0;
     fsched__wait_list_lock(&c->waiters);
     fsched__wait_list_wake_one(&c->waiters, &wakes);
     fsched__wait_list_unlock_wake(&c->waiters, &wakes);
@@ -6866,7 +6810,7 @@ FIBERSCHED_API fsched_result fsched_cond_broadcast(fsched_cond *c) {
     fsched__wakes wakes;
     FSCHED__CHECK_LIVE(c, "fsched_cond_broadcast");
     if (!FSCHED__LOAD(&c->waiters.count, FSCHED__ACQUIRE)) return FSCHED_OK;
-    fsched__wakes_init(&wakes);
+    wakes.n = 0;
     fsched__wait_list_lock(&c->waiters);
     fsched__wait_list_wake_all(&c->waiters, &wakes);
     fsched__wait_list_unlock_wake(&c->waiters, &wakes);
@@ -6954,7 +6898,7 @@ FIBERSCHED_API fsched_result fsched_sema_release(fsched_sema *s, int64_t n) {
         return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
                               "fsched_sema_release: negative count");
     if (n == 0) return FSCHED_OK;
-    fsched__wakes_init(&wakes);
+    wakes.n = 0;
     fsched__wait_list_lock(&s->waiters);
     /* waiters first (each gets its unit directly), the rest to the count */
     while (n > 0 && fsched__wait_list_wake_one(&s->waiters, &wakes)) n--;
