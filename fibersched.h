@@ -278,9 +278,11 @@
    targets without the macros), no call may come from a handler.
 */
 
-/* The implementation needs POSIX and BSD declarations (mmap flags, sigaltstack,
-   clock_gettime) that strict -std=c11 hides; they must be requested before the first
-   system header, so define FIBERSCHED_IMPLEMENTATION before including anything else. */
+/* The implementation uses POSIX and BSD declarations (mmap flags, sigaltstack,
+   clock_gettime) that strict -std=c11 hides unless requested before the first system
+   header. Defined before any #include, FIBERSCHED_IMPLEMENTATION requests them; after
+   one, under strict ISO C on Linux, the implementation still compiles, without the
+   overflow signal handler (see the includes below). */
 #if defined(FIBERSCHED_IMPLEMENTATION) && !defined(_DEFAULT_SOURCE) && !defined(_GNU_SOURCE)
 #define _DEFAULT_SOURCE 1
 #endif
@@ -1477,6 +1479,30 @@ static void fsched__trace_buffer_free(const fsched_allocator *a, struct fsched__
 #if !defined(MAP_ANONYMOUS) && defined(MAP_ANON)
 #define MAP_ANONYMOUS MAP_ANON
 #endif
+#if defined(__linux__) && !defined(__cplusplus)
+/* Strict ISO C (-std=c11) with a system header included before the implementation:
+   glibc and musl then hide POSIX and BSD declarations for the whole translation unit
+   (the _DEFAULT_SOURCE above came too late). The few the implementation calls are
+   declared here (the same declarations, harmless when visible), hidden constants take
+   Linux's values, and what has hidden types goes without: readers of the registry
+   exclude each other without an rwlock, and there is no overflow signal handler
+   (fsched_install_overflow_handler returns FSCHED_ERR_UNSUPPORTED). */
+int clock_gettime(int clock, struct timespec *ts); /* clockid_t: int on Linux */
+int nanosleep(const struct timespec *duration, struct timespec *left);
+long syscall(long number, ...);
+#if !defined(CLOCK_MONOTONIC)
+#define CLOCK_MONOTONIC 1
+#endif
+#if !defined(MAP_ANONYMOUS)
+#if defined(__mips__)
+#define MAP_ANONYMOUS 0x800
+#elif defined(__alpha__) || defined(__hppa__)
+#define MAP_ANONYMOUS 0x10
+#else
+#define MAP_ANONYMOUS 0x20
+#endif
+#endif
+#endif
 #if !defined(MAP_ANONYMOUS)
 #error "fibersched: MAP_ANONYMOUS is hidden: define FIBERSCHED_IMPLEMENTATION before any #include"
 #endif
@@ -2428,11 +2454,19 @@ static void fsched__live_read_unlock(void) { ReleaseSRWLockShared(&fsched__live_
 static void fsched__live_write_lock(void) { AcquireSRWLockExclusive(&fsched__live_lock); }
 static void fsched__live_write_unlock(void) { ReleaseSRWLockExclusive(&fsched__live_lock); }
 #else
+#if !defined(PTHREAD_RWLOCK_INITIALIZER) /* hidden (see the includes): a mutex */
+static pthread_mutex_t fsched__live_lock = PTHREAD_MUTEX_INITIALIZER;
+static void fsched__live_read_lock(void) { pthread_mutex_lock(&fsched__live_lock); }
+static void fsched__live_read_unlock(void) { pthread_mutex_unlock(&fsched__live_lock); }
+static void fsched__live_write_lock(void) { pthread_mutex_lock(&fsched__live_lock); }
+static void fsched__live_write_unlock(void) { pthread_mutex_unlock(&fsched__live_lock); }
+#else
 static pthread_rwlock_t fsched__live_lock = PTHREAD_RWLOCK_INITIALIZER;
 static void fsched__live_read_lock(void) { pthread_rwlock_rdlock(&fsched__live_lock); }
 static void fsched__live_read_unlock(void) { pthread_rwlock_unlock(&fsched__live_lock); }
 static void fsched__live_write_lock(void) { pthread_rwlock_wrlock(&fsched__live_lock); }
 static void fsched__live_write_unlock(void) { pthread_rwlock_unlock(&fsched__live_lock); }
+#endif
 #endif
 
 #if defined(FSCHED__OS_NONE)
@@ -3618,7 +3652,7 @@ FIBERSCHED_API int fsched_stack_fault(const void *address) {
 
 /* ---- stack overflow reporting ---- */
 
-#if defined(FSCHED__OS_POSIX)
+#if defined(FSCHED__OS_POSIX) && defined(SA_ONSTACK) && defined(SS_DISABLE)
 #define FSCHED__ALTSTACK_BYTES (64u * 1024u)
 static int fsched__overflow_installed;
 static struct sigaction fsched__overflow_old_segv, fsched__overflow_old_bus;
