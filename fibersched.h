@@ -534,6 +534,16 @@ typedef struct fsched_desc {
                                     creating thread may run on) instead; implies
                                     pin_workers */
     uint32_t worker_cpu_count;
+    void (*worker_start)(void *user, uint32_t worker); /* called on each worker thread
+                                   as it starts, before it runs anything (set up
+                                   thread-local state there), with its index ... */
+    void (*worker_stop)(void *user, uint32_t worker);  /* ... and as it ends, after its
+                                   last task. Either may be NULL */
+    void *worker_user;
+    const char *worker_name;    /* worker threads are named this followed by their index
+                                   (up to 15 bytes in all on Linux), as top -H, gdb and
+                                   perf show them (Linux, macOS, Windows 10).
+                                   NULL: "fsched-w" */
 } fsched_desc;
 
 /* Creates a scheduler and starts its workers. desc may be NULL (all defaults).
@@ -2221,6 +2231,31 @@ static uint32_t fsched__cpus_allowed(uint32_t *cpus) {
 static int fsched__pin_self(uint32_t cpu) {
     return SetThreadAffinityMask(GetCurrentThread(), (DWORD_PTR)1 << cpu) ? 0 : -1;
 }
+#endif
+
+/* ---- naming the calling thread, for top -H, gdb and perf ---- */
+#define FSCHED__THREAD_NAME_BYTES 16u /* Linux keeps 15 and the terminator */
+#if !defined(FIBERSCHED_NO_THREADS) && defined(__linux__)
+#include <sys/syscall.h>
+static void fsched__name_self(const char *name) {
+    syscall(SYS_prctl, 15 /* PR_SET_NAME: <sys/prctl.h> is not everywhere */, name, 0, 0, 0);
+}
+#elif !defined(FIBERSCHED_NO_THREADS) && defined(__APPLE__)
+static void fsched__name_self(const char *name) { pthread_setname_np(name); }
+#elif !defined(FIBERSCHED_NO_THREADS) && defined(FSCHED__OS_WINDOWS)
+/* SetThreadDescription is looked up: Windows before 10 and older SDKs lack it */
+static void fsched__name_self(const char *name) {
+    typedef HRESULT(WINAPI * describe_fn)(HANDLE, PCWSTR);
+    FARPROC found = GetProcAddress(GetModuleHandleA("kernel32.dll"), "SetThreadDescription");
+    WCHAR wide[FSCHED__THREAD_NAME_BYTES];
+    size_t i;
+    if (!found) return;
+    for (i = 0; i + 1 < FSCHED__THREAD_NAME_BYTES && name[i]; i++) wide[i] = (WCHAR)name[i];
+    wide[i] = 0;
+    ((describe_fn)(void (*)(void))found)(GetCurrentThread(), wide);
+}
+#elif !defined(FIBERSCHED_NO_THREADS)
+static void fsched__name_self(const char *name) { (void)name; }
 #endif
 
 /* ---- parker: one thread sleeps until another wakes it or a deadline passes ----
@@ -4386,6 +4421,10 @@ struct fsched_sched {
     FSCHED__ALIGN_LINE uint32_t holds;     /* calls from outside that still touch s */
     void (*idle)(void *user);              /* desc.idle */
     void *idle_user;
+    void (*worker_start)(void *user, uint32_t worker); /* desc.worker_start, ... */
+    void (*worker_stop)(void *user, uint32_t worker);
+    void *worker_user;
+    char worker_name[FSCHED__THREAD_NAME_BYTES]; /* the prefix of worker threads' names */
 #if defined(FSCHED__INTERRUPTS)
     struct fsched__task *reserve;          /* desc.interrupt_tasks records, */
     uint32_t reserve_count;
@@ -5507,6 +5546,20 @@ static void fsched__schedule(fsched__worker *w, int (*until)(fsched__worker *w))
 /* ---- worker threads ---- */
 
 #if !defined(FIBERSCHED_NO_THREADS)
+/* Names the calling worker thread: the scheduler's prefix, then the index in decimal
+   (cut to what the name holds; no stdio needed). */
+static void fsched__name_worker(const fsched__worker *w) {
+    char name[FSCHED__THREAD_NAME_BYTES], digits[10];
+    size_t n = strlen(w->sched->worker_name), k = 0;
+    uint32_t i = w->index;
+    memcpy(name, w->sched->worker_name, n);
+    do digits[k++] = (char)('0' + i % 10u);
+    while ((i /= 10u) && k < sizeof digits);
+    while (k && n + 1 < sizeof name) name[n++] = digits[--k];
+    name[n] = 0;
+    fsched__name_self(name);
+}
+
 static void fsched__worker_main(void *arg) {
     fsched__worker *w = (fsched__worker *)arg;
     fsched__thread *t = fsched__thread_get();
@@ -5521,9 +5574,12 @@ static void fsched__worker_main(void *arg) {
         fsched__log(&w->sched->logger, FSCHED_LOG_WARNING, "worker %lu cannot be pinned to CPU %ld",
                     (unsigned long)w->index, (long)w->cpu);
 #endif
+    fsched__name_worker(w);
+    if (w->sched->worker_start) w->sched->worker_start(w->sched->worker_user, w->index);
     FSCHED__TRACE(w->root->trace_id = 0;) /* a track of this slot's own numbering */
     fsched__schedule(w, NULL);
     fsched__release_fibers(w);
+    if (w->sched->worker_stop) w->sched->worker_stop(w->sched->worker_user, w->index);
     t->worker = NULL;
 }
 #endif
@@ -5686,6 +5742,11 @@ FIBERSCHED_API fsched_result fsched_create(const fsched_desc *desc, fsched_sched
     s->clock_user = d.clock_user;
     s->idle = d.idle;
     s->idle_user = d.idle_user;
+    s->worker_start = d.worker_start;
+    s->worker_stop = d.worker_stop;
+    s->worker_user = d.worker_user;
+    strncpy(s->worker_name, d.worker_name ? d.worker_name : "fsched-w",
+            sizeof s->worker_name - 1); /* memset above: terminated */
     FSCHED__TRACE(s->trace_origin = fsched__sched_now(s);
                   s->trace_events = d.trace_events ? d.trace_events : FIBERSCHED_TRACE_EVENTS;)
     s->n_threads = d.workers;

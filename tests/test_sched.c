@@ -1504,6 +1504,92 @@ static void test_out_of_memory(void) {
     CHECK_OK(fsched_wait_group_destroy(&w.done));
 }
 
+#if TEST_THREADS
+/* ---- worker threads: start and stop hooks, names ---- */
+
+#if defined(__linux__)
+#include <sys/syscall.h>
+#endif
+
+static FSCHED__THREAD_LOCAL int hook_index = -1; /* set by the start hook */
+
+typedef struct hook_seen {
+    int started[4], stopped[4]; /* atomic: hook calls per worker */
+    int stop_elsewhere;         /* atomic: a stop hook on a thread another start named */
+    int task_unset;             /* atomic: a task on a worker whose start hook had not run */
+    char names[4][16];          /* the threads' names, as their start hooks read them */
+} hook_seen;
+
+static void hook_start(void *user, uint32_t worker) {
+    hook_seen *h = (hook_seen *)user;
+    if (worker >= 4) return;
+    FSCHED__FETCH_ADD(&h->started[worker], 1, FSCHED__RELAXED);
+    hook_index = (int)worker;
+#if defined(__linux__)
+    syscall(SYS_prctl, 16 /* PR_GET_NAME */, h->names[worker], 0, 0, 0);
+#endif
+}
+
+static void hook_stop(void *user, uint32_t worker) {
+    hook_seen *h = (hook_seen *)user;
+    if (worker >= 4) return;
+    FSCHED__FETCH_ADD(&h->stopped[worker], 1, FSCHED__RELAXED);
+    if (hook_index != (int)worker) FSCHED__STORE(&h->stop_elsewhere, 1, FSCHED__RELAXED);
+}
+
+static void hook_task(void *arg) {
+    hook_seen *h = (hook_seen *)arg;
+    if (hook_index != fsched_worker_index()) FSCHED__STORE(&h->task_unset, 1, FSCHED__RELAXED);
+}
+
+/* Runs tasks on a scheduler of `workers` workers named `name`; checks that each worker's
+   start hook ran once, before its tasks, on its own thread, and its stop hook once, on
+   the same thread; returns what was seen. */
+static hook_seen *hooks_run(uint32_t workers, const char *name) {
+    static hook_seen h;
+    fsched_desc d;
+    fsched_sched *s;
+    fsched_wait_group wg;
+    uint32_t i;
+    memset(&h, 0, sizeof h);
+    test_desc_init(&d);
+    d.workers = workers;
+    d.worker_start = hook_start;
+    d.worker_stop = hook_stop;
+    d.worker_user = &h;
+    d.worker_name = name;
+    CHECK_OK(fsched_create(&d, &s));
+    CHECK_OK(fsched_wait_group_init(&wg));
+    for (i = 0; i < 200; i++) CHECK_OK(fsched_wait_group_spawn(&wg, s, hook_task, &h));
+    CHECK_OK(fsched_wait_group_wait(&wg));
+    CHECK_OK(fsched_wait_group_destroy(&wg));
+    CHECK_OK(fsched_destroy(s));
+    for (i = 0; i < 4; i++) {
+        CHECK(LOAD(&h.started[i]) == (i < workers));
+        CHECK(LOAD(&h.stopped[i]) == (i < workers));
+    }
+    CHECK(!LOAD(&h.stop_elsewhere));
+    CHECK(!LOAD(&h.task_unset));
+    return &h;
+}
+
+static void test_worker_hooks(void) {
+    hook_seen *h = hooks_run(3, "pool-");
+#if defined(__linux__)
+    CHECK(!strcmp(h->names[0], "pool-0") && !strcmp(h->names[2], "pool-2"));
+#endif
+    h = hooks_run(1, NULL);
+#if defined(__linux__)
+    CHECK(!strcmp(h->names[0], "fsched-w0"));
+#endif
+    h = hooks_run(2, "a-prefix-of-20-bytes"); /* cut to what a name holds */
+#if defined(__linux__)
+    CHECK(!strcmp(h->names[1], "a-prefix-of-20-"));
+#endif
+    (void)h;
+}
+#endif
+
 #if defined(__linux__) && TEST_THREADS
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -1640,6 +1726,9 @@ int main(void) {
     test_blocked_on_slab_stacks(6);
 #if defined(__linux__) && TEST_THREADS
     test_pinned_workers();
+#endif
+#if TEST_THREADS
+    test_worker_hooks();
 #endif
     printf("test_sched: ok\n");
     return 0;
