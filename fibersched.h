@@ -578,6 +578,24 @@ FIBERSCHED_API fsched_sched *fsched_current(void);
 /* Worker threads of s (0 in single-threaded mode). */
 FIBERSCHED_API uint32_t fsched_worker_count(const fsched_sched *s);
 
+/* What a scheduler did since its creation, and what it holds: counted in every build (a
+   plain store per event, on the counting thread's own line), read from any thread. */
+typedef struct fsched_stats {
+    uint64_t jobs_run;      /* jobs the slots took from the queues and ran: tasks, stolen
+                               halves of joins, loop chunks, graph tasks, pipeline nodes */
+    uint64_t steals;        /* of those, jobs taken from another slot */
+    uint64_t sleeps;        /* times a slot slept for want of work */
+    uint64_t wakeups;       /* times another thread woke a sleeping slot */
+    uint64_t fibers;        /* fibers now: running, blocked, ready or parked in a loop */
+    uint64_t stacks_cached; /* stacks now kept for reuse in the scheduler's pool (each
+                               slot keeps up to 32 more of its own) */
+    uint64_t stacks_allocated; /* stacks allocated from the system since creation */
+} fsched_stats;
+
+/* Fills *out (a snapshot: each count is exact, the counts are read one after the other).
+   FSCHED_ERR_INVALID_ARGUMENT for a NULL or destroyed scheduler or a NULL out. */
+FIBERSCHED_API fsched_result fsched_get_stats(const fsched_sched *s, fsched_stats *out);
+
 /* Index of the calling thread's slot in its scheduler: 0..workers-1 for worker threads,
    then the bound threads; -1 outside any scheduler. */
 FIBERSCHED_API int fsched_worker_index(void);
@@ -4353,6 +4371,9 @@ typedef struct fsched__worker {
     fsched__task *free_tasks;
     fsched__task_slab *slabs;
     uint64_t spawned, completed; /* written by the owner, read by fsched_destroy */
+    /* counts for fsched_get_stats: written by the owner (fsched__count), read by any */
+    uint64_t jobs_run, steals, sleeps;
+    int64_t fibers;          /* made minus ended */
     /* frame stacks (spawn and sync): the owner appends to the table, thieves read it */
     fsched_frames *frames_table[FSCHED__FRAME_STACKS];
     uint32_t frames_count;   /* entries in the table */
@@ -4369,6 +4390,7 @@ typedef struct fsched__worker {
     uint32_t in_use;                        /* bound slots: taken */
     FSCHED__ALIGN_LINE uint32_t latch;
     uint32_t sleeping; /* parked and counted as sleeping: a wake for work may take it */
+    uint64_t wakeups;  /* for fsched_get_stats: added to by wakers */
     fsched__parker parker;
 #if !defined(FIBERSCHED_NO_THREADS)
     fsched__os_thread os_thread;
@@ -4519,8 +4541,10 @@ static void fsched__notify(fsched__worker *w) {
     FSCHED__POINT(NOTIFY);
     /* acq_rel: releases what was posted (a fiber in the inbox); the owner's acquiring
        exchange or CAS on the latch sees it */
-    if (FSCHED__EXCHANGE(&w->latch, FSCHED__LATCH_SET, FSCHED__ACQ_REL) == FSCHED__LATCH_SLEEPING)
+    if (FSCHED__EXCHANGE(&w->latch, FSCHED__LATCH_SET, FSCHED__ACQ_REL) == FSCHED__LATCH_SLEEPING) {
+        FSCHED__FETCH_ADD(&w->wakeups, (uint64_t)1, FSCHED__RELAXED); /* a count, no order */
         fsched__unpark(&w->parker);
+    }
 }
 
 /* Whether the calling thread must hold w's scheduler to tell w something: it is not a
@@ -4628,6 +4652,11 @@ static fsched_fiber *fsched__ready_pop(fsched__worker *w) {
     return f;
 }
 
+/* Owner: adds to one of its slot's counts. Relaxed: only the owner writes it, and
+   readers want a recent value, not an order. */
+#define fsched__count(field, delta) \
+    FSCHED__STORE(&(field), FSCHED__LOAD(&(field), FSCHED__RELAXED) + (delta), FSCHED__RELAXED)
+
 /* ---- fibers of a worker ---- */
 
 static void fsched__loop_main(void *pass);
@@ -4653,6 +4682,7 @@ static fsched_fiber *fsched__idle_take(fsched__worker *w) {
         return NULL;
     }
     f->owner = w;
+    fsched__count(w->fibers, 1);
     return f;
 }
 
@@ -4661,6 +4691,7 @@ static fsched_fiber *fsched__idle_take(fsched__worker *w) {
    batch, not per fiber (100,000 tasks that block at once take as many fibers). */
 static void fsched__spare_add(fsched__worker *w, fsched_fiber *f) {
     fsched__fiber_end(f);
+    fsched__count(w->fibers, -1);
     w->spare[w->spare_count++] = f;
     if (w->spare_count == 2u * FSCHED__SPARE_BATCH) {
         fsched__pool_give_many(w->sched->stacks, w->spare, FSCHED__SPARE_BATCH);
@@ -4755,6 +4786,7 @@ static void fsched__release_fibers(fsched__worker *w) {
     for (; f; f = next) {
         next = f->link;
         fsched__fiber_release(f);
+        fsched__count(w->fibers, -1);
     }
     w->idle = NULL;
     w->idle_count = 0;
@@ -5230,6 +5262,7 @@ static fsched__job *fsched__steal(fsched__worker *w) {
         fsched__job *job;
         if (v == w || (v->bound && !FSCHED__LOAD(&v->in_use, FSCHED__RELAXED))) continue;
         if ((job = fsched__steal_one(w, v))) {
+            fsched__count(w->steals, 1);
             FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_STEAL, FSCHED__TRACE_INSTANT, NULL,
                                                v->index);)
             fsched__pass_search_on(s);
@@ -5259,7 +5292,7 @@ static fsched__job *fsched__take_injected(fsched__worker *w) {
 
 /* The next job for w: its own work by level (high, the nodes kept here, placed jobs for
    it, normal, low), then work from outside, then other slots' work. */
-static fsched__job *fsched__find_job(fsched__worker *w) {
+static fsched__job *fsched__find_job_anywhere(fsched__worker *w) {
     fsched__job *job;
     fsched__placed *p;
     int emptied;
@@ -5282,6 +5315,13 @@ static fsched__job *fsched__find_job(fsched__worker *w) {
         return job;
     if ((job = fsched__take_injected(w))) return job;
     return fsched__steal(w);
+}
+
+/* Owner: a job for w to run now, counted, or NULL. */
+static fsched__job *fsched__find_job(fsched__worker *w) {
+    fsched__job *job = fsched__find_job_anywhere(w);
+    if (job) fsched__count(w->jobs_run, 1);
+    return job;
 }
 
 /* ---- idling and sleeping ---- */
@@ -5398,6 +5438,7 @@ static void fsched__sleep(fsched__worker *w, fsched__idle *idle) {
         !FSCHED__LOAD(&w->inbox, FSCHED__RELAXED) &&
         FSCHED__CAS(&w->latch, &expected, FSCHED__LATCH_SLEEPING, FSCHED__ACQUIRE, FSCHED__ACQUIRE)) {
         FSCHED__TRACE(uint64_t trace_begin = fsched__trace_now();)
+        fsched__count(w->sleeps, 1);
         fsched__block(w, deadline);
         FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_SLEEP, trace_begin, NULL, 0);)
         FSCHED__POINT(WOKEN);
@@ -5986,6 +6027,33 @@ FIBERSCHED_API uint32_t fsched_worker_count(const fsched_sched *s) {
     n = s->n_threads;
     fsched__sched_release((fsched_sched *)s);
     return n;
+}
+
+FIBERSCHED_API fsched_result fsched_get_stats(const fsched_sched *s, fsched_stats *out) {
+    fsched_sched *m = (fsched_sched *)s;
+    fsched_stack_pool_stats pool;
+    int64_t fibers = 0;
+    uint32_t i;
+    fsched_result r;
+    if (!out) return FSCHED__MISUSE(NULL, FSCHED_ERR_INVALID_ARGUMENT, "fsched_get_stats: out is NULL");
+    if ((r = fsched__sched_enter(m, 0, "fsched_get_stats")) != FSCHED_OK) return r;
+    memset(out, 0, sizeof *out);
+    for (i = 0; i < m->n_slots; i++) {
+        fsched__worker *w = m->slots[i];
+        if (!w) continue;
+        out->jobs_run += FSCHED__LOAD(&w->jobs_run, FSCHED__RELAXED);
+        out->steals += FSCHED__LOAD(&w->steals, FSCHED__RELAXED);
+        out->sleeps += FSCHED__LOAD(&w->sleeps, FSCHED__RELAXED);
+        out->wakeups += FSCHED__LOAD(&w->wakeups, FSCHED__RELAXED);
+        fibers += FSCHED__LOAD(&w->fibers, FSCHED__RELAXED);
+    }
+    out->fibers = fibers > 0 ? (uint64_t)fibers : 0; /* counts read apart may cross */
+    if (fsched_stack_pool_get_stats(m->stacks, &pool) == FSCHED_OK) {
+        out->stacks_cached = pool.cached;
+        out->stacks_allocated = pool.allocated;
+    }
+    fsched__sched_release(m);
+    return FSCHED_OK;
 }
 
 FIBERSCHED_API int fsched_worker_index(void) {

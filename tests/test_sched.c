@@ -1573,6 +1573,65 @@ static hook_seen *hooks_run(uint32_t workers, const char *name) {
     return &h;
 }
 
+/* ---- counts: fsched_get_stats ---- */
+
+typedef struct stats_block {
+    fsched_event go;
+    fsched_wait_group started;
+} stats_block;
+
+static void stats_blocked_task(void *arg) {
+    stats_block *b = (stats_block *)arg;
+    CHECK_OK(fsched_wait_group_done(&b->started));
+    CHECK_OK(fsched_event_wait(&b->go));
+}
+
+static void stats_empty_task(void *arg) { (void)arg; }
+
+static void test_stats(void) {
+    fsched_desc d;
+    fsched_sched *s;
+    fsched_stats a, b;
+    fsched_wait_group wg;
+    stats_block blk;
+    int i, round;
+    test_desc_init(&d);
+    d.workers = 2;
+    CHECK_OK(fsched_create(&d, &s));
+    CHECK_RESULT(fsched_get_stats(s, NULL), FSCHED_ERR_INVALID_ARGUMENT);
+    CHECK_RESULT(fsched_get_stats(NULL, &a), FSCHED_ERR_INVALID_ARGUMENT);
+    CHECK_OK(fsched_get_stats(s, &a));
+    /* 200 tasks blocked at once hold 200 fibers */
+    CHECK_OK(fsched_event_init(&blk.go, 1, 0));
+    CHECK_OK(fsched_wait_group_init(&blk.started));
+    CHECK_OK(fsched_wait_group_init(&wg));
+    CHECK_OK(fsched_wait_group_add(&blk.started, 200));
+    for (i = 0; i < 200; i++) CHECK_OK(fsched_wait_group_spawn(&wg, s, stats_blocked_task, &blk));
+    CHECK_OK(fsched_wait_group_wait(&blk.started));
+    CHECK_OK(fsched_get_stats(s, &b));
+    CHECK(b.fibers >= 200);
+    CHECK(b.jobs_run >= a.jobs_run + 200);
+    CHECK(b.stacks_allocated >= 200);
+    CHECK_OK(fsched_event_set(&blk.go));
+    CHECK_OK(fsched_wait_group_wait(&wg));
+    /* idle workers sleep; work from outside wakes one. Whether a given spawn finds a
+       worker asleep depends on timing: a few rounds make it certain enough */
+    for (round = 0; round < 50; round++) {
+        CHECK_OK(fsched_get_stats(s, &a));
+        if (a.sleeps > b.sleeps && a.wakeups > b.wakeups) break;
+        fsched_sleep_for(20000000); /* 20 ms: long enough for both workers to sleep */
+        for (i = 0; i < 10; i++) CHECK_OK(fsched_wait_group_spawn(&wg, s, stats_empty_task, NULL));
+        CHECK_OK(fsched_wait_group_wait(&wg));
+    }
+    CHECK(a.sleeps > b.sleeps && a.wakeups > b.wakeups);
+    CHECK(a.fibers < b.fibers); /* the blocked ones ended */
+    CHECK(a.stacks_cached > 0);  /* and the stacks beyond what slots keep wait in the pool */
+    CHECK_OK(fsched_wait_group_destroy(&wg));
+    CHECK_OK(fsched_wait_group_destroy(&blk.started));
+    CHECK_OK(fsched_event_destroy(&blk.go));
+    CHECK_OK(fsched_destroy(s));
+}
+
 static void test_worker_hooks(void) {
     hook_seen *h = hooks_run(3, "pool-");
 #if defined(__linux__)
@@ -1729,6 +1788,7 @@ int main(void) {
 #endif
 #if TEST_THREADS
     test_worker_hooks();
+    test_stats();
 #endif
     printf("test_sched: ok\n");
     return 0;
