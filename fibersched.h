@@ -616,6 +616,12 @@ FIBERSCHED_API fsched_result fsched_spawn(fsched_sched *s, void (*fn)(void *arg)
 FIBERSCHED_API fsched_result fsched_spawn_copy(fsched_sched *s, void (*fn)(void *data),
                                                const void *data, size_t size);
 
+/* Like fsched_spawn, with a name that traces show for the task and a stack overflow
+   report gives (NULL: none). The name is not copied: it must outlive the task (a string
+   literal does). */
+FIBERSCHED_API fsched_result fsched_spawn_named(fsched_sched *s, void (*fn)(void *arg), void *arg,
+                                                const char *name);
+
 /* Runs a(arg_a) and b(arg_b), possibly in parallel, and returns when both have finished.
    b is offered to other workers while a runs on the caller; if nobody took it, the
    caller runs it too (no allocation, no atomic operation). If b was taken, the caller
@@ -854,6 +860,10 @@ FIBERSCHED_API fsched_result fsched_wait_group_wait(fsched_wait_group *wg);
 FIBERSCHED_API fsched_result fsched_wait_group_wait_for(fsched_wait_group *wg, uint64_t timeout_ns);
 FIBERSCHED_API fsched_result fsched_wait_group_spawn(fsched_wait_group *wg, fsched_sched *s,
                                                      void (*fn)(void *arg), void *arg);
+/* fsched_wait_group_spawn with a name, as fsched_spawn_named. */
+FIBERSCHED_API fsched_result fsched_wait_group_spawn_named(fsched_wait_group *wg, fsched_sched *s,
+                                                           void (*fn)(void *arg), void *arg,
+                                                           const char *name);
 
 /* A mutex whose waiters suspend. Unlock wakes the longest waiter, which competes with
    lockers that are running (none of them waits behind a waiter that is still waking
@@ -2719,7 +2729,7 @@ struct fsched_fiber {
     uint32_t inline_depth;  /* jobs nested on it by waits without a fiber (out of memory) */
     fsched_frames *frames;  /* the innermost frame stack its task trees hold (spawn/sync) */
     void (*task_fn)(void *); /* the detached task whose function runs on it, ... */
-    const char *task_name;   /* ... or the name of the graph task: for overflow reports */
+    const char *task_name;   /* ... and its name, if it has one: for overflow reports */
 #if FIBERSCHED_TRACE
     uint32_t trace_id;      /* its track in the trace of the slot that runs it; 0: none yet */
 #endif
@@ -2921,7 +2931,7 @@ static FSCHED__NOINLINE void fsched__stack_overflowed(const fsched_fiber *f, con
     fsched__log(&f->params.logger, FSCHED_LOG_ERROR,                                        \
                 "stack overflow in fiber '%s' (a stack of %lu bytes)" task_fmt ": %s",      \
                 f->name, (unsigned long)f->params.stack_size, __VA_ARGS__, how)
-    if (f->task_name) FSCHED__OVERFLOWED(" running graph task '%s'", f->task_name);
+    if (f->task_name) FSCHED__OVERFLOWED(" running task '%s'", f->task_name);
     else if (fn) FSCHED__OVERFLOWED(" running the task whose function is at 0x%lx", (unsigned long)fn);
     else FSCHED__OVERFLOWED("%s", "");
 #undef FSCHED__OVERFLOWED
@@ -3789,7 +3799,7 @@ static void fsched__overflow_signal(int sig, siginfo_t *info, void *uctx) {
         p = fsched__sig_dec(p, end, (uintptr_t)f->params.stack_size);
         p = fsched__sig_put(p, end, " bytes)");
         if (f->task_name) {
-            p = fsched__sig_put(p, end, " running graph task '");
+            p = fsched__sig_put(p, end, " running task '");
             p = fsched__sig_put(p, end, f->task_name);
             p = fsched__sig_put(p, end, "'");
         } else if (f->task_fn) {
@@ -4317,6 +4327,7 @@ typedef struct fsched__task {
     fsched__job job;
     void (*fn)(void *);
     void *arg;
+    const char *name;            /* for traces and overflow reports; NULL: none */
     fsched_wait_group *wait_group;
     struct fsched__task *next;   /* free lists */
     struct fsched__worker *home; /* owner of the slab; NULL: allocated alone */
@@ -5007,12 +5018,15 @@ static void fsched__task_execute(fsched__job *job, fsched__worker *w) {
     fsched_wait_group *wg = t->wait_group;
     fsched_fiber *f = fsched__tls_thread.current;
     void (*outer)(void *) = f->task_fn; /* a task may run inline while another waits */
+    const char *outer_name = f->task_name;
     FSCHED__TRACE(uint64_t trace_begin = fsched__trace_now();)
     f->task_fn = t->fn;
+    f->task_name = t->name;
     t->fn(t->arg);
     if (FSCHED__DEBUG) fsched__stack_check(f, NULL);
     f->task_fn = outer; /* the task may have suspended: it resumes on the same fiber */
-    FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_TASK, trace_begin, NULL,
+    f->task_name = outer_name;
+    FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_TASK, trace_begin, t->name,
                                        (uint64_t)(uintptr_t)t->fn);)
     /* the task may have suspended: it resumes on the same worker, so w still holds */
     fsched__task_free(w->sched, w, t);
@@ -7149,7 +7163,7 @@ FIBERSCHED_API uint64_t fsched_clock_ns(void) { return fsched__clock_ns(); }
 /* ---- spawn ---- */
 
 static fsched_result fsched__spawn(fsched_sched *s, fsched_wait_group *wg, void (*fn)(void *),
-                                   void *arg, const void *data, size_t size) {
+                                   void *arg, const void *data, size_t size, const char *name) {
     fsched__worker *w = fsched__tls_thread.worker;
     fsched__job *job;
     fsched__task *t;
@@ -7167,6 +7181,7 @@ static fsched_result fsched__spawn(fsched_sched *s, fsched_wait_group *wg, void 
     if (!t) goto out;
     t->job.execute = fsched__task_execute;
     t->fn = fn;
+    t->name = name;
     t->wait_group = wg;
     t->copy = NULL;
     t->copy_size = 0;
@@ -7211,18 +7226,30 @@ out:
 }
 
 FIBERSCHED_API fsched_result fsched_spawn(fsched_sched *s, void (*fn)(void *arg), void *arg) {
-    return fsched__spawn(s, NULL, fn, arg, NULL, 0);
+    return fsched__spawn(s, NULL, fn, arg, NULL, 0, NULL);
 }
 
 FIBERSCHED_API fsched_result fsched_spawn_copy(fsched_sched *s, void (*fn)(void *data),
                                                const void *data, size_t size) {
-    return fsched__spawn(s, NULL, fn, NULL, data, size);
+    return fsched__spawn(s, NULL, fn, NULL, data, size, NULL);
+}
+
+FIBERSCHED_API fsched_result fsched_spawn_named(fsched_sched *s, void (*fn)(void *arg), void *arg,
+                                                const char *name) {
+    return fsched__spawn(s, NULL, fn, arg, NULL, 0, name);
 }
 
 FIBERSCHED_API fsched_result fsched_wait_group_spawn(fsched_wait_group *wg, fsched_sched *s,
                                                      void (*fn)(void *arg), void *arg) {
     FSCHED__CHECK_LIVE(wg, "fsched_wait_group_spawn");
-    return fsched__spawn(s, wg, fn, arg, NULL, 0);
+    return fsched__spawn(s, wg, fn, arg, NULL, 0, NULL);
+}
+
+FIBERSCHED_API fsched_result fsched_wait_group_spawn_named(fsched_wait_group *wg, fsched_sched *s,
+                                                           void (*fn)(void *arg), void *arg,
+                                                           const char *name) {
+    FSCHED__CHECK_LIVE(wg, "fsched_wait_group_spawn_named");
+    return fsched__spawn(s, wg, fn, arg, NULL, 0, name);
 }
 
 /* ---- join ---- */

@@ -263,7 +263,7 @@ static void test_task_overflow(void) {
     expect_signal(&r, SIGSEGV, SIGBUS, NULL);
     CHECK(!strstr(r.output, "stack overflow"));
     r = run_child(graph_task_overflow); /* a graph task, by name, on the default stack */
-    snprintf(expected, sizeof expected, "(a stack of %lu bytes) running graph task 'recurses forever'",
+    snprintf(expected, sizeof expected, "(a stack of %lu bytes) running task 'recurses forever'",
              (unsigned long)FIBERSCHED_DEFAULT_STACK_SIZE);
     expect_signal(&r, SIGSEGV, SIGBUS, expected);
 }
