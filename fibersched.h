@@ -7289,15 +7289,15 @@ static void fsched__latch_wait(fsched__worker *w, uintptr_t *latch) {
     fsched_fiber *next;
     uintptr_t expected = 0;
     for (; round < FSCHED__JOIN_HELP_ROUNDS; round++) { /* not on a thread's own stack */
-        int ran;
+        fsched__job *job;
         uint32_t i;
         /* acquire: pairs with the setter's exchange */
         if (FSCHED__LOAD(latch, FSCHED__ACQUIRE) == 1) return;
-        /* a job run here nests on this stack, and may help in turn: only while half of
-           the stack is free, so that helping cannot overflow it */
-        ran = fsched__run_inline(w);
-        if (ran > 0) continue;
-        if (ran < 0) break; /* no room: suspend */
+        job = fsched__find_job(w);
+        if (job) {
+            job->execute(job, w);
+            continue;
+        }
         for (i = 0; i < FSCHED__SPIN_PER_ROUND; i++) fsched__cpu_relax();
     }
     for (;;) {
