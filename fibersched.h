@@ -3054,6 +3054,7 @@ static unsigned char *fsched__slab_pick(fsched__slab_class *c, fsched__slab_span
 static void *fsched__slab_take(size_t size) {
     fsched__thread *t = fsched__thread_get();
     fsched__slab_class *c = NULL;
+    fsched__slab_span *run = NULL;
     unsigned char *slot = NULL, *map = NULL;
     size_t lead = fsched__page_size(), bytes = lead + size * FSCHED__SLAB_SLOTS;
     uint32_t i;
@@ -3065,7 +3066,8 @@ static void *fsched__slab_take(size_t size) {
         if (fsched__slabs[i].slot == size || !fsched__slabs[i].slot) c = &fsched__slabs[i];
     if (c) {
         c->slot = size;
-        slot = fsched__slab_pick(c, &c->runs[t->slab_run % FSCHED__SLAB_RUNS]);
+        run = &c->runs[t->slab_run % FSCHED__SLAB_RUNS];
+        slot = fsched__slab_pick(c, run);
     }
     fsched__spin_unlock(&fsched__slabs_lock);
     if (slot || !c) return slot;
@@ -3085,11 +3087,11 @@ static void *fsched__slab_take(size_t size) {
     (void)flags;
     FSCHED__POINT(SLAB_MAPPED);
     fsched__spin_lock(&fsched__slabs_lock);
-    slot = fsched__slab_pick(c, &c->runs[t->slab_run % FSCHED__SLAB_RUNS]);
+    slot = fsched__slab_pick(c, run);
     if (!slot) {
         c->rest.next = map + lead;
         c->rest.end = map + bytes;
-        slot = fsched__slab_pick(c, &c->runs[t->slab_run % FSCHED__SLAB_RUNS]);
+        slot = fsched__slab_pick(c, run);
         map = NULL;
     }
     fsched__spin_unlock(&fsched__slabs_lock);
