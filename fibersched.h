@@ -6374,21 +6374,25 @@ static void fsched__wait_list_wake_all(fsched_wait_list *l, fsched__wakes *wakes
     }
 }
 
-/* Runs a job on the running fiber, for a wait that has no fiber to switch to (out of
-   memory). That job may wait the same way in turn, nesting on the same stack: it may
-   while at least half of the stack is free (on a thread's own stack, of unknown size, to
-   a depth of 4), so that the stack cannot overflow. Returns 1 when it ran one, 0 when
-   there was none, -1 when there is no room for one. */
+/* Whether a waiting fiber may run another job nested on its stack, rather than leave it
+   to a fiber of its own. That job may wait and help the same way in turn, so each level
+   asks again: while at least half of the stack is free (on a thread's own stack, of
+   unknown size, to a depth of 4), so that chains of helping cannot overflow it. */
 #define FSCHED__INLINE_DEPTH_MAX 4u
+static int fsched__room_to_nest(const fsched_fiber *f) {
+    char here; /* about where the stack pointer is (stacks grow down) */
+    uintptr_t size = (uintptr_t)(f->stack_hi - f->stack_lo);
+    if (size) return (uintptr_t)&here - (uintptr_t)f->stack_lo > size / 2;
+    return f->inline_depth < FSCHED__INLINE_DEPTH_MAX;
+}
+
+/* Runs a job on the running fiber, for a wait that has no fiber to switch to (out of
+   memory), if there is room for it. Returns 1 when it ran one, 0 when there was none, -1
+   when there is no room for one. */
 static int fsched__run_inline(fsched__worker *w) {
     fsched_fiber *f = fsched__tls_thread.current;
     fsched__job *job;
-    char here; /* about where the stack pointer is (stacks grow down) */
-    int room = f->stack_hi > f->stack_lo
-                   ? (uintptr_t)&here - (uintptr_t)f->stack_lo >
-                         (uintptr_t)(f->stack_hi - f->stack_lo) / 2
-                   : f->inline_depth < FSCHED__INLINE_DEPTH_MAX;
-    if (!room) return -1;
+    if (!fsched__room_to_nest(f)) return -1;
     if (!(job = fsched__find_job(w))) return 0;
     f->inline_depth++;
     job->execute(job, w);
@@ -7145,10 +7149,7 @@ FIBERSCHED_API void fsched_yield(void) {
             fsched__switch_to(w, next);
             return;
         }
-        {   /* no fiber to switch to: run one job here */
-            fsched__job *job = fsched__find_job(w);
-            if (job) job->execute(job, w);
-        }
+        fsched__run_inline(w); /* no fiber to switch to: one job here, if there is room */
         return;
     }
 #if !defined(FIBERSCHED_NO_THREADS)
@@ -7287,7 +7288,8 @@ static void fsched__join_execute(fsched__job *job, fsched__worker *w) {
    waiting for it): helps with other work for a bounded time, then suspends until it is
    set. Used by a join whose second half, and a sync whose frame, another worker took. */
 static void fsched__latch_wait(fsched__worker *w, uintptr_t *latch) {
-    uint32_t round = fsched__tls_thread.current == w->root ? FSCHED__JOIN_HELP_ROUNDS : 0;
+    fsched_fiber *f = fsched__tls_thread.current; /* helps only with room to nest */
+    uint32_t round = f == w->root || !fsched__room_to_nest(f) ? FSCHED__JOIN_HELP_ROUNDS : 0;
     fsched_fiber *next;
     uintptr_t expected = 0;
     for (; round < FSCHED__JOIN_HELP_ROUNDS; round++) { /* not on a thread's own stack */
@@ -7311,21 +7313,22 @@ static void fsched__latch_wait(fsched__worker *w, uintptr_t *latch) {
     }
     FSCHED__POINT(JOIN);
     /* acq_rel: publishes the fiber to the setter, or sees that it finished */
-    if (FSCHED__CAS(latch, &expected, (uintptr_t)fsched__tls_thread.current, FSCHED__ACQ_REL,
-                    FSCHED__ACQUIRE))
+    if (FSCHED__CAS(latch, &expected, (uintptr_t)f, FSCHED__ACQ_REL, FSCHED__ACQUIRE))
         fsched__suspend(w, next);
     else
         fsched__suspend_cancel(w, next); /* finished meanwhile */
 }
 
 /* Runs jobs popped from the own deque until b comes back (then runs it here) or turns
-   out to be taken (then waits for it). Jobs newer than b are tasks spawned meanwhile.
-   On a bound thread's own stack no other task runs: b only, if it is next. */
+   out to be taken (then waits for it). Jobs newer than b are tasks spawned meanwhile, and
+   jobs of other fibers of this worker that ran while a was suspended. On a bound thread's
+   own stack, or without room to nest, no other job runs here: b only, if it is next. */
 static void fsched__join_finish(fsched__worker *w, fsched__join_job *j) {
-    int on_root = fsched__tls_thread.current == w->root;
+    fsched_fiber *f = fsched__tls_thread.current;
+    int b_only = f == w->root || !fsched__room_to_nest(f);
     for (;;) {
         fsched__job *job;
-        if (on_root) {
+        if (b_only) {
             if (!fsched__deque_pop_if_newest(&w->deque, &j->job)) break;
             j->fn(j->arg);
             return;

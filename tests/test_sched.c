@@ -655,11 +655,18 @@ typedef struct rj {
     int depth;
     uint64_t seed;
     uint64_t *leaves;
+    size_t *deepest; /* if not NULL: the most stack bytes a node found in use below it */
 } rj;
 
 static void random_join(void *p) {
     rj *r = (rj *)p, x, y;
     uint64_t h = tree_hash(r->seed);
+    if (r->deepest) {
+        fsched_fiber *f = fsched__tls_thread.current;
+        char here;
+        size_t used = (size_t)(f->stack_hi - (unsigned char *)&here);
+        if (f->stack_hi > f->stack_lo && used > *r->deepest) *r->deepest = used;
+    }
     if (r->depth == 0) {
         if (h % 16 == 0) fsched_sleep_for(1000 * (h % 200));
         else if (h % 16 == 1) fsched_yield();
@@ -680,8 +687,45 @@ static void test_random_join(fsched_sched *s) {
     r.depth = TEST_SCALE > 1 ? 10 : 13;
     r.seed = 1;
     r.leaves = &leaves;
+    r.deepest = NULL;
     run_in_task(s, random_join, &r);
     CHECK_EQ_U64(leaves, 1ull << r.depth);
+}
+
+/* A joiner whose taken half is not done helps with other jobs of its worker, nested on
+   its stack: the jobs of fibers that ran while it was suspended, which may do the same in
+   turn. Each level helps only while half of the stack is free. With nodes slow against
+   their sleeps (a clock that advances 100 us a read, one thread running tasks), such chains
+   grew without bound and overflowed a 64 KiB stack of the random joins. */
+static uint64_t slow_clock(void *user) {
+    return FSCHED__FETCH_ADD((uint64_t *)user, (uint64_t)100000, FSCHED__RELAXED) + 100000;
+}
+
+static void test_helping_bounded(void) {
+    static uint64_t now;
+    fsched_desc d;
+    fsched_sched *s;
+    uint64_t leaves = 0;
+    size_t deepest = 0;
+    rj r;
+    memset(&d, 0, sizeof d);
+    d.workers = 1;
+    d.stack_size = 64 * 1024;
+    d.clock = slow_clock;
+    d.clock_user = &now;
+    CHECK_OK(fsched_create(&d, &s));
+#if defined(FIBERSCHED_NO_THREADS)
+    CHECK_OK(fsched_bind(s));
+#endif
+    r.depth = 13;
+    r.seed = 1;
+    r.leaves = &leaves;
+    r.deepest = &deepest;
+    run_in_task(s, random_join, &r);
+    CHECK_EQ_U64(leaves, 1ull << r.depth);
+    /* half of the stack, then one job's own tree of 13 levels */
+    CHECK(deepest < d.stack_size * 3 / 4);
+    CHECK_OK(fsched_destroy(s));
 }
 
 /* ---- work queued before a long computation is offered to the other workers ----
@@ -835,6 +879,7 @@ static void *bound_thread(void *p) {
     r.depth = 8;
     r.seed = 99;
     r.leaves = &b->leaves;
+    r.deepest = NULL;
     random_join(&r);
     test_blocking(b->s, 50);
     CHECK_OK(fsched_unbind());
@@ -1781,6 +1826,7 @@ int main(void) {
     test_deep_chain(2);
     test_out_of_memory();
     test_inline_waits_bounded();
+    test_helping_bounded();
     test_blocked_on_slab_stacks(2);
     test_blocked_on_slab_stacks(6);
 #if defined(__linux__) && TEST_THREADS
