@@ -7282,29 +7282,17 @@ static void fsched__join_execute(fsched__job *job, fsched__worker *w) {
     if (waiting > 1) fsched__make_ready(owner, (fsched_fiber *)waiting);
 }
 
-#define FSCHED__JOIN_HELP_ROUNDS 64u
-
 /* The waiting side of a latch set by another worker (0 pending, 1 set, else the fiber
-   waiting for it): helps with other work for a bounded time, then suspends until it is
-   set. Used by a join whose second half, and a sync whose frame, another worker took. */
+   waiting for it): suspends until it is set. Used by a join whose second half, and a sync
+   whose frame, another worker took. It runs no other job on this fiber meanwhile: one that
+   blocked here would hold the waiter's continuation beneath it, and with it whatever that
+   continuation would release (and chains of such nesting grow the stack without bound).
+   The worker's loop runs them, each on a fiber of its own. */
 static void fsched__latch_wait(fsched__worker *w, uintptr_t *latch) {
-    fsched_fiber *f = fsched__tls_thread.current; /* helps only with room to nest */
-    uint32_t round = f == w->root || !fsched__room_to_nest(f) ? FSCHED__JOIN_HELP_ROUNDS : 0;
     fsched_fiber *next;
     uintptr_t expected = 0;
-    for (; round < FSCHED__JOIN_HELP_ROUNDS; round++) { /* not on a thread's own stack */
-        fsched__job *job;
-        uint32_t i;
-        /* acquire: pairs with the setter's exchange */
-        if (FSCHED__LOAD(latch, FSCHED__ACQUIRE) == 1) return;
-        job = fsched__find_job(w);
-        if (job) {
-            job->execute(job, w);
-            continue;
-        }
-        for (i = 0; i < FSCHED__SPIN_PER_ROUND; i++) fsched__cpu_relax();
-    }
     for (;;) {
+        /* acquire: pairs with the setter's exchange */
         if (FSCHED__LOAD(latch, FSCHED__ACQUIRE) == 1) return;
         next = fsched__suspend_prepare(w);
         if (next) break;
@@ -7313,35 +7301,25 @@ static void fsched__latch_wait(fsched__worker *w, uintptr_t *latch) {
     }
     FSCHED__POINT(JOIN);
     /* acq_rel: publishes the fiber to the setter, or sees that it finished */
-    if (FSCHED__CAS(latch, &expected, (uintptr_t)f, FSCHED__ACQ_REL, FSCHED__ACQUIRE))
+    if (FSCHED__CAS(latch, &expected, (uintptr_t)fsched__tls_thread.current, FSCHED__ACQ_REL,
+                    FSCHED__ACQUIRE))
         fsched__suspend(w, next);
     else
         fsched__suspend_cancel(w, next); /* finished meanwhile */
 }
 
-/* Runs jobs popped from the own deque until b comes back (then runs it here) or turns
-   out to be taken (then waits for it). Jobs newer than b are tasks spawned meanwhile, and
-   jobs of other fibers of this worker that ran while a was suspended. On a bound thread's
-   own stack, or without room to nest, no other job runs here: b only, if it is next. */
+/* After a, when b was not the newest job: b runs here if it is still queued, that is, if
+   it is the newest job after all (it was shared to the public part, and thieves take the
+   oldest). Else another worker took it, or jobs queued after it (tasks a spawned, jobs of
+   fibers that ran while a was suspended) are above it, and the caller waits for its latch:
+   the worker's loop runs those jobs, and b, on other fibers (see fsched__latch_wait). */
 static void fsched__join_finish(fsched__worker *w, fsched__join_job *j) {
-    fsched_fiber *f = fsched__tls_thread.current;
-    int b_only = f == w->root || !fsched__room_to_nest(f);
-    for (;;) {
-        fsched__job *job;
-        if (b_only) {
-            if (!fsched__deque_pop_if_newest(&w->deque, &j->job)) break;
-            j->fn(j->arg);
-            return;
-        }
-        job = fsched__pop_job(w);
-        if (!job) break;
-        if (job == &j->job) {
-            j->fn(j->arg);
-            return;
-        }
-        job->execute(job, w);
+    /* owner: b is the newest, so a pop returns b, or nothing if a thief took it meanwhile */
+    if (fsched__deque_peek(&w->deque) == &j->job && fsched__pop_job(w) == &j->job) {
+        j->fn(j->arg);
+        return;
     }
-    fsched__latch_wait(w, &j->latch); /* b was taken by another worker */
+    fsched__latch_wait(w, &j->latch);
 }
 
 static fsched_result fsched__join_check(fsched__worker *w, int null_function, const char *what) {

@@ -692,11 +692,11 @@ static void test_random_join(fsched_sched *s) {
     CHECK_EQ_U64(leaves, 1ull << r.depth);
 }
 
-/* A joiner whose taken half is not done helps with other jobs of its worker, nested on
-   its stack: the jobs of fibers that ran while it was suspended, which may do the same in
-   turn. Each level helps only while half of the stack is free. With nodes slow against
-   their sleeps (a clock that advances 100 us a read, one thread running tasks), such chains
-   grew without bound and overflowed a 64 KiB stack of the random joins. */
+/* A joiner whose taken half is not done waits without running other jobs nested on its
+   stack. When it ran the jobs of fibers that had run while it was suspended, each of which
+   could do the same in turn, with nodes slow against their sleeps (a clock that advances
+   100 us a read, one thread running tasks), such chains grew without bound and overflowed
+   a 64 KiB stack of the random joins. */
 static uint64_t slow_clock(void *user) {
     return FSCHED__FETCH_ADD((uint64_t *)user, (uint64_t)100000, FSCHED__RELAXED) + 100000;
 }
@@ -725,6 +725,79 @@ static void test_helping_bounded(void) {
     CHECK_EQ_U64(leaves, 1ull << r.depth);
     /* half of the stack, then one job's own tree of 13 levels */
     CHECK(deepest < d.stack_size * 3 / 4);
+    CHECK_OK(fsched_destroy(s));
+}
+
+/* ---- a waiting joiner runs nested only what it waits for ----
+   A joiner whose second half is not done must not run other jobs nested on its stack: a
+   job that blocks there holds the joiner's continuation beneath it. Here that job waits
+   for an event the joiner sets after the join, which deadlocked (the job's wait timed
+   out) when the joiner ran it nested: a task queued after the second half, popped by the
+   joiner from its own deque (one worker), or a task another worker queued, taken by a
+   joiner helping while the second half runs there (two workers). */
+typedef struct unrelated {
+    fsched_event half_begun, joined; /* the second half began; the joiner went on */
+    fsched_wait_group tasks;
+    fsched_sched *s;
+    int spawn_in_a;    /* the first half queues the task, once the second began */
+    uint32_t task_queued, task_begun; /* atomic */
+    fsched_result task_wait;
+} unrelated;
+
+static void unrelated_task(void *p) {
+    unrelated *u = (unrelated *)p;
+    FSCHED__STORE(&u->task_begun, 1u, FSCHED__RELEASE);
+    u->task_wait = fsched_event_wait_for(&u->joined, 5ull * 1000 * 1000 * 1000);
+}
+
+static void unrelated_first(void *p) {
+    unrelated *u = (unrelated *)p;
+    if (!u->spawn_in_a) { /* returns when the task is there to be taken */
+        uint64_t limit = fsched_clock_ns() + 10ull * 1000 * 1000 * 1000;
+        while (!FSCHED__LOAD(&u->task_queued, FSCHED__ACQUIRE)) CHECK(fsched_clock_ns() < limit);
+        return;
+    }
+    CHECK_OK(fsched_event_wait(&u->half_begun)); /* the half runs on another fiber */
+    CHECK_OK(fsched_wait_group_spawn(&u->tasks, u->s, unrelated_task, u)); /* the newest job */
+}
+
+static void unrelated_second(void *p) {
+    unrelated *u = (unrelated *)p;
+    uint64_t limit;
+    CHECK_OK(fsched_event_set(&u->half_begun));
+    if (u->spawn_in_a) return;
+    /* queued on this worker, which computes until someone else took the task: the
+       joiner, waiting for this half, is the only one that can */
+    CHECK_OK(fsched_wait_group_spawn(&u->tasks, u->s, unrelated_task, u));
+    FSCHED__STORE(&u->task_queued, 1u, FSCHED__RELEASE);
+    limit = fsched_clock_ns() + 10ull * 1000 * 1000 * 1000;
+    while (!FSCHED__LOAD(&u->task_begun, FSCHED__ACQUIRE)) CHECK(fsched_clock_ns() < limit);
+}
+
+static void unrelated_joiner(void *p) {
+    unrelated *u = (unrelated *)p;
+    CHECK_OK(fsched_join(unrelated_first, u, unrelated_second, u));
+    CHECK_OK(fsched_event_set(&u->joined));
+}
+
+static void test_join_runs_no_unrelated_job(uint32_t workers, int spawn_in_a) {
+    fsched_sched *s = make_sched(workers);
+    int round;
+    for (round = 0; round < 20; round++) {
+        unrelated u;
+        memset(&u, 0, sizeof u);
+        u.s = s;
+        u.spawn_in_a = spawn_in_a;
+        CHECK_OK(fsched_event_init(&u.half_begun, 1, 0));
+        CHECK_OK(fsched_event_init(&u.joined, 1, 0));
+        CHECK_OK(fsched_wait_group_init(&u.tasks));
+        run_in_task(s, unrelated_joiner, &u);
+        CHECK_OK(fsched_wait_group_wait(&u.tasks));
+        CHECK_RESULT(u.task_wait, FSCHED_OK);
+        CHECK_OK(fsched_event_destroy(&u.half_begun));
+        CHECK_OK(fsched_event_destroy(&u.joined));
+        CHECK_OK(fsched_wait_group_destroy(&u.tasks));
+    }
     CHECK_OK(fsched_destroy(s));
 }
 
@@ -1827,6 +1900,10 @@ int main(void) {
     test_out_of_memory();
     test_inline_waits_bounded();
     test_helping_bounded();
+    test_join_runs_no_unrelated_job(1, 1);
+#if TEST_THREADS
+    test_join_runs_no_unrelated_job(2, 0);
+#endif
     test_blocked_on_slab_stacks(2);
     test_blocked_on_slab_stacks(6);
 #if defined(__linux__) && TEST_THREADS
