@@ -153,6 +153,9 @@
                                    environment variable FIBERSCHED_CHAOS_SEED (or the
                                    clock; printed once; 0 turns it off). For testing
                                    programs under unlucky timing (default 0: no code)
+   FIBERSCHED_GDB_SCRIPT           names tools/fibersched-gdb.py (`info fibers`, `fiber
+                                   bt`) in the program's .debug_gdb_scripts section, so
+                                   that gdb loads it from its auto-load path (ELF only)
 
    PLATFORMS
 
@@ -1553,6 +1556,15 @@ long syscall(long number, ...);
 
 #include "fibersched_asm.h"
 
+/* gdb reads entries of this section, each a kind byte (1: a Python file) and a file name
+   to look for; "MS" lets the linker keep one copy when several units name it. */
+#if defined(FIBERSCHED_GDB_SCRIPT) && defined(__ELF__) && defined(__GNUC__)
+__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
+        ".byte 1\n"
+        ".asciz \"fibersched-gdb.py\"\n"
+        ".popsection\n");
+#endif
+
 #if defined(FSCHED__CTX_UCONTEXT)
 #include <ucontext.h>
 #endif
@@ -2730,6 +2742,12 @@ struct fsched_fiber {
     fsched_frames *frames;  /* the innermost frame stack its task trees hold (spawn/sync) */
     void (*task_fn)(void *); /* the detached task whose function runs on it, ... */
     const char *task_name;   /* ... and its name, if it has one: for overflow reports */
+    /* for debuggers (tools/fibersched-gdb.py): what it waits on while suspended, its id
+       and its place in its worker's list of fibers */
+    const char *wait_what;   /* "event", "mutex", "join"...; NULL: not waiting */
+    const void *wait_object; /* the event, mutex... waited on; NULL for a sleep */
+    uint32_t id;             /* unique in its scheduler, from 1 */
+    fsched_fiber *live_prev, *live_next;
 #if FIBERSCHED_TRACE
     uint32_t trace_id;      /* its track in the trace of the slot that runs it; 0: none yet */
 #endif
@@ -4367,6 +4385,7 @@ typedef struct fsched__worker {
     /* fibers, owner only */
     fsched_fiber *idle;      /* parked in the scheduling loop, ready to take over */
     uint32_t idle_count;
+    fsched_fiber *live;      /* every fiber of the slot but the root, for debuggers */
     fsched_fiber *spare[2u * FSCHED__SPARE_BATCH]; /* blocks of ended loop fibers, for
                                 new ones: taken from and given to the pool in batches */
     uint32_t spare_count;
@@ -4436,6 +4455,7 @@ static void fsched__frames_destroy(fsched__worker *w);
 
 struct fsched_sched {
     uint32_t magic;
+    uint32_t fiber_ids;   /* atomic: ids given to fibers so far */
     uint32_t n_threads;   /* worker threads */
     uint32_t n_slots;     /* worker threads, bound slots, and one for fsched_destroy */
     uint32_t started;     /* worker threads started */
@@ -4674,6 +4694,12 @@ static fsched_fiber *fsched__ready_pop(fsched__worker *w) {
 
 static void fsched__loop_main(void *pass);
 
+/* A new id for a fiber of s (a loop fiber, or the root of a thread taking a slot), by which
+   debuggers name it. Relaxed: it need only be unique. */
+static uint32_t fsched__fiber_id(fsched_sched *s) {
+    return FSCHED__FETCH_ADD(&s->fiber_ids, (uint32_t)1, FSCHED__RELAXED) + 1;
+}
+
 /* Owner: a fiber parked in the scheduling loop, from the idle pool or newly made. */
 static fsched_fiber *fsched__idle_take(fsched__worker *w) {
     fsched_fiber *f = w->idle;
@@ -4695,16 +4721,29 @@ static fsched_fiber *fsched__idle_take(fsched__worker *w) {
         return NULL;
     }
     f->owner = w;
+    f->id = fsched__fiber_id(w->sched);
+    f->live_prev = NULL;
+    f->live_next = w->live;
+    if (w->live) w->live->live_prev = f;
+    w->live = f;
     fsched__count(w->fibers, 1);
     return f;
+}
+
+/* Owner: takes an ending fiber of w out of its list. */
+static void fsched__live_unlink(fsched__worker *w, fsched_fiber *f) {
+    if (f->live_prev) f->live_prev->live_next = f->live_next;
+    else w->live = f->live_next;
+    if (f->live_next) f->live_next->live_prev = f->live_prev;
+    fsched__count(w->fibers, -1);
 }
 
 /* Owner: ends a loop fiber of w that will never run again; its block joins w's spares,
    and the older half of them goes back to the pool when they are many: one lock per
    batch, not per fiber (100,000 tasks that block at once take as many fibers). */
 static void fsched__spare_add(fsched__worker *w, fsched_fiber *f) {
+    fsched__live_unlink(w, f);
     fsched__fiber_end(f);
-    fsched__count(w->fibers, -1);
     w->spare[w->spare_count++] = f;
     if (w->spare_count == 2u * FSCHED__SPARE_BATCH) {
         fsched__pool_give_many(w->sched->stacks, w->spare, FSCHED__SPARE_BATCH);
@@ -4756,12 +4795,18 @@ static void fsched__switch_to(fsched__worker *w, fsched_fiber *to) {
 
 /* Owner: the running fiber stops until someone makes it ready; the worker carries on
    with a ready fiber or, failing that, an idle one. `next` was taken by the caller
-   (fsched__suspend_prepare), before it published the fiber as waiting. */
-static void fsched__suspend(fsched__worker *w, fsched_fiber *next) {
+   (fsched__suspend_prepare), before it published the fiber as waiting. `what` and
+   `object` say what it waits on, for debuggers. */
+static void fsched__suspend(fsched__worker *w, fsched_fiber *next, const char *what,
+                            const void *object) {
+    fsched_fiber *self = fsched__tls_thread.current;
     FSCHED__TRACE(uint64_t trace_begin = fsched__trace_now();)
     next->ready_taken = 0;
     w->blocked++;
+    self->wait_what = what;
+    self->wait_object = object;
     fsched__switch_to(w, next);
+    self->wait_what = NULL;
     w->blocked--;
     FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_BLOCKED, trace_begin, NULL, 0);)
 }
@@ -4798,8 +4843,8 @@ static void fsched__release_fibers(fsched__worker *w) {
     fsched_fiber *f = w->idle, *next;
     for (; f; f = next) {
         next = f->link;
+        fsched__live_unlink(w, f);
         fsched__fiber_release(f);
-        fsched__count(w->fibers, -1);
     }
     w->idle = NULL;
     w->idle_count = 0;
@@ -4823,6 +4868,8 @@ struct fsched__waiter {
     uint32_t handed;          /* a mutex waiter ended with the mutex locked for it */
     uint64_t since;           /* a mutex waiter: when it first queued (0: no clock) */
     fsched_fiber *next_fiber; /* what the worker switches to when the fiber blocks */
+    const char *what;         /* what it waits on, for debuggers: "event", "mutex"... */
+    const void *object;       /* ... and which one */
 };
 
 #define FSCHED__WAIT_WAITING 0u
@@ -5626,6 +5673,7 @@ static void fsched__worker_main(void *arg) {
     t->worker = w;
     w->thread = t;
     w->root = t->current;
+    w->root->id = fsched__fiber_id(w->sched);
 #if defined(FSCHED__HAVE_PINNING)
     if (w->cpu >= 0 && fsched__pin_self((uint32_t)w->cpu) != 0) /* checked at creation */
         fsched__log(&w->sched->logger, FSCHED_LOG_WARNING, "worker %lu cannot be pinned to CPU %ld",
@@ -5893,6 +5941,7 @@ static fsched_result fsched__bind(fsched_sched *s, int reserved, fsched__worker 
             fsched__mutex_unlock(&w->affine.lock);
             w->thread = t;
             w->root = t->current;
+            w->root->id = fsched__fiber_id(s);
             FSCHED__TRACE(w->root->trace_id = 0;) /* a track of this slot's own numbering */
             t->worker = w;
             *out = w;
@@ -6433,7 +6482,8 @@ static void fsched__wait_inline(fsched__worker *w, fsched__waiter *wt) {
    under the lock: a task or bound thread takes the fiber its worker will switch to and
    arms its timer; any other thread readies its parker. FSCHED_ERR_OUT_OF_MEMORY when the
    timer cannot be set. */
-static fsched_result fsched__wait_begin(fsched__waiter *wt, uint64_t deadline) {
+static fsched_result fsched__wait_begin(fsched__waiter *wt, uint64_t deadline, const char *what,
+                                        const void *object) {
     fsched__thread *t = &fsched__tls_thread;
     fsched__worker *w = t->worker;
     if (fsched__in_interrupt()) /* it would block the very code it preempted */
@@ -6441,6 +6491,8 @@ static fsched_result fsched__wait_begin(fsched__waiter *wt, uint64_t deadline) {
                               "a wait from an interrupt handler");
     memset(wt, 0, sizeof *wt);
     wt->deadline = deadline;
+    wt->what = what;
+    wt->object = object;
     if (w) {
         if (deadline && !fsched__timer_add(w, wt)) return FSCHED_ERR_OUT_OF_MEMORY;
         wt->worker = w;
@@ -6490,7 +6542,7 @@ static fsched_result fsched__wait_commit(fsched_wait_list *list, fsched__waiter 
         if (t->current == w->root) w->root_waiter = wt;
         if (list) fsched__wait_list_unlock(list);
         FSCHED__POINT(WAITING);
-        if (next) fsched__suspend(w, next);
+        if (next) fsched__suspend(w, next, wt->what, wt->object);
         else fsched__wait_inline(w, wt);
         if (t->current == w->root) w->root_waiter = NULL;
         if (wt->timer) fsched__timer_remove(w, wt);
@@ -6622,7 +6674,7 @@ static fsched_result fsched__event_wait(fsched_event *e, uint64_t deadline) {
         fsched__wait_list_quiesce(&e->waiters);
         return FSCHED_OK;
     }
-    r = fsched__wait_begin(&wt, deadline);
+    r = fsched__wait_begin(&wt, deadline, "event", e);
     if (r != FSCHED_OK) return r;
     fsched__wait_list_lock(&e->waiters);
     if (fsched__event_try(e)) { /* set meanwhile */
@@ -6758,7 +6810,7 @@ static fsched_result fsched__wait_group_wait(fsched_wait_group *wg, uint64_t dea
         fsched__wait_list_quiesce(&wg->waiters); /* the last done may still be waking */
         return FSCHED_OK;
     }
-    r = fsched__wait_begin(&wt, deadline);
+    r = fsched__wait_begin(&wt, deadline, "wait group", wg);
     if (r != FSCHED_OK) return r;
     fsched__wait_list_lock(&wg->waiters);
     if (FSCHED__LOAD(&wg->count, FSCHED__ACQUIRE) == 0) { /* the last done takes this lock */
@@ -6846,7 +6898,7 @@ static fsched_result fsched__mutex_acquire(fsched_mutex *m, uint64_t deadline) {
     }
     for (;;) {
         uint32_t st;
-        if ((r = fsched__wait_begin(&wt, deadline)) != FSCHED_OK) return r;
+        if ((r = fsched__wait_begin(&wt, deadline, "mutex", m)) != FSCHED_OK) return r;
 #if defined(FSCHED__OS_NONE)
         since = (uint64_t)woken; /* no clock to measure by: starving once it lost */
 #else
@@ -6949,7 +7001,7 @@ FIBERSCHED_API fsched_result fsched_cond_destroy(fsched_cond *c) {
 static fsched_result fsched__cond_wait(fsched_cond *c, fsched_mutex *m, uint64_t deadline) {
     fsched__waiter wt;
     fsched_result r, relock;
-    r = fsched__wait_begin(&wt, deadline);
+    r = fsched__wait_begin(&wt, deadline, "condition", c);
     if (r != FSCHED_OK) return r;
     fsched__wait_list_lock(&c->waiters);
     fsched__wait_list_append(&c->waiters, &wt); /* queued before m is released: no lost signal */
@@ -7045,7 +7097,7 @@ static fsched_result fsched__sema_acquire(fsched_sema *s, uint64_t deadline) {
     fsched__waiter wt;
     fsched_result r;
     if (fsched__sema_try(s)) return FSCHED_OK;
-    r = fsched__wait_begin(&wt, deadline);
+    r = fsched__wait_begin(&wt, deadline, "semaphore", s);
     if (r != FSCHED_OK) return r;
     fsched__wait_list_lock(&s->waiters);
     if (fsched__sema_take_locked(s)) { /* released meanwhile */
@@ -7103,7 +7155,7 @@ FIBERSCHED_API void fsched_sleep_for(uint64_t ns) {
     }
     if (w) {
         /* a timer that cannot be set (out of memory) falls back to blocking the thread */
-        if (fsched__wait_begin(&wt, fsched__deadline_after(ns)) == FSCHED_OK) {
+        if (fsched__wait_begin(&wt, fsched__deadline_after(ns), "sleep", NULL) == FSCHED_OK) {
             fsched__wait_commit(NULL, &wt);
             return;
         }
@@ -7303,7 +7355,7 @@ static void fsched__latch_wait(fsched__worker *w, uintptr_t *latch) {
     /* acq_rel: publishes the fiber to the setter, or sees that it finished */
     if (FSCHED__CAS(latch, &expected, (uintptr_t)fsched__tls_thread.current, FSCHED__ACQ_REL,
                     FSCHED__ACQUIRE))
-        fsched__suspend(w, next);
+        fsched__suspend(w, next, "join", latch);
     else
         fsched__suspend_cancel(w, next); /* finished meanwhile */
 }

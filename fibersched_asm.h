@@ -151,6 +151,11 @@
 #define FSCHED__ASM_SWITCH FSCHED__ASM_NAME("fsched__asm_switch")
 #define FSCHED__ASM_ENTRY FSCHED__ASM_NAME("fsched__asm_entry")
 #define FSCHED__ASM_FUNC(s, align) FSCHED__ASM_BIND(s) FSCHED__ASM_TYPE(s) align s ":\n"
+/* A local label in each switch just after the stack pointer of the resumed context is
+   loaded: there, the switch's unwind information describes the frame that context saved,
+   so a debugger that puts a suspended fiber's saved stack pointer in sp and this label in
+   pc sees that fiber's backtrace (tools/fibersched-gdb.py, `fiber bt`). */
+#define FSCHED__ASM_RESUME FSCHED__ASM_NAME("fsched__asm_resume") ":\n"
 
 #ifdef __cplusplus
 extern "C" {
@@ -227,15 +232,20 @@ __asm__(
     "    .cfi_rel_offset %rbx, 0\n"
     "    pushq %r12\n"
     "    .cfi_adjust_cfa_offset 8\n"
+    "    .cfi_rel_offset %r12, 0\n"
     "    pushq %r13\n"
     "    .cfi_adjust_cfa_offset 8\n"
+    "    .cfi_rel_offset %r13, 0\n"
     "    pushq %r14\n"
     "    .cfi_adjust_cfa_offset 8\n"
+    "    .cfi_rel_offset %r14, 0\n"
     "    pushq %r15\n"
     "    .cfi_adjust_cfa_offset 8\n"
+    "    .cfi_rel_offset %r15, 0\n"
     FSCHED__X64_FPU_SAVE
     "    movq %rsp, (%rdi)\n"
     "    movq %rsi, %rsp\n"
+    FSCHED__ASM_RESUME
     FSCHED__X64_FPU_LOAD
     "    popq %r15\n"
     "    .cfi_adjust_cfa_offset -8\n"
@@ -353,6 +363,7 @@ __asm__(
     "    movq %rax, 0xc8(%rsp)\n"
     "    movq %rsp, (%rcx)\n"
     "    movq %rdx, %rsp\n"
+    FSCHED__ASM_RESUME
     "    movq 0xa8(%rsp), %rax\n"
     "    movq %rax, %gs:0x08\n"
     "    movq 0xb0(%rsp), %rax\n"
@@ -500,6 +511,7 @@ __asm__(
     FSCHED__X86_FPU_SAVE
     "    movl %esp, (%ecx)\n"
     "    movl %edx, %esp\n"
+    FSCHED__ASM_RESUME
     FSCHED__X86_FPU_LOAD
     "    popl %edi\n"
     "    .cfi_adjust_cfa_offset -4\n"
@@ -579,11 +591,22 @@ __asm__(
     "    stp x25, x26, [sp, #112]\n"
     "    stp x27, x28, [sp, #128]\n"
     "    stp x29, x30, [sp, #144]\n"
+    "    .cfi_offset x19, -96\n"
+    "    .cfi_offset x20, -88\n"
+    "    .cfi_offset x21, -80\n"
+    "    .cfi_offset x22, -72\n"
+    "    .cfi_offset x23, -64\n"
+    "    .cfi_offset x24, -56\n"
+    "    .cfi_offset x25, -48\n"
+    "    .cfi_offset x26, -40\n"
+    "    .cfi_offset x27, -32\n"
+    "    .cfi_offset x28, -24\n"
     "    .cfi_offset x29, -16\n"
     "    .cfi_offset x30, -8\n"
     "    mov x9, sp\n"
     "    stlr x9, [x0]\n"
     "    mov sp, x1\n"
+    FSCHED__ASM_RESUME
     "    ldp d8, d9, [sp, #0]\n"
     "    ldp d10, d11, [sp, #16]\n"
     "    ldp d12, d13, [sp, #32]\n"
@@ -648,13 +671,25 @@ static void *fsched__asm_make_stack(void *lo, void *hi, void (*entry)(void *),
 #define FSCHED__ARM_VFP_WORDS 0
 #define FSCHED__ARM_SAVE                                                                    \
     "    push {r4-r7, lr}\n"                                                                \
+    "    .cfi_adjust_cfa_offset 20\n"                                                       \
+    "    .cfi_rel_offset r4, 0\n"                                                           \
+    "    .cfi_rel_offset r5, 4\n"                                                           \
+    "    .cfi_rel_offset r6, 8\n"                                                           \
+    "    .cfi_rel_offset r7, 12\n"                                                          \
+    "    .cfi_rel_offset lr, 16\n"                                                          \
     "    mov r4, r8\n"                                                                      \
     "    mov r5, r9\n"                                                                      \
     "    mov r6, r10\n"                                                                     \
     "    mov r7, r11\n"                                                                     \
-    "    push {r3-r7}\n"
+    "    push {r3-r7}\n"                                                                    \
+    "    .cfi_adjust_cfa_offset 20\n"                                                       \
+    "    .cfi_rel_offset r8, 4\n"                                                           \
+    "    .cfi_rel_offset r9, 8\n"                                                           \
+    "    .cfi_rel_offset r10, 12\n"                                                         \
+    "    .cfi_rel_offset r11, 16\n"
 #define FSCHED__ARM_LOAD                                                                    \
     "    pop {r3-r7}\n"                                                                     \
+    "    .cfi_adjust_cfa_offset -20\n"                                                      \
     "    mov r8, r4\n"                                                                      \
     "    mov r9, r5\n"                                                                      \
     "    mov r10, r6\n"                                                                     \
@@ -664,18 +699,30 @@ static void *fsched__asm_make_stack(void *lo, void *hi, void (*entry)(void *),
 #else
 #if defined(__ARM_FP) && (__ARM_FP & 8)
 #define FSCHED__ARM_VFP_WORDS 16
-#define FSCHED__ARM_VFP_SAVE "    vpush {d8-d15}\n"
-#define FSCHED__ARM_VFP_LOAD "    vpop {d8-d15}\n"
+#define FSCHED__ARM_VFP_SAVE "    vpush {d8-d15}\n    .cfi_adjust_cfa_offset 64\n"
+#define FSCHED__ARM_VFP_LOAD "    vpop {d8-d15}\n    .cfi_adjust_cfa_offset -64\n"
 #elif defined(__ARM_FP) && (__ARM_FP & 4)
 #define FSCHED__ARM_VFP_WORDS 16
-#define FSCHED__ARM_VFP_SAVE "    vpush {s16-s31}\n"
-#define FSCHED__ARM_VFP_LOAD "    vpop {s16-s31}\n"
+#define FSCHED__ARM_VFP_SAVE "    vpush {s16-s31}\n    .cfi_adjust_cfa_offset 64\n"
+#define FSCHED__ARM_VFP_LOAD "    vpop {s16-s31}\n    .cfi_adjust_cfa_offset -64\n"
 #else
 #define FSCHED__ARM_VFP_WORDS 0
 #define FSCHED__ARM_VFP_SAVE ""
 #define FSCHED__ARM_VFP_LOAD ""
 #endif
-#define FSCHED__ARM_SAVE "    push {r3-r11, lr}\n" FSCHED__ARM_VFP_SAVE
+#define FSCHED__ARM_SAVE                                                                    \
+    "    push {r3-r11, lr}\n"                                                               \
+    "    .cfi_adjust_cfa_offset 40\n"                                                       \
+    "    .cfi_rel_offset r4, 4\n"                                                           \
+    "    .cfi_rel_offset r5, 8\n"                                                           \
+    "    .cfi_rel_offset r6, 12\n"                                                          \
+    "    .cfi_rel_offset r7, 16\n"                                                          \
+    "    .cfi_rel_offset r8, 20\n"                                                          \
+    "    .cfi_rel_offset r9, 24\n"                                                          \
+    "    .cfi_rel_offset r10, 28\n"                                                         \
+    "    .cfi_rel_offset r11, 32\n"                                                         \
+    "    .cfi_rel_offset lr, 36\n"                                                          \
+    FSCHED__ARM_VFP_SAVE
 #define FSCHED__ARM_LOAD FSCHED__ARM_VFP_LOAD "    mov r0, r2\n    pop {r3-r11, pc}\n"
 #endif
 
@@ -693,30 +740,37 @@ static void *fsched__asm_make_stack(void *lo, void *hi, void (*entry)(void *),
 __asm__(
     FSCHED__ASM_SECTION_BEGIN
     ".syntax unified\n"
+    ".cfi_sections .debug_frame\n" /* for debuggers; exceptions use the EHABI tables */
     FSCHED__ARM_MODE
     ".p2align 2\n"
     FSCHED__ARM_FUNC_KIND(FSCHED__ASM_SWITCH)
     FSCHED__ASM_FUNC(FSCHED__ASM_SWITCH, "")
     ".fnstart\n"
     ".cantunwind\n"
+    ".cfi_startproc\n"
     FSCHED__ARM_SAVE
     FSCHED__ARM_RELEASE
     "    mov r3, sp\n"
     "    str r3, [r0]\n"
     "    mov sp, r1\n"
+    FSCHED__ASM_RESUME
     FSCHED__ARM_LOAD
+    ".cfi_endproc\n"
     ".fnend\n"
     FSCHED__ASM_SIZE(FSCHED__ASM_SWITCH)
     /* Entered by the `pop {.., pc}` above: r0 = pass, r4 = entry, r5 = trap. The EHABI
-       entry says "cannot unwind", which ends every backtrace here. */
+       entry says "cannot unwind" and the CFI leaves lr undefined: backtraces end here. */
     ".p2align 2\n"
     FSCHED__ARM_FUNC_KIND(FSCHED__ASM_ENTRY)
     FSCHED__ASM_FUNC(FSCHED__ASM_ENTRY, "")
     ".fnstart\n"
     ".cantunwind\n"
+    ".cfi_startproc\n"
+    ".cfi_undefined lr\n"
     "    blx r4\n"
     "    blx r5\n"
     "    bkpt #0\n"
+    ".cfi_endproc\n"
     ".fnend\n"
     FSCHED__ASM_SIZE(FSCHED__ASM_ENTRY)
     FSCHED__ASM_SECTION_END);
@@ -793,6 +847,7 @@ __asm__(
     "    fence rw, w\n" /* release: the registers above before the pointer */
     "    sd sp, 0(a0)\n"
     "    mv sp, a1\n"
+    FSCHED__ASM_RESUME
     FSCHED__RV_REGS("ld", "l")
     "    addi sp, sp, 208\n"
     "    .cfi_def_cfa_offset 0\n"
@@ -879,6 +934,7 @@ __asm__(
     "    lwsync\n" /* release: the registers above before the pointer */
     "    std 1, 0(3)\n"
     "    mr 1, 4\n"
+    FSCHED__ASM_RESUME
     FSCHED__PPC_VRS("lvx")
     FSCHED__PPC_FPRS("lfd")
     FSCHED__PPC_GPRS("ld")

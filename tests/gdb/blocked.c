@@ -1,0 +1,105 @@
+/* A program for the gdb extension's test (tests/gdb/check.py): tasks blocked on an event,
+   a mutex, a sleep, a wait group and a join, each in a function of its own, on a
+   scheduler of two workers. When every one of them is suspended, main calls
+   fibers_ready(), where the test's breakpoint stops it; the test then lists the fibers
+   and takes their backtraces. Continued, main releases them all and checks that each
+   task ended. */
+#define FIBERSCHED_IMPLEMENTATION
+#include "../../fibersched.h"
+#include "../check.h"
+
+static fsched_event ready_go;  /* set when the test has looked */
+static fsched_mutex held;      /* locked by main while the test looks */
+static fsched_wait_group group; /* never done until main is continued */
+static fsched_event half_started, half_go; /* the second half of the join has begun; ends it */
+static int ended;              /* atomic: tasks that ended */
+
+static FSCHED__NOINLINE void waits_on_event(void *p) {
+    (void)p;
+    CHECK_OK(fsched_event_wait(&ready_go));
+    FSCHED__FETCH_ADD(&ended, 1, FSCHED__RELAXED);
+}
+
+static FSCHED__NOINLINE void waits_on_mutex(void *p) {
+    (void)p;
+    CHECK_OK(fsched_mutex_lock(&held));
+    CHECK_OK(fsched_mutex_unlock(&held));
+    FSCHED__FETCH_ADD(&ended, 1, FSCHED__RELAXED);
+}
+
+static FSCHED__NOINLINE void sleeps_long(void *p) {
+    (void)p;
+    while (!fsched_event_is_set(&ready_go)) fsched_sleep_for(2000ull * 1000 * 1000);
+    FSCHED__FETCH_ADD(&ended, 1, FSCHED__RELAXED);
+}
+
+static FSCHED__NOINLINE void waits_on_group(void *p) {
+    (void)p;
+    CHECK_OK(fsched_wait_group_wait(&group));
+    FSCHED__FETCH_ADD(&ended, 1, FSCHED__RELAXED);
+}
+
+/* The first half waits until the second has begun elsewhere, so that the join waits for
+   a taken half. */
+static void first_half(void *p) {
+    (void)p;
+    CHECK_OK(fsched_event_wait(&half_started));
+}
+
+static void second_half(void *p) {
+    (void)p;
+    CHECK_OK(fsched_event_set(&half_started));
+    CHECK_OK(fsched_event_wait(&half_go));
+}
+
+static FSCHED__NOINLINE void joins_halves(void *p) {
+    (void)p;
+    CHECK_OK(fsched_join(first_half, NULL, second_half, NULL));
+    FSCHED__FETCH_ADD(&ended, 1, FSCHED__RELAXED);
+}
+
+/* The test's breakpoint. */
+FSCHED__NOINLINE void fibers_ready(void);
+FSCHED__NOINLINE void fibers_ready(void) { __asm__ volatile("" ::: "memory"); }
+
+/* Suspended fibers of every slot (a look from outside: good enough to know when to stop). */
+static uint32_t blocked(fsched_sched *s) {
+    uint32_t i, n = 0;
+    for (i = 0; i < s->n_slots; i++) n += FSCHED__LOAD(&s->slots[i]->blocked, FSCHED__RELAXED);
+    return n;
+}
+
+int main(void) {
+    fsched_desc d;
+    fsched_sched *s;
+    int spins = 0;
+    memset(&d, 0, sizeof d);
+    d.workers = 2;
+    CHECK_OK(fsched_event_init(&ready_go, 1, 0));
+    CHECK_OK(fsched_event_init(&half_started, 1, 0));
+    CHECK_OK(fsched_event_init(&half_go, 1, 0));
+    CHECK_OK(fsched_mutex_init(&held));
+    CHECK_OK(fsched_wait_group_init(&group));
+    CHECK_OK(fsched_wait_group_add(&group, 1));
+    CHECK_OK(fsched_mutex_lock(&held));
+    CHECK_OK(fsched_create(&d, &s));
+    CHECK_OK(fsched_spawn_named(s, waits_on_event, NULL, "event-waiter"));
+    CHECK_OK(fsched_spawn_named(s, waits_on_mutex, NULL, "mutex-waiter"));
+    CHECK_OK(fsched_spawn_named(s, sleeps_long, NULL, "sleeper"));
+    CHECK_OK(fsched_spawn_named(s, waits_on_group, NULL, "group-waiter"));
+    CHECK_OK(fsched_spawn(s, joins_halves, NULL)); /* unnamed: listed by its function */
+    /* five tasks, and the second half of the join that one of them waits for */
+    while (blocked(s) < 6) {
+        CHECK(++spins < 100000); /* 100 s */
+        fsched_sleep_for(1000 * 1000);
+    }
+    fibers_ready();
+    CHECK_OK(fsched_event_set(&ready_go));
+    CHECK_OK(fsched_event_set(&half_go));
+    CHECK_OK(fsched_mutex_unlock(&held));
+    CHECK_OK(fsched_wait_group_done(&group));
+    CHECK_OK(fsched_destroy(s));
+    CHECK_EQ_U64(FSCHED__LOAD(&ended, FSCHED__RELAXED), 5);
+    printf("blocked: ok\n");
+    return 0;
+}
