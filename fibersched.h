@@ -26,7 +26,13 @@
      ThreadSanitizer and Valgrind, with an optional handler that reports a fiber stack
      overflow by name instead of a bare segmentation fault;
    - a single-threaded mode, and builds without threads (FIBERSCHED_NO_THREADS) or without
-     any operating system (FIBERSCHED_NO_OS).
+     any operating system (FIBERSCHED_NO_OS);
+   - for C++ (11 or later), an optional layer in namespace fsched, at the end of the
+     file: spawn, join, parallel_for and wait groups taking any callable (capturing
+     lambdas, move-only ones), owners for the scheduler and the synchronisation objects
+     (fsched::mutex works with std::lock_guard and std::unique_lock), and exceptions
+     that escape a task rethrown at the join or wait that observes them;
+   - for gdb, tools/fibersched-gdb.py: `info fibers` and `fiber bt`.
 
    QUICK START
 
@@ -133,6 +139,9 @@
                                    to mask interrupts and tell a handler (see INTERRUPT
                                    HANDLERS; Cortex-M uses PRIMASK and IPSR)
    FIBERSCHED_NO_STDIO             no stdio: the default logger prints nothing
+   FIBERSCHED_NO_CPP               leave out the C++ layer, which every translation unit
+                                   compiled as C++ gets by default (define it wherever
+                                   the header is included)
    FIBERSCHED_DEBUG                log misuse even when NDEBUG is defined
    FIBERSCHED_CONTEXT_ASM, FIBERSCHED_CONTEXT_UCONTEXT, FIBERSCHED_CONTEXT_WINFIBER
                                    force a context backend (default: assembly where
@@ -11103,6 +11112,635 @@ FIBERSCHED_API const char *fsched_version_string(void) {
 }
 
 #endif /* FIBERSCHED_IMPLEMENTATION */
+
+/* ===================================================================================== */
+/*  C++: callables, RAII and exceptions                                                  */
+/* ===================================================================================== */
+/* An optional layer for C++11 and later, over the public C API only, in every translation
+   unit that includes this header as C++ (not only the implementation's). C compilers see
+   none of it; FIBERSCHED_NO_CPP leaves it out of C++ too. In namespace fsched:
+
+       fsched_result spawn(fsched_sched *s, F &&f, const char *name = nullptr);
+       fsched_result join(A &&a, B &&b);
+       fsched_result parallel_for(size_t begin, size_t end, size_t grain, F &&body);
+       class scheduler, wait_group, mutex, condition_variable, event, semaphore;
+       void sleep_for(std::chrono::duration), yield();
+
+   Tasks take any callable: capturing lambdas, move-only ones, function pointers. join and
+   parallel_for are synchronous and call the caller's callables where they are (no
+   allocation); spawn and wait_group::spawn move (or copy) the callable into a block of
+   their own (operator new), which the task destroys once it has run. The parallel_for
+   body takes one index, `(size_t i)`, or a subrange, `(size_t lo, size_t hi)`.
+
+   Failures are results, as in C: fsched_result, [[nodiscard]] under C++17 for the calls
+   whose failure means that something did not run or did not wait. mutex and
+   condition_variable, shaped after the standard ones so that std::lock_guard and
+   std::unique_lock work with them, report a failed lock or wait (misuse only) as those
+   do, with std::system_error (result_category() names the fsched_result); without
+   exceptions they print a line and abort.
+
+   EXCEPTIONS (when the compiler has them on). An exception that escapes a callable is
+   caught on the fiber that ran it, never unwinding through the library's C frames, and
+   rethrown where the work is observed:
+   - join(a, b): once both have returned; a's exception when both threw;
+   - parallel_for: once every call has returned, the first exception; the calls that
+     begin after one threw skip the body (calls already running go on);
+   - wait_group::wait, and a wait_for that returns FSCHED_OK: the first exception of the
+     group's tasks since the last wait;
+   - spawn: nothing observes a detached task. Its exception goes to the unobserved-
+     exception handler (set_unobserved_exception_handler), whose default prints one line
+     to stderr (with what() for a std::exception) and drops it. So does an exception
+     that a wait_group still holds when it is destroyed.
+   The exceptions not rethrown are dropped. Nothing here calls std::terminate. Under
+   -fno-exceptions (in every translation unit of the program alike) the layer is the
+   same, without the catching and without the handler.
+
+   CAVEAT: do not wait (lock, wait, join, sleep, yield) inside a catch block. The C++
+   runtime keeps the exceptions being handled per thread, and a task that runs on the same
+   worker meanwhile and catches one of its own changes what `throw;` and
+   std::current_exception() see in the first. Keep std::current_exception() (or what the
+   exception says) and wait after the catch block. */
+#if defined(__cplusplus) && !defined(FIBERSCHED_NO_CPP) && !defined(FIBERSCHED_CPP_H)
+#define FIBERSCHED_CPP_H
+
+#if __cplusplus < 201103L
+#error "fibersched: the C++ layer needs C++11 or later (or define FIBERSCHED_NO_CPP)"
+#endif
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable> /* std::cv_status */
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex> /* std::unique_lock */
+#include <new>
+#include <string>
+#include <system_error>
+#include <type_traits>
+#include <utility>
+
+#if defined(__cpp_exceptions) || defined(__EXCEPTIONS)
+#define FSCHED__CPP_EXCEPTIONS 1
+#include <exception>
+#else
+#define FSCHED__CPP_EXCEPTIONS 0
+#endif
+
+/* A standard library built without threads (bare metal) has no std::cv_status. */
+#if (defined(__GLIBCXX__) && !defined(_GLIBCXX_HAS_GTHREADS)) ||                         \
+    defined(_LIBCPP_HAS_NO_THREADS) || (defined(_LIBCPP_HAS_THREADS) && !_LIBCPP_HAS_THREADS)
+#define FSCHED__STD_CV_STATUS 0
+#else
+#define FSCHED__STD_CV_STATUS 1
+#endif
+
+#if __cplusplus >= 201703L
+#define FSCHED__NODISCARD [[nodiscard]]
+#else
+#define FSCHED__NODISCARD
+#endif
+
+namespace fsched {
+
+/* ---- errors ---- */
+
+namespace detail {
+class category : public std::error_category {
+public:
+    const char *name() const noexcept override { return "fibersched"; }
+    std::string message(int r) const override {
+        return fsched_result_string(static_cast<fsched_result>(r));
+    }
+};
+} // namespace detail
+
+/* The category of std::system_error's codes from this layer: their values are
+   fsched_result codes, their messages fsched_result_string's. */
+inline const std::error_category &result_category() noexcept {
+    static const detail::category c;
+    return c;
+}
+
+inline std::error_code make_error_code(fsched_result r) noexcept {
+    return std::error_code(static_cast<int>(r), result_category());
+}
+
+#if FSCHED__CPP_EXCEPTIONS
+/* Receives an exception that no join or wait observes: on the task's fiber once its
+   callable was destroyed, or in the destructor of the wait_group that held it; outside
+   any catch block, so it may wait. What it throws is dropped. */
+typedef void (*unobserved_exception_handler)(std::exception_ptr error);
+#endif
+
+namespace detail {
+
+/* ---- what the wrappers share ---- */
+
+/* A failed call shaped after the standard library's, which has no result to return. */
+[[noreturn]] inline void fail(fsched_result r, const char *what) {
+#if FSCHED__CPP_EXCEPTIONS
+    throw std::system_error(make_error_code(r), what);
+#else
+#if !defined(FIBERSCHED_NO_STDIO)
+    std::fprintf(stderr, "fibersched: %s: %s\n", what, fsched_result_string(r));
+#endif
+    std::abort();
+#endif
+}
+
+inline void check(fsched_result r, const char *what) {
+    if (r != FSCHED_OK) fail(r, what);
+}
+
+/* A timed call: true when it succeeded, false when it timed out. */
+inline bool timed(fsched_result r, const char *what) {
+    if (r == FSCHED_ERR_TIMEOUT) return false;
+    check(r, what);
+    return true;
+}
+
+/* A relative timeout as the C calls take it: nanoseconds, rounded up (a wait lasts at
+   least what was asked), 0 for none left, all ones for longer than 292 years. */
+template <class Rep, class Period>
+std::uint64_t to_ns(const std::chrono::duration<Rep, Period> &d) noexcept {
+    typedef std::chrono::duration<long double, std::nano> exact; /* no overflow */
+    if (d <= d.zero()) return 0;
+    if (exact(d) >= exact(std::chrono::nanoseconds::max())) return ~std::uint64_t(0);
+    std::chrono::nanoseconds ns = std::chrono::duration_cast<std::chrono::nanoseconds>(d);
+    if (ns < d) ++ns;
+    return static_cast<std::uint64_t>(ns.count());
+}
+
+#if FSCHED__CPP_EXCEPTIONS
+/* Calls f and keeps what it throws in *thrown. The catch block only takes the exception:
+   it must not wait (see the caveat above). */
+template <class F> void call_catching(F &f, std::exception_ptr *thrown) noexcept {
+    try {
+        f();
+    } catch (...) {
+        *thrown = std::current_exception();
+    }
+}
+
+/* The first exception that tasks, on any threads, offer; later ones are dropped. A
+   lock-free slot: empty, busy (being filled or emptied) or full. */
+class first_error {
+public:
+    first_error() noexcept : state_(empty) {}
+    /* Whether an exception was offered and not yet taken. */
+    bool failed() const noexcept { return state_.load(std::memory_order_relaxed) != empty; }
+    void offer(std::exception_ptr e) noexcept {
+        int expected = empty;
+        /* acquire: a take that emptied the slot is done with error_ */
+        if (state_.compare_exchange_strong(expected, busy, std::memory_order_acquire,
+                                           std::memory_order_relaxed)) {
+            error_ = std::move(e);
+            state_.store(full, std::memory_order_release);
+        }
+    }
+    std::exception_ptr take() noexcept {
+        std::exception_ptr e;
+        int expected = full;
+        /* acquire: the offer's write of error_ */
+        if (state_.compare_exchange_strong(expected, busy, std::memory_order_acquire,
+                                           std::memory_order_relaxed)) {
+            e = std::move(error_);
+            error_ = nullptr;
+            state_.store(empty, std::memory_order_release);
+        }
+        return e;
+    }
+
+private:
+    enum { empty, busy, full };
+    std::atomic<int> state_;
+    std::exception_ptr error_;
+};
+
+/* Function-local: one handler for the whole program, however many units include this. */
+inline std::atomic<unobserved_exception_handler> &unobserved_handler() noexcept {
+    static std::atomic<unobserved_exception_handler> handler(nullptr); /* constant init */
+    return handler;
+}
+
+inline void print_unobserved(std::exception_ptr error) {
+#if !defined(FIBERSCHED_NO_STDIO)
+    try {
+        std::rethrow_exception(error);
+    } catch (const std::exception &e) {
+        std::fprintf(stderr, "fibersched: unobserved exception in a task, dropped: %s\n",
+                     e.what());
+    } catch (...) {
+        std::fputs("fibersched: unobserved exception in a task, dropped\n", stderr);
+    }
+#else
+    (void)error;
+#endif
+}
+
+inline void report_unobserved(std::exception_ptr error) noexcept {
+    unobserved_exception_handler h = unobserved_handler().load(std::memory_order_acquire);
+    try {
+        (h ? h : print_unobserved)(std::move(error));
+    } catch (...) {
+    }
+}
+#else
+struct first_error {}; /* nothing is caught: nothing to keep */
+#endif
+
+/* ---- tasks ---- */
+
+/* One side of a join: the caller's callable, where it is (join is synchronous). */
+template <class F> struct join_side {
+    F &fn;
+#if FSCHED__CPP_EXCEPTIONS
+    std::exception_ptr error;
+#endif
+    explicit join_side(F &f) noexcept : fn(f) {}
+    static void run(void *p) noexcept {
+        join_side *side = static_cast<join_side *>(p);
+#if FSCHED__CPP_EXCEPTIONS
+        call_catching(side->fn, &side->error);
+#else
+        side->fn();
+#endif
+    }
+};
+
+/* The two shapes of a loop body, told apart by what it can be called with. */
+template <class F, class = void> struct takes_range : std::false_type {};
+template <class F>
+struct takes_range<F, decltype(void(std::declval<F &>()(std::size_t(), std::size_t())))>
+    : std::true_type {};
+template <class F, class = void> struct takes_index : std::false_type {};
+template <class F>
+struct takes_index<F, decltype(void(std::declval<F &>()(std::size_t())))> : std::true_type {};
+
+template <class F> void call_body(F &body, std::size_t lo, std::size_t hi, std::true_type) {
+    body(lo, hi);
+}
+template <class F> void call_body(F &body, std::size_t lo, std::size_t hi, std::false_type) {
+    for (; lo < hi; ++lo) body(lo);
+}
+
+template <class F> struct loop {
+    F &body;
+    first_error errors;
+    explicit loop(F &f) noexcept : body(f) {}
+    static void run(void *p, std::size_t lo, std::size_t hi) noexcept {
+        loop *l = static_cast<loop *>(p);
+#if FSCHED__CPP_EXCEPTIONS
+        if (l->errors.failed()) return; /* cancelled: a call threw */
+        auto subrange = [&] { call_body(l->body, lo, hi, takes_range<F>()); };
+        std::exception_ptr e;
+        call_catching(subrange, &e);
+        /* every call returns before fsched_parallel_for does, and the take after it */
+        if (e) l->errors.offer(std::move(e));
+#else
+        call_body(l->body, lo, hi, takes_range<F>());
+#endif
+    }
+};
+
+/* A callable a spawned task owns. The task destroys it once it has run, before a wait
+   group counts the task done, so that a wait returns after the captures are gone. */
+template <class F> struct owned_task {
+    F fn;
+    first_error *errors; /* the wait group's, or null: nobody observes (detached) */
+    template <class G> owned_task(G &&g, first_error *e) : fn(std::forward<G>(g)), errors(e) {}
+    static void run(void *p) noexcept {
+        owned_task *t = static_cast<owned_task *>(p);
+#if FSCHED__CPP_EXCEPTIONS
+        first_error *errors = t->errors;
+        std::exception_ptr e;
+        call_catching(t->fn, &e);
+        delete t;
+        if (!e) return;
+        if (errors) errors->offer(std::move(e));
+        else report_unobserved(std::move(e));
+#else
+        t->fn();
+        delete t;
+#endif
+    }
+};
+
+template <class F>
+fsched_result spawn_owned(fsched_wait_group *wg, first_error *errors, fsched_sched *s, F &&f,
+                          const char *name) {
+    typedef owned_task<typename std::decay<F>::type> task;
+    task *t = new (std::nothrow) task(std::forward<F>(f), errors);
+    if (!t) return FSCHED_ERR_OUT_OF_MEMORY;
+    fsched_result r = wg ? fsched_wait_group_spawn_named(wg, s, &task::run, t, name)
+                         : fsched_spawn_named(s, &task::run, t, name);
+    if (r != FSCHED_OK) delete t;
+    return r;
+}
+
+} // namespace detail
+
+#if FSCHED__CPP_EXCEPTIONS
+/* Sets the handler of exceptions that nothing observes (see EXCEPTIONS above) and returns
+   the previous one; nullptr means the default, which prints a line to stderr. Any
+   thread. */
+inline unobserved_exception_handler
+set_unobserved_exception_handler(unobserved_exception_handler h) noexcept {
+    return detail::unobserved_handler().exchange(h, std::memory_order_acq_rel);
+}
+#endif
+
+/* ---- tasks ---- */
+
+/* Runs f() as a detached task on s, as fsched_spawn_named (name: a string that outlives
+   the task, or nullptr). f is moved or copied into a block of the task's own;
+   FSCHED_ERR_OUT_OF_MEMORY when that cannot be allocated. When the spawn fails, that copy
+   is destroyed and the task does not run. Any thread. */
+template <class F>
+FSCHED__NODISCARD fsched_result spawn(fsched_sched *s, F &&f, const char *name = nullptr) {
+    return detail::spawn_owned(nullptr, nullptr, s, std::forward<F>(f), name);
+}
+
+/* Runs a() and b(), possibly in parallel, as fsched_join (from a task or bound thread),
+   then rethrows a's exception, else b's. No allocation. */
+template <class A, class B> FSCHED__NODISCARD fsched_result join(A &&a, B &&b) {
+    detail::join_side<typename std::remove_reference<A>::type> side_a(a);
+    detail::join_side<typename std::remove_reference<B>::type> side_b(b);
+    fsched_result r = fsched_join(&side_a.run, &side_a, &side_b.run, &side_b);
+#if FSCHED__CPP_EXCEPTIONS
+    if (side_a.error) std::rethrow_exception(side_a.error);
+    if (side_b.error) std::rethrow_exception(side_b.error);
+#endif
+    return r;
+}
+
+/* Calls body over [begin, end) in parallel, split as fsched_parallel_for splits (from a
+   task or bound thread): body(lo, hi) for each subrange when body can be called so, else
+   body(i) for each index. No allocation. After a call threw, the calls not yet begun do
+   nothing, and the first exception is rethrown once all calls have returned. */
+template <class F>
+FSCHED__NODISCARD fsched_result parallel_for(std::size_t begin, std::size_t end,
+                                             std::size_t grain, F &&body) {
+    typedef typename std::remove_reference<F>::type body_type;
+    static_assert(detail::takes_range<body_type>::value || detail::takes_index<body_type>::value,
+                  "fsched::parallel_for: the body takes (size_t i) or (size_t lo, size_t hi)");
+    detail::loop<body_type> l(body);
+    fsched_result r = fsched_parallel_for(begin, end, grain, &l.run, &l);
+#if FSCHED__CPP_EXCEPTIONS
+    std::exception_ptr e = l.errors.take();
+    if (e) std::rethrow_exception(e);
+#endif
+    return r;
+}
+
+/* ---- owners of the C objects ---- */
+
+/* Owns a scheduler (or none): destroys it, finishing its work, when it goes. Converts to
+   fsched_sched * for the C calls and for spawn. Movable, not copyable. */
+class scheduler {
+public:
+    scheduler() noexcept : s_(nullptr) {}
+    explicit scheduler(fsched_sched *owned) noexcept : s_(owned) {}
+    scheduler(scheduler &&other) noexcept : s_(other.release()) {}
+    scheduler &operator=(scheduler &&other) noexcept {
+        if (this != &other) {
+            (void)destroy();
+            s_ = other.release();
+        }
+        return *this;
+    }
+    scheduler(const scheduler &) = delete;
+    scheduler &operator=(const scheduler &) = delete;
+    ~scheduler() { (void)destroy(); }
+
+    /* fsched_create (desc nullptr: all defaults); FSCHED_ERR_WRONG_STATE when this
+       already owns one. */
+    FSCHED__NODISCARD fsched_result create(const fsched_desc *desc = nullptr) noexcept {
+        fsched_sched *s = nullptr;
+        if (s_) return FSCHED_ERR_WRONG_STATE;
+        fsched_result r = fsched_create(desc, &s);
+        if (r == FSCHED_OK) s_ = s;
+        return r;
+    }
+    /* fsched_destroy now, for its result; it still owns the scheduler when that fails. */
+    FSCHED__NODISCARD fsched_result destroy() noexcept {
+        if (!s_) return FSCHED_OK;
+        fsched_result r = fsched_destroy(s_);
+        if (r == FSCHED_OK) s_ = nullptr;
+        return r;
+    }
+    fsched_sched *release() noexcept {
+        fsched_sched *s = s_;
+        s_ = nullptr;
+        return s;
+    }
+    fsched_sched *get() const noexcept { return s_; }
+    operator fsched_sched *() const noexcept { return s_; }
+
+private:
+    fsched_sched *s_;
+};
+
+/* Tasks spawned into a group, waited for together. wait rethrows the first exception of
+   the group's tasks. The destructor waits for the tasks still counted (they use their
+   captures and this group), and hands an exception nobody took to the unobserved-
+   exception handler. Neither copyable nor movable: tasks point at it. */
+class wait_group {
+public:
+    wait_group() noexcept : wg_() { (void)fsched_wait_group_init(&wg_); }
+    wait_group(const wait_group &) = delete;
+    wait_group &operator=(const wait_group &) = delete;
+    ~wait_group() {
+        (void)fsched_wait_group_wait(&wg_);
+#if FSCHED__CPP_EXCEPTIONS
+        std::exception_ptr e = errors_.take();
+        if (e) detail::report_unobserved(std::move(e));
+#endif
+        (void)fsched_wait_group_destroy(&wg_);
+    }
+
+    /* Runs f() as a task on s counted by this group; as fsched::spawn otherwise. */
+    template <class F>
+    FSCHED__NODISCARD fsched_result spawn(fsched_sched *s, F &&f, const char *name = nullptr) {
+        return detail::spawn_owned(&wg_, &errors_, s, std::forward<F>(f), name);
+    }
+    /* fsched_wait_group_wait; then, on FSCHED_OK, rethrows the first exception. */
+    FSCHED__NODISCARD fsched_result wait() { return rethrow_after(fsched_wait_group_wait(&wg_)); }
+    template <class Rep, class Period>
+    FSCHED__NODISCARD fsched_result wait_for(const std::chrono::duration<Rep, Period> &timeout) {
+        return rethrow_after(fsched_wait_group_wait_for(&wg_, detail::to_ns(timeout)));
+    }
+    fsched_wait_group *native_handle() noexcept { return &wg_; }
+
+private:
+    fsched_result rethrow_after(fsched_result r) {
+#if FSCHED__CPP_EXCEPTIONS
+        if (r == FSCHED_OK) {
+            std::exception_ptr e = errors_.take();
+            if (e) std::rethrow_exception(e);
+        }
+#endif
+        return r;
+    }
+    fsched_wait_group wg_;
+    detail::first_error errors_;
+};
+
+/* A fiber-aware mutex (fsched_mutex) with the standard's Lockable and TimedLockable
+   shape: std::lock_guard, std::unique_lock and std::scoped_lock work with it. lock throws
+   std::system_error when the C call fails (misuse); unlock of a mutex that is not locked
+   is refused and, in debug builds, logged. */
+class mutex {
+public:
+    mutex() noexcept : m_() { (void)fsched_mutex_init(&m_); }
+    mutex(const mutex &) = delete;
+    mutex &operator=(const mutex &) = delete;
+    ~mutex() { (void)fsched_mutex_destroy(&m_); }
+
+    void lock() { detail::check(fsched_mutex_lock(&m_), "fsched::mutex::lock"); }
+    bool try_lock() noexcept { return fsched_mutex_try_lock(&m_) == FSCHED_OK; }
+    template <class Rep, class Period>
+    bool try_lock_for(const std::chrono::duration<Rep, Period> &timeout) {
+        return detail::timed(fsched_mutex_lock_for(&m_, detail::to_ns(timeout)),
+                             "fsched::mutex::try_lock_for");
+    }
+    template <class Clock, class Duration>
+    bool try_lock_until(const std::chrono::time_point<Clock, Duration> &deadline) {
+        return try_lock_for(deadline - Clock::now());
+    }
+    void unlock() noexcept { (void)fsched_mutex_unlock(&m_); }
+    fsched_mutex *native_handle() noexcept { return &m_; }
+
+private:
+    fsched_mutex m_;
+};
+
+#if FSCHED__STD_CV_STATUS
+using std::cv_status;
+#else
+enum class cv_status { no_timeout, timeout };
+#endif
+
+/* A fiber-aware condition variable (fsched_cond) for std::unique_lock<fsched::mutex>,
+   shaped after std::condition_variable. Timed waits measure with fsched_clock_ns (a
+   wait_until with its own clock converts once per wait). */
+class condition_variable {
+public:
+    condition_variable() noexcept : c_() { (void)fsched_cond_init(&c_); }
+    condition_variable(const condition_variable &) = delete;
+    condition_variable &operator=(const condition_variable &) = delete;
+    ~condition_variable() { (void)fsched_cond_destroy(&c_); }
+
+    void notify_one() noexcept { (void)fsched_cond_signal(&c_); }
+    void notify_all() noexcept { (void)fsched_cond_broadcast(&c_); }
+
+    void wait(std::unique_lock<mutex> &lock) {
+        detail::check(fsched_cond_wait(&c_, lock.mutex()->native_handle()),
+                      "fsched::condition_variable::wait");
+    }
+    template <class Predicate> void wait(std::unique_lock<mutex> &lock, Predicate pred) {
+        while (!pred()) wait(lock);
+    }
+    template <class Rep, class Period>
+    cv_status wait_for(std::unique_lock<mutex> &lock,
+                       const std::chrono::duration<Rep, Period> &timeout) {
+        return wait_ns(lock, detail::to_ns(timeout)) ? cv_status::no_timeout
+                                                     : cv_status::timeout;
+    }
+    template <class Rep, class Period, class Predicate>
+    bool wait_for(std::unique_lock<mutex> &lock, const std::chrono::duration<Rep, Period> &timeout,
+                  Predicate pred) {
+        const std::uint64_t total = detail::to_ns(timeout), start = fsched_clock_ns();
+        while (!pred()) {
+            const std::uint64_t spent = fsched_clock_ns() - start;
+            if (spent >= total || !wait_ns(lock, total - spent)) return pred();
+        }
+        return true;
+    }
+    template <class Clock, class Duration>
+    cv_status wait_until(std::unique_lock<mutex> &lock,
+                         const std::chrono::time_point<Clock, Duration> &deadline) {
+        (void)wait_for(lock, deadline - Clock::now());
+        return Clock::now() < deadline ? cv_status::no_timeout : cv_status::timeout;
+    }
+    template <class Clock, class Duration, class Predicate>
+    bool wait_until(std::unique_lock<mutex> &lock,
+                    const std::chrono::time_point<Clock, Duration> &deadline, Predicate pred) {
+        while (!pred())
+            if (wait_until(lock, deadline) == cv_status::timeout) return pred();
+        return true;
+    }
+    fsched_cond *native_handle() noexcept { return &c_; }
+
+private:
+    bool wait_ns(std::unique_lock<mutex> &lock, std::uint64_t ns) {
+        return detail::timed(fsched_cond_wait_for(&c_, lock.mutex()->native_handle(), ns),
+                             "fsched::condition_variable::wait_for");
+    }
+    fsched_cond c_;
+};
+
+/* fsched_event: auto-reset (each set releases one waiter) unless manual_reset. */
+class event {
+public:
+    explicit event(bool manual_reset = false, bool initially_set = false) noexcept : e_() {
+        (void)fsched_event_init(&e_, manual_reset, initially_set);
+    }
+    event(const event &) = delete;
+    event &operator=(const event &) = delete;
+    ~event() { (void)fsched_event_destroy(&e_); }
+
+    fsched_result set() noexcept { return fsched_event_set(&e_); }
+    fsched_result reset() noexcept { return fsched_event_reset(&e_); }
+    bool is_set() const noexcept { return fsched_event_is_set(&e_) != 0; }
+    FSCHED__NODISCARD fsched_result wait() noexcept { return fsched_event_wait(&e_); }
+    template <class Rep, class Period>
+    FSCHED__NODISCARD fsched_result
+    wait_for(const std::chrono::duration<Rep, Period> &timeout) noexcept {
+        return fsched_event_wait_for(&e_, detail::to_ns(timeout));
+    }
+    fsched_event *native_handle() noexcept { return &e_; }
+
+private:
+    fsched_event e_;
+};
+
+/* fsched_sema: a counting semaphore. */
+class semaphore {
+public:
+    explicit semaphore(std::int64_t initial = 0) noexcept : s_() {
+        (void)fsched_sema_init(&s_, initial);
+    }
+    semaphore(const semaphore &) = delete;
+    semaphore &operator=(const semaphore &) = delete;
+    ~semaphore() { (void)fsched_sema_destroy(&s_); }
+
+    FSCHED__NODISCARD fsched_result acquire() noexcept { return fsched_sema_acquire(&s_); }
+    template <class Rep, class Period>
+    FSCHED__NODISCARD fsched_result
+    acquire_for(const std::chrono::duration<Rep, Period> &timeout) noexcept {
+        return fsched_sema_acquire_for(&s_, detail::to_ns(timeout));
+    }
+    /* FSCHED_OK, or FSCHED_ERR_TIMEOUT at once when the count is zero. */
+    FSCHED__NODISCARD fsched_result try_acquire() noexcept { return fsched_sema_try_acquire(&s_); }
+    fsched_result release(std::int64_t n = 1) noexcept { return fsched_sema_release(&s_, n); }
+    fsched_sema *native_handle() noexcept { return &s_; }
+
+private:
+    fsched_sema s_;
+};
+
+/* fsched_sleep_for and fsched_yield: suspend the calling fiber (or thread). */
+template <class Rep, class Period> void sleep_for(const std::chrono::duration<Rep, Period> &d) {
+    fsched_sleep_for(detail::to_ns(d));
+}
+inline void yield() noexcept { fsched_yield(); }
+
+} // namespace fsched
+
+#endif /* FIBERSCHED_CPP_H */
 
 /*
 ------------------------------------------------------------------------------

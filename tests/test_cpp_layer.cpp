@@ -1,0 +1,714 @@
+// The C++ layer: tasks from any callable (capturing lambdas, move-only callables), join and
+// parallel_for without allocation, wait groups, a spawn that cannot allocate; exceptions
+// caught where tasks run and rethrown at the join or wait that observes them, or handed to
+// the unobserved-exception handler; captured objects destroyed exactly once;
+// std::lock_guard / std::unique_lock with fsched::mutex under contention; condition
+// variables, timed locks, events and semaphores. Written in C++11; the exception checks
+// are compiled only when the compiler has exceptions on. Also runs without threads.
+#define FIBERSCHED_IMPLEMENTATION
+#include "../fibersched.h"
+#include "check.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+// ---- operator new counted, and made to fail on request (the nothrow form spawn uses);
+//      not inlined, so that the compiler does not pair the malloc with a delete. Not
+//      under ThreadSanitizer, whose runtime defines operator new itself (with clang), nor
+//      under Valgrind, which replaces it at run time: new_counted() tells ----
+
+static std::atomic<long> allocations(0);
+static std::atomic<bool> fail_nothrow_new(false);
+
+#if !defined(FSCHED__TSAN)
+
+__attribute__((noinline)) void *operator new(std::size_t n) {
+    allocations++;
+    void *p = std::malloc(n ? n : 1);
+    CHECK(p != nullptr);
+    return p;
+}
+__attribute__((noinline)) void *operator new(std::size_t n, const std::nothrow_t &) noexcept {
+    if (fail_nothrow_new.load()) return nullptr;
+    allocations++;
+    return std::malloc(n ? n : 1);
+}
+__attribute__((noinline)) void operator delete(void *p) noexcept { std::free(p); }
+__attribute__((noinline)) void operator delete(void *p, std::size_t) noexcept { std::free(p); }
+__attribute__((noinline)) void operator delete(void *p, const std::nothrow_t &) noexcept {
+    std::free(p);
+}
+#endif
+
+static bool new_counted() {
+    long before = allocations.load();
+    ::operator delete(::operator new(1)); // a call, which the compiler may not leave out
+    return allocations.load() != before;
+}
+
+namespace {
+
+using std::size_t;
+typedef std::chrono::steady_clock test_clock;
+
+// ---- objects that count themselves: a capture destroyed twice or never shows here ----
+
+std::atomic<long> live_objects(0);
+
+struct Tracked {
+    int value;
+    explicit Tracked(int v) : value(v) { live_objects++; }
+    Tracked(const Tracked &o) : value(o.value) { live_objects++; }
+    ~Tracked() {
+        CHECK(value != -1); // destroyed twice
+        value = -1;
+        live_objects--;
+    }
+    Tracked &operator=(const Tracked &) = delete;
+};
+
+// A move-only callable (what a C++14 lambda capturing a std::unique_ptr is).
+struct MoveOnlyTask {
+    std::unique_ptr<Tracked> owned;
+    std::atomic<int> *sum;
+    MoveOnlyTask(int v, std::atomic<int> *s) : owned(new Tracked(v)), sum(s) {}
+    MoveOnlyTask(MoveOnlyTask &&) = default;
+    void operator()() { *sum += owned->value; }
+};
+
+#if FSCHED__CPP_EXCEPTIONS
+struct TaskError : std::runtime_error {
+    Tracked tracked; // the exception object is counted too: it must not leak
+    TaskError(const std::string &what, int v) : std::runtime_error(what), tracked(v) {}
+};
+#endif
+
+// Runs f as a task of s and waits for it (join and parallel_for need a task).
+template <class F> void run_in(fsched_sched *s, F f) {
+    fsched::wait_group wg;
+    CHECK_OK(wg.spawn(s, f, "test"));
+    CHECK_OK(wg.wait());
+}
+
+// ---- callables ----
+
+void test_spawn_callables(fsched_sched *s) {
+    const int n = 200;
+    std::atomic<int> sum(0);
+    {
+        // capturing lambdas (by reference and by value, with a counted capture)
+        fsched::wait_group wg;
+        for (int i = 0; i < n; i++) {
+            Tracked t(i);
+            CHECK_OK(wg.spawn(s, [&sum, t] { sum += t.value; }));
+        }
+        CHECK_OK(wg.wait());
+        CHECK_EQ_U64(sum.load(), n * (n - 1) / 2);
+        CHECK_EQ_U64(live_objects.load(), 0); // every copy destroyed before wait returned
+    }
+    {
+        // move-only callables, as temporaries and moved lvalues
+        fsched::wait_group wg;
+        sum = 0;
+        for (int i = 0; i < n; i++) CHECK_OK(wg.spawn(s, MoveOnlyTask(i, &sum)));
+        MoveOnlyTask named(1000, &sum);
+        CHECK_OK(wg.spawn(s, std::move(named), "named"));
+        CHECK(!named.owned); // moved into the task
+        CHECK_OK(wg.wait());
+        CHECK_EQ_U64(sum.load(), n * (n - 1) / 2 + 1000);
+        CHECK_EQ_U64(live_objects.load(), 0);
+    }
+    {
+        // a spawn that fails destroys the callable it was given, once
+        Tracked t(7);
+        CHECK_RESULT(fsched::spawn(nullptr, [t] { (void)t; }), FSCHED_ERR_INVALID_ARGUMENT);
+        fsched::wait_group wg;
+        CHECK_RESULT(wg.spawn(nullptr, MoveOnlyTask(1, &sum)), FSCHED_ERR_INVALID_ARGUMENT);
+        CHECK_EQ_U64(live_objects.load(), 1);
+        // and one that cannot allocate its block returns the code (and throws nothing)
+        if (!new_counted()) return;
+        fail_nothrow_new = true;
+        fsched_result r = fsched::spawn(s, [t] { CHECK(!"ran"); });
+        fsched_result rg = wg.spawn(s, MoveOnlyTask(2, &sum));
+        fail_nothrow_new = false;
+        CHECK_RESULT(r, FSCHED_ERR_OUT_OF_MEMORY);
+        CHECK_RESULT(rg, FSCHED_ERR_OUT_OF_MEMORY);
+        CHECK_EQ_U64(live_objects.load(), 1);
+        CHECK_OK(wg.wait());
+    }
+}
+
+long fib(long n) {
+    if (n < 2) return n;
+    long x = 0, y = 0;
+    CHECK_OK(fsched::join([&] { x = fib(n - 1); }, [&] { y = fib(n - 2); }));
+    return x + y;
+}
+
+void test_join(fsched_sched *s) {
+    run_in(s, [] {
+        long before = allocations.load();
+        CHECK(fib(22) == 17711);
+        CHECK(allocations.load() == before); // the callables stay where they are
+        // move-only callables, as temporaries and as lvalues, and const ones
+        std::atomic<int> sum(0);
+        MoveOnlyTask a(1, &sum);
+        CHECK_OK(fsched::join(a, MoveOnlyTask(2, &sum)));
+        const auto c = [&sum] { sum += 4; };
+        CHECK_OK(fsched::join(c, c));
+        CHECK(sum.load() == 11);
+    });
+#if TEST_THREADS
+    // outside any task (without threads this thread is bound): refused, nothing runs
+    int ran = 0;
+    CHECK_RESULT(fsched::join([&] { ran++; }, [&] { ran++; }), FSCHED_ERR_WRONG_STATE);
+    CHECK(ran == 0);
+#endif
+    CHECK_EQ_U64(live_objects.load(), 0);
+}
+
+// ---- parallel_for ----
+
+void test_parallel_for(fsched_sched *s) {
+    const size_t n = 100000 / TEST_SCALE;
+    std::vector<std::atomic<int>> hits(n + 10);
+    for (size_t grain : {size_t(0), size_t(1), size_t(7), size_t(1000)}) {
+        for (auto &h : hits) h = 0;
+        std::atomic<size_t> calls(0);
+        run_in(s, [&] {
+            long before = allocations.load();
+            // one index per call
+            CHECK_OK(fsched::parallel_for(5, n + 5, grain, [&](size_t i) { hits[i]++; }));
+            CHECK(allocations.load() == before);
+            // a subrange per call
+            CHECK_OK(fsched::parallel_for(5, n + 5, grain, [&](size_t lo, size_t hi) {
+                CHECK(5 <= lo && lo < hi && hi <= n + 5);
+                calls++;
+                for (size_t i = lo; i < hi; i++) hits[i]++;
+            }));
+            CHECK_OK(fsched::parallel_for(3, 3, grain, [&](size_t) { CHECK(!"empty range"); }));
+        });
+        for (size_t i = 0; i < hits.size(); i++)
+            CHECK_EQ_U64(hits[i].load(), i >= 5 && i < n + 5 ? 2 : 0); // each once per loop
+        CHECK(calls.load() >= 1);
+    }
+    // a function, and a callable of both shapes (called with subranges)
+    struct Shapes {
+        static void index(size_t i) { CHECK(i < 100); }
+        std::atomic<size_t> *subranges;
+        void operator()(size_t) const { CHECK(!"called with an index"); }
+        void operator()(size_t lo, size_t hi) const { *subranges += hi - lo; }
+    };
+    std::atomic<size_t> covered(0);
+    const Shapes both = {&covered};
+    run_in(s, [&] {
+        CHECK_OK(fsched::parallel_for(0, 100, 1, Shapes::index));
+        CHECK_OK(fsched::parallel_for(0, 100, 1, &Shapes::index));
+        CHECK_OK(fsched::parallel_for(0, 100, 1, both));
+    });
+    CHECK(covered.load() == 100);
+#if TEST_THREADS
+    int ran = 0;
+    CHECK_RESULT(fsched::parallel_for(0, 10, 1, [&](size_t) { ran++; }), FSCHED_ERR_WRONG_STATE);
+    CHECK(ran == 0);
+#endif
+}
+
+// ---- exceptions ----
+
+#if FSCHED__CPP_EXCEPTIONS
+void test_join_exceptions(fsched_sched *s) {
+    run_in(s, [] {
+        for (int which = 1; which <= 3; which++) { // a throws, b throws, both throw
+            std::atomic<int> ran(0);
+            Tracked capture(which);
+            try {
+                CHECK_OK(fsched::join(
+                    [&, capture] {
+                        ran++;
+                        if (which & 1) throw TaskError("a", 1);
+                    },
+                    [&, capture] {
+                        fsched::yield(); // let it be taken by another worker sometimes
+                        ran++;
+                        if (which & 2) throw TaskError("b", 2);
+                    }));
+                CHECK(!"join did not throw");
+            } catch (const TaskError &e) {
+                CHECK(ran.load() == 2); // both ran to the end
+                CHECK(std::strcmp(e.what(), which & 1 ? "a" : "b") == 0); // a's first
+            }
+        }
+        // through nested joins, from a leaf deep in the tree
+        struct Tree {
+            static void walk(int depth, int leaf, int *visited) {
+                if (depth == 0) {
+                    __atomic_add_fetch(visited, 1, __ATOMIC_RELAXED);
+                    if (leaf == 37) throw std::out_of_range("leaf 37");
+                    return;
+                }
+                CHECK_OK(fsched::join([&] { walk(depth - 1, leaf * 2, visited); },
+                                      [&] { walk(depth - 1, leaf * 2 + 1, visited); }));
+            }
+        };
+        int visited = 0;
+        try {
+            Tree::walk(8, 0, &visited);
+            CHECK(!"no exception from the tree");
+        } catch (const std::out_of_range &e) {
+            CHECK(std::string(e.what()) == "leaf 37");
+        }
+        CHECK(visited == 256); // a join waits for its other half before it rethrows
+    });
+    CHECK_EQ_U64(live_objects.load(), 0);
+}
+
+void test_wait_group_exceptions(fsched_sched *s) {
+    const int n = 100;
+    std::atomic<int> ran(0);
+    fsched::wait_group wg;
+    for (int round = 0; round < 3; round++) {
+        ran = 0;
+        for (int i = 0; i < n; i++) {
+            Tracked capture(i);
+            CHECK_OK(wg.spawn(s, [&ran, capture] {
+                ran++;
+                if (capture.value % 10 == 3)
+                    throw TaskError("task " + std::to_string(capture.value), 0);
+            }));
+        }
+        try {
+            CHECK_OK(wg.wait());
+            CHECK(!"wait did not throw");
+        } catch (const TaskError &e) {
+            CHECK(std::strncmp(e.what(), "task ", 5) == 0);
+            CHECK(std::atoi(e.what() + 5) % 10 == 3);
+        }
+        CHECK(ran.load() == n);
+        CHECK_EQ_U64(live_objects.load(), 0); // the other nine exceptions were dropped
+        CHECK_OK(wg.wait());                     // the exception was taken: nothing more
+    }
+    // wait_for that times out keeps the exception for the wait that finds the group done
+    fsched::event release;
+    CHECK_OK(wg.spawn(s, [&release] {
+        CHECK_OK(release.wait());
+        throw std::logic_error("late");
+    }));
+    CHECK_RESULT(wg.wait_for(std::chrono::milliseconds(5)), FSCHED_ERR_TIMEOUT);
+    release.set();
+    bool caught = false;
+    try {
+        (void)wg.wait_for(std::chrono::seconds(60));
+    } catch (const std::logic_error &) {
+        caught = true;
+    }
+    CHECK(caught);
+}
+
+void test_parallel_for_exceptions(fsched_sched *s) {
+    const size_t n = 1 << 16;
+    // many workers: the first exception, every index at most once, loosely fewer calls
+    for (int round = 0; round < 20; round++) {
+        std::vector<std::atomic<int>> hits(n);
+        for (auto &h : hits) h = 0;
+        std::atomic<size_t> done(0);
+        bool caught = false;
+        run_in(s, [&] {
+            try {
+                CHECK_OK(fsched::parallel_for(0, n, 16, [&](size_t i) {
+                    if (i == 1000 || i == n - 1000)
+                        throw TaskError("index " + std::to_string(i), 0);
+                    hits[i]++;
+                    done++;
+                }));
+            } catch (const TaskError &e) {
+                CHECK(std::string(e.what()) == "index 1000" ||
+                      std::string(e.what()) == "index " + std::to_string(n - 1000));
+                caught = true;
+            }
+        });
+        CHECK(caught);
+        for (size_t i = 0; i < n; i++) CHECK(hits[i].load() <= 1);
+        CHECK(done.load() < n - 2);
+    }
+    // one worker, nobody to take halves: the caller runs the left half first, and the
+    // right one, which it then pops from its own deque, is skipped
+#if TEST_THREADS
+    fsched_sched *one_worker = test_sched_new(1);
+#else
+    fsched_sched *one_worker = s; // this thread is bound to s: the only one there is
+#endif
+    std::atomic<size_t> calls(0), indices(0);
+    bool caught = false;
+    run_in(one_worker, [&] {
+        try {
+            CHECK_OK(fsched::parallel_for(0, n, 1, [&](size_t lo, size_t hi) {
+                calls++;
+                if (lo == 0) throw std::runtime_error("first");
+                indices += hi - lo;
+            }));
+        } catch (const std::runtime_error &) {
+            caught = true;
+        }
+    });
+    CHECK(caught);
+    CHECK_EQ_U64(calls.load(), 1);
+    CHECK_EQ_U64(indices.load(), 0);
+    CHECK_EQ_U64(live_objects.load(), 0);
+#if TEST_THREADS
+    test_sched_free(one_worker);
+#endif
+}
+
+// A wait group that goes out of scope while an exception passes waits for its tasks,
+// whose captures refer to the scope, also while other tasks of the same worker throw and
+// catch exceptions of their own meanwhile.
+void test_unwinding_scope(fsched_sched *s) {
+    run_in(s, [] {
+        std::atomic<int> finished(0);
+        try {
+            fsched::wait_group wg;
+            for (int i = 0; i < 16; i++) {
+                CHECK_OK(wg.spawn(fsched_current(), [&finished, i] {
+                    fsched::sleep_for(std::chrono::milliseconds(1 + i % 3));
+                    try {
+                        throw i;
+                    } catch (int caught) {
+                        CHECK(caught == i);
+                    }
+                    finished++;
+                }));
+            }
+            throw std::runtime_error("leaving the scope");
+        } catch (const std::runtime_error &e) {
+            CHECK(std::string(e.what()) == "leaving the scope");
+            CHECK(finished.load() == 16);
+        }
+    });
+}
+
+std::atomic<int> unobserved_count(0);
+std::string unobserved_what; // written before the count is raised, read after
+fsched::event *unobserved_seen = nullptr;
+
+void count_unobserved(std::exception_ptr e) {
+    try {
+        std::rethrow_exception(e);
+    } catch (const std::exception &x) {
+        unobserved_what = x.what();
+    }
+    unobserved_count++;
+    CHECK_OK(fsched::event(false, true).wait()); // a handler may wait: it runs after the catch
+    unobserved_seen->set();
+}
+
+void test_unobserved(fsched_sched *s) {
+    fsched::event seen;
+    unobserved_seen = &seen;
+    CHECK(fsched::set_unobserved_exception_handler(count_unobserved) == nullptr);
+    // a detached task
+    Tracked capture(5);
+    CHECK_OK(fsched::spawn(s, [capture] { throw TaskError("detached", capture.value); }));
+    CHECK_OK(seen.wait());
+    CHECK(unobserved_count.load() == 1);
+    CHECK(unobserved_what == "detached");
+    // a wait group destroyed without a wait that takes its exception
+    {
+        fsched::wait_group wg;
+        CHECK_OK(wg.spawn(s, [] { throw std::range_error("never waited for"); }));
+    }
+    CHECK_OK(seen.wait());
+    CHECK(unobserved_count.load() == 2);
+    CHECK(unobserved_what == "never waited for");
+    // a handler that throws: dropped as well
+    struct Rethrow {
+        static void handler(std::exception_ptr e) {
+            unobserved_seen->set();
+            std::rethrow_exception(e);
+        }
+    };
+    CHECK(fsched::set_unobserved_exception_handler(Rethrow::handler) == count_unobserved);
+    CHECK_OK(fsched::spawn(s, [] { throw 42; }));
+    CHECK_OK(seen.wait());
+    // the default prints a line (seen in the test's log) and drops the exception
+    CHECK(fsched::set_unobserved_exception_handler(nullptr) == Rethrow::handler);
+    CHECK_OK(fsched::spawn(s, [] { throw std::runtime_error("expected in the log"); }));
+    CHECK_OK(fsched::spawn(s, [] { throw 3.5; }));
+    unobserved_seen = nullptr;
+}
+
+void test_system_error() {
+    fsched::mutex m;
+    fsched_mutex *h = m.native_handle();
+    CHECK_OK(fsched_mutex_destroy(h)); // misuse, on purpose: logged by debug builds
+    bool caught = false;
+    try {
+        m.lock();
+    } catch (const std::system_error &e) {
+        CHECK(e.code() == fsched::make_error_code(FSCHED_ERR_INVALID_ARGUMENT));
+        CHECK(e.code().category() == fsched::result_category());
+        CHECK(e.code().message() == "invalid argument");
+        caught = true;
+    }
+    CHECK(caught);
+    CHECK_OK(fsched_mutex_init(h));
+}
+#endif
+
+// ---- synchronisation ----
+
+void test_mutex_contention(fsched_sched *s) {
+    fsched::mutex m;
+    long counter = 0, unsafe_check = 0;
+    const int tasks = 64, rounds = (int)test_rounds(2000);
+    fsched::wait_group wg;
+    for (int t = 0; t < tasks; t++) {
+        CHECK_OK(wg.spawn(s, [&, t] {
+            for (int i = 0; i < rounds; i++) {
+                if ((t + i) % 2) {
+                    std::lock_guard<fsched::mutex> lock(m);
+                    long seen = ++unsafe_check; // alone in here: nobody changes it meanwhile
+                    counter++;
+                    if (i % 64 == 0) fsched::yield(); // suspend while holding the lock
+                    CHECK(unsafe_check == seen);
+                } else {
+                    std::unique_lock<fsched::mutex> lock(m, std::defer_lock);
+                    if (!lock.try_lock()) lock.lock();
+                    counter++;
+                    lock.unlock();
+                    lock.lock();
+                    counter++;
+                }
+            }
+        }));
+    }
+    CHECK_OK(wg.wait());
+    CHECK_EQ_U64(counter, (uint64_t)tasks * rounds * 3 / 2);
+#if __cplusplus >= 201703L
+    // two at once, in either order, without deadlock (std::lock's try_lock and back off)
+    fsched::mutex other;
+    long both = 0;
+    for (int t = 0; t < 16; t++) {
+        CHECK_OK(wg.spawn(s, [&, t] {
+            for (int i = 0; i < rounds / 4; i++) {
+                if (t % 2) {
+                    std::scoped_lock lock(m, other);
+                    both++;
+                } else {
+                    std::scoped_lock lock(other, m);
+                    both++;
+                }
+            }
+        }));
+    }
+    CHECK_OK(wg.wait());
+    CHECK_EQ_U64(both, 16 * (rounds / 4));
+#endif
+}
+
+void test_timed_lock(fsched_sched *s) {
+    fsched::mutex m;
+    fsched::event held, release;
+    fsched::wait_group wg;
+    CHECK_OK(wg.spawn(s, [&] {
+        std::lock_guard<fsched::mutex> lock(m);
+        held.set();
+        CHECK_OK(release.wait());
+    }));
+    CHECK_OK(wg.spawn(s, [&] {
+        CHECK_OK(held.wait());
+        CHECK(!m.try_lock());
+        test_clock::time_point t0 = test_clock::now();
+        CHECK(!m.try_lock_for(std::chrono::milliseconds(20)));
+        CHECK(test_clock::now() - t0 >= std::chrono::milliseconds(19));
+        CHECK(!m.try_lock_until(test_clock::now() - std::chrono::seconds(1))); // past: a try
+        std::unique_lock<fsched::mutex> lock(m, std::chrono::microseconds(500));
+        CHECK(!lock.owns_lock());
+        release.set();
+        CHECK(m.try_lock_until(test_clock::now() + std::chrono::seconds(60)));
+        m.unlock();
+        CHECK(m.try_lock_for(std::chrono::hours::max())); // free: at once, no overflow
+        m.unlock();
+    }));
+    CHECK_OK(wg.wait());
+}
+
+void test_condition_variable(fsched_sched *s) {
+    fsched::mutex m;
+    fsched::condition_variable not_empty, not_full;
+    std::deque<long> queue;
+    const size_t capacity = 4;
+    const long per_producer = (long)test_rounds(2000);
+    const int producers = 3, consumers = 2;
+    int producers_left = producers;
+    std::atomic<long> sum(0), count(0);
+    fsched::wait_group wg;
+    for (int p = 0; p < producers; p++) {
+        CHECK_OK(wg.spawn(s, [&, p] {
+            for (long i = 1; i <= per_producer; i++) {
+                std::unique_lock<fsched::mutex> lock(m);
+                not_full.wait(lock, [&] { return queue.size() < capacity; });
+                queue.push_back(i * producers + p);
+                not_empty.notify_one();
+            }
+            std::lock_guard<fsched::mutex> lock(m);
+            if (--producers_left == 0) not_empty.notify_all();
+        }));
+    }
+    for (int c = 0; c < consumers; c++) {
+        CHECK_OK(wg.spawn(s, [&] {
+            for (;;) {
+                std::unique_lock<fsched::mutex> lock(m);
+                while (queue.empty() && producers_left > 0) not_empty.wait(lock);
+                if (queue.empty()) return;
+                long v = queue.front();
+                queue.pop_front();
+                not_full.notify_one();
+                lock.unlock();
+                sum += v;
+                count++;
+            }
+        }));
+    }
+    CHECK_OK(wg.wait());
+    long expected = 0;
+    for (int p = 0; p < producers; p++)
+        for (long i = 1; i <= per_producer; i++) expected += i * producers + p;
+    CHECK(count.load() == producers * per_producer);
+    CHECK(sum.load() == expected);
+
+    // timeouts, with and without a predicate, and a notification before the deadline
+    run_in(s, [&] {
+        std::unique_lock<fsched::mutex> lock(m);
+        test_clock::time_point t0 = test_clock::now();
+        // fsched::cv_status is std::cv_status where the standard library has threads
+        CHECK(not_empty.wait_for(lock, std::chrono::milliseconds(10)) ==
+              fsched::cv_status::timeout);
+        CHECK(!not_empty.wait_for(lock, std::chrono::milliseconds(10), [] { return false; }));
+        CHECK(!not_empty.wait_until(lock, test_clock::now() + std::chrono::milliseconds(10),
+                                    [] { return false; }));
+        CHECK(test_clock::now() - t0 >= std::chrono::milliseconds(29));
+        CHECK(lock.owns_lock());
+        bool flag = false;
+        fsched::wait_group notifier;
+        CHECK_OK(notifier.spawn(fsched_current(), [&] {
+            fsched::sleep_for(std::chrono::milliseconds(2));
+            std::lock_guard<fsched::mutex> g(m);
+            flag = true;
+            not_empty.notify_all();
+        }));
+        CHECK(not_empty.wait_for(lock, std::chrono::seconds(60), [&] { return flag; }));
+        lock.unlock();
+        CHECK_OK(notifier.wait());
+    });
+}
+
+void test_event_semaphore(fsched_sched *s) {
+    fsched::semaphore slots(2);
+    std::atomic<int> inside(0), most(0);
+    fsched::wait_group wg;
+    for (int i = 0; i < 32; i++) {
+        CHECK_OK(wg.spawn(s, [&] {
+            CHECK_OK(slots.acquire());
+            int now = ++inside;
+            int seen = most.load();
+            while (now > seen && !most.compare_exchange_weak(seen, now)) {
+            }
+            fsched::sleep_for(std::chrono::microseconds(200));
+            inside--;
+            slots.release();
+        }));
+    }
+    CHECK_OK(wg.wait());
+    CHECK(most.load() >= 1 && most.load() <= 2);
+    CHECK_OK(slots.try_acquire());
+    CHECK_OK(slots.try_acquire());
+    CHECK_RESULT(slots.try_acquire(), FSCHED_ERR_TIMEOUT);
+    CHECK_RESULT(slots.acquire_for(std::chrono::milliseconds(1)), FSCHED_ERR_TIMEOUT);
+    CHECK_OK(slots.release(2));
+
+    fsched::event manual(true), automatic;
+    CHECK(!manual.is_set());
+    CHECK_RESULT(automatic.wait_for(std::chrono::milliseconds(1)), FSCHED_ERR_TIMEOUT);
+    CHECK_OK(wg.spawn(s, [&] { CHECK_OK(manual.wait()); }));
+    CHECK_OK(wg.spawn(s, [&] { CHECK_OK(manual.wait()); }));
+    CHECK_OK(manual.set());
+    CHECK_OK(wg.wait());
+    CHECK(manual.is_set());
+    CHECK_OK(automatic.set());
+    CHECK_OK(automatic.wait_for(std::chrono::seconds(1)));
+    CHECK(!automatic.is_set());
+}
+
+// The scheduler's owner, and detached tasks, whose destroy finishes them (run while no
+// thread is bound, so that the calling thread may destroy schedulers).
+void test_scheduler_owner() {
+    fsched::scheduler a;
+    CHECK(a.get() == nullptr);
+    CHECK_OK(a.destroy()); // owns nothing: nothing to do
+    fsched_desc d;
+    test_desc_init(&d);
+    d.workers = 2;
+    CHECK_OK(a.create(&d));
+    CHECK_RESULT(a.create(&d), FSCHED_ERR_WRONG_STATE);
+    const int n = 200;
+    std::atomic<int> sum(0);
+    for (int i = 0; i < n; i++) {
+        Tracked t(i);
+        CHECK_OK(fsched::spawn(a, [&sum, t] { sum += t.value; }));
+        CHECK_OK(fsched::spawn(a, MoveOnlyTask(i, &sum), "detached"));
+    }
+    struct Plain {
+        static void run() {}
+    };
+    CHECK_OK(fsched::spawn(a, Plain::run));
+    CHECK_OK(fsched::spawn(a, &Plain::run));
+    fsched::scheduler b(std::move(a)); // moved: a owns nothing
+    CHECK(a.get() == nullptr && b.get() != nullptr);
+    fsched::scheduler c;
+    c = std::move(b);
+    CHECK_OK(c.destroy()); // finishes the tasks
+    CHECK(c.get() == nullptr);
+    CHECK_EQ_U64(sum.load(), n * (n - 1));
+    CHECK_EQ_U64(live_objects.load(), 0);
+    fsched_sched *raw = nullptr;
+    CHECK_OK(fsched_create(&d, &raw));
+    fsched::scheduler owner(raw);
+    CHECK(owner.release() == raw);
+    fsched::scheduler again(raw); // destroys it at the end of the scope
+}
+
+} // namespace
+
+int main() {
+    test_watchdog(300);
+    fsched_sched *s = test_sched_new(4);
+    test_spawn_callables(s);
+    test_join(s);
+    test_parallel_for(s);
+#if FSCHED__CPP_EXCEPTIONS
+    test_join_exceptions(s);
+    test_wait_group_exceptions(s);
+    test_parallel_for_exceptions(s);
+    test_unwinding_scope(s);
+    test_unobserved(s);
+    test_system_error();
+#endif
+    test_mutex_contention(s);
+    test_timed_lock(s);
+    test_condition_variable(s);
+    test_event_semaphore(s);
+    test_sched_free(s);
+    test_scheduler_owner();
+    CHECK_EQ_U64(live_objects.load(), 0);
+    std::printf("test_cpp_layer: ok%s\n", FSCHED__CPP_EXCEPTIONS ? "" : " (without exceptions)");
+    return 0;
+}
