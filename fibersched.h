@@ -645,7 +645,8 @@ FIBERSCHED_API fsched_result fsched_join(void (*a)(void *arg), void *arg_a,
 
 /* Calls body(ctx, lo, hi) over disjoint subranges covering [begin, end), in parallel.
    Ranges are split in halves, further only while other workers take the halves
-   (adaptive splitting), and never below `grain` elements (0: 1). Returns when all calls
+   (adaptive splitting), and only while longer than `grain` elements (0: 1): a piece
+   that comes from a split has at least half that many. Returns when all calls
    have returned. Errors as fsched_join. */
 FIBERSCHED_API fsched_result fsched_parallel_for(size_t begin, size_t end, size_t grain,
                                                  void (*body)(void *ctx, size_t lo, size_t hi),
@@ -7756,6 +7757,7 @@ static void fsched__range_run(fsched__range_part *p, int stolen) {
         size_t mid = p->lo + (p->hi - p->lo) / 2;
         fsched__range_part right;
         fsched__join_job j;
+        int queued;
         __attribute__((aligned(16))) unsigned char local[FSCHED__ACC_INLINE];
         right = *p;
         right.lo = mid;
@@ -7773,12 +7775,10 @@ static void fsched__range_run(fsched__range_part *p, int stolen) {
         j.owner = w;
         j.latch = 0;
         p->hi = mid;
-        if (!fsched__push_job(w, &j.job)) {
-            fsched__range_right(&right);
-        } else {
-            fsched__range_run(p, 0);
-            fsched__join_finish(w, &j);
-        }
+        queued = fsched__push_job(w, &j.job);
+        fsched__range_run(p, 0); /* the left half, here */
+        if (queued) fsched__join_finish(w, &j);
+        else fsched__range_right(&right); /* out of memory: the right half after it */
         if (r->rbody) {
             r->combine(r->ctx, p->acc, right.acc);
             if (right.acc != (void *)local) fsched__free(&r->allocator, right.acc, r->size, 16);

@@ -1447,6 +1447,65 @@ static void bounded_setter(void *p) {
     CHECK_OK(fsched_wait_group_done(&b->done));
 }
 
+/* A parallel loop whose split cannot be queued (the deque full, and no memory to grow it)
+   runs both halves on the caller, in order. It ran only the right half: the left one was
+   lost. The loop is called under 300 nested joins, each leaving its second half queued,
+   with every allocation failing. */
+typedef struct oom_loop {
+    oom_alloc *o;
+    uint32_t depth;
+    unsigned char seen[1000]; /* calls per index */
+} oom_loop;
+
+static void oom_loop_body(void *ctx, size_t lo, size_t hi) {
+    oom_loop *l = (oom_loop *)ctx;
+    for (; lo < hi; lo++) l->seen[lo]++;
+}
+
+static void oom_loop_nothing(void *p) { (void)p; }
+
+static void oom_loop_deep(void *p) {
+    oom_loop *l = (oom_loop *)p;
+    if (l->depth-- > 0) {
+        CHECK_OK(fsched_join(oom_loop_deep, l, oom_loop_nothing, NULL));
+        return;
+    }
+    CHECK_OK(fsched_parallel_for(0, sizeof l->seen, 1, oom_loop_body, l));
+}
+
+static void oom_loop_start(void *p) {
+    oom_loop *l = (oom_loop *)p;
+    FSCHED__STORE(&l->o->fail_from, (size_t)1, FSCHED__RELAXED); /* nothing more */
+    oom_loop_deep(l);
+    FSCHED__STORE(&l->o->fail_from, (size_t)0, FSCHED__RELAXED);
+}
+
+static void test_loop_split_without_memory(void) {
+    fsched_desc d;
+    fsched_sched *s;
+    oom_alloc o;
+    static oom_loop l;
+    size_t i;
+    test_desc_init(&d);
+    memset(&o, 0, sizeof o);
+    memset(&l, 0, sizeof l);
+    d.workers = 1;
+    d.stack_size = 256 * 1024; /* 300 nested joins */
+    d.allocator.alloc = oom_alloc_fn;
+    d.allocator.free = oom_free_fn;
+    d.allocator.user = &o;
+    CHECK_OK(fsched_create(&d, &s));
+#if defined(FIBERSCHED_NO_THREADS)
+    CHECK_OK(fsched_bind(s));
+#endif
+    l.o = &o;
+    l.depth = 300; /* more than the deque's private ring holds */
+    run_in_task(s, oom_loop_start, &l);
+    for (i = 0; i < sizeof l.seen; i++) CHECK_EQ_U64(l.seen[i], 1);
+    CHECK_OK(fsched_destroy(s));
+    CHECK_EQ_U64(o.live, 0);
+}
+
 /* Thousands of tasks wait on one event while no fiber stack can be had: each wait runs
    the next task inline, nested on the same small stack, but only while half of that
    stack is free; a wait that could nest no further fails with FSCHED_ERR_OUT_OF_MEMORY
@@ -1899,6 +1958,7 @@ int main(void) {
     test_deep_chain(2);
     test_out_of_memory();
     test_inline_waits_bounded();
+    test_loop_split_without_memory();
     test_helping_bounded();
     test_join_runs_no_unrelated_job(1, 1);
 #if TEST_THREADS
