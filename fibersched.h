@@ -10974,6 +10974,24 @@ static void fsched__trace_write_name(fsched_sched *s, uint32_t slot, uint32_t tr
     write(l.text, l.n, user);
 }
 
+/* Metadata: where this function is in memory, so that a reader with the program's symbol
+   table can name the functions whose addresses the events give (tools/trace_summary.py
+   --exe), whatever address the program was loaded at. */
+static void fsched__trace_write_anchor(void (*write)(const char *, size_t, void *), void *user,
+                                       int *first) {
+    fsched_result (*self)(fsched_sched *, void (*)(const char *, size_t, void *), void *) =
+        fsched_trace_write_json;
+    uintptr_t address = 0;
+    fsched__line l;
+    memcpy(&address, &self, sizeof address < sizeof self ? sizeof address : sizeof self);
+    fsched__trace_line_begin(&l, first);
+    fsched__line_add(&l, "code_anchor\",\"ph\":\"M\",\"pid\":0,\"tid\":0,\"args\":{");
+    fsched__line_add(&l, "\"symbol\":\"fsched_trace_write_json\",\"address\":\"");
+    fsched__line_hex(&l, (uint64_t)address);
+    fsched__line_add(&l, "\"}}");
+    write(l.text, l.n, user);
+}
+
 static void fsched__trace_write_event(const fsched_sched *s, uint32_t slot,
                                       const fsched__trace_event *e,
                                       void (*write)(const char *, size_t, void *), void *user,
@@ -11044,6 +11062,7 @@ FIBERSCHED_API fsched_result fsched_trace_write_json(fsched_sched *s,
         uint64_t k, n;
         int first = 1;
         write(head, sizeof head - 1, user);
+        fsched__trace_write_anchor(write, user, &first);
         for (i = 0; i < s->n_slots; i++) {
             const fsched__trace_buffer *b = s->slots[i]->trace;
             /* acquire: pairs with the release in fsched__trace_record; the events below

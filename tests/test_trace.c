@@ -60,6 +60,7 @@ typedef struct trace_event {
     uint64_t pid, tid;
     char arg_name[16];
     char arg_value[32]; /* as written: a number or the inside of a string */
+    char address[32];   /* the code anchor's "address" */
     int has_ts, has_dur, has_pid, has_tid, has_arg;
 } trace_event;
 
@@ -153,6 +154,8 @@ static void read_object(reader *r, int depth, trace_event *ev) {
             read_number(r, number, sizeof number);
             if (key[0] == 'p') ev->pid = strtoull(number, NULL, 10), ev->has_pid = 1;
             else ev->tid = strtoull(number, NULL, 10), ev->has_tid = 1;
+        } else if (ev && depth == 3 && !strcmp(key, "address")) {
+            read_string(r, ev->address, sizeof ev->address);
         } else if (ev && depth == 3 && !ev->has_arg) {
             CHECK(strlen(key) < sizeof ev->arg_name);
             strcpy(ev->arg_name, key);
@@ -230,8 +233,21 @@ static reader read_trace(const text_buffer *b) {
         CHECK(e->ph == 'M' || e->ph == 'X' || e->ph == 'i');
         if (e->ph != 'M') CHECK(e->has_ts);
         if (e->ph == 'X') CHECK(e->has_dur);
-        if (e->ph == 'M') CHECK(e->has_arg && !strcmp(e->arg_name, "name"));
+        if (e->ph == 'M' && strcmp(e->name, "code_anchor") != 0)
+            CHECK(e->has_arg && !strcmp(e->arg_name, "name"));
     }
+    /* once, first: where the writer's own code is, to name functions from their addresses */
+    CHECK(r.n_events > 0 && !strcmp(r.events[0].name, "code_anchor"));
+    CHECK(!strcmp(r.events[0].arg_name, "symbol"));
+    CHECK(!strcmp(r.events[0].arg_value, "fsched_trace_write_json"));
+    {
+        fsched_result (*writer)(fsched_sched *, void (*)(const char *, size_t, void *), void *) =
+            fsched_trace_write_json;
+        uintptr_t address = 0;
+        memcpy(&address, &writer, sizeof address);
+        CHECK_EQ_U64(strtoull(r.events[0].address, NULL, 16), address);
+    }
+    for (i = 1; i < r.n_events; i++) CHECK(strcmp(r.events[i].name, "code_anchor") != 0);
     return r;
 }
 

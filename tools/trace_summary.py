@@ -2,7 +2,7 @@
 """Summarizes a fibersched trace (FIBERSCHED_TRACE, fsched_trace_write_json) as text,
 and optionally draws it as an SVG timeline.
 
-    python3 tools/trace_summary.py trace.json [--svg out.svg] [--top N]
+    python3 tools/trace_summary.py trace.json [--svg out.svg] [--top N] [--exe PROGRAM]
     python3 tools/trace_summary.py --self-test
 
 The trace is Chrome trace-event JSON: each scheduler slot is a process ("worker 0", ...)
@@ -19,11 +19,19 @@ Per worker the summary gives:
   sleep    time the worker thread slept for lack of work
   idle     the rest of the span: neither busy nor asleep (looking for work, or events
            the trace dropped)
-Times are in milliseconds from the first event. Python standard library only.
+Times are in milliseconds from the first event. Python standard library only (and, with
+--exe, binutils' nm).
+
+Tasks spawned without a name and join halves are recorded by their function's address.
+Given the program that wrote the trace (--exe, not stripped), they are named by the
+function's symbol: the trace's code anchor says where fsched_trace_write_json was loaded,
+which gives the offset to the addresses in the program's symbol table.
 """
 
 import argparse
+import bisect
 import json
+import subprocess
 import sys
 from xml.sax.saxutils import escape
 
@@ -44,11 +52,12 @@ FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, Helvetica, Arial, sans-ser
 
 
 class Event:
-    __slots__ = ("name", "kind", "pid", "tid", "start", "dur")
+    __slots__ = ("name", "kind", "pid", "tid", "start", "dur", "fn")
 
-    def __init__(self, name, kind, pid, tid, start, dur):
+    def __init__(self, name, kind, pid, tid, start, dur, fn=None):
         self.name, self.kind, self.pid, self.tid = name, kind, pid, tid
         self.start, self.dur = start, dur  # integer nanoseconds
+        self.fn = fn  # the function's address, for tasks and join halves
 
     @property
     def end(self):
@@ -86,6 +95,7 @@ class Trace:
         self.process_names = {}
         self.events = []
         self.skipped = 0
+        self.anchor = None  # (symbol, address) of the writer's code
         for ev in raw:
             if not isinstance(ev, dict):
                 self.skipped += 1
@@ -95,17 +105,42 @@ class Trace:
                 if ph == "M":
                     if ev.get("name") == "process_name":
                         self.process_names[int(ev["pid"])] = str(ev["args"]["name"])
+                    elif ev.get("name") == "code_anchor":
+                        self.anchor = (str(ev["args"]["symbol"]), int(ev["args"]["address"], 16))
                     continue
                 if ph not in ("X", "i"):
                     self.skipped += 1
                     continue
                 dur = to_ns(ev["dur"]) if ph == "X" else 0
+                fn = (ev.get("args") or {}).get("fn")
                 self.events.append(Event(str(ev.get("name", "")), kind_of(ev), int(ev["pid"]),
-                                         int(ev.get("tid", 0)), to_ns(ev["ts"]), max(dur, 0)))
+                                         int(ev.get("tid", 0)), to_ns(ev["ts"]), max(dur, 0),
+                                         int(fn, 16) if fn else None))
             except (KeyError, TypeError, ValueError):
                 self.skipped += 1  # e.g. a line cut short: summarize what is whole
         self.events.sort(key=lambda e: (e.pid, e.tid, e.start, -e.dur, e.kind, e.name))
         self.pids = sorted(set(self.process_names) | {e.pid for e in self.events})
+
+    def name_functions(self, symbols):
+        """Names unnamed tasks and join halves by the symbol of their function, from the
+        program's symbols (sorted (address, name) pairs, see parse_nm). Returns how many
+        were named; 0 without a code anchor or when the anchor's symbol is not there."""
+        if not self.anchor:
+            return 0
+        anchor = [a for a, name in symbols if name == self.anchor[0]]
+        if not anchor:
+            return 0
+        offset = self.anchor[1] - anchor[0]
+        addresses = [a for a, _ in symbols]
+        named = 0
+        for e in self.events:
+            if e.fn is None or e.name not in ("task", "join"):
+                continue
+            i = bisect.bisect_right(addresses, e.fn - offset) - 1
+            if i >= 0:
+                e.name = symbols[i][1] if e.name == "task" else "join " + symbols[i][1]
+                named += 1
+        return named
 
     def worker_name(self, pid):
         return self.process_names.get(pid, "slot %d" % (pid - 1))
@@ -114,6 +149,26 @@ class Trace:
         if not self.events:
             return 0, 0
         return min(e.start for e in self.events), max(e.end for e in self.events)
+
+
+def parse_nm(text):
+    """Function symbols from `nm` output (static ones included): sorted (address, name)."""
+    symbols = []
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[1] in ("t", "T", "w", "W"):
+            try:
+                symbols.append((int(parts[0], 16), parts[2]))
+            except ValueError:
+                pass
+    symbols.sort()
+    return symbols
+
+
+def read_symbols(program):
+    out = subprocess.run(["nm", "--defined-only", program], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, universal_newlines=True, check=True)
+    return parse_nm(out.stdout)
 
 
 # ---- interval arithmetic on sorted, disjoint [start, end) lists ----
@@ -455,6 +510,17 @@ def self_test():
         xml.dom.minidom.parseString(render_svg(empty))
     except Exception as err:
         failures.append("empty SVG does not parse: %s" % err)
+    # names from a symbol table: the program was loaded 0x5000 above its symbols' addresses
+    named = Trace(dict(synthetic(), traceEvents=[
+        {"name": "code_anchor", "ph": "M", "pid": 0, "tid": 0,
+         "args": {"symbol": "fsched_trace_write_json", "address": "0x5300"}}] + [
+        dict(e, args={"fn": {"0x1": "0x5120", "0x2": "0x5210"}[e["args"]["fn"]]})
+        if "fn" in e.get("args", {}) else e for e in synthetic()["traceEvents"]]))
+    nm = ("0000000000000100 T fetch_page\n0000000000000200 t split_half\n"
+          "0000000000000300 T fsched_trace_write_json\n0000000000000400 D data\n")
+    expect("named", named.name_functions(parse_nm(nm)), 2)
+    expect("names", sorted(e.name for e in named.events if e.fn is not None),
+           ["fetch_page", "join split_half"])
     cut = Trace({"traceEvents": [{"name": "task", "ph": "X", "ts": 1.0, "pid": 1, "tid": 1}]})
     expect("malformed event skipped", (len(cut.events), cut.skipped), (0, 1))
     for f in failures:
@@ -469,6 +535,8 @@ def main(argv=None):
     p.add_argument("--svg", help="also write an SVG timeline here")
     p.add_argument("--top", type=int, default=10, help="longest spans to list (default 10)")
     p.add_argument("--title", default=None, help="the SVG's title (default: the file name)")
+    p.add_argument("--exe", help="the program that wrote the trace: names unnamed tasks and "
+                   "join halves by their functions' symbols (needs nm)")
     p.add_argument("--self-test", action="store_true", help="check this script and exit")
     a = p.parse_args(argv)
     if a.self_test:
@@ -482,6 +550,14 @@ def main(argv=None):
     except (OSError, ValueError) as err:
         print("%s: cannot read the trace: %s" % (a.trace, err), file=sys.stderr)
         return 1
+    if a.exe:
+        try:
+            if not trace.name_functions(read_symbols(a.exe)):
+                print("%s: no function named: the trace has no code anchor, or %s lacks "
+                      "its symbol" % (a.trace, a.exe), file=sys.stderr)
+        except (OSError, subprocess.CalledProcessError) as err:
+            print("%s: cannot read its symbols: %s" % (a.exe, err), file=sys.stderr)
+            return 1
     if not trace.events:
         print("%s: empty trace: no events recorded" % a.trace)
     else:
