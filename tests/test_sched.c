@@ -744,6 +744,21 @@ typedef struct unrelated {
     fsched_result task_wait;
 } unrelated;
 
+/* Computes, calling no scheduler function, until *flag is set by another worker (10 s at
+   most). Yields the processor now and then: a Valgrind run holds one thread at a time. */
+static void unrelated_spin_until(const uint32_t *flag) {
+    uint64_t limit = fsched_clock_ns() + 10ull * 1000 * 1000 * 1000;
+    unsigned spins = 0;
+    while (!FSCHED__LOAD(flag, FSCHED__ACQUIRE)) {
+        CHECK(fsched_clock_ns() < limit);
+#if TEST_THREADS
+        if (++spins % 64 == 0) fsched__os_yield();
+#else
+        (void)spins;
+#endif
+    }
+}
+
 static void unrelated_task(void *p) {
     unrelated *u = (unrelated *)p;
     FSCHED__STORE(&u->task_begun, 1u, FSCHED__RELEASE);
@@ -753,8 +768,7 @@ static void unrelated_task(void *p) {
 static void unrelated_first(void *p) {
     unrelated *u = (unrelated *)p;
     if (!u->spawn_in_a) { /* returns when the task is there to be taken */
-        uint64_t limit = fsched_clock_ns() + 10ull * 1000 * 1000 * 1000;
-        while (!FSCHED__LOAD(&u->task_queued, FSCHED__ACQUIRE)) CHECK(fsched_clock_ns() < limit);
+        unrelated_spin_until(&u->task_queued);
         return;
     }
     CHECK_OK(fsched_event_wait(&u->half_begun)); /* the half runs on another fiber */
@@ -763,15 +777,13 @@ static void unrelated_first(void *p) {
 
 static void unrelated_second(void *p) {
     unrelated *u = (unrelated *)p;
-    uint64_t limit;
     CHECK_OK(fsched_event_set(&u->half_begun));
     if (u->spawn_in_a) return;
     /* queued on this worker, which computes until someone else took the task: the
        joiner, waiting for this half, is the only one that can */
     CHECK_OK(fsched_wait_group_spawn(&u->tasks, u->s, unrelated_task, u));
     FSCHED__STORE(&u->task_queued, 1u, FSCHED__RELEASE);
-    limit = fsched_clock_ns() + 10ull * 1000 * 1000 * 1000;
-    while (!FSCHED__LOAD(&u->task_begun, FSCHED__ACQUIRE)) CHECK(fsched_clock_ns() < limit);
+    unrelated_spin_until(&u->task_begun);
 }
 
 static void unrelated_joiner(void *p) {
