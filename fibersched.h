@@ -636,8 +636,9 @@ FIBERSCHED_API fsched_result fsched_spawn_named(fsched_sched *s, void (*fn)(void
 
 /* Runs a(arg_a) and b(arg_b), possibly in parallel, and returns when both have finished.
    b is offered to other workers while a runs on the caller; if nobody took it, the
-   caller runs it too (no allocation, no atomic operation). If b was taken, the caller
-   helps with other work for a while, then suspends its fiber until b finishes.
+   caller runs it too (no allocation, no atomic operation). If b was taken, the caller's
+   fiber suspends until b finishes; its worker runs other work meanwhile, on other fibers
+   (nothing else runs on the caller's stack, where it could block the caller).
    FSCHED_ERR_INVALID_ARGUMENT (a or b NULL) or FSCHED_ERR_WRONG_STATE (the caller is not
    a task or bound thread of a scheduler), running nothing. */
 FIBERSCHED_API fsched_result fsched_join(void (*a)(void *arg), void *arg_a,
@@ -6433,10 +6434,10 @@ static void fsched__wait_list_wake_all(fsched_wait_list *l, fsched__wakes *wakes
     }
 }
 
-/* Whether a waiting fiber may run another job nested on its stack, rather than leave it
-   to a fiber of its own. That job may wait and help the same way in turn, so each level
-   asks again: while at least half of the stack is free (on a thread's own stack, of
-   unknown size, to a depth of 4), so that chains of helping cannot overflow it. */
+/* Whether a fiber that waits with no fiber to switch to (out of memory) may run another job
+   nested on its stack. That job may wait the same way in turn, so each level asks again:
+   while at least half of the stack is free (on a thread's own stack, of unknown size, to
+   a depth of 4), so that the nesting cannot overflow it. */
 #define FSCHED__INLINE_DEPTH_MAX 4u
 static int fsched__room_to_nest(const fsched_fiber *f) {
     char here; /* about where the stack pointer is (stacks grow down) */
