@@ -4466,7 +4466,6 @@ static void fsched__frames_destroy(fsched__worker *w);
 
 struct fsched_sched {
     uint32_t magic;
-    uint32_t fiber_ids;   /* atomic: ids given to fibers so far */
     uint32_t n_threads;   /* worker threads */
     uint32_t n_slots;     /* worker threads, bound slots, and one for fsched_destroy */
     uint32_t started;     /* worker threads started */
@@ -4484,6 +4483,7 @@ struct fsched_sched {
     fsched__worker *drainer;               /* the slot of the thread in fsched_destroy */
     uint64_t external_begun;               /* work begun outside the slots: spawns, runs */
     uint64_t external_ended;               /* of that, what ended outside the slots */
+    uint32_t fiber_ids;   /* atomic: ids given to fibers so far (off the lines read in steals) */
     FSCHED__ALIGN_LINE uint32_t holds;     /* calls from outside that still touch s */
     void (*idle)(void *user);              /* desc.idle */
     void *idle_user;
@@ -4711,6 +4711,23 @@ static uint32_t fsched__fiber_id(fsched_sched *s) {
     return FSCHED__FETCH_ADD(&s->fiber_ids, (uint32_t)1, FSCHED__RELAXED) + 1;
 }
 
+/* Owner: a new loop fiber of w joins its list (which debuggers walk), and leaves it when it
+   ends; the count that fsched_get_stats reports follows. */
+static void fsched__live_link(fsched__worker *w, fsched_fiber *f) {
+    f->live_prev = NULL;
+    f->live_next = w->live;
+    if (w->live) w->live->live_prev = f;
+    w->live = f;
+    fsched__count(w->fibers, 1);
+}
+
+static void fsched__live_unlink(fsched__worker *w, fsched_fiber *f) {
+    if (f->live_prev) f->live_prev->live_next = f->live_next;
+    else w->live = f->live_next;
+    if (f->live_next) f->live_next->live_prev = f->live_prev;
+    fsched__count(w->fibers, -1);
+}
+
 /* Owner: a fiber parked in the scheduling loop, from the idle pool or newly made. */
 static fsched_fiber *fsched__idle_take(fsched__worker *w) {
     fsched_fiber *f = w->idle;
@@ -4733,20 +4750,8 @@ static fsched_fiber *fsched__idle_take(fsched__worker *w) {
     }
     f->owner = w;
     f->id = fsched__fiber_id(w->sched);
-    f->live_prev = NULL;
-    f->live_next = w->live;
-    if (w->live) w->live->live_prev = f;
-    w->live = f;
-    fsched__count(w->fibers, 1);
+    fsched__live_link(w, f);
     return f;
-}
-
-/* Owner: takes an ending fiber of w out of its list. */
-static void fsched__live_unlink(fsched__worker *w, fsched_fiber *f) {
-    if (f->live_prev) f->live_prev->live_next = f->live_next;
-    else w->live = f->live_next;
-    if (f->live_next) f->live_next->live_prev = f->live_prev;
-    fsched__count(w->fibers, -1);
 }
 
 /* Owner: ends a loop fiber of w that will never run again; its block joins w's spares,
@@ -6434,25 +6439,21 @@ static void fsched__wait_list_wake_all(fsched_wait_list *l, fsched__wakes *wakes
     }
 }
 
-/* Whether a fiber that waits with no fiber to switch to (out of memory) may run another job
-   nested on its stack. That job may wait the same way in turn, so each level asks again:
-   while at least half of the stack is free (on a thread's own stack, of unknown size, to
-   a depth of 4), so that the nesting cannot overflow it. */
-#define FSCHED__INLINE_DEPTH_MAX 4u
-static int fsched__room_to_nest(const fsched_fiber *f) {
-    char here; /* about where the stack pointer is (stacks grow down) */
-    uintptr_t size = (uintptr_t)(f->stack_hi - f->stack_lo);
-    if (size) return (uintptr_t)&here - (uintptr_t)f->stack_lo > size / 2;
-    return f->inline_depth < FSCHED__INLINE_DEPTH_MAX;
-}
-
 /* Runs a job on the running fiber, for a wait that has no fiber to switch to (out of
-   memory), if there is room for it. Returns 1 when it ran one, 0 when there was none, -1
-   when there is no room for one. */
+   memory). That job may wait the same way in turn, nesting on the same stack: it may
+   while at least half of the stack is free (on a thread's own stack, of unknown size, to
+   a depth of 4), so that the stack cannot overflow. Returns 1 when it ran one, 0 when
+   there was none, -1 when there is no room for one. */
+#define FSCHED__INLINE_DEPTH_MAX 4u
 static int fsched__run_inline(fsched__worker *w) {
     fsched_fiber *f = fsched__tls_thread.current;
     fsched__job *job;
-    if (!fsched__room_to_nest(f)) return -1;
+    char here; /* about where the stack pointer is (stacks grow down) */
+    int room = f->stack_hi > f->stack_lo
+                   ? (uintptr_t)&here - (uintptr_t)f->stack_lo >
+                         (uintptr_t)(f->stack_hi - f->stack_lo) / 2
+                   : f->inline_depth < FSCHED__INLINE_DEPTH_MAX;
+    if (!room) return -1;
     if (!(job = fsched__find_job(w))) return 0;
     f->inline_depth++;
     job->execute(job, w);
