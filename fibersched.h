@@ -933,6 +933,54 @@ FIBERSCHED_API void fsched_yield(void);
 /* The monotonic clock timed waits use, in nanoseconds. */
 FIBERSCHED_API uint64_t fsched_clock_ns(void);
 
+/* ---- waiting on the outside world -------------------------------------------------
+   A task waits for a file descriptor without blocking its worker. Each scheduler keeps
+   one poller (epoll on Linux, poll() on other POSIX systems), made at its first such
+   wait; a worker with nothing to run sleeps in it instead of on its own, and busy workers
+   look into it between tasks. Libraries that complete work only when asked (MPI_Test, a
+   device's queue, a completion ring) plug in through a poll hook. Neither exists under
+   FIBERSCHED_NO_OS or on Windows (FSCHED_ERR_UNSUPPORTED). */
+
+#define FSCHED_READABLE 1u        /* data to read, a connection to accept, or end of file */
+#define FSCHED_WRITABLE 2u        /* room to write */
+#define FSCHED_FOREVER UINT64_MAX /* a timeout that never expires */
+
+/* Waits until fd is ready for any of `events` or timeout_ns pass (0: only looks;
+   FSCHED_FOREVER: no limit). A task or bound thread suspends only its fiber; any other
+   thread blocks as in poll(). On FSCHED_OK, *ready (if not NULL) holds what was found; an
+   error or hang-up on fd counts as every event asked for, so that the read or write that
+   follows reports it. Readiness is a hint, as with poll(): another fiber may have taken
+   the data first. Many fibers may wait on one fd; each wakes for its own events.
+   FSCHED_ERR_TIMEOUT; FSCHED_ERR_INVALID_ARGUMENT for a negative or closed fd, or events
+   other than the two; FSCHED_ERR_CANCELLED when fsched_close_fd closed fd meanwhile or
+   the scheduler is being destroyed (a wait begun then fails at once);
+   FSCHED_ERR_OUT_OF_MEMORY; FSCHED_ERR_SYSTEM (errno). */
+FIBERSCHED_API fsched_result fsched_wait_fd(int fd, uint32_t events, uint64_t timeout_ns,
+                                            uint32_t *ready);
+
+/* Ends every wait on fd, in every live scheduler, with FSCHED_ERR_CANCELLED, then closes
+   it. Use it instead of close() on an fd that tasks may wait for: the kernel drops a
+   closed fd from the poller without a word, and its waiters would wait until their
+   timeout. FSCHED_OK, FSCHED_ERR_INVALID_ARGUMENT for a negative fd, FSCHED_ERR_SYSTEM
+   when close() failed (errno). Any thread. */
+FIBERSCHED_API fsched_result fsched_close_fd(int fd);
+
+/* A poll hook finds out whether work it waits for outside the scheduler has completed,
+   and ends the waits for it (by setting events, releasing semaphores, spawning). It must
+   not wait itself. Returns nonzero while something is still outstanding, 0 when nothing
+   is. */
+typedef int (*fsched_poll_fn)(void *user);
+
+/* Installs fn as s's poll hook, replacing any other (NULL removes it). The scheduler
+   calls it on one thread at a time: on a worker that ran out of work, before it sleeps,
+   and on a worker between two tasks once interval_ns (0: 50 us) have passed since the
+   last call, so a task that runs long delays it. While the last call returned nonzero,
+   idle workers sleep at most interval_ns before calling it again. Costs, while installed,
+   a clock read between tasks. Removing it waits for a call in progress (unless made from
+   the hook). FSCHED_ERR_INVALID_ARGUMENT for a scheduler that is not live. Any thread. */
+FIBERSCHED_API fsched_result fsched_set_poll(fsched_sched *s, fsched_poll_fn fn, void *user,
+                                             uint64_t interval_ns);
+
 /* ---- dependency graphs ------------------------------------------------------------
    A graph holds tasks and the edges between them ("before" precedes "after"). Running it
    starts every task once all its predecessors have finished, in parallel wherever the
@@ -2086,6 +2134,7 @@ typedef enum fsched__point {
     FSCHED__AT_POSTED,       /* a fiber is in a worker's inbox, the worker not yet told */
     FSCHED__AT_RESUME,       /* a worker is about to resume a ready fiber */
     FSCHED__AT_WAKE,         /* a waker decided which waiter it ends */
+    FSCHED__AT_UNLOCKED,     /* a waker let go of the wait list, its wakes not yet done */
     FSCHED__AT_WAITING,      /* a waiter is queued, about to suspend or block */
     FSCHED__AT_WOKEN_WAITER, /* a waiter's wait ended, before it returns */
     FSCHED__AT_JOIN,         /* a joiner or a join half is about to touch the latch */
@@ -4556,7 +4605,7 @@ static void fsched__sched_release(fsched_sched *s) {
    `refuse_closing`) fsched_destroy has not begun; else why not. */
 static fsched_result fsched__sched_open(const fsched_sched *s, int refuse_closing,
                                         const char *what) {
-    if (!fsched__live_has(s) || s->magic != FSCHED__SCHED_LIVE)
+    if (!s || !fsched__live_has(s) || s->magic != FSCHED__SCHED_LIVE)
         return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
                               "%s: %s", what,
                               s ? "not a live scheduler (destroyed?)" : "s is NULL");
@@ -6196,7 +6245,16 @@ static void fsched__wake_do(const fsched__wake *k) {
 #endif
     } else if (k->word) {
 #if defined(FSCHED__PARKER_FUTEX)
+        /* The waiter may have returned: the word is then a dead or reused stack slot.
+           The kernel does not read it, and a sleeper on a reused slot rechecks its own
+           word; Valgrind does read it, so it is told not to report this call. */
+#if FIBERSCHED_VALGRIND
+        VALGRIND_DISABLE_ERROR_REPORTING;
+#endif
         syscall(SYS_futex, k->word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, NULL, NULL, 0);
+#if FIBERSCHED_VALGRIND
+        VALGRIND_ENABLE_ERROR_REPORTING;
+#endif
 #endif
     }
 }
@@ -6226,6 +6284,7 @@ static void fsched__wait_list_unlock(fsched_wait_list *l) {
 static void fsched__wait_list_unlock_wake(fsched_wait_list *l, fsched__wakes *wakes) {
     uint32_t i;
     fsched__spin_unlock(&l->lock); /* the last access of a waker to the primitive */
+    FSCHED__POINT(UNLOCKED);
     for (i = 0; i < wakes->n; i++) fsched__wake_do(&wakes->v[i]);
     wakes->n = 0;
 }

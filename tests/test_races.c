@@ -27,6 +27,9 @@
        own; the frame runs once, here or there.
    14. two threads map a slab at once for fresh stacks of one size: the second to come
        back gives its mapping up and takes its slots from the first's.
+   15. a waker, preempted after it let go of the wait list, wakes a thread that has
+       already returned: the wake reaches a dead stack slot (Valgrind must not report
+       it), then a slot reused by the next wait (which must sleep on).
 
    Seed 0 (FIBERSCHED_CHAOS_SEED=0) runs only the stalls; any other seed adds random
    perturbation at every point. */
@@ -1091,6 +1094,96 @@ static void test_slab_mapped_twice(void) {
     CHECK_OK(fsched_fiber_destroy(stalled.fiber));
 }
 
+/* ---- 15: a thread's wake carried out after the thread returned ---- */
+
+static _Thread_local int t15_waker, t15_slow;
+static fsched_event t15_first, t15_second, t15_third;
+static int t15_stalled, t15_go, t15_returned, t15_again, t15_returned2, t15_woke_again,
+    t15_done;
+
+static void t15_hook(fsched__point at) {
+    if (at == FSCHED__AT_WAITING && t15_slow) await_flag(&t15_stalled); /* not yet asleep */
+    if (at == FSCHED__AT_UNLOCKED && t15_waker) { /* as if preempted before its wake */
+        STORE(&t15_stalled, 1);
+        await_flag(&t15_go);
+    }
+}
+
+static void t15_setter(void *arg) {
+    t15_waker = 1;
+    CHECK_OK(fsched_event_set((fsched_event *)arg));
+    t15_waker = 0;
+}
+
+/* Waits below a pad, so that what the thread does afterwards leaves the record's slot
+   alone (dead, as Valgrind sees it), or, called again, puts a new record there. */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static void t15_wait_deep(fsched_event *e) {
+    volatile char pad[512];
+    pad[0] = 1;
+    CHECK_OK(fsched_event_wait(e));
+    CHECK(pad[0] == 1);
+}
+
+static void t15_waiter(void *arg) {
+    (void)arg;
+    t15_slow = 1;
+    t15_wait_deep(&t15_first); /* sees the wake before it sleeps, and returns */
+    STORE(&t15_returned, 1);
+    while (!LOAD(&t15_again)) sched_yield(); /* no deeper call: the slot stays dead */
+    t15_wait_deep(&t15_second);
+    STORE(&t15_returned2, 1);
+    t15_slow = 0;
+    t15_wait_deep(&t15_third); /* asleep on a new record in the same slot */
+    STORE(&t15_woke_again, 1);
+    while (!LOAD(&t15_done)) sched_yield();
+}
+
+static void test_wake_after_return(void) {
+    test_thread waiter, setter;
+    begin("15. a thread's wake carried out after the thread returned");
+    CHECK_OK(fsched_event_init(&t15_first, 0, 0));
+    CHECK_OK(fsched_event_init(&t15_second, 0, 0));
+    CHECK_OK(fsched_event_init(&t15_third, 0, 0));
+    STORE(&t15_stalled, 0);
+    STORE(&t15_go, 0);
+    STORE(&t15_returned, 0);
+    STORE(&t15_again, 0);
+    STORE(&t15_returned2, 0);
+    STORE(&t15_woke_again, 0);
+    STORE(&t15_done, 0);
+    set_hook(t15_hook);
+    waiter = thread_run(t15_waiter, NULL);
+    stall_ms(20); /* queued in its first wait */
+    setter = thread_run(t15_setter, &t15_first); /* stalls before its futex wake */
+    await_flag(&t15_returned);                   /* the woken thread saw its state */
+    stall_ms(20);
+    STORE(&t15_go, 1); /* the late wake reaches the dead slot */
+    thread_join(setter);
+    /* again, and the thread is asleep on a new record in that slot when the wake comes */
+    STORE(&t15_stalled, 0);
+    STORE(&t15_go, 0);
+    STORE(&t15_again, 1);
+    stall_ms(20);
+    setter = thread_run(t15_setter, &t15_second);
+    await_flag(&t15_returned2);
+    stall_ms(20); /* asleep in its third wait */
+    STORE(&t15_go, 1);
+    thread_join(setter);
+    stall_ms(50);
+    CHECK(!LOAD(&t15_woke_again)); /* a stray wake is not a wake */
+    CHECK_OK(fsched_event_set(&t15_third));
+    await_flag(&t15_woke_again);
+    set_hook(NULL);
+    STORE(&t15_done, 1);
+    thread_join(waiter);
+    CHECK_OK(fsched_event_destroy(&t15_first));
+    CHECK_OK(fsched_event_destroy(&t15_second));
+    CHECK_OK(fsched_event_destroy(&t15_third));
+}
+
 /* Usage: test_races [N ...] runs the tests numbered N, such as 3 or 3b (default: all). */
 int main(int argc, char **argv) {
     static void (*const tests[])(void) = {
@@ -1099,9 +1192,9 @@ int main(int argc, char **argv) {
         test_help_after_steal, test_wake_taken_by_fiber, test_own_clock,
         test_graph_rerun_races, test_woken_while_lock_held, test_mutex_no_convoy,
         test_bind_races_destroy, test_batch_published_while_searching, test_one_job_one_wake,
-        test_frame_taken_back_or_claimed, test_slab_mapped_twice};
+        test_frame_taken_back_or_claimed, test_slab_mapped_twice, test_wake_after_return};
     static const char *const labels[] = {"1", "2", "3a", "3b", "3c", "4", "5",
-                                         "6", "7", "8", "9", "10", "11", "12", "13", "14"};
+                                         "6", "7", "8", "9", "10", "11", "12", "13", "14", "15"};
     size_t i;
     int k;
     test_watchdog(600);
