@@ -1579,6 +1579,16 @@ static void fsched__trace_buffer_free(const fsched_allocator *a, struct fsched__
 #if !defined(MAP_ANONYMOUS) && defined(MAP_ANON)
 #define MAP_ANONYMOUS MAP_ANON
 #endif
+/* waits on file descriptors: epoll on Linux, poll() elsewhere (or where
+   FIBERSCHED_IO_POLL asks for it); none without an OS or on Windows */
+#define FSCHED__IO 1
+#include <fcntl.h>
+#include <poll.h>
+#if defined(__linux__) && !defined(FIBERSCHED_IO_POLL)
+#define FSCHED__IO_EPOLL 1
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#endif
 #if defined(__linux__) && !defined(__cplusplus)
 /* Strict ISO C (-std=c11) with a system header included before the implementation:
    glibc and musl then hide POSIX and BSD declarations for the whole translation unit
@@ -2148,6 +2158,7 @@ typedef enum fsched__point {
     FSCHED__AT_BIND,         /* fsched_bind found the scheduler live and open */
     FSCHED__AT_COMPLETE,     /* fsched_node_complete decided who finishes the advance */
     FSCHED__AT_SLAB_MAPPED,  /* a thread made a slab mapping, not yet handed to the class */
+    FSCHED__AT_POLL,         /* the poller's owner, its latch SLEEPING, is about to poll */
     FSCHED__AT_COUNT
 } fsched__point;
 /* Called, when set, at every point before the random perturbation (tests stall here). */
@@ -2544,10 +2555,16 @@ FSCHED__UNUSED static int fsched__park(fsched__parker *p, uint64_t timeout_ns) {
 #endif
 }
 
+/* Takes p's permit without sleeping: 1 if there was one. Seq_cst: see fsched__io_sleep. */
+FSCHED__UNUSED static int fsched__park_take(fsched__parker *p) {
+    return FSCHED__EXCHANGE(&p->state, (uint32_t)FSCHED__PARK_EMPTY, FSCHED__SEQ_CST) ==
+           FSCHED__PARK_NOTIFIED;
+}
+
 /* Gives p a permit, waking its thread if it sleeps. Any thread. */
 static void fsched__unpark(fsched__parker *p) {
-    /* release: pairs with the acquire in fsched__park */
-    uint32_t old = FSCHED__EXCHANGE(&p->state, (uint32_t)FSCHED__PARK_NOTIFIED, FSCHED__RELEASE);
+    /* seq_cst: pairs with the acquire in fsched__park, and with fsched__park_take */
+    uint32_t old = FSCHED__EXCHANGE(&p->state, (uint32_t)FSCHED__PARK_NOTIFIED, FSCHED__SEQ_CST);
 #if defined(FSCHED__PARKER_NONE)
     (void)old;
 #elif defined(FSCHED__PARKER_FUTEX)
@@ -2832,6 +2849,7 @@ typedef struct fsched__thread {
     struct fsched__worker *worker; /* the scheduler slot this thread occupies, if any */
     uint32_t slab_run;             /* 1 + which run of fresh slab slots it takes; 0: none yet */
     fsched__parker parker;         /* for waits of a thread outside any scheduler */
+    const struct fsched_sched *in_hook; /* the scheduler whose poll hook this thread runs */
     void *altstack; /* alternate signal stack for the overflow handler */
 #if !defined(FSCHED__CTX_ASM)
     void *pass;        /* value carried across a ucontext / Windows fiber switch */
@@ -4482,6 +4500,8 @@ typedef struct fsched__worker {
     uint32_t in_use;                        /* bound slots: taken */
     FSCHED__ALIGN_LINE uint32_t latch;
     uint32_t sleeping; /* parked and counted as sleeping: a wake for work may take it */
+    uint32_t polls;    /* sleeps in the poller: a wake interrupts the poll (fsched__io_sleep) */
+    int hook_pending;  /* owner only: the poll hook's answer before this idle worker sleeps */
     uint64_t wakeups;  /* for fsched_get_stats: added to by wakers */
     fsched__parker parker;
 #if !defined(FIBERSCHED_NO_THREADS)
@@ -4534,6 +4554,7 @@ struct fsched_sched {
     uint64_t external_ended;               /* of that, what ended outside the slots */
     uint32_t fiber_ids;   /* atomic: ids given to fibers so far (off the lines read in steals) */
     FSCHED__ALIGN_LINE uint32_t holds;     /* calls from outside that still touch s */
+    uint32_t watching;                     /* a poller or a poll hook: workers look out */
     void (*idle)(void *user);              /* desc.idle */
     void *idle_user;
     void (*worker_start)(void *user, uint32_t worker); /* desc.worker_start, ... */
@@ -4545,6 +4566,14 @@ struct fsched_sched {
     uint32_t reserve_count;
     struct fsched__task *reserve_free;     /* of which these are free (interrupts masked) */
 #endif
+    /* the outside world (waits on fds, the poll hook) */
+    FSCHED__ALIGN_LINE uint64_t watch_next; /* when busy workers next look out */
+    uint32_t fd_waits;                     /* fd waits under way */
+    struct fsched__io *io;                 /* the poller, made at the first fd wait */
+    fsched_poll_fn poll_fn;                /* the hook, and its user and interval: */
+    void *poll_user;                       /* written under poll_busy */
+    uint64_t poll_interval;
+    uint32_t poll_busy;                    /* a call of the hook is under way (a lock) */
 #if FIBERSCHED_TRACE
     uint64_t trace_origin;                 /* the clock when the scheduler was created */
     uint32_t trace_events;                 /* per slot */
@@ -4552,6 +4581,17 @@ struct fsched_sched {
 };
 
 #define FSCHED__IDLE_FIBERS_MAX 16u
+
+/* The outside world, defined with the waits on it (after sync) */
+typedef struct fsched__io fsched__io;
+static void fsched__watch_tick(struct fsched__worker *w);
+static int fsched__poll_call(fsched_sched *s);
+static int fsched__watch_block(struct fsched__worker *w, uint64_t deadline);
+static void fsched__watch_close(fsched_sched *s);
+#if defined(FSCHED__IO)
+static void fsched__io_interrupt(fsched__io *io);
+static void fsched__io_free(fsched_sched *s);
+#endif
 
 /* ---- time ---- */
 
@@ -4637,6 +4677,10 @@ static void fsched__notify(fsched__worker *w) {
     if (FSCHED__EXCHANGE(&w->latch, FSCHED__LATCH_SET, FSCHED__ACQ_REL) == FSCHED__LATCH_SLEEPING) {
         FSCHED__FETCH_ADD(&w->wakeups, (uint64_t)1, FSCHED__RELAXED); /* a count, no order */
         fsched__unpark(&w->parker);
+#if defined(FSCHED__IO)
+        /* seq_cst: after the unpark's exchange (see fsched__io_sleep) */
+        if (FSCHED__LOAD(&w->polls, FSCHED__SEQ_CST)) fsched__io_interrupt(w->sched->io);
+#endif
     }
 }
 
@@ -5498,9 +5542,11 @@ static void fsched__deadlock(fsched__worker *w);
    scheduler's clock; 0: none), until the deadline. */
 static void fsched__block(fsched__worker *w, uint64_t deadline) {
 #if defined(FIBERSCHED_NO_THREADS)
-    /* one thread: only the clock or an interrupt handler setting the latch ends this */
+    /* one thread: only the clock, the outside world or an interrupt handler setting the
+       latch ends this */
     fsched_sched *s = w->sched;
     int done = 0;
+    if (FSCHED__LOAD(&s->watching, FSCHED__RELAXED) && fsched__watch_block(w, deadline)) return;
     if (!deadline && !s->idle) {
         fsched__deadlock(w); /* nothing can ever wake this only thread */
         return;
@@ -5517,6 +5563,8 @@ static void fsched__block(fsched__worker *w, uint64_t deadline) {
     }
 #else
     uint64_t now;
+    if (FSCHED__LOAD(&w->sched->watching, FSCHED__RELAXED) && fsched__watch_block(w, deadline))
+        return;
     if (!deadline) {
         fsched__park(&w->parker, 0);
         return;
@@ -5589,6 +5637,10 @@ static void fsched__idle_step(fsched__worker *w, fsched__idle *idle) {
     if (idle->rounds < FSCHED__ROUNDS_UNTIL_SLEEPY) {
         for (i = 0; i < FSCHED__SPIN_PER_ROUND; i++) fsched__cpu_relax();
     } else if (idle->rounds == FSCHED__ROUNDS_UNTIL_SLEEPY) {
+        /* the poll hook, before the worker may sleep: what it makes runnable here (a
+           fiber it wakes, a task it spawns) is found by the rounds still to come */
+        if (FSCHED__LOAD(&w->sched->watching, FSCHED__RELAXED))
+            w->hook_pending = fsched__poll_call(w->sched);
         idle->jec = fsched__announce_sleepy(w->sched);
     } else if (idle->rounds < FSCHED__ROUNDS_UNTIL_SLEEP) {
 #if !defined(FIBERSCHED_NO_THREADS)
@@ -5644,6 +5696,7 @@ static int fsched__loop_turn(fsched__worker *w, fsched__idle *idle) {
     fsched__job *job;
     fsched__collect_posted(w);
     if (w->timer_count) fsched__timers_fire(w);
+    if (FSCHED__UNLIKELY(FSCHED__LOAD(&w->sched->watching, FSCHED__RELAXED))) fsched__watch_tick(w);
     if (FSCHED__UNLIKELY(w->yield_pending)) { /* a yield lets one job run first */
         w->yield_pending = 0;
         if ((job = fsched__find_job(w))) {
@@ -5812,6 +5865,9 @@ static void fsched__sched_free(fsched_sched *s) {
     fsched__free(&a, s->reserve, s->reserve_count * sizeof *s->reserve, FSCHED__CACHE_LINE);
 #endif
     fsched__injector_destroy(&s->injector);
+#if defined(FSCHED__IO)
+    fsched__io_free(s);
+#endif
     s->magic = FSCHED__SCHED_DEAD;
     fsched__free(&a, s, sizeof *s, FSCHED__CACHE_LINE);
 }
@@ -6133,6 +6189,7 @@ FIBERSCHED_API fsched_result fsched_destroy(fsched_sched *s) {
     fsched__live_write_unlock();
     if (r != FSCHED_OK) return r;
     FSCHED__POINT(CLOSING);
+    fsched__watch_close(s);
     fsched__schedule(w, fsched__quiescent);
     fsched__stop_workers(s);
     fsched__unbind(w);
@@ -6454,11 +6511,10 @@ static void fsched__thread_waiter_block(fsched__waiter *wt) {
 #endif
 }
 
-/* Under the lock: removes the first waiter and, unless it timed out meanwhile (0), ends
-   it, recording how to resume it. A fiber waiter is made ready on its worker; a worker
+/* Under the lock: removes a waiter and, unless it timed out meanwhile (0), ends it,
+   recording how to resume it. A fiber waiter is made ready on its worker; a worker
    waiting inline (it had no fiber to switch to) is told; a thread is woken as above. */
-static int fsched__wait_list_end_head(fsched_wait_list *l, fsched__wakes *wakes) {
-    fsched__waiter *wt = (fsched__waiter *)l->head;
+static int fsched__wait_list_end(fsched_wait_list *l, fsched__waiter *wt, fsched__wakes *wakes) {
     fsched_fiber *fiber = wt->fiber;
     fsched__worker *worker = wt->worker;
     fsched_sched *held = NULL;
@@ -6488,7 +6544,7 @@ static int fsched__wait_list_end_head(fsched_wait_list *l, fsched__wakes *wakes)
 /* Under the lock: ends the first waiter still waiting. Returns 1 if one was ended. */
 static int fsched__wait_list_wake_one(fsched_wait_list *l, fsched__wakes *wakes) {
     while (l->head)
-        if (fsched__wait_list_end_head(l, wakes)) return 1;
+        if (fsched__wait_list_end(l, (fsched__waiter *)l->head, wakes)) return 1;
     return 0;
 }
 
@@ -7043,7 +7099,7 @@ FIBERSCHED_API fsched_result fsched_mutex_unlock(fsched_mutex *m) {
         fsched__waiter *wt = (fsched__waiter *)m->waiters.head;
         handoff = (uint32_t)fsched__mutex_starving(wt);
         wt->handed = handoff; /* read by the waiter after its end (the CAS releases it) */
-        if (fsched__wait_list_end_head(&m->waiters, &wakes)) break;
+        if (fsched__wait_list_end(&m->waiters, (fsched__waiter *)m->waiters.head, &wakes)) break;
         handoff = 0; /* it had timed out: the next one */
     }
     /* nobody else changes the state while it is locked and the list is locked: a plain
@@ -7281,6 +7337,643 @@ FIBERSCHED_API void fsched_yield(void) {
 }
 
 FIBERSCHED_API uint64_t fsched_clock_ns(void) { return fsched__clock_ns(); }
+
+/* ---- waiting on the outside world: file descriptors and the poll hook ----
+   A scheduler watches the outside world only once asked to: at its first fd wait it
+   makes a poller (an epoll set with an eventfd, or a table for poll() and a pipe), and
+   fsched_set_poll installs a hook. From then on workers look between tasks, at most once
+   per interval (fsched__watch_tick), and a worker about to sleep sleeps in the poller
+   instead of on its parker (fsched__watch_block): one thread at a time owns the poller.
+   A waker tells that worker through the poller's wake fd (fsched__notify reads w->polls
+   after its unpark; fsched__io_sleep says why no wake is lost). An fd's waiters queue in
+   the wait list of a record of its own, so a timeout, a cancel and a wake are those of
+   every other primitive. On Linux the fd is armed one-shot for what its waiters want,
+   and armed again after each event while any still wait: no event is consumed for
+   nobody, and a reused fd number finds its record and is added anew. */
+
+#define FSCHED__WATCH_INTERVAL 50000u /* ns between looks by busy workers, by default */
+
+#if defined(FSCHED__IO)
+
+/* One fd number's waiters in a poller, made at its first wait, kept until the end. */
+typedef struct fsched__fd {
+    fsched_wait_list waiters; /* fsched__fd_waiter records */
+    int fd;
+    uint32_t armed;           /* epoll: the events it is armed for, until they fire */
+    uint32_t added;           /* epoll: in the set */
+} fsched__fd;
+
+typedef struct fsched__fd_waiter {
+    fsched__waiter wt;  /* first: the list links &wt */
+    uint32_t events;    /* asked for */
+    uint32_t ready;     /* found; written before the CAS that ends the wait, */
+    fsched_result result; /* with how it ended: FSCHED_OK, or the fd was closed
+                             (FSCHED_ERR_CANCELLED), or not open (INVALID_ARGUMENT) */
+} fsched__fd_waiter;
+
+struct fsched__io {
+    fsched_sched *sched;
+    struct fsched__io *next; /* every poller, for fsched_close_fd */
+    uint32_t lock;           /* spinlock: the table (and `blocking` under poll()) */
+    uint32_t owner;          /* atomic: a thread polls (a try-lock) */
+    uint32_t blocking;       /* poll(): the owner sleeps in a poll */
+    fsched__fd **table;      /* by fd number; NULL: none yet */
+    uint32_t table_cap;
+    int wake_read, wake_write; /* the eventfd (both), or a pipe's ends */
+#if defined(FSCHED__IO_EPOLL)
+    int epfd;
+#else
+    struct pollfd *fds;      /* the owner's poll set, rebuilt for each poll */
+    fsched__fd **fds_of;
+    uint32_t fds_cap;
+#endif
+};
+
+/* Every live poller, for fsched_close_fd, under a spinlock never held across a wait. */
+static fsched__io *fsched__io_all;
+static uint32_t fsched__io_all_lock;
+
+static void fsched__io_interrupt(fsched__io *io) {
+#if defined(FSCHED__IO_EPOLL)
+    uint64_t one = 1;
+#else
+    char one = 0;
+#endif
+    /* a full pipe or counter is readable already: the sleeper wakes either way */
+    ssize_t n = write(io->wake_write, &one, sizeof one);
+    (void)n;
+}
+
+static void fsched__io_drain_wake(fsched__io *io) {
+    char buf[64];
+    while (read(io->wake_read, buf, sizeof buf) > 0) {
+    }
+}
+
+#if !defined(FSCHED__IO_EPOLL)
+static int fsched__fd_nonblocking(int fd) {
+    int flags = fcntl(fd, F_GETFL);
+    return flags >= 0 && fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0 &&
+           fcntl(fd, F_SETFD, FD_CLOEXEC) == 0;
+}
+#endif
+
+/* The poller of s, made at the first call; NULL, with *r set, when it cannot be. */
+static fsched__io *fsched__io_get(fsched_sched *s, fsched_result *r) {
+    /* acquire: pairs with the CAS that published a poller another thread made */
+    fsched__io *io = FSCHED__LOAD(&s->io, FSCHED__ACQUIRE), *none = NULL;
+    if (FSCHED__LIKELY(io != NULL)) return io;
+    io = (fsched__io *)fsched__alloc(&s->allocator, sizeof *io, sizeof(void *));
+    *r = FSCHED_ERR_OUT_OF_MEMORY;
+    if (!io) return NULL;
+    memset(io, 0, sizeof *io);
+    io->sched = s;
+    *r = FSCHED_ERR_SYSTEM;
+#if defined(FSCHED__IO_EPOLL)
+    io->epfd = epoll_create1(EPOLL_CLOEXEC);
+    io->wake_read = io->wake_write = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (io->epfd >= 0 && io->wake_read >= 0) {
+        struct epoll_event ev;
+        memset(&ev, 0, sizeof ev);
+        ev.events = EPOLLIN; /* level-triggered: readable until drained */
+        ev.data.ptr = NULL;  /* NULL: the wake fd */
+        if (epoll_ctl(io->epfd, EPOLL_CTL_ADD, io->wake_read, &ev) == 0) *r = FSCHED_OK;
+    }
+#else
+    {
+        int ends[2];
+        io->wake_read = io->wake_write = -1;
+        if (pipe(ends) == 0) {
+            io->wake_read = ends[0];
+            io->wake_write = ends[1];
+            if (fsched__fd_nonblocking(ends[0]) && fsched__fd_nonblocking(ends[1])) *r = FSCHED_OK;
+        }
+    }
+#endif
+    /* acq_rel: publishes the poller; a loser frees its own and takes the winner's */
+    if (*r == FSCHED_OK && FSCHED__CAS(&s->io, &none, io, FSCHED__ACQ_REL, FSCHED__ACQUIRE)) {
+        FSCHED__STORE(&s->watching, 1u, FSCHED__RELAXED); /* a hint for the loop */
+        fsched__spin_lock(&fsched__io_all_lock);
+        io->next = fsched__io_all;
+        fsched__io_all = io;
+        fsched__spin_unlock(&fsched__io_all_lock);
+        return io;
+    }
+#if defined(FSCHED__IO_EPOLL)
+    if (io->epfd >= 0) close(io->epfd);
+#else
+    if (io->wake_write >= 0) close(io->wake_write);
+#endif
+    if (io->wake_read >= 0) close(io->wake_read);
+    fsched__free(&s->allocator, io, sizeof *io, sizeof(void *));
+    return none; /* the winner's, or NULL with *r set */
+}
+
+/* Frees the poller of a scheduler being freed (no thread of it uses the poller now). */
+static void fsched__io_free(fsched_sched *s) {
+    fsched__io *io = s->io, **p;
+    const fsched_allocator *a = &s->allocator;
+    uint32_t i;
+    if (!io) return;
+    fsched__spin_lock(&fsched__io_all_lock); /* waits for fsched_close_fd's walk */
+    for (p = &fsched__io_all; *p; p = &(*p)->next)
+        if (*p == io) {
+            *p = io->next;
+            break;
+        }
+    fsched__spin_unlock(&fsched__io_all_lock);
+    for (i = 0; i < io->table_cap; i++)
+        if (io->table[i]) fsched__free(a, io->table[i], sizeof(fsched__fd), sizeof(void *));
+    if (io->table) fsched__free(a, io->table, io->table_cap * sizeof *io->table, sizeof(void *));
+#if defined(FSCHED__IO_EPOLL)
+    close(io->epfd);
+#else
+    if (io->fds) {
+        fsched__free(a, io->fds, io->fds_cap * sizeof *io->fds, sizeof(void *));
+        fsched__free(a, io->fds_of, io->fds_cap * sizeof *io->fds_of, sizeof(void *));
+    }
+    close(io->wake_write);
+#endif
+    close(io->wake_read);
+    fsched__free(a, io, sizeof *io, sizeof(void *));
+    s->io = NULL;
+}
+
+/* The record of fd, made if need be; NULL for want of memory. */
+static fsched__fd *fsched__io_record(fsched__io *io, int fd) {
+    const fsched_allocator *a = &io->sched->allocator;
+    fsched__fd *rec = NULL;
+    fsched__spin_lock(&io->lock);
+    if ((uint32_t)fd >= io->table_cap) {
+        uint32_t cap = io->table_cap ? io->table_cap : 64u;
+        fsched__fd **table;
+        while (cap <= (uint32_t)fd) cap *= 2u;
+        table = (fsched__fd **)fsched__alloc(a, cap * sizeof *table, sizeof(void *));
+        if (!table) goto out;
+        memset(table, 0, cap * sizeof *table);
+        if (io->table) {
+            memcpy(table, io->table, io->table_cap * sizeof *table);
+            fsched__free(a, io->table, io->table_cap * sizeof *table, sizeof(void *));
+        }
+        io->table = table;
+        io->table_cap = cap;
+    }
+    rec = io->table[fd];
+    if (!rec && (rec = (fsched__fd *)fsched__alloc(a, sizeof *rec, sizeof(void *))) != NULL) {
+        memset(rec, 0, sizeof *rec);
+        rec->fd = fd;
+        io->table[fd] = rec;
+    }
+out:
+    fsched__spin_unlock(&io->lock);
+    return rec;
+}
+
+/* What the waiters of rec want (under its lock). */
+static uint32_t fsched__fd_wanted(const fsched__fd *rec) {
+    const fsched__waiter *wt;
+    uint32_t want = 0;
+    for (wt = (const fsched__waiter *)rec->waiters.head; wt; wt = wt->next)
+        want |= ((const fsched__fd_waiter *)wt)->events;
+    return want;
+}
+
+#if defined(FSCHED__IO_EPOLL)
+/* Under rec's lock: arms rec for what its waiters want, unless armed for that already.
+   0, or the errno of the refusal. */
+static int fsched__fd_arm(fsched__io *io, fsched__fd *rec) {
+    struct epoll_event ev;
+    uint32_t want = fsched__fd_wanted(rec);
+    if (!want || (want & ~rec->armed) == 0) return 0;
+    memset(&ev, 0, sizeof ev);
+    ev.events = EPOLLONESHOT | ((want & FSCHED_READABLE) ? EPOLLIN | EPOLLRDHUP : 0u) |
+                ((want & FSCHED_WRITABLE) ? EPOLLOUT : 0u);
+    ev.data.ptr = rec;
+    /* the kernel drops a closed fd from the set: a reused number is added anew */
+    if (rec->added && epoll_ctl(io->epfd, EPOLL_CTL_MOD, rec->fd, &ev) != 0) {
+        if (errno != ENOENT) return errno;
+        rec->added = 0;
+    }
+    if (!rec->added) {
+        if (epoll_ctl(io->epfd, EPOLL_CTL_ADD, rec->fd, &ev) != 0 &&
+            (errno != EEXIST || epoll_ctl(io->epfd, EPOLL_CTL_MOD, rec->fd, &ev) != 0))
+            return errno;
+        rec->added = 1;
+    }
+    rec->armed = want;
+    return 0;
+}
+#endif
+
+/* Ends the waits on rec that `found` answers (FSCHED_READABLE | FSCHED_WRITABLE) with
+   `result`, and arms rec again for the others. */
+static void fsched__fd_answer(fsched__io *io, fsched__fd *rec, uint32_t found,
+                              fsched_result result) {
+    fsched__wakes wakes;
+    fsched__waiter *wt, *next;
+    wakes.n = 0;
+    fsched__wait_list_lock(&rec->waiters);
+    rec->armed = 0; /* one-shot: it fired (or, cancelled, nobody wants it any more) */
+    for (wt = (fsched__waiter *)rec->waiters.head; wt; wt = next) {
+        fsched__fd_waiter *fw = (fsched__fd_waiter *)wt;
+        next = wt->next;
+        if (!(fw->events & found)) continue;
+        fw->ready = fw->events & found;
+        fw->result = result;
+        fsched__wait_list_end(&rec->waiters, wt, &wakes);
+    }
+#if defined(FSCHED__IO_EPOLL)
+    if (result == FSCHED_OK) (void)fsched__fd_arm(io, rec); /* refused: closed; waits time out */
+#else
+    (void)io;
+#endif
+    fsched__wait_list_unlock_wake(&rec->waiters, &wakes);
+}
+
+/* Polls once, for up to timeout_ms (-1: until something happens), and answers the fds
+   found ready. The caller owns the poller. */
+static void fsched__io_poll(fsched__io *io, int timeout_ms) {
+#if defined(FSCHED__IO_EPOLL)
+    struct epoll_event ev[64];
+    int n = epoll_wait(io->epfd, ev, 64, timeout_ms), i;
+    for (i = 0; i < n; i++) {
+        fsched__fd *rec = (fsched__fd *)ev[i].data.ptr;
+        uint32_t e = ev[i].events, found = 0;
+        if (!rec) {
+            fsched__io_drain_wake(io);
+            continue;
+        }
+        if (e & (EPOLLERR | EPOLLHUP)) found = FSCHED_READABLE | FSCHED_WRITABLE;
+        if (e & (EPOLLIN | EPOLLRDHUP)) found |= FSCHED_READABLE;
+        if (e & EPOLLOUT) found |= FSCHED_WRITABLE;
+        fsched__fd_answer(io, rec, found, FSCHED_OK);
+    }
+#else
+    const fsched_allocator *a = &io->sched->allocator;
+    uint32_t n = 1, i;
+    int k;
+    fsched__spin_lock(&io->lock);
+    if (io->fds_cap < io->table_cap + 1u) { /* the wake pipe, then one per fd */
+        uint32_t cap = io->table_cap + 1u;
+        struct pollfd *fds = (struct pollfd *)fsched__alloc(a, cap * sizeof *fds, sizeof(void *));
+        fsched__fd **of = (fsched__fd **)fsched__alloc(a, cap * sizeof *of, sizeof(void *));
+        if (fds && of) {
+            if (io->fds) {
+                fsched__free(a, io->fds, io->fds_cap * sizeof *io->fds, sizeof(void *));
+                fsched__free(a, io->fds_of, io->fds_cap * sizeof *io->fds_of, sizeof(void *));
+            }
+            io->fds = fds;
+            io->fds_of = of;
+            io->fds_cap = cap;
+        } else {
+            if (fds) fsched__free(a, fds, cap * sizeof *fds, sizeof(void *));
+            if (of) fsched__free(a, of, cap * sizeof *of, sizeof(void *));
+            if (timeout_ms) timeout_ms = 1; /* the old set may miss fds: look again soon */
+        }
+    }
+    if (!io->fds) {
+        fsched__spin_unlock(&io->lock);
+        return;
+    }
+    io->fds[0].fd = io->wake_read;
+    io->fds[0].events = POLLIN;
+    for (i = 0; i < io->table_cap && n < io->fds_cap; i++) {
+        fsched__fd *rec = io->table[i];
+        uint32_t want;
+        if (!rec || !FSCHED__LOAD(&rec->waiters.count, FSCHED__RELAXED)) continue;
+        fsched__wait_list_lock(&rec->waiters);
+        want = fsched__fd_wanted(rec);
+        fsched__wait_list_unlock(&rec->waiters);
+        if (!want) continue;
+        io->fds[n].fd = rec->fd;
+        io->fds[n].events = (short)(((want & FSCHED_READABLE) ? POLLIN : 0) |
+                                    ((want & FSCHED_WRITABLE) ? POLLOUT : 0));
+        io->fds_of[n++] = rec;
+    }
+    /* under the table's lock, which a new waiter takes after it queued to read this:
+       either the set above has its fd, or it sees `blocking` and interrupts the poll */
+    io->blocking = timeout_ms != 0;
+    fsched__spin_unlock(&io->lock);
+    k = poll(io->fds, n, timeout_ms);
+    fsched__spin_lock(&io->lock);
+    io->blocking = 0;
+    fsched__spin_unlock(&io->lock);
+    if (k <= 0) return;
+    if (io->fds[0].revents) fsched__io_drain_wake(io);
+    for (i = 1; i < n; i++) {
+        short e = io->fds[i].revents;
+        uint32_t found = 0;
+        if (!e) continue;
+        if (e & (POLLERR | POLLHUP | POLLNVAL)) found = FSCHED_READABLE | FSCHED_WRITABLE;
+        if (e & POLLIN) found |= FSCHED_READABLE;
+        if (e & POLLOUT) found |= FSCHED_WRITABLE;
+        fsched__fd_answer(io, io->fds_of[i], found,
+                          (e & POLLNVAL) ? FSCHED_ERR_INVALID_ARGUMENT : FSCHED_OK);
+    }
+#endif
+}
+
+/* Ends every wait on fd in io with FSCHED_ERR_CANCELLED (fd < 0: on every fd). */
+static void fsched__io_cancel(fsched__io *io, int fd) {
+    uint32_t i = fd < 0 ? 0u : (uint32_t)fd;
+    for (;;) {
+        fsched__fd *rec = NULL;
+        uint32_t cap;
+        fsched__spin_lock(&io->lock);
+        cap = io->table_cap;
+        if (i < cap) rec = io->table[i];
+        fsched__spin_unlock(&io->lock);
+        if (rec) fsched__fd_answer(io, rec, FSCHED_READABLE | FSCHED_WRITABLE, FSCHED_ERR_CANCELLED);
+        if (fd >= 0 || ++i >= cap) break;
+    }
+}
+
+/* Owns the poller of s, if s has one and no other thread owns it: the poller, or NULL. */
+static fsched__io *fsched__io_own(fsched_sched *s) {
+    /* acquire: pairs with the CAS that published the poller */
+    fsched__io *io = FSCHED__LOAD(&s->io, FSCHED__ACQUIRE);
+    uint32_t free = 0;
+    /* acquire: what the previous owner's answers wrote; a busy owner is left alone */
+    if (!io || !FSCHED__LOAD(&s->fd_waits, FSCHED__RELAXED) ||
+        !FSCHED__CAS(&io->owner, &free, 1u, FSCHED__ACQUIRE, FSCHED__RELAXED))
+        return NULL;
+    return io;
+}
+
+static void fsched__io_disown(fsched__io *io) {
+    FSCHED__STORE(&io->owner, 0u, FSCHED__RELEASE); /* release: pairs with the next owner */
+}
+#endif /* FSCHED__IO */
+
+/* ---- the poll hook and the watch ---- */
+
+static uint64_t fsched__watch_interval(const fsched_sched *s) {
+    uint64_t i = FSCHED__LOAD(&s->poll_interval, FSCHED__RELAXED);
+    return i ? i : FSCHED__WATCH_INTERVAL;
+}
+
+/* Calls the hook unless none is set or another thread is in it. Returns whether it
+   still waits for something; 1 too when another thread was in it, whose call may have
+   begun before the caller's task started what it waits for (so the caller looks again
+   after an interval rather than sleep through it). */
+static int fsched__poll_call(fsched_sched *s) {
+    uint32_t free = 0;
+    int pending = 0;
+    if (!FSCHED__LOAD(&s->poll_fn, FSCHED__RELAXED)) return 0;
+    /* acquire: the hook and its user as fsched_set_poll left them, under this lock */
+    if (!FSCHED__CAS(&s->poll_busy, &free, 1u, FSCHED__ACQUIRE, FSCHED__RELAXED)) return 1;
+    if (s->poll_fn) {
+        fsched__tls_thread.in_hook = s;
+        pending = s->poll_fn(s->poll_user) != 0;
+        fsched__tls_thread.in_hook = NULL;
+    }
+    FSCHED__STORE(&s->poll_busy, 0u, FSCHED__RELEASE);
+    return pending;
+}
+
+/* Between tasks: calls the hook and looks into the poller once the interval has passed
+   since the last look by any worker. */
+static void fsched__watch_tick(fsched__worker *w) {
+    fsched_sched *s = w->sched;
+    uint64_t now = fsched__sched_now(s), next = FSCHED__LOAD(&s->watch_next, FSCHED__RELAXED);
+#if defined(FSCHED__IO)
+    fsched__io *io;
+#endif
+    /* relaxed: pacing only; two workers that pass together look twice */
+    if (now < next || !FSCHED__CAS(&s->watch_next, &next, now + fsched__watch_interval(s),
+                                   FSCHED__RELAXED, FSCHED__RELAXED))
+        return;
+    fsched__poll_call(s);
+#if defined(FSCHED__IO)
+    if ((io = fsched__io_own(s)) != NULL) {
+        fsched__io_poll(io, 0);
+        fsched__io_disown(io);
+    }
+#endif
+}
+
+#if defined(FSCHED__IO) && !defined(FIBERSCHED_NO_THREADS)
+/* The owner of the poller sleeps in it for up to timeout_ms. A waker unparks the worker,
+   then reads `polls` to see whether it must interrupt the poll too; here `polls` is
+   set, then the permit taken: all seq_cst, so either the waker sees `polls` or this
+   sees its permit and does not sleep. */
+static void fsched__io_sleep(fsched__worker *w, fsched__io *io, int timeout_ms) {
+    FSCHED__POINT(POLL);
+    FSCHED__EXCHANGE(&w->polls, 1u, FSCHED__SEQ_CST);
+    if (!fsched__park_take(&w->parker)) fsched__io_poll(io, timeout_ms);
+    FSCHED__STORE(&w->polls, 0u, FSCHED__RELAXED); /* a late interrupt only ends a poll */
+}
+#endif
+
+/* The worker found nothing to do, and would sleep until `deadline` (the scheduler's
+   clock; 0: none). Watches the outside world meanwhile: sleeps in the poller if it is
+   free, and no longer than the interval while the hook, called before (in
+   fsched__idle_step), waits for something. Returns 0 when there was nothing to watch
+   (the caller sleeps as usual). */
+static int fsched__watch_block(fsched__worker *w, uint64_t deadline) {
+    fsched_sched *s = w->sched;
+    int pending = w->hook_pending;
+    uint64_t now = fsched__sched_now(s);
+#if defined(FSCHED__IO)
+    fsched__io *io;
+#endif
+    if (pending && (!deadline || deadline > now + fsched__watch_interval(s)))
+        deadline = now + fsched__watch_interval(s);
+#if defined(FSCHED__IO)
+    if ((io = fsched__io_own(s)) != NULL) {
+        int ms = -1;
+        if (deadline) {
+            uint64_t left = deadline > now ? deadline - now : 0;
+            ms = left >= 1000000000000ull ? 1000000 : (int)((left + 999999u) / 1000000u);
+        }
+#if defined(FIBERSCHED_NO_THREADS)
+        fsched__io_poll(io, ms); /* no other thread could wake this one */
+#else
+        fsched__io_sleep(w, io, ms);
+#endif
+        fsched__io_disown(io);
+        return 1;
+    }
+#endif
+    if (!pending) return 0;
+#if defined(FIBERSCHED_NO_THREADS)
+    while (fsched__sched_now(s) < deadline &&
+           FSCHED__LOAD(&w->latch, FSCHED__ACQUIRE) != FSCHED__LATCH_SET)
+        fsched__cpu_relax();
+#else
+    if (now < deadline) fsched__park(&w->parker, deadline - now);
+#endif
+    return 1;
+}
+
+/* fsched_destroy has begun: every fd wait fails, now and from now on. */
+static void fsched__watch_close(fsched_sched *s) {
+#if defined(FSCHED__IO)
+    /* acquire: pairs with the CAS that published the poller */
+    fsched__io *io = FSCHED__LOAD(&s->io, FSCHED__ACQUIRE);
+    if (io) fsched__io_cancel(io, -1);
+#else
+    (void)s;
+#endif
+}
+
+FIBERSCHED_API fsched_result fsched_set_poll(fsched_sched *s, fsched_poll_fn fn, void *user,
+                                             uint64_t interval_ns) {
+    fsched_result r = fsched__sched_enter(s, 0, "fsched_set_poll");
+    uint32_t spins = 0, free = 0;
+    int inside;
+    if (r != FSCHED_OK) return r;
+    inside = fsched__tls_thread.in_hook == s;
+    /* the hook's own lock: waits for a call in progress, unless this is that call */
+    while (!inside && !FSCHED__CAS(&s->poll_busy, &free, 1u, FSCHED__ACQUIRE, FSCHED__RELAXED)) {
+        free = 0;
+        fsched__backoff(&spins);
+    }
+    s->poll_user = user;
+    FSCHED__STORE(&s->poll_interval, interval_ns, FSCHED__RELAXED);
+    FSCHED__STORE(&s->poll_fn, fn, FSCHED__RELAXED);
+    FSCHED__STORE(&s->watching, fn || FSCHED__LOAD(&s->io, FSCHED__RELAXED), FSCHED__RELAXED);
+    if (!inside) FSCHED__STORE(&s->poll_busy, 0u, FSCHED__RELEASE);
+    /* a sleeping worker calls the new hook soon, and from then on at every interval */
+    if (fn) fsched__wake_sleepers(s, 1);
+    fsched__sched_release(s);
+    return FSCHED_OK;
+}
+
+/* ---- fd waits ---- */
+
+#if defined(FSCHED__IO)
+/* poll(): for a thread outside any scheduler, or a wait that only looks. */
+static fsched_result fsched__fd_poll_thread(int fd, uint32_t events, uint64_t timeout_ns,
+                                            uint32_t *ready) {
+    struct pollfd p;
+    uint64_t deadline = timeout_ns == FSCHED_FOREVER ? 0 : fsched__now_ns() + timeout_ns;
+    p.fd = fd;
+    p.events = (short)(((events & FSCHED_READABLE) ? POLLIN : 0) |
+                       ((events & FSCHED_WRITABLE) ? POLLOUT : 0));
+    for (;;) {
+        int ms = -1, k;
+        if (timeout_ns != FSCHED_FOREVER) {
+            uint64_t now = fsched__now_ns(), left = deadline > now ? deadline - now : 0;
+            ms = left >= 1000000000000ull ? 1000000 : (int)((left + 999999u) / 1000000u);
+        }
+        p.revents = 0;
+        k = poll(&p, 1, ms);
+        if (k < 0 && errno == EINTR) continue; /* a signal: the deadline still holds */
+        if (k < 0) return FSCHED_ERR_SYSTEM;
+        if (p.revents & POLLNVAL)
+            return FSCHED__MISUSE(NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                                  "fsched_wait_fd: fd %d is not open", fd);
+        if (k == 0) {
+            if (timeout_ns != FSCHED_FOREVER && fsched__now_ns() >= deadline)
+                return FSCHED_ERR_TIMEOUT;
+            continue;
+        }
+        if (ready)
+            *ready = (p.revents & (POLLERR | POLLHUP))
+                         ? events
+                         : (uint32_t)(((p.revents & POLLIN) ? FSCHED_READABLE : 0u) |
+                                      ((p.revents & POLLOUT) ? FSCHED_WRITABLE : 0u));
+        return FSCHED_OK;
+    }
+}
+#endif
+
+FIBERSCHED_API fsched_result fsched_wait_fd(int fd, uint32_t events, uint64_t timeout_ns,
+                                            uint32_t *ready) {
+#if defined(FSCHED__IO)
+    fsched__worker *w = fsched__tls_thread.worker;
+    fsched_sched *s;
+    fsched__io *io;
+    fsched__fd *rec;
+    fsched__fd_waiter fw;
+    fsched_result r = FSCHED_OK;
+    if (fd < 0 || !events || (events & ~(FSCHED_READABLE | FSCHED_WRITABLE)))
+        return FSCHED__MISUSE(NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "fsched_wait_fd: fd %d or events %u out of range", fd, events);
+    if (!w || !timeout_ns) return fsched__fd_poll_thread(fd, events, timeout_ns, ready);
+    s = w->sched;
+    if (FSCHED__LOAD(&s->closing, FSCHED__RELAXED)) return FSCHED_ERR_CANCELLED;
+    if (!(io = fsched__io_get(s, &r))) return r;
+    if (!(rec = fsched__io_record(io, fd))) return FSCHED_ERR_OUT_OF_MEMORY;
+    r = fsched__wait_begin(&fw.wt, timeout_ns == FSCHED_FOREVER ? 0 : fsched__deadline_after(timeout_ns),
+                           "fd", rec);
+    if (r != FSCHED_OK) return r;
+    fw.events = events;
+    fw.ready = 0;
+    fw.result = FSCHED_OK;
+    fsched__wait_list_lock(&rec->waiters);
+    /* under the lock that destroy's cancel takes after it set `closing` */
+    if (FSCHED__LOAD(&s->closing, FSCHED__RELAXED)) {
+        fsched__wait_list_unlock(&rec->waiters);
+        fsched__wait_abandon(&fw.wt);
+        return FSCHED_ERR_CANCELLED;
+    }
+    fsched__wait_list_append(&rec->waiters, &fw.wt);
+#if defined(FSCHED__IO_EPOLL)
+    {
+        int err = fsched__fd_arm(io, rec);
+        if (err) {
+            fsched__wait_list_remove(&rec->waiters, &fw.wt);
+            fsched__wait_list_unlock(&rec->waiters);
+            fsched__wait_abandon(&fw.wt);
+            if (err == EPERM) { /* a regular file or directory: always ready, as poll() says */
+                if (ready) *ready = events;
+                return FSCHED_OK;
+            }
+            return err == EBADF ? FSCHED__MISUSE(&s->logger, FSCHED_ERR_INVALID_ARGUMENT,
+                                                 "fsched_wait_fd: fd %d is not open", fd)
+                                : FSCHED_ERR_SYSTEM;
+        }
+    }
+#endif
+    /* relaxed: a hint for the watch; this worker itself looks before it sleeps */
+    FSCHED__FETCH_ADD(&s->fd_waits, 1u, FSCHED__RELAXED);
+#if !defined(FSCHED__IO_EPOLL)
+    {
+        uint32_t blocking;
+        fsched__wait_list_unlock(&rec->waiters);
+        /* poll() watches the set it was given: a poll under way learns of this fd (see
+           fsched__io_poll). The wait may be answered meanwhile; the commit below then
+           finds its fiber made ready already, as after any early wake. */
+        fsched__spin_lock(&io->lock);
+        blocking = io->blocking;
+        fsched__spin_unlock(&io->lock);
+        if (blocking) fsched__io_interrupt(io);
+        fsched__wait_list_lock(&rec->waiters);
+    }
+#endif
+    r = fsched__wait_commit(&rec->waiters, &fw.wt);
+    FSCHED__FETCH_SUB(&s->fd_waits, 1u, FSCHED__RELAXED);
+    if (r != FSCHED_OK) return r;
+    if (fw.result == FSCHED_ERR_INVALID_ARGUMENT)
+        return FSCHED__MISUSE(&s->logger, fw.result, "fsched_wait_fd: fd %d is not open", fd);
+    if (fw.result == FSCHED_OK && ready) *ready = fw.ready;
+    return fw.result;
+#else
+    (void)fd;
+    (void)events;
+    (void)timeout_ns;
+    (void)ready;
+    return FSCHED__MISUSE(NULL, FSCHED_ERR_UNSUPPORTED, "fsched_wait_fd: no file descriptors here");
+#endif
+}
+
+FIBERSCHED_API fsched_result fsched_close_fd(int fd) {
+#if defined(FSCHED__IO)
+    fsched__io *io;
+    if (fd < 0)
+        return FSCHED__MISUSE(NULL, FSCHED_ERR_INVALID_ARGUMENT, "fsched_close_fd: fd %d", fd);
+    /* the list's lock keeps every poller in it alive (fsched__io_free takes it first) */
+    fsched__spin_lock(&fsched__io_all_lock);
+    for (io = fsched__io_all; io; io = io->next) fsched__io_cancel(io, fd);
+    fsched__spin_unlock(&fsched__io_all_lock);
+    return close(fd) == 0 ? FSCHED_OK : FSCHED_ERR_SYSTEM;
+#else
+    (void)fd;
+    return FSCHED__MISUSE(NULL, FSCHED_ERR_UNSUPPORTED, "fsched_close_fd: no file descriptors here");
+#endif
+}
 
 /* ===================================================================================== */
 /*  algorithms: spawn, join, parallel for and reduce                                     */

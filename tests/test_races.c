@@ -30,6 +30,8 @@
    15. a waker, preempted after it let go of the wait list, wakes a thread that has
        already returned: the wake reaches a dead stack slot (Valgrind must not report
        it), then a slot reused by the next wait (which must sleep on).
+   16. a worker about to sleep in the fd poller is told of new work before it says that
+       it polls: it must not sleep through it.
 
    Seed 0 (FIBERSCHED_CHAOS_SEED=0) runs only the stalls; any other seed adds random
    perturbation at every point. */
@@ -1184,6 +1186,58 @@ static void test_wake_after_return(void) {
     CHECK_OK(fsched_event_destroy(&t15_third));
 }
 
+/* ---- 16: new work for a worker about to sleep in the poller ---- */
+
+static int t16_armed, t16_stalled, t16_go, t16_waiting;
+
+static void t16_hook(fsched__point at) {
+    int one = 1;
+    if (at == FSCHED__AT_POLL &&
+        __atomic_compare_exchange_n(&t16_armed, &one, 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+        STORE(&t16_stalled, 1);
+        await_flag(&t16_go);
+    }
+}
+
+static void t16_wait_fd(void *arg) {
+    STORE(&t16_waiting, 1);
+    CHECK_RESULT(fsched_wait_fd(*(int *)arg, FSCHED_READABLE, FSCHED_FOREVER, NULL),
+                 FSCHED_ERR_CANCELLED);
+}
+
+static void t16_set(void *arg) { CHECK_OK(fsched_event_set((fsched_event *)arg)); }
+
+static void t16_nothing(void *arg) { (void)arg; }
+
+static void test_work_for_poller(void) {
+    fsched_sched *s = guarded_sched(1);
+    fsched_event e;
+    int fds[2], round;
+    begin("16. new work for a worker about to sleep in the poller");
+    CHECK(pipe(fds) == 0);
+    CHECK_OK(fsched_event_init(&e, 0, 0));
+    STORE(&t16_waiting, 0);
+    CHECK_OK(fsched_spawn(s, t16_wait_fd, &fds[0])); /* the worker watches the pipe */
+    await_flag(&t16_waiting);
+    set_hook(t16_hook);
+    for (round = 0; round < 3; round++) {
+        STORE(&t16_stalled, 0);
+        STORE(&t16_go, 0);
+        STORE(&t16_armed, 1);
+        CHECK_OK(fsched_spawn(s, t16_nothing, NULL)); /* it wakes, and goes back to sleep */
+        await_flag(&t16_stalled); /* asleep but for its poll */
+        CHECK_OK(fsched_spawn(s, t16_set, &e)); /* the wake finds it not yet polling */
+        stall_ms(20);
+        STORE(&t16_go, 1);
+        CHECK_OK(fsched_event_wait_for(&e, 5000000000ull)); /* it ran */
+    }
+    set_hook(NULL);
+    CHECK_OK(fsched_close_fd(fds[0]));
+    CHECK_OK(fsched_destroy(s));
+    CHECK_OK(fsched_event_destroy(&e));
+    close(fds[1]);
+}
+
 /* Usage: test_races [N ...] runs the tests numbered N, such as 3 or 3b (default: all). */
 int main(int argc, char **argv) {
     static void (*const tests[])(void) = {
@@ -1192,9 +1246,9 @@ int main(int argc, char **argv) {
         test_help_after_steal, test_wake_taken_by_fiber, test_own_clock,
         test_graph_rerun_races, test_woken_while_lock_held, test_mutex_no_convoy,
         test_bind_races_destroy, test_batch_published_while_searching, test_one_job_one_wake,
-        test_frame_taken_back_or_claimed, test_slab_mapped_twice, test_wake_after_return};
+        test_frame_taken_back_or_claimed, test_slab_mapped_twice, test_wake_after_return, test_work_for_poller};
     static const char *const labels[] = {"1", "2", "3a", "3b", "3c", "4", "5",
-                                         "6", "7", "8", "9", "10", "11", "12", "13", "14", "15"};
+                                         "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16"};
     size_t i;
     int k;
     test_watchdog(600);

@@ -1,0 +1,687 @@
+/* Waits on the outside world: file descriptors (fsched_wait_fd, fsched_close_fd) and the
+   poll hook (fsched_set_poll). Pipes and socket pairs stand in for devices and sockets.
+   Built three ways: epoll (Linux), poll() (FIBERSCHED_IO_POLL) and single-threaded. */
+#define _GNU_SOURCE
+#define FIBERSCHED_IMPLEMENTATION
+#include "../fibersched.h"
+#include "check.h"
+
+#if !defined(FSCHED__IO)
+int main(void) {
+    printf("test_io: skipped (no file descriptors here)\n");
+    return TEST_SKIP;
+}
+#else
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MS 1000000ull
+
+static fsched_sched *sched;
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void nonblocking(int fd) {
+    int flags = fcntl(fd, F_GETFL);
+    CHECK(flags >= 0 && fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0);
+}
+
+static void make_pipe(int fds[2]) {
+    CHECK(pipe(fds) == 0);
+    nonblocking(fds[0]);
+    nonblocking(fds[1]);
+}
+
+static void put_byte(int fd, char c) { CHECK(write(fd, &c, 1) == 1); }
+
+/* Spawns fn(arg) n times in a wait group and waits for all (the main thread runs them
+   itself when single-threaded). */
+static void run_tasks(void (*fn)(void *), void **args, int n) {
+    fsched_wait_group wg;
+    int i;
+    CHECK_OK(fsched_wait_group_init(&wg));
+    for (i = 0; i < n; i++) CHECK_OK(fsched_wait_group_spawn(&wg, sched, fn, args[i]));
+    CHECK_OK(fsched_wait_group_wait(&wg));
+    CHECK_OK(fsched_wait_group_destroy(&wg));
+}
+
+static void run_task(void (*fn)(void *), void *arg) { run_tasks(fn, &arg, 1); }
+
+/* ---- a fiber waits for data that another task writes later ---- */
+
+typedef struct pipe_case {
+    int fds[2];
+    int got;
+    uint32_t ready;
+    fsched_result r;
+} pipe_case;
+
+static void reader(void *p) {
+    pipe_case *c = (pipe_case *)p;
+    char b;
+    c->r = fsched_wait_fd(c->fds[0], FSCHED_READABLE, FSCHED_FOREVER, &c->ready);
+    if (c->r == FSCHED_OK) c->got = read(c->fds[0], &b, 1) == 1 ? b : -1;
+}
+
+static void late_writer(void *p) {
+    pipe_case *c = (pipe_case *)p;
+    fsched_sleep_for(20 * MS);
+    put_byte(c->fds[1], 'x');
+}
+
+static void test_readable(void) {
+    pipe_case c;
+    void *args[2];
+    memset(&c, 0, sizeof c);
+    make_pipe(c.fds);
+    args[0] = &c;
+    args[1] = &c;
+    {
+        fsched_wait_group wg;
+        CHECK_OK(fsched_wait_group_init(&wg));
+        CHECK_OK(fsched_wait_group_spawn(&wg, sched, reader, &c));
+        CHECK_OK(fsched_wait_group_spawn(&wg, sched, late_writer, &c));
+        CHECK_OK(fsched_wait_group_wait(&wg));
+        CHECK_OK(fsched_wait_group_destroy(&wg));
+    }
+    (void)args;
+    CHECK_OK(c.r);
+    CHECK(c.ready == FSCHED_READABLE);
+    CHECK(c.got == 'x');
+    close(c.fds[0]);
+    close(c.fds[1]);
+}
+
+/* ---- timeouts, and looking without waiting ---- */
+
+static void timed_reader(void *p) {
+    pipe_case *c = (pipe_case *)p;
+    uint64_t t0 = now_ns();
+    uint32_t ready = 99;
+    CHECK_RESULT(fsched_wait_fd(c->fds[0], FSCHED_READABLE, 0, &ready), FSCHED_ERR_TIMEOUT);
+    CHECK_RESULT(fsched_wait_fd(c->fds[0], FSCHED_READABLE, 30 * MS, &ready), FSCHED_ERR_TIMEOUT);
+    CHECK(now_ns() - t0 >= 30 * MS);
+    CHECK(ready == 99); /* untouched unless ready */
+    /* the wait that timed out left the fd armed: data now wakes nobody, and the next
+       wait finds it at once */
+    put_byte(c->fds[1], 'y');
+    CHECK_OK(fsched_wait_fd(c->fds[0], FSCHED_READABLE, 0, &ready));
+    CHECK(ready == FSCHED_READABLE);
+    CHECK_OK(fsched_wait_fd(c->fds[0], FSCHED_READABLE, 1000 * MS, &ready));
+    CHECK(ready == FSCHED_READABLE);
+    /* a pipe's write end is writable at once */
+    CHECK_OK(fsched_wait_fd(c->fds[1], FSCHED_WRITABLE | FSCHED_READABLE, FSCHED_FOREVER, &ready));
+    CHECK(ready == FSCHED_WRITABLE);
+}
+
+static void test_timeouts(void) {
+    pipe_case c;
+    memset(&c, 0, sizeof c);
+    make_pipe(c.fds);
+    run_task(timed_reader, &c);
+    close(c.fds[0]);
+    close(c.fds[1]);
+}
+
+/* ---- many fibers on one fd; readers and writers on one socket ---- */
+
+#define MANY 40
+
+typedef struct many_case {
+    int fd;
+    int woken;
+} many_case;
+
+static void many_reader(void *p) {
+    many_case *m = (many_case *)p;
+    uint32_t ready = 0;
+    CHECK_OK(fsched_wait_fd(m->fd, FSCHED_READABLE, FSCHED_FOREVER, &ready));
+    CHECK(ready == FSCHED_READABLE);
+    ADD(&m->woken, 1);
+}
+
+static void many_writer(void *p) {
+    int *fd = (int *)p;
+    fsched_sleep_for(20 * MS);
+    put_byte(*fd, 'z');
+}
+
+static void test_many_on_one_fd(void) {
+    int fds[2], i;
+    many_case m;
+    fsched_wait_group wg;
+    make_pipe(fds);
+    m.fd = fds[0];
+    m.woken = 0;
+    CHECK_OK(fsched_wait_group_init(&wg));
+    for (i = 0; i < MANY; i++) CHECK_OK(fsched_wait_group_spawn(&wg, sched, many_reader, &m));
+    CHECK_OK(fsched_wait_group_spawn(&wg, sched, many_writer, &fds[1]));
+    CHECK_OK(fsched_wait_group_wait(&wg));
+    CHECK_OK(fsched_wait_group_destroy(&wg));
+    CHECK(LOAD(&m.woken) == MANY); /* readiness wakes every waiter that asked for it */
+    close(fds[0]);
+    close(fds[1]);
+}
+
+/* A socket: one fiber waits to read while another waits to write, on the same fd; the
+   writer's wait ends at once, the reader's when the peer writes. */
+typedef struct duplex {
+    int sv[2];
+    int read_done, write_done;
+} duplex;
+
+static void duplex_reader(void *p) {
+    duplex *d = (duplex *)p;
+    char b;
+    uint32_t ready = 0;
+    CHECK_OK(fsched_wait_fd(d->sv[0], FSCHED_READABLE, FSCHED_FOREVER, &ready));
+    CHECK(ready == FSCHED_READABLE);
+    CHECK(LOAD(&d->write_done)); /* it came from the writer's peer */
+    CHECK(read(d->sv[0], &b, 1) == 1 && b == 'p');
+    STORE(&d->read_done, 1);
+}
+
+static void duplex_writer(void *p) {
+    duplex *d = (duplex *)p;
+    uint32_t ready = 0;
+    CHECK_OK(fsched_wait_fd(d->sv[0], FSCHED_WRITABLE, FSCHED_FOREVER, &ready));
+    CHECK(ready == FSCHED_WRITABLE);
+    CHECK(!LOAD(&d->read_done));
+    fsched_sleep_for(10 * MS);
+    STORE(&d->write_done, 1);
+    put_byte(d->sv[1], 'p');
+}
+
+static void test_duplex(void) {
+    duplex d;
+    fsched_wait_group wg;
+    memset(&d, 0, sizeof d);
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, d.sv) == 0);
+    nonblocking(d.sv[0]);
+    nonblocking(d.sv[1]);
+    CHECK_OK(fsched_wait_group_init(&wg));
+    CHECK_OK(fsched_wait_group_spawn(&wg, sched, duplex_reader, &d));
+    CHECK_OK(fsched_wait_group_spawn(&wg, sched, duplex_writer, &d));
+    CHECK_OK(fsched_wait_group_wait(&wg));
+    CHECK_OK(fsched_wait_group_destroy(&wg));
+    CHECK(d.read_done);
+    close(d.sv[0]);
+    close(d.sv[1]);
+}
+
+/* ---- a full pipe: waiting for room ---- */
+
+static void filler(void *p) {
+    int *fds = (int *)p;
+    char buf[4096];
+    long written = 0, drained = 0;
+    ssize_t n;
+    uint32_t ready = 0;
+    memset(buf, 'f', sizeof buf);
+    while ((n = write(fds[1], buf, sizeof buf)) > 0) written += n;
+    CHECK(n < 0 && errno == EAGAIN);
+    CHECK_RESULT(fsched_wait_fd(fds[1], FSCHED_WRITABLE, 0, &ready), FSCHED_ERR_TIMEOUT);
+    /* the drainer (another task) makes room */
+    CHECK_OK(fsched_wait_fd(fds[1], FSCHED_WRITABLE, FSCHED_FOREVER, &ready));
+    CHECK(ready == FSCHED_WRITABLE);
+    CHECK(write(fds[1], buf, 1) == 1);
+    (void)drained;
+    (void)written;
+}
+
+static void drainer(void *p) {
+    int *fds = (int *)p;
+    char buf[65536];
+    fsched_sleep_for(20 * MS);
+    while (read(fds[0], buf, sizeof buf) > 0) {
+    }
+}
+
+static void test_writable(void) {
+    int fds[2];
+    fsched_wait_group wg;
+    make_pipe(fds);
+    CHECK_OK(fsched_wait_group_init(&wg));
+    CHECK_OK(fsched_wait_group_spawn(&wg, sched, filler, fds));
+    CHECK_OK(fsched_wait_group_spawn(&wg, sched, drainer, fds));
+    CHECK_OK(fsched_wait_group_wait(&wg));
+    CHECK_OK(fsched_wait_group_destroy(&wg));
+    close(fds[0]);
+    close(fds[1]);
+}
+
+/* ---- closed fds; a reused number; bad arguments; regular files ---- */
+
+typedef struct closing_case {
+    int fds[2];
+    int waiting;
+    fsched_result r;
+} closing_case;
+
+static void close_waiter(void *p) {
+    closing_case *c = (closing_case *)p;
+    STORE(&c->waiting, 1);
+    c->r = fsched_wait_fd(c->fds[0], FSCHED_READABLE, FSCHED_FOREVER, NULL);
+}
+
+static void closer(void *p) {
+    closing_case *c = (closing_case *)p;
+    while (!LOAD(&c->waiting)) fsched_yield();
+    fsched_sleep_for(10 * MS); /* queued in its wait by now */
+    CHECK_OK(fsched_close_fd(c->fds[0]));
+}
+
+static void reuse_check(void *p) {
+    int *fd = (int *)p;
+    int fds[2];
+    uint32_t ready = 0;
+    make_pipe(fds); /* the lowest free numbers: the one just closed among them */
+    CHECK(fds[0] == *fd || fds[1] == *fd);
+    put_byte(fds[1], 'r');
+    CHECK_OK(fsched_wait_fd(fds[0], FSCHED_READABLE, 1000 * MS, &ready));
+    CHECK(ready == FSCHED_READABLE);
+    CHECK_OK(fsched_close_fd(fds[0]));
+    CHECK_OK(fsched_close_fd(fds[1]));
+}
+
+static void bad_args(void *p) {
+    int fds[2];
+    uint32_t ready = 0;
+    FILE *f;
+    (void)p;
+    CHECK_RESULT(fsched_wait_fd(-1, FSCHED_READABLE, 10 * MS, NULL), FSCHED_ERR_INVALID_ARGUMENT);
+    make_pipe(fds);
+    CHECK_RESULT(fsched_wait_fd(fds[0], 0, 10 * MS, NULL), FSCHED_ERR_INVALID_ARGUMENT);
+    CHECK_RESULT(fsched_wait_fd(fds[0], 4, 10 * MS, NULL), FSCHED_ERR_INVALID_ARGUMENT);
+    close(fds[0]);
+    close(fds[1]);
+    /* a closed fd, waited for by a task and by looking */
+    CHECK_RESULT(fsched_wait_fd(fds[0], FSCHED_READABLE, 10 * MS, NULL), FSCHED_ERR_INVALID_ARGUMENT);
+    CHECK_RESULT(fsched_wait_fd(fds[0], FSCHED_READABLE, 0, NULL), FSCHED_ERR_INVALID_ARGUMENT);
+    CHECK_RESULT(fsched_close_fd(-3), FSCHED_ERR_INVALID_ARGUMENT);
+    /* a regular file is always ready, as poll() says */
+    f = tmpfile();
+    CHECK(f != NULL);
+    CHECK_OK(fsched_wait_fd(fileno(f), FSCHED_READABLE | FSCHED_WRITABLE, FSCHED_FOREVER, &ready));
+    CHECK(ready == (FSCHED_READABLE | FSCHED_WRITABLE));
+    fclose(f);
+}
+
+static void test_closed(void) {
+    closing_case c;
+    fsched_wait_group wg;
+    memset(&c, 0, sizeof c);
+    make_pipe(c.fds);
+    CHECK_OK(fsched_wait_group_init(&wg));
+    CHECK_OK(fsched_wait_group_spawn(&wg, sched, close_waiter, &c));
+    CHECK_OK(fsched_wait_group_spawn(&wg, sched, closer, &c));
+    CHECK_OK(fsched_wait_group_wait(&wg));
+    CHECK_OK(fsched_wait_group_destroy(&wg));
+    CHECK_RESULT(c.r, FSCHED_ERR_CANCELLED);
+    close(c.fds[1]);
+    run_task(reuse_check, &c.fds[0]);
+    run_task(bad_args, NULL);
+}
+
+/* ---- the peer hangs up: the wait ends, and the read says so ---- */
+
+static void hangup_reader(void *p) {
+    int *sv = (int *)p;
+    char b;
+    uint32_t ready = 0;
+    CHECK_OK(fsched_wait_fd(sv[0], FSCHED_READABLE, FSCHED_FOREVER, &ready));
+    CHECK(ready & FSCHED_READABLE);
+    CHECK(read(sv[0], &b, 1) == 0); /* end of file */
+}
+
+static void hangup_closer(void *p) {
+    int *sv = (int *)p;
+    fsched_sleep_for(10 * MS);
+    close(sv[1]);
+}
+
+static void test_hangup(void) {
+    int sv[2];
+    fsched_wait_group wg;
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+    nonblocking(sv[0]);
+    CHECK_OK(fsched_wait_group_init(&wg));
+    CHECK_OK(fsched_wait_group_spawn(&wg, sched, hangup_reader, sv));
+    CHECK_OK(fsched_wait_group_spawn(&wg, sched, hangup_closer, sv));
+    CHECK_OK(fsched_wait_group_wait(&wg));
+    CHECK_OK(fsched_wait_group_destroy(&wg));
+    close(sv[0]);
+}
+
+/* ---- ping-pong over many socket pairs, many rounds ---- */
+
+#define PAIRS 16
+
+typedef struct pong {
+    int fd;
+    int rounds;
+    int server;
+} pong;
+
+/* Blocking-style loop: read one byte (waiting when there is none), write it back. */
+static void pong_loop(void *p) {
+    pong *q = (pong *)p;
+    int i;
+    char b = 'a';
+    for (i = 0; i < q->rounds; i++) {
+        ssize_t n;
+        if (!q->server) CHECK(write(q->fd, &b, 1) == 1);
+        while ((n = read(q->fd, &b, 1)) < 0 && errno == EAGAIN)
+            CHECK_OK(fsched_wait_fd(q->fd, FSCHED_READABLE, FSCHED_FOREVER, NULL));
+        CHECK(n == 1);
+        if (q->server) {
+            b++;
+            CHECK(write(q->fd, &b, 1) == 1);
+        }
+    }
+}
+
+static void test_ping_pong(void) {
+    pong q[2 * PAIRS];
+    void *args[2 * PAIRS];
+    int i, rounds = (int)test_rounds(2000);
+    for (i = 0; i < PAIRS; i++) {
+        int sv[2];
+        CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+        nonblocking(sv[0]);
+        nonblocking(sv[1]);
+        q[2 * i].fd = sv[0];
+        q[2 * i].server = 1;
+        q[2 * i + 1].fd = sv[1];
+        q[2 * i + 1].server = 0;
+        q[2 * i].rounds = q[2 * i + 1].rounds = rounds;
+    }
+    for (i = 0; i < 2 * PAIRS; i++) args[i] = &q[i];
+    run_tasks(pong_loop, args, 2 * PAIRS);
+    for (i = 0; i < 2 * PAIRS; i++) close(q[i].fd);
+}
+
+#if TEST_THREADS
+/* ---- a worker asleep in the poller is woken for new work ----
+   One worker, whose only task waits on a pipe nobody writes: it sleeps in the poller.
+   Tasks spawned from this thread must still run, round after round: the wake goes
+   through the poller's wake fd. */
+
+static int sleeper_waiting;
+static void forever_waiter(void *p) {
+    int *fd = (int *)p;
+    STORE(&sleeper_waiting, 1);
+    CHECK_RESULT(fsched_wait_fd(*fd, FSCHED_READABLE, FSCHED_FOREVER, NULL), FSCHED_ERR_CANCELLED);
+}
+
+static void set_event(void *p) { CHECK_OK(fsched_event_set((fsched_event *)p)); }
+
+static void test_wake_from_poller(void) {
+    fsched_sched *s1;
+    fsched_desc d;
+    fsched_event e;
+    int fds[2], i, rounds = (int)test_rounds(2000);
+    make_pipe(fds);
+    test_desc_init(&d);
+    d.workers = 1;
+    CHECK_OK(fsched_create(&d, &s1));
+    CHECK_OK(fsched_spawn(s1, forever_waiter, &fds[0]));
+    while (!LOAD(&sleeper_waiting)) fsched__os_yield();
+    CHECK_OK(fsched_event_init(&e, 0, 0));
+    for (i = 0; i < rounds; i++) {
+        if (i % 64 == 0) { /* now and then, let it fall asleep in the poller first */
+            struct timespec ts = {0, 2000000};
+            nanosleep(&ts, NULL);
+        }
+        CHECK_OK(fsched_spawn(s1, set_event, &e));
+        CHECK_OK(fsched_event_wait_for(&e, 10000 * MS));
+    }
+    CHECK_OK(fsched_event_destroy(&e));
+    CHECK_OK(fsched_close_fd(fds[0])); /* ends the waiter: cancelled */
+    CHECK_OK(fsched_destroy(s1));
+    close(fds[1]);
+}
+
+/* ---- destroy fails the fd waits still under way, and later ones ---- */
+
+static int destroy_cancelled;
+static void destroy_waiter(void *p) {
+    int *fd = (int *)p;
+    CHECK_RESULT(fsched_wait_fd(*fd, FSCHED_READABLE, FSCHED_FOREVER, NULL), FSCHED_ERR_CANCELLED);
+    /* and any wait begun now fails at once */
+    CHECK_RESULT(fsched_wait_fd(*fd, FSCHED_READABLE, FSCHED_FOREVER, NULL), FSCHED_ERR_CANCELLED);
+    ADD(&destroy_cancelled, 1);
+}
+
+static void test_destroy_cancels(void) {
+    fsched_sched *s1;
+    fsched_desc d;
+    int fds[2], i;
+    make_pipe(fds);
+    test_desc_init(&d);
+    d.workers = 2;
+    CHECK_OK(fsched_create(&d, &s1));
+    for (i = 0; i < 8; i++) CHECK_OK(fsched_spawn(s1, destroy_waiter, &fds[0]));
+    {
+        struct timespec ts = {0, 20000000};
+        nanosleep(&ts, NULL);
+    }
+    CHECK_OK(fsched_destroy(s1));
+    CHECK(destroy_cancelled == 8);
+    close(fds[0]);
+    close(fds[1]);
+}
+
+/* ---- a thread outside any scheduler waits as poll() does, through signals ---- */
+
+static void on_signal(int sig) { (void)sig; }
+
+static void catch_sigusr1(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal; /* no SA_RESTART: poll() and epoll_wait() fail with EINTR */
+    sigemptyset(&sa.sa_mask);
+    CHECK(sigaction(SIGUSR1, &sa, NULL) == 0);
+}
+
+typedef struct thread_case {
+    int fds[2];
+    fsched_result r;
+    int started;
+} thread_case;
+
+static void thread_waiter(void *p) {
+    thread_case *c = (thread_case *)p;
+    STORE(&c->started, 1);
+    c->r = fsched_wait_fd(c->fds[0], FSCHED_READABLE, 5000 * MS, NULL);
+}
+
+static void test_thread_and_signals(void) {
+    thread_case c;
+    test_thread t;
+    int i;
+    catch_sigusr1();
+    memset(&c, 0, sizeof c);
+    make_pipe(c.fds);
+    t = thread_run(thread_waiter, &c);
+    while (!LOAD(&c.started)) fsched__os_yield();
+    for (i = 0; i < 5; i++) {
+        struct timespec ts = {0, 5000000};
+        nanosleep(&ts, NULL);
+        pthread_kill(t, SIGUSR1);
+    }
+    put_byte(c.fds[1], 's');
+    thread_join(t);
+    CHECK_OK(c.r);
+    /* a timed-out wait of a thread, through signals too */
+    memset(&c.started, 0, sizeof c.started);
+    {
+        char b;
+        CHECK(read(c.fds[0], &b, 1) == 1);
+    }
+    CHECK_RESULT(fsched_wait_fd(c.fds[0], FSCHED_READABLE, 20 * MS, NULL), FSCHED_ERR_TIMEOUT);
+    close(c.fds[0]);
+    close(c.fds[1]);
+}
+
+/* Fibers waiting in workers that signals keep interrupting: every wait still ends
+   exactly when its data comes. */
+static int signalling;
+static void signaller(void *p) {
+    (void)p;
+    while (LOAD(&signalling)) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+        kill(getpid(), SIGUSR1);
+    }
+}
+
+static void test_signals_in_workers(void) {
+    test_thread t;
+    sigset_t block, old;
+    catch_sigusr1();
+    sigemptyset(&block);
+    sigaddset(&block, SIGUSR1);
+    /* this thread takes none: the workers, the signaller and the waiters do */
+    CHECK(pthread_sigmask(SIG_BLOCK, &block, &old) == 0);
+    STORE(&signalling, 1);
+    t = thread_run(signaller, NULL);
+    test_ping_pong();
+    test_readable();
+    STORE(&signalling, 0);
+    thread_join(t);
+    CHECK(pthread_sigmask(SIG_SETMASK, &old, NULL) == 0);
+}
+#endif /* TEST_THREADS */
+
+/* ---- the poll hook ---- */
+
+typedef struct fake_device {
+    int outstanding; /* requests not yet complete */
+    int polls_left;  /* polls until the current one completes */
+    int calls;
+    int inside;      /* calls under way: never more than one */
+    fsched_event done;
+} fake_device;
+
+static int device_poll(void *user) {
+    fake_device *d = (fake_device *)user;
+    CHECK(ADD(&d->inside, 1) == 1);
+    ADD(&d->calls, 1);
+    if (LOAD(&d->outstanding) && --d->polls_left == 0) {
+        STORE(&d->outstanding, 0);
+        CHECK_OK(fsched_event_set(&d->done));
+    }
+    SUB(&d->inside, 1);
+    return LOAD(&d->outstanding);
+}
+
+static void device_user(void *p) {
+    fake_device *d = (fake_device *)p;
+    uint64_t t0 = now_ns();
+    d->polls_left = 5;
+    STORE(&d->outstanding, 1);
+    CHECK_OK(fsched_event_wait_for(&d->done, 5000 * MS)); /* completed by polling only */
+    /* the hook set the event within a few intervals; only a lost wake-up of the worker
+       that ran the hook (its own fiber made ready) would leave it to the timer */
+    CHECK(now_ns() - t0 < 4000 * MS);
+}
+
+static void busy_task(void *p) {
+    volatile uint64_t x = 0;
+    uint64_t until = now_ns() + 200000;
+    (void)p;
+    while (now_ns() < until) x = x + 1;
+}
+
+static void busy_user(void *p) {
+    fake_device *d = (fake_device *)p;
+    int i;
+    /* workers kept busy with short tasks still call the hook between them */
+    d->polls_left = 20;
+    STORE(&d->outstanding, 1);
+    for (i = 0; i < 200 && LOAD(&d->outstanding); i++) {
+        fsched_wait_group wg;
+        CHECK_OK(fsched_wait_group_init(&wg));
+        CHECK_OK(fsched_wait_group_spawn(&wg, sched, busy_task, NULL));
+        busy_task(NULL);
+        CHECK_OK(fsched_wait_group_wait(&wg));
+        CHECK_OK(fsched_wait_group_destroy(&wg));
+    }
+    CHECK_OK(fsched_event_wait_for(&d->done, 10000 * MS));
+}
+
+static int removing_hook(void *user) {
+    fake_device *d = (fake_device *)user;
+    ADD(&d->calls, 1);
+    CHECK_OK(fsched_set_poll(sched, NULL, NULL, 0)); /* from inside: no wait for itself */
+    CHECK_OK(fsched_event_set(&d->done));
+    return 0;
+}
+
+static void test_poll_hook(void) {
+    fake_device d;
+    memset(&d, 0, sizeof d);
+    CHECK_OK(fsched_event_init(&d.done, 0, 0));
+    CHECK_RESULT(fsched_set_poll(NULL, device_poll, &d, 0), FSCHED_ERR_INVALID_ARGUMENT);
+    CHECK_OK(fsched_set_poll(sched, device_poll, &d, 100000));
+    run_task(device_user, &d);
+    CHECK(d.calls >= 5);
+    run_task(busy_user, &d);
+    CHECK_OK(fsched_set_poll(sched, NULL, NULL, 0));
+    /* removed: no more calls */
+    d.calls = 0;
+    run_task(busy_task, NULL);
+    CHECK(d.calls == 0);
+    /* a hook that removes itself */
+    CHECK_OK(fsched_set_poll(sched, removing_hook, &d, 0));
+    run_task(device_user, &d); /* the hook set the event on its first call */
+    CHECK(d.calls == 1);
+    CHECK_OK(fsched_event_destroy(&d.done));
+}
+
+/* Runs one test, and says how long it took. */
+static void run(const char *name, void (*test)(void)) {
+    uint64_t t0 = now_ns();
+    test();
+    printf("test_io: %-22s %7.1f ms\n", name, (double)(now_ns() - t0) / 1e6);
+    fflush(stdout);
+}
+
+int main(void) {
+    test_watchdog(300);
+    sched = test_sched_new(2);
+    run("readable", test_readable);
+    run("timeouts", test_timeouts);
+    run("many on one fd", test_many_on_one_fd);
+    run("duplex", test_duplex);
+    run("writable", test_writable);
+    run("closed", test_closed);
+    run("hang-up", test_hangup);
+    run("ping-pong", test_ping_pong);
+    run("poll hook", test_poll_hook);
+#if TEST_THREADS
+    run("signals in workers", test_signals_in_workers);
+    run("thread and signals", test_thread_and_signals);
+#endif
+#if !TEST_THREADS
+    CHECK_OK(fsched_unbind());
+#endif
+    CHECK_OK(fsched_destroy(sched));
+#if TEST_THREADS
+    run("wake from the poller", test_wake_from_poller);
+    run("destroy cancels", test_destroy_cancels);
+#endif
+    printf("test_io: ok\n");
+    return 0;
+}
+#endif
