@@ -670,8 +670,12 @@ int main(void) {
     run("ping-pong", test_ping_pong);
     run("poll hook", test_poll_hook);
 #if TEST_THREADS
-    run("signals in workers", test_signals_in_workers);
-    run("thread and signals", test_thread_and_signals);
+    /* qemu-i386 7.2 loses a thread's TLS segment base across a signal handler: the
+       cross build's tests skip the signals there (tests/meson.build) */
+    if (!getenv("FIBERSCHED_TEST_NO_SIGNALS")) {
+        run("signals in workers", test_signals_in_workers);
+        run("thread and signals", test_thread_and_signals);
+    }
 #endif
 #if !TEST_THREADS
     CHECK_OK(fsched_unbind());
