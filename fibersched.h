@@ -139,6 +139,8 @@
                                    to mask interrupts and tell a handler (see INTERRUPT
                                    HANDLERS; Cortex-M uses PRIMASK and IPSR)
    FIBERSCHED_NO_STDIO             no stdio: the default logger prints nothing
+   FIBERSCHED_IO_POLL              fd waits through poll() even on Linux (default: epoll
+                                   there, poll() on other POSIX systems)
    FIBERSCHED_NO_CPP               leave out the C++ layer, which every translation unit
                                    compiled as C++ gets by default (define it wherever
                                    the header is included)
@@ -975,9 +977,11 @@ typedef int (*fsched_poll_fn)(void *user);
    calls it on one thread at a time: on a worker that ran out of work, before it sleeps,
    and on a worker between two tasks once interval_ns (0: 50 us) have passed since the
    last call, so a task that runs long delays it. While the last call returned nonzero,
-   idle workers sleep at most interval_ns before calling it again. Costs, while installed,
-   a clock read between tasks. Removing it waits for a call in progress (unless made from
-   the hook). FSCHED_ERR_INVALID_ARGUMENT for a scheduler that is not live. Any thread. */
+   idle workers sleep at most interval_ns before calling it again: start what it waits for
+   from a task, whose worker calls it before it sleeps. The cost: from the first hook or
+   fd wait on, workers read the clock between tasks. Removing it waits for a call in
+   progress (unless made from the hook). FSCHED_ERR_INVALID_ARGUMENT for a scheduler that
+   is not live. Any thread. */
 FIBERSCHED_API fsched_result fsched_set_poll(fsched_sched *s, fsched_poll_fn fn, void *user,
                                              uint64_t interval_ns);
 
