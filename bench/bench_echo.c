@@ -8,7 +8,7 @@
                                fsched_wait_fd; 64 KiB slab stacks
    thread per connection       blocking sockets, a detached thread per connection with a
                                64 KiB stack, the same buffer size
-   Go                          a goroutine per connection (bench_echo_go.go, GOMAXPROCS =
+   Go                          a goroutine per connection (bench_go.go echo, GOMAXPROCS =
                                workers), when Go was found at configure time
 
    Every server runs in a fresh process (this program started again with --server=, or
@@ -457,13 +457,14 @@ int main(int argc, char **argv) {
         c[nc].argv[1] = server_arg[i];
         c[nc].argv[2] = workers_arg;
     }
-#if defined(BENCH_ECHO_GO)
-    if (access(BENCH_ECHO_GO, X_OK) == 0) {
+#if defined(BENCH_GO)
+    if (access(BENCH_GO, X_OK) == 0) {
         go = &c[nc];
         c[nc].name = "Go: goroutine per connection";
-        c[nc].argv[0] = (char *)BENCH_ECHO_GO; /* bench_echo_go.go */
-        c[nc].argv[1] = workers_arg;
-        c[nc++].argv[2] = buffer_arg;
+        c[nc].argv[0] = (char *)BENCH_GO; /* bench_go.go */
+        c[nc].argv[1] = (char *)"echo";
+        c[nc].argv[2] = workers_arg;
+        c[nc++].argv[3] = buffer_arg;
     }
 #endif
 

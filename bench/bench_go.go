@@ -1,5 +1,5 @@
-// The Go peer of bench_blocked.c and bench_yield.c, built offline from Go's standard
-// library only. Usage:
+// The Go peer of bench_blocked.c, bench_yield.c and bench_echo.c, built offline from Go's
+// standard library only. Usage:
 //
 //	bench_go blocked --tasks=N --workers=N
 //	    N goroutines each start, report that they run, and block on a receive from one
@@ -13,16 +13,25 @@
 //	bench_go pingpong --n=N
 //	    two goroutines on one thread hand a token back and forth N times through two
 //	    unbuffered channels; prints nanoseconds per hand-off.
+//	bench_go echo --workers=N --buffer=N
+//	    an echo server on 127.0.0.1 with a goroutine per connection: listens on a port
+//	    the kernel chooses and prints "port P"; each connection's goroutine reads up to
+//	    --buffer bytes at a time and writes them back until the peer hangs up (Go's net
+//	    package waits in its poller, and sets TCP_NODELAY, as the C servers do). On
+//	    SIGTERM it stops accepting, waits for the connections to end and exits with 0.
 package main
 
 import (
 	"fmt"
+	"net"
 	"os"
+	"os/signal"
 	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -132,10 +141,58 @@ func pingpong() {
 	})
 }
 
+func serve(c net.Conn, size int, live *sync.WaitGroup) {
+	defer live.Done()
+	defer c.Close()
+	buf := make([]byte, size)
+	for {
+		n, err := c.Read(buf)
+		if n > 0 {
+			if _, werr := c.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return // io.EOF: the peer hung up
+		}
+	}
+}
+
+func echo() {
+	runtime.GOMAXPROCS(option("--workers=", runtime.NumCPU()))
+	size := option("--buffer=", 4096)
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Printf("port %d\n", ln.Addr().(*net.TCPAddr).Port)
+	var live sync.WaitGroup
+	accepting := make(chan struct{})
+	go func() {
+		defer close(accepting)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return // closed: stopping
+			}
+			live.Add(1)
+			go serve(c, size, &live)
+		}
+	}()
+	<-stop
+	ln.Close()
+	<-accepting
+	live.Wait()
+}
+
 func main() {
-	modes := map[string]func(){"blocked": blocked, "yield": yield, "pingpong": pingpong}
+	modes := map[string]func(){"blocked": blocked, "yield": yield, "pingpong": pingpong,
+		"echo": echo}
 	if len(os.Args) < 2 || modes[os.Args[1]] == nil {
-		fmt.Fprintln(os.Stderr, "usage: bench_go blocked|yield|pingpong [--option=N ...]")
+		fmt.Fprintln(os.Stderr, "usage: bench_go blocked|yield|pingpong|echo [--option=N ...]")
 		os.Exit(2)
 	}
 	modes[os.Args[1]]()
