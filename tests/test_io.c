@@ -635,17 +635,17 @@ static void test_poll_hook(void) {
     CHECK_RESULT(fsched_set_poll(NULL, device_poll, &d, 0), FSCHED_ERR_INVALID_ARGUMENT);
     CHECK_OK(fsched_set_poll(sched, device_poll, &d, 100000));
     run_task(device_user, &d);
-    CHECK(d.calls >= 5);
+    CHECK(LOAD(&d.calls) >= 5);
     run_task(busy_user, &d);
     CHECK_OK(fsched_set_poll(sched, NULL, NULL, 0));
     /* removed: no more calls */
     d.calls = 0;
     run_task(busy_task, NULL);
-    CHECK(d.calls == 0);
+    CHECK(LOAD(&d.calls) == 0);
     /* a hook that removes itself */
     CHECK_OK(fsched_set_poll(sched, removing_hook, &d, 0));
     run_task(device_user, &d); /* the hook set the event on its first call */
-    CHECK(d.calls == 1);
+    CHECK(LOAD(&d.calls) == 1);
     CHECK_OK(fsched_event_destroy(&d.done));
 }
 
