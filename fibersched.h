@@ -6929,6 +6929,9 @@ static void fsched__wait_group_help(fsched_wait_group *wg) {
                 return;
             }
         }
+        /* the outside world is watched between these tasks too, as in the loop */
+        if (FSCHED__UNLIKELY(FSCHED__LOAD(&w->sched->watching, FSCHED__RELAXED)))
+            fsched__watch_tick(w);
         job->execute(job, w);
     }
 }

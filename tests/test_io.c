@@ -620,6 +620,23 @@ static void busy_user(void *p) {
     CHECK_OK(fsched_event_wait_for(&d->done, 10000 * MS));
 }
 
+/* A task that waits for its wait group runs the group's tasks itself: the hook is still
+   called between them (single-threaded, nothing else could call it). */
+static void group_parent(void *p) {
+    fake_device *d = (fake_device *)p;
+    fsched_wait_group wg;
+    int i, before;
+    d->polls_left = 1000000;
+    STORE(&d->outstanding, 1);
+    before = LOAD(&d->calls);
+    CHECK_OK(fsched_wait_group_init(&wg));
+    for (i = 0; i < 20; i++) CHECK_OK(fsched_wait_group_spawn(&wg, sched, busy_task, NULL));
+    CHECK_OK(fsched_wait_group_wait(&wg));
+    CHECK_OK(fsched_wait_group_destroy(&wg));
+    CHECK(LOAD(&d->calls) > before);
+    STORE(&d->outstanding, 0);
+}
+
 static int removing_hook(void *user) {
     fake_device *d = (fake_device *)user;
     ADD(&d->calls, 1);
@@ -637,6 +654,7 @@ static void test_poll_hook(void) {
     run_task(device_user, &d);
     CHECK(LOAD(&d.calls) >= 5);
     run_task(busy_user, &d);
+    run_task(group_parent, &d);
     CHECK_OK(fsched_set_poll(sched, NULL, NULL, 0));
     /* removed: no more calls */
     d.calls = 0;
