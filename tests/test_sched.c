@@ -1877,15 +1877,22 @@ static void pin_probe(void *arg) {
         FSCHED__STORE(&p->wrong, 1, FSCHED__RELAXED);
     else
         FSCHED__STORE(&p->seen[i], 1, FSCHED__RELAXED);
-    fsched_sleep_for(200000); /* let the other workers take the next probes */
+    /* busy, not suspended: the worker stays in this probe for a while, so that the other
+       workers take the next ones (however late the kernel runs them) */
+    {
+        uint64_t until = fsched_clock_ns() + 500000;
+        while (fsched_clock_ns() < until) {
+        }
+    }
 }
 
 /* Runs probes on s until every one of its `workers` workers has run one (each checks
    that its worker may run on exactly the expected CPU). */
 static void pin_check(fsched_sched *s, uint32_t workers, pin_seen *p) {
-    int round, all = 0;
+    int all = 0;
     uint32_t i;
-    for (round = 0; round < 200 && !all; round++) {
+    uint64_t limit = fsched_clock_ns() + 20ull * 1000 * 1000 * 1000;
+    while (!all && fsched_clock_ns() < limit) {
         fsched_wait_group wg;
         CHECK_OK(fsched_wait_group_init(&wg));
         for (i = 0; i < 4 * workers; i++) CHECK_OK(fsched_wait_group_spawn(&wg, s, pin_probe, p));
