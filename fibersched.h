@@ -7671,6 +7671,9 @@ static void fsched__io_poll(fsched__io *io, int timeout_ms) {
         short e = io->fds[i].revents;
         uint32_t found = 0;
         if (!e) continue;
+        /* not open when the poll began; a new file may have taken the number since, and
+           then its waiters (queued after the set was made) wait on */
+        if ((e & POLLNVAL) && fcntl(io->fds[i].fd, F_GETFD) >= 0) continue;
         if (e & (POLLERR | POLLHUP | POLLNVAL)) found = FSCHED_READABLE | FSCHED_WRITABLE;
         if (e & POLLIN) found |= FSCHED_READABLE;
         if (e & POLLOUT) found |= FSCHED_WRITABLE;
