@@ -4548,6 +4548,8 @@ struct fsched_sched {
     fsched_logger logger;
     uint64_t (*clock)(void *user);
     void *clock_user;
+    uint32_t watching;    /* a poller or a poll hook: workers look out (read every turn,
+                             written once or twice: kept off the lines others write) */
     FSCHED__ALIGN_LINE uint64_t counters;
     FSCHED__ALIGN_LINE fsched__injector injector;
     FSCHED__ALIGN_LINE uint32_t closing;   /* fsched_destroy has begun */
@@ -4558,7 +4560,6 @@ struct fsched_sched {
     uint64_t external_ended;               /* of that, what ended outside the slots */
     uint32_t fiber_ids;   /* atomic: ids given to fibers so far (off the lines read in steals) */
     FSCHED__ALIGN_LINE uint32_t holds;     /* calls from outside that still touch s */
-    uint32_t watching;                     /* a poller or a poll hook: workers look out */
     void (*idle)(void *user);              /* desc.idle */
     void *idle_user;
     void (*worker_start)(void *user, uint32_t worker); /* desc.worker_start, ... */
@@ -7360,6 +7361,12 @@ FIBERSCHED_API uint64_t fsched_clock_ns(void) { return fsched__clock_ns(); }
 
 #define FSCHED__WATCH_INTERVAL 50000u /* ns between looks by busy workers, by default */
 
+/* A poll timeout in milliseconds for `left` nanoseconds, rounded up (poll and epoll_wait
+   would otherwise wake before a deadline and spin), capped far out. */
+FSCHED__UNUSED static int fsched__poll_ms(uint64_t left) {
+    return left >= 1000000000000ull ? 1000000 : (int)((left + 999999u) / 1000000u);
+}
+
 #if defined(FSCHED__IO)
 
 /* One fd number's waiters in a poller, made at its first wait, kept until the end. */
@@ -7792,10 +7799,7 @@ static int fsched__watch_block(fsched__worker *w, uint64_t deadline) {
 #if defined(FSCHED__IO)
     if ((io = fsched__io_own(s)) != NULL) {
         int ms = -1;
-        if (deadline) {
-            uint64_t left = deadline > now ? deadline - now : 0;
-            ms = left >= 1000000000000ull ? 1000000 : (int)((left + 999999u) / 1000000u);
-        }
+        if (deadline) ms = fsched__poll_ms(deadline > now ? deadline - now : 0);
 #if defined(FIBERSCHED_NO_THREADS)
         fsched__io_poll(io, ms); /* no other thread could wake this one */
 #else
@@ -7864,8 +7868,8 @@ static fsched_result fsched__fd_poll_thread(int fd, uint32_t events, uint64_t ti
     for (;;) {
         int ms = -1, k;
         if (timeout_ns != FSCHED_FOREVER) {
-            uint64_t now = fsched__now_ns(), left = deadline > now ? deadline - now : 0;
-            ms = left >= 1000000000000ull ? 1000000 : (int)((left + 999999u) / 1000000u);
+            uint64_t now = fsched__now_ns();
+            ms = fsched__poll_ms(deadline > now ? deadline - now : 0);
         }
         p.revents = 0;
         k = poll(&p, 1, ms);
