@@ -502,12 +502,18 @@ FIBERSCHED_API fsched_result fsched_install_overflow_handler(void);
    fibers. A task that blocks suspends its fiber, never its worker. Opaque. */
 typedef struct fsched_sched fsched_sched;
 
+/* The most worker threads, and the most bound threads, a scheduler may have. */
+#define FSCHED_MAX_WORKERS 4096
+
 typedef struct fsched_desc {
-    uint32_t workers;           /* worker threads; 0: one per CPU */
-    int single_threaded;        /* no worker threads at all: a bound thread runs queued
-                                   tasks on fibers of its own whenever it waits; implied by
-                                   FIBERSCHED_NO_THREADS */
-    uint32_t max_bound_threads; /* threads that may be bound at once; 0: 8 (1 under
+    uint32_t workers;           /* worker threads, at most FSCHED_MAX_WORKERS; 0: one
+                                   per CPU */
+    int single_threaded;        /* no worker threads at all (workers must be 0): a bound
+                                   thread runs queued tasks on fibers of its own whenever
+                                   it waits; implied by FIBERSCHED_NO_THREADS, where
+                                   workers is ignored */
+    uint32_t max_bound_threads; /* threads that may be bound at once, at most
+                                   FSCHED_MAX_WORKERS; 0: 8 (1 under
                                    FIBERSCHED_NO_THREADS) */
     size_t stack_size;          /* fiber stacks; 0: FIBERSCHED_DEFAULT_STACK_SIZE */
     size_t guard_size;          /* 0: FIBERSCHED_DEFAULT_GUARD_SIZE */
@@ -552,7 +558,11 @@ typedef struct fsched_desc {
                                    as it starts, before it runs anything (set up
                                    thread-local state there), with its index ... */
     void (*worker_stop)(void *user, uint32_t worker);  /* ... and as it ends, after its
-                                   last task. Either may be NULL */
+                                   last task, as a thread that no longer works for the
+                                   scheduler (fsched_current() is NULL there, and a
+                                   spawn into the scheduler, which is being destroyed,
+                                   fails with FSCHED_ERR_WRONG_STATE). Either may be
+                                   NULL */
     void *worker_user;
     const char *worker_name;    /* worker threads are named this followed by their index
                                    (up to 15 bytes in all on Linux), as top -H, gdb and
@@ -561,8 +571,10 @@ typedef struct fsched_desc {
 } fsched_desc;
 
 /* Creates a scheduler and starts its workers. desc may be NULL (all defaults).
-   FSCHED_ERR_INVALID_ARGUMENT, FSCHED_ERR_OUT_OF_MEMORY, FSCHED_ERR_SYSTEM (a thread could
-   not be started). Any thread; several schedulers may exist at once. */
+   FSCHED_ERR_INVALID_ARGUMENT (a desc out of range, or out NULL), FSCHED_ERR_OUT_OF_MEMORY
+   (also when a fiber stack of the desc's size cannot be had: each worker thread takes its
+   first one here), FSCHED_ERR_SYSTEM (a thread could not be started); each with a log
+   line saying why. Any thread; several schedulers may exist at once. */
 FIBERSCHED_API fsched_result fsched_create(const fsched_desc *desc, fsched_sched **out);
 
 /* Finishes every task spawned so far, and every task those tasks spawn while it waits,
@@ -5807,8 +5819,10 @@ static void fsched__worker_main(void *arg) {
     FSCHED__TRACE(w->root->trace_id = 0;) /* a track of this slot's own numbering */
     fsched__schedule(w, NULL);
     fsched__release_fibers(w);
-    if (w->sched->worker_stop) w->sched->worker_stop(w->sched->worker_user, w->index);
+    /* the thread works for s no more: the hook's calls are a plain thread's (its spawns
+       are refused, s being destroyed, instead of queued where nothing will run them) */
     t->worker = NULL;
+    if (w->sched->worker_stop) w->sched->worker_stop(w->sched->worker_user, w->index);
 }
 #endif
 
@@ -5944,6 +5958,11 @@ FIBERSCHED_API fsched_result fsched_create(const fsched_desc *desc, fsched_sched
     if (!out) return FSCHED__MISUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
                                     "fsched_create: out is NULL");
     *out = NULL;
+    if (d.single_threaded && d.workers)
+        return FSCHED__MISUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
+                              "fsched_create: single_threaded with %lu workers (a single-threaded "
+                              "scheduler has no worker threads: leave workers 0)",
+                              (unsigned long)d.workers);
 #if defined(FIBERSCHED_NO_THREADS)
     d.single_threaded = 1;
 #endif
@@ -5954,10 +5973,11 @@ FIBERSCHED_API fsched_result fsched_create(const fsched_desc *desc, fsched_sched
 #else
     bound = d.max_bound_threads ? d.max_bound_threads : 8;
 #endif
-    if (d.workers > 4096 || bound > 4096)
+    if (d.workers > FSCHED_MAX_WORKERS || bound > FSCHED_MAX_WORKERS)
         return FSCHED__MISUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_create: %lu workers and %lu bound threads is too many",
-                              (unsigned long)d.workers, (unsigned long)bound);
+                              "fsched_create: %lu workers and %lu bound threads: at most %d of "
+                              "each (FSCHED_MAX_WORKERS)", (unsigned long)d.workers,
+                              (unsigned long)bound, FSCHED_MAX_WORKERS);
     if (d.interrupt_tasks > 65536)
         return FSCHED__MISUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
                               "fsched_create: %lu interrupt tasks is too many",
@@ -6001,16 +6021,23 @@ FIBERSCHED_API fsched_result fsched_create(const fsched_desc *desc, fsched_sched
         return r != FSCHED_OK ? r : FSCHED_ERR_OUT_OF_MEMORY;
     }
     for (i = 0; i < s->n_slots; i++) {
-        fsched_fiber *first = NULL;
-        s->slots[i] = fsched__slot_new(s, i, i >= s->n_threads);
         /* a worker thread's first loop fiber, so that it starts without allocating (and
-           runs no task on its own stack for want of one) */
-        if (s->slots[i] && i < s->n_threads && (first = fsched__idle_take(s->slots[i])))
-            fsched__idle_park(s->slots[i], first);
-        if (!s->slots[i] || (i < s->n_threads && !first)) {
+           runs no task on its own stack for want of one); without workers, one for the
+           slot fsched_destroy keeps: a stack the system cannot give fails here */
+        int first_fiber = i < s->n_threads || (!s->n_threads && i == s->n_slots - 1);
+        fsched_fiber *first = NULL;
+        if (!(s->slots[i] = fsched__slot_new(s, i, i >= s->n_threads))) {
             fsched__sched_free(s);
             return FSCHED_ERR_OUT_OF_MEMORY;
         }
+        if (first_fiber && !(first = fsched__idle_take(s->slots[i]))) {
+            size_t stack_size = s->stacks->params.stack_size;
+            fsched__sched_free(s);
+            return FSCHED__MISUSE(&d.logger, FSCHED_ERR_OUT_OF_MEMORY,
+                                  "fsched_create: no fiber stack of %lu bytes could be had "
+                                  "(out of memory or address space)", (unsigned long)stack_size);
+        }
+        if (first) fsched__idle_park(s->slots[i], first);
     }
 #if defined(FSCHED__INTERRUPTS)
     if (d.interrupt_tasks && !fsched__reserve_create(s, d.interrupt_tasks)) {
@@ -6035,6 +6062,8 @@ FIBERSCHED_API fsched_result fsched_create(const fsched_desc *desc, fsched_sched
         if (r != FSCHED_OK) {
             fsched__log(&s->logger, FSCHED_LOG_ERROR, "fsched_create: cannot start worker %lu",
                         (unsigned long)i);
+            /* the started workers' stop hooks find s closing (seq_cst, as in destroy) */
+            FSCHED__STORE(&s->closing, 1u, FSCHED__SEQ_CST);
             fsched__stop_workers(s);
             fsched__live_remove(s);
             fsched__sched_free(s);

@@ -1128,7 +1128,6 @@ static void test_single_threaded(void) {
     int i;
     memset(&d, 0, sizeof d);
     d.single_threaded = 1;
-    d.workers = 7; /* ignored */
     CHECK_OK(fsched_create(&d, &s));
     CHECK(fsched_worker_count(s) == 0);
     CHECK_OK(fsched_bind(s));
@@ -1311,6 +1310,56 @@ static void quiet(fsched_log_level level, const char *message, void *user) {
     (void)level;
     (void)message;
     ++*(int *)user;
+}
+
+/* Keeps the last message logged, for checks of what a refusal says. */
+static char last_logged[256];
+static void keep_message(fsched_log_level level, const char *message, void *user) {
+    (void)level;
+    ++*(int *)user;
+    strncpy(last_logged, message, sizeof last_logged - 1);
+}
+
+/* A desc out of range is refused at creation, with a log line (debug builds) saying why. */
+static void test_bad_desc(void) {
+    fsched_sched *s = NULL;
+    fsched_desc d;
+    int logged = 0;
+    memset(&d, 0, sizeof d);
+    d.logger.func = keep_message;
+    d.logger.user = &logged;
+    d.single_threaded = 1;
+    d.workers = 4; /* a contradiction, not a request to ignore */
+    CHECK_RESULT(fsched_create(&d, &s), FSCHED_ERR_INVALID_ARGUMENT);
+    CHECK(s == NULL);
+#if FSCHED__DEBUG
+    CHECK(logged == 1 && strstr(last_logged, "single_threaded"));
+#endif
+    d.single_threaded = 0;
+    d.workers = 0;
+    d.max_bound_threads = FSCHED_MAX_WORKERS + 1;
+    CHECK_RESULT(fsched_create(&d, &s), FSCHED_ERR_INVALID_ARGUMENT);
+#if FSCHED__DEBUG
+    CHECK(logged == 2 && strstr(last_logged, "4096"));
+#endif
+    d.max_bound_threads = 0;
+    /* more than an address space: refused at creation, not at the first spawn */
+    d.workers = 1;
+    d.stack_size = sizeof(size_t) == 8 ? (size_t)1 << (sizeof(size_t) * 8 - 17) : (size_t)0xc0000000u;
+    {
+        fsched_result r = fsched_create(&d, &s);
+        CHECK(r == FSCHED_ERR_OUT_OF_MEMORY || r == FSCHED_ERR_INVALID_ARGUMENT);
+        CHECK(s == NULL);
+    }
+#if FSCHED__DEBUG
+    CHECK(logged == 3 && strstr(last_logged, "stack"));
+#endif
+    d.workers = 0;
+    d.single_threaded = 1; /* a scheduler without workers takes its stack at creation too */
+    CHECK(fsched_create(&d, &s) != FSCHED_OK && s == NULL);
+#if FSCHED__DEBUG
+    CHECK(logged == 4 && strstr(last_logged, "stack"));
+#endif
 }
 
 /* A destroyed scheduler: every call is refused with a code, without reading its memory
@@ -1836,6 +1885,44 @@ static void test_worker_hooks(void) {
 #endif
     (void)h;
 }
+
+/* A stop hook that spawns into its own scheduler, which is being destroyed: the spawn
+   must be refused, not queued on a worker whose loop has ended (where it never ran). */
+typedef struct stop_spawn {
+    fsched_sched *s;
+    int refused, other; /* atomic: spawns refused, and any other answer */
+    int ran;            /* atomic: tasks of those spawns that ran */
+} stop_spawn;
+
+static void stop_spawn_task(void *arg) { FSCHED__FETCH_ADD(&((stop_spawn *)arg)->ran, 1, FSCHED__RELAXED); }
+
+static void stop_spawn_hook(void *user, uint32_t worker) {
+    stop_spawn *st = (stop_spawn *)user;
+    fsched_result r = fsched_spawn(LOAD(&st->s), stop_spawn_task, st);
+    (void)worker;
+    FSCHED__FETCH_ADD(r == FSCHED_ERR_WRONG_STATE ? &st->refused : &st->other, 1, FSCHED__RELAXED);
+    if (fsched_current()) FSCHED__FETCH_ADD(&st->other, 1, FSCHED__RELAXED);
+}
+
+static void test_spawn_from_stop_hook(void) {
+    static stop_spawn st;
+    fsched_desc d;
+    fsched_sched *s;
+    int round;
+    for (round = 0; round < 20; round++) {
+        memset(&st, 0, sizeof st);
+        test_desc_init(&d);
+        d.workers = 2;
+        d.worker_stop = stop_spawn_hook;
+        d.worker_user = &st;
+        CHECK_OK(fsched_create(&d, &s));
+        FSCHED__STORE(&st.s, s, FSCHED__RELEASE);
+        CHECK_OK(fsched_destroy(s));
+        CHECK_EQ_U64(LOAD(&st.refused), 2);
+        CHECK_EQ_U64(LOAD(&st.other), 0);
+        CHECK_EQ_U64(LOAD(&st.ran), 0);
+    }
+}
 #endif
 
 #if defined(__linux__) && TEST_THREADS
@@ -1945,6 +2032,7 @@ int main(void) {
     uint32_t w;
     test_watchdog(900);
     test_bad_input();
+    test_bad_desc();
     test_use_after_destroy();
     for (w = 1; w <= 4; w *= 2) test_fib(w, TEST_SCALE > 1 ? 20 : 24);
     for (w = 1; w <= 4; w *= 2) test_spawn_sync(w);
@@ -1990,6 +2078,7 @@ int main(void) {
 #endif
 #if TEST_THREADS
     test_worker_hooks();
+    test_spawn_from_stop_hook();
     test_stats();
 #endif
     printf("test_sched: ok\n");

@@ -2065,7 +2065,6 @@ static void test_single_threaded(void) {
     fsched_sched *s;
     test_desc_init(&d);
     d.single_threaded = 1;
-    d.workers = WORKERS; /* ignored in single-threaded mode */
     d.stack_size = stack_size;
     CHECK_OK(fsched_create(&d, &s));
     CHECK(fsched_worker_count(s) == 0);
