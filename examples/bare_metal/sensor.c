@@ -3,12 +3,13 @@
    event, drains the ring and keeps a moving average; every 100 samples the interrupt
    also spawns a report task that the scheduler runs later. Between interrupts the only
    thread sleeps (`wfi`, through the idle hook). At the end every sample must have been
-   filtered once, and the average must match the same filter run over the same samples.
+   filtered once, the average must match the same filter run over the same samples, and
+   the clock must have seen at least the time the samples took (a millisecond each).
 
    Built for the MPS2 boards of qemu-system-arm with the test board support (vector table,
-   semihosting, SysTick clock, timer 0):
+   semihosting, a clock, timer 0):
      meson setup build-m3 --cross-file tests/cross/cortex-m3.ini
-     meson test -C build-m3 sensor
+     meson test -C build-m3 example-sensor
    On your board, replace board_timer_start/_stop, board_clock_ns and
    board_wait_for_interrupt with your own timer, clock and `__WFI()`. */
 #define FIBERSCHED_NO_OS
@@ -113,7 +114,7 @@ int main(void) {
     filter check;
     int32_t expected = 0;
     uint32_t i;
-    uint64_t start;
+    uint64_t start, elapsed_ms;
     memset(&d, 0, sizeof d);
     d.clock = board_clock_ns;
     d.idle = sleep_until_interrupt;
@@ -129,16 +130,23 @@ int main(void) {
     fsched_wait_group_wait(&tasks);   /* until the filter has seen the last sample */
     fsched_wait_group_wait(&reports); /* and every report spawned by the interrupt ran */
 
+    elapsed_ms = (fsched_clock_ns() - start) / 1000000u;
     memset(&check, 0, sizeof check);
     for (i = 0; i < SAMPLES; i++) expected = filter_add(&check, read_sensor(i));
     printf("sensor: %lu samples in %lu ms, %lu lost, average %ld (expected %ld)\n",
-           (unsigned long)live.count, (unsigned long)((fsched_clock_ns() - start) / 1000000u),
-           (unsigned long)overruns, (long)live_average, (long)expected);
+           (unsigned long)live.count, (unsigned long)elapsed_ms, (unsigned long)overruns,
+           (long)live_average, (long)expected);
 
     fsched_unbind();
     fsched_destroy(sched);
     fsched_wait_group_destroy(&tasks);
     fsched_wait_group_destroy(&reports);
     fsched_event_destroy(&sample_ready);
+    /* the samples came a period apart: at least that long, and nowhere near a wrap */
+    if (elapsed_ms < (SAMPLES - 1) * PERIOD_US / 1000u || elapsed_ms > 60000u) {
+        printf("sensor: the clock is wrong: %lu ms for %d samples %lu us apart\n",
+               (unsigned long)elapsed_ms, SAMPLES, (unsigned long)PERIOD_US);
+        return 1;
+    }
     return live.count == SAMPLES && overruns == 0 && live_average == expected ? 0 : 1;
 }

@@ -2,7 +2,7 @@
    Cortex-M4F AN386): the vector table and reset, the system calls newlib needs, through
    semihosting (output on the emulator's stdout and stderr, the exit status), a heap that
    grows wherever the stack pointer is (fiber stacks live in the heap), a clock from
-   SysTick, and fault reports.
+   timer 1 kept up by SysTick, and fault reports.
 
    newlib's own semihosting library (librdimon) refuses to grow the heap when the stack
    pointer is below the break, which is the case in every task running on a fiber stack
@@ -137,12 +137,19 @@ void board_heap_limit(size_t bytes) {
 
 size_t board_heap_used(void) { return (size_t)(heap_break - __heap_start); }
 
-/* ---- the clock: SysTick counts down from its reload at the core's clock; each wrap
-   adds a period (read twice around the count, so a wrap in between is seen) ---- */
+/* ---- the clock: timer 1 counts down through all 32 bits at the core's clock (a period
+   of 172 s at 25 MHz), and every reading adds what it counted since the last one, modulo
+   2^32. SysTick's interrupt, every 0.67 s, reads it too, so that no two readings are a
+   period apart unless interrupts stay masked that long. Nothing depends on when a wrap's
+   interrupt comes (an emulator may pend one well after the counter wrapped). It starts
+   a second before its first wrap, so that every run of a test crosses one. ---- */
 
 #define SYST_CSR (*(volatile uint32_t *)0xE000E010u)
 #define SYST_RVR (*(volatile uint32_t *)0xE000E014u)
 #define SYST_CVR (*(volatile uint32_t *)0xE000E018u)
+#define TIMER1_CTRL (*(volatile uint32_t *)0x40001000u)
+#define TIMER1_VALUE (*(volatile uint32_t *)0x40001004u)
+#define TIMER1_RELOAD (*(volatile uint32_t *)0x40001008u)
 #define SCB_CPACR (*(volatile uint32_t *)0xE000ED88u)
 #define SCB_CFSR (*(volatile uint32_t *)0xE000ED28u)
 #define SCB_HFSR (*(volatile uint32_t *)0xE000ED2Cu)
@@ -150,24 +157,36 @@ size_t board_heap_used(void) { return (size_t)(heap_break - __heap_start); }
 #define SCB_BFAR (*(volatile uint32_t *)0xE000ED38u)
 
 #define CORE_HZ 25000000u /* the MPS2 boards' core clock */
-#define TICK_RELOAD 0x00FFFFFFu /* the full 24 bits: 0.67 s a period at 25 MHz */
+#define TICK_RELOAD 0x00FFFFFFu /* SysTick: the full 24 bits, 0.67 s a period */
 
-static volatile uint32_t tick_wraps;
-
-void board_systick_handler(void) { tick_wraps++; }
+static uint32_t clock_count;  /* timer 1 at the last reading */
+static uint64_t clock_cycles; /* cycles counted up to it */
 
 static void (*board_timer_hook)(void);
 
 uint64_t board_clock_ns(void *user) {
-    uint32_t wraps, count;
+    uint32_t masked, now;
     uint64_t cycles;
     (void)user;
-    do {
-        wraps = tick_wraps;
-        count = SYST_CVR;
-    } while (wraps != tick_wraps);
-    cycles = (uint64_t)wraps * (TICK_RELOAD + 1u) + (TICK_RELOAD - count);
+    /* masked: a handler's reading stays out of this one's */
+    __asm__ volatile("mrs %0, primask\n cpsid i" : "=r"(masked) : : "memory");
+    now = TIMER1_VALUE;
+    clock_cycles += (uint32_t)(clock_count - now); /* it counts down, wrapping at 2^32 */
+    clock_count = now;
+    cycles = clock_cycles;
+    __asm__ volatile("msr primask, %0" : : "r"(masked) : "memory");
     return cycles * 1000u / (CORE_HZ / 1000000u);
+}
+
+static void board_clock_start(void) {
+    TIMER1_CTRL = 0;
+    TIMER1_RELOAD = 0xFFFFFFFFu;
+    TIMER1_VALUE = CORE_HZ; /* then it wraps to the reload */
+    clock_count = CORE_HZ;
+    TIMER1_CTRL = 1u; /* enabled, no interrupt */
+    SYST_RVR = TICK_RELOAD;
+    SYST_CVR = 0;
+    SYST_CSR = 7; /* the core's clock, the interrupt, enabled */
 }
 
 /* ---- faults: say what happened and where, then fail the test ---- */
@@ -241,7 +260,7 @@ void board_wait_for_interrupt(void *user) {
 }
 
 static void board_systick(void) {
-    board_systick_handler();
+    (void)board_clock_ns(NULL); /* a reading at least every 0.67 s */
     if (board_timer_hook) board_timer_hook();
 }
 
@@ -304,9 +323,7 @@ void board_start(void) {
     SCB_CPACR |= 0xFu << 20; /* CP10, CP11: the FPU, full access */
     __asm__ volatile("dsb\n isb" ::: "memory");
 #endif
-    SYST_RVR = TICK_RELOAD;
-    SYST_CVR = 0;
-    SYST_CSR = 7; /* the core's clock, the interrupt, enabled */
+    board_clock_start();
     static char name[] = "test", *argv[] = {name, NULL};
     __libc_init_array();
     exit(main(1, argv));

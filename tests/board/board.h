@@ -4,12 +4,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Nanoseconds since reset, from SysTick: a clock for fsched_desc.clock. */
+/* Nanoseconds since reset, from timer 1: a clock for fsched_desc.clock. Any thread or
+   handler. */
 uint64_t board_clock_ns(void *user);
 /* The heap stops growing after `bytes` (0: the whole of it); and how much it has grown. */
 void board_heap_limit(size_t bytes);
 size_t board_heap_used(void);
-/* Called from the SysTick interrupt, every 0.67 s; NULL: none. */
+/* Called from the SysTick interrupt, every 0.67 s (2^24 cycles); NULL: none. */
 void board_set_timer_hook(void (*hook)(void));
 /* Timer 0's interrupt calls `hook` every period_us microseconds, until board_timer_stop. */
 void board_timer_start(uint32_t period_us, void (*hook)(void));
