@@ -1900,6 +1900,77 @@ static void fsched__fatal(const char *message) {
 #endif
 #endif
 
+/* ---- formatting without stdio, safe in a signal handler ---- */
+
+static char *fsched__sig_put(char *p, char *end, const char *s) {
+    while (*s && p < end) *p++ = *s++;
+    return p;
+}
+static char *fsched__sig_dec(char *p, char *end, uintptr_t v) {
+    char digits[3 * sizeof v];
+    int n = 0;
+    do {
+        digits[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n && p < end) *p++ = digits[--n];
+    return p;
+}
+static char *fsched__sig_hex(char *p, char *end, uintptr_t v) {
+    char digits[2 + 2 * sizeof v];
+    int n = 0;
+    do {
+        digits[n++] = "0123456789abcdef"[v & 15];
+        v >>= 4;
+    } while (v);
+    p = fsched__sig_put(p, end, "0x");
+    while (n && p < end) *p++ = digits[--n];
+    return p;
+}
+
+/* The address of a function (C allows converting a function pointer to an integer). */
+#define FSCHED__CODE(fn) ((uintptr_t)(fn))
+
+/* dladdr, where the C library has it (glibc from 2.34, musl, the BSDs; a weak reference,
+   so that a program without it still links, and says only the address). Declared here:
+   glibc hides it without _GNU_SOURCE. */
+#if defined(__ELF__) && defined(FSCHED__OS_POSIX) && !defined(FIBERSCHED_NO_OS)
+typedef struct fsched__dl_info {
+    const char *file;   /* the module holding the address ... */
+    void *base;         /* ... loaded there */
+    const char *symbol; /* the nearest symbol below it, if any ... */
+    void *address;      /* ... at this address */
+} fsched__dl_info;
+extern int fsched__dladdr(const void *address, fsched__dl_info *info) __asm__("dladdr")
+    __attribute__((weak));
+#define FSCHED__HAVE_DLADDR 1
+#endif
+
+/* Names the function at `code` for a report: its symbol when the dynamic linker knows
+   one starting there, else its address, with its module and offset (for addr2line -f)
+   where known. Safe in a signal handler as far as dladdr is. */
+static char *fsched__sig_put_code(char *p, char *end, uintptr_t code) {
+#if defined(FSCHED__HAVE_DLADDR)
+    fsched__dl_info info;
+    memset(&info, 0, sizeof info);
+    if (fsched__dladdr && fsched__dladdr((const void *)code, &info) && info.symbol &&
+        (uintptr_t)info.address == code)
+        return fsched__sig_put(p, end, info.symbol);
+#endif
+    p = fsched__sig_put(p, end, "at ");
+    p = fsched__sig_hex(p, end, code);
+#if defined(FSCHED__HAVE_DLADDR)
+    if (info.file && info.base) {
+        p = fsched__sig_put(p, end, " (");
+        p = fsched__sig_put(p, end, info.file);
+        p = fsched__sig_put(p, end, "+");
+        p = fsched__sig_hex(p, end, code - (uintptr_t)info.base);
+        p = fsched__sig_put(p, end, ")");
+    }
+#endif
+    return p;
+}
+
 /* ---- allocation ---- */
 
 static void *fsched__default_alloc(size_t size, size_t align, void *user) {
@@ -2833,7 +2904,8 @@ struct fsched_fiber {
     void *graph_task;       /* the graph task whose function runs on this fiber */
     uint32_t inline_depth;  /* jobs nested on it by waits without a fiber (out of memory) */
     fsched_frames *frames;  /* the innermost frame stack its task trees hold (spawn/sync) */
-    void (*task_fn)(void *); /* the detached task whose function runs on it, ... */
+    uintptr_t task_code;     /* the user function it runs (of a task, a join half, a
+                                frame, a loop, a graph task, a node, a stage) ... */
     const char *task_name;   /* ... and its name, if it has one: for overflow reports */
     /* for debuggers (tools/fibersched-gdb.py): what it waits on while suspended, its id
        and its place in its worker's list of fibers */
@@ -3031,22 +3103,56 @@ static int fsched__has_canary(const fsched_fiber *f) {
            f->stack_lo != f->stack_hi;
 }
 
+/* What a fiber runs: each kind of job says so around the user's code and restores what
+   was there after it (a job may run nested while another waits on the same fiber), so
+   that an overflow report and gdb name the task, or its function. */
+typedef struct fsched__running {
+    uintptr_t code;
+    const char *name;
+} fsched__running;
+
+static inline fsched__running fsched__running_begin(fsched_fiber *f, uintptr_t code,
+                                                    const char *name) {
+    fsched__running outer;
+    outer.code = f->task_code;
+    outer.name = f->task_name;
+    f->task_code = code;
+    f->task_name = name;
+    return outer;
+}
+
+static inline void fsched__running_end(fsched_fiber *f, fsched__running outer) {
+    f->task_code = outer.code;
+    f->task_name = outer.name;
+}
+
+/* The start of an overflow report: the fiber, its stack size and what it runs (by name,
+   else by function). Safe in a signal handler. */
+static char *fsched__sig_put_overflow(char *p, char *end, const fsched_fiber *f) {
+    p = fsched__sig_put(p, end, "stack overflow in fiber '");
+    p = fsched__sig_put(p, end, f->name);
+    p = fsched__sig_put(p, end, "' (a stack of ");
+    p = fsched__sig_dec(p, end, (uintptr_t)f->params.stack_size);
+    p = fsched__sig_put(p, end, " bytes)");
+    if (f->task_name) {
+        p = fsched__sig_put(p, end, " running task '");
+        p = fsched__sig_put(p, end, f->task_name);
+        p = fsched__sig_put(p, end, "'");
+    } else if (f->task_code) {
+        p = fsched__sig_put(p, end, " running the task whose function is ");
+        p = fsched__sig_put_code(p, end, f->task_code);
+    }
+    return p;
+}
+
 /* Says which fiber overflowed its heap stack, and what it ran, through the logger of its
    stack, then stops the program: what lies below the stack is corrupt. */
 static FSCHED__NOINLINE void fsched__stack_overflowed(const fsched_fiber *f, const char *how) {
-    uintptr_t fn = 0;
-    if (f->task_fn) {
-        void (*task_fn)(void *) = f->task_fn;
-        memcpy(&fn, &task_fn, sizeof fn < sizeof task_fn ? sizeof fn : sizeof task_fn);
-    }
-#define FSCHED__OVERFLOWED(task_fmt, ...)                                                   \
-    fsched__log(&f->params.logger, FSCHED_LOG_ERROR,                                        \
-                "stack overflow in fiber '%s' (a stack of %lu bytes)" task_fmt ": %s",      \
-                f->name, (unsigned long)f->params.stack_size, __VA_ARGS__, how)
-    if (f->task_name) FSCHED__OVERFLOWED(" running task '%s'", f->task_name);
-    else if (fn) FSCHED__OVERFLOWED(" running the task whose function is at 0x%lx", (unsigned long)fn);
-    else FSCHED__OVERFLOWED("%s", "");
-#undef FSCHED__OVERFLOWED
+    char msg[384], *end = msg + sizeof msg - 1, *p = fsched__sig_put_overflow(msg, end, f);
+    p = fsched__sig_put(p, end, ": ");
+    p = fsched__sig_put(p, end, how);
+    *p = 0;
+    fsched__log(&f->params.logger, FSCHED_LOG_ERROR, "%s", msg);
     fsched__fatal("stack overflow (reported before)");
 }
 
@@ -3871,58 +3977,17 @@ static void fsched__overflow_thread_setup(fsched__thread *t) {
 #endif
 }
 
-/* Async-signal-safe formatting of the report. */
-static char *fsched__sig_put(char *p, char *end, const char *s) {
-    while (*s && p < end) *p++ = *s++;
-    return p;
-}
-static char *fsched__sig_dec(char *p, char *end, uintptr_t v) {
-    char digits[3 * sizeof v];
-    int n = 0;
-    do {
-        digits[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    while (n && p < end) *p++ = digits[--n];
-    return p;
-}
-static char *fsched__sig_hex(char *p, char *end, uintptr_t v) {
-    char digits[2 + 2 * sizeof v];
-    int n = 0;
-    do {
-        digits[n++] = "0123456789abcdef"[v & 15];
-        v >>= 4;
-    } while (v);
-    p = fsched__sig_put(p, end, "0x");
-    while (n && p < end) *p++ = digits[--n];
-    return p;
-}
-
 static void fsched__overflow_signal(int sig, siginfo_t *info, void *uctx) {
     fsched_fiber *f = fsched__tls_thread.current;
     uintptr_t addr = (uintptr_t)info->si_addr;
     struct sigaction *old = sig == SIGSEGV ? &fsched__overflow_old_segv : &fsched__overflow_old_bus;
     if (f && !f->is_root && f->params.guard_size && addr >= (uintptr_t)f->mem &&
         addr < (uintptr_t)f->stack_lo) {
-        char msg[256], *p = msg, *end = msg + sizeof msg - 1;
+        char msg[384], *p = msg, *end = msg + sizeof msg - 1;
         struct sigaction dfl;
         ssize_t unused;
-        p = fsched__sig_put(p, end, "fibersched: stack overflow in fiber '");
-        p = fsched__sig_put(p, end, f->name);
-        p = fsched__sig_put(p, end, "' (a stack of ");
-        p = fsched__sig_dec(p, end, (uintptr_t)f->params.stack_size);
-        p = fsched__sig_put(p, end, " bytes)");
-        if (f->task_name) {
-            p = fsched__sig_put(p, end, " running task '");
-            p = fsched__sig_put(p, end, f->task_name);
-            p = fsched__sig_put(p, end, "'");
-        } else if (f->task_fn) {
-            void (*fn)(void *) = f->task_fn;
-            uintptr_t addr_fn;
-            memcpy(&addr_fn, &fn, sizeof addr_fn < sizeof fn ? sizeof addr_fn : sizeof fn);
-            p = fsched__sig_put(p, end, " running the task whose function is at ");
-            p = fsched__sig_hex(p, end, addr_fn);
-        }
+        p = fsched__sig_put(p, end, "fibersched: ");
+        p = fsched__sig_put_overflow(p, end, f);
         p = fsched__sig_put(p, end, ": fault at ");
         p = fsched__sig_hex(p, end, addr);
         p = fsched__sig_put(p, end, " in the guard below its stack [");
@@ -5192,15 +5257,12 @@ static void fsched__task_execute(fsched__job *job, fsched__worker *w) {
     fsched__task *t = (fsched__task *)job;
     fsched_wait_group *wg = t->wait_group;
     fsched_fiber *f = fsched__tls_thread.current;
-    void (*outer)(void *) = f->task_fn; /* a task may run inline while another waits */
-    const char *outer_name = f->task_name;
+    fsched__running outer = fsched__running_begin(f, FSCHED__CODE(t->fn), t->name);
     FSCHED__TRACE(uint64_t trace_begin = fsched__trace_now();)
-    f->task_fn = t->fn;
-    f->task_name = t->name;
     t->fn(t->arg);
     if (FSCHED__DEBUG) fsched__stack_check(f, NULL);
-    f->task_fn = outer; /* the task may have suspended: it resumes on the same fiber */
-    f->task_name = outer_name;
+    /* the task may have suspended: it resumes on the same fiber */
+    fsched__running_end(f, outer);
     FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_TASK, trace_begin, t->name,
                                        (uint64_t)(uintptr_t)t->fn);)
     /* the task may have suspended: it resumes on the same worker, so w still holds */
@@ -8129,10 +8191,13 @@ typedef struct fsched__join_job {
 static void fsched__join_execute(fsched__job *job, fsched__worker *w) {
     fsched__join_job *j = (fsched__join_job *)job;
     fsched__worker *owner = j->owner; /* after the latch is set, j may be gone */
+    fsched_fiber *f = fsched__tls_thread.current;
+    fsched__running outer = fsched__running_begin(f, FSCHED__CODE(j->fn), NULL);
     uintptr_t waiting;
     FSCHED__TRACE(uint64_t trace_begin = fsched__trace_now();)
     (void)w;
     j->fn(j->arg);
+    fsched__running_end(f, outer);
     FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_JOIN, trace_begin, NULL,
                                        (uint64_t)(uintptr_t)j->fn);)
     FSCHED__POINT(JOIN);
@@ -8542,7 +8607,12 @@ static void fsched__range_run(fsched__range_part *p, int stolen);
 
 static void fsched__range_right(void *arg) {
     fsched__range_part *p = (fsched__range_part *)arg;
+    fsched_fiber *f = fsched__tls_thread.current;
+    /* named by the loop's body, not by this function */
+    fsched__running outer = fsched__running_begin(
+        f, p->r->rbody ? FSCHED__CODE(p->r->rbody) : FSCHED__CODE(p->r->body), NULL);
     fsched__range_run(p, fsched__tls_thread.worker != p->origin);
+    fsched__running_end(f, outer);
 }
 
 #define FSCHED__ACC_INLINE 256u
@@ -9691,17 +9761,17 @@ static void fsched__graph_process(fsched_graph_task *t, fsched__worker *w,
     } else {
         fsched_fiber *f = fsched__tls_thread.current;
         void *outer = f->graph_task; /* a task may run inline while another one waits */
-        const char *outer_name = f->task_name;
+        fsched__running outer_running;
         FSCHED__STORE(&t->state,
                       FSCHED__GRAPH_STATE(FSCHED__LOAD(&g->run, FSCHED__RELAXED),
                                           FSCHED_TASK_RUNNING),
                       FSCHED__RELAXED);
         FSCHED__TRACE(uint64_t trace_begin = fsched__trace_now();)
         f->graph_task = t;
-        f->task_name = t->name ? t->name : "(unnamed)";
+        outer_running = fsched__running_begin(f, FSCHED__CODE(t->fn), t->name);
         t->status = t->fn(t, t->arg);
         if (FSCHED__DEBUG) fsched__stack_check(f, NULL);
-        f->task_name = outer_name;
+        fsched__running_end(f, outer_running);
         FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_GRAPH_TASK, trace_begin, t->name,
                                            (uint64_t)(int64_t)t->status);)
         /* the task may have suspended: it resumes on the same fiber and worker */
@@ -10618,6 +10688,19 @@ static int fsched__node_can_advance(fsched_node *n) {
    their mean (weight 1/8), which decides where the node runs when it is made ready.
    A sample counts as at most 4x the threshold: a preempted advance cannot make a short
    node look long for hundreds of advances. */
+/* Calls the node's advance, named by the node on the fiber it runs on. */
+static void fsched__node_advance(fsched_node *n) {
+    fsched_fiber *f = fsched__tls_thread.current;
+    fsched__running outer;
+    if (!f) {
+        n->desc.advance(n, n->desc.user);
+        return;
+    }
+    outer = fsched__running_begin(f, FSCHED__CODE(n->desc.advance), n->label);
+    n->desc.advance(n, n->desc.user);
+    fsched__running_end(f, outer);
+}
+
 static int fsched__node_start_advance(fsched_node *n, fsched__worker *w) {
     uint32_t expected = FSCHED__ADV_ADVANCING, i;
     for (i = 0; i < n->n_links; i++) n->links[i]->keep = 0;
@@ -10625,13 +10708,13 @@ static int fsched__node_start_advance(fsched_node *n, fsched__worker *w) {
     FSCHED__STORE(&n->phase, FSCHED__ADV_ADVANCING, FSCHED__RELAXED);
     if (w && (n->report.advances & 7u) == 0u) {
         uint64_t begin = fsched__sched_now(w->sched), took;
-        n->desc.advance(n, n->desc.user);
+        fsched__node_advance(n);
         took = fsched__sched_now(w->sched) - begin;
         if (took > 4u * FSCHED__NODE_SHORT_NS) took = 4u * FSCHED__NODE_SHORT_NS;
         n->advance_ns = n->advance_ns == UINT64_MAX ? took
                                                     : n->advance_ns - n->advance_ns / 8 + took / 8;
     } else {
-        n->desc.advance(n, n->desc.user);
+        fsched__node_advance(n);
     }
     FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_ADVANCE, trace_begin, n->label, 0);)
     /* acq_rel: decides with fsched_node_complete who finishes; acquires its `advanced` */
@@ -11338,6 +11421,15 @@ static void fsched__lp_unlock_and_check(fsched__lp *lp) {
 }
 
 /* Carries an item through the stages from it->stage on; returns its record at the end. */
+/* Calls a stage, named by the stage on the fiber it runs on (a worker's). */
+static void *fsched__lp_stage_call(const fsched_stage *sg, void *data, int *stop) {
+    fsched_fiber *f = fsched__tls_thread.current;
+    fsched__running outer = fsched__running_begin(f, FSCHED__CODE(sg->fn), sg->name);
+    data = sg->fn(sg->user, data, stop);
+    fsched__running_end(f, outer);
+    return data;
+}
+
 static void fsched__lp_carry(fsched__lp *lp, fsched__lp_item *it, fsched__worker *w) {
     while (it->stage < lp->n) {
         size_t k = it->stage;
@@ -11349,7 +11441,7 @@ static void fsched__lp_carry(fsched__lp *lp, fsched__lp_item *it, fsched__worker
         FSCHED__STORE(&it->where, FSCHED__LP_WHERE(it->seq, k, FSCHED__LP_RUNNING),
                       FSCHED__RELAXED);
         FSCHED__TRACE(trace_begin = fsched__trace_now();)
-        it->data = sg->fn(sg->user, it->data, &stop);
+        it->data = fsched__lp_stage_call(sg, it->data, &stop);
         FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_STAGE, trace_begin, NULL, k);)
         if (serial) fsched__lp_leave(lp, k, it->seq, w);
         it->stage++;
@@ -11392,7 +11484,7 @@ static void fsched__lp_input(fsched__job *job, fsched__worker *w) {
     {
         FSCHED__TRACE(uint64_t trace_begin = fsched__trace_now();)
         FSCHED__STORE(&lp->input_where, FSCHED__LP_RUNNING, FSCHED__RELAXED);
-        data = lp->stages[0].fn(lp->stages[0].user, NULL, &stop);
+        data = fsched__lp_stage_call(&lp->stages[0], NULL, &stop);
         FSCHED__STORE(&lp->input_where, 0u, FSCHED__RELAXED);
         FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_STAGE, trace_begin, NULL, 0);)
     }

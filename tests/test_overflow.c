@@ -252,13 +252,115 @@ static void graph_task_overflow(void) {
     fsched_graph_wait(g, NULL);
 }
 
+/* ---- every kind of job names what overflowed: by its symbol where the program exports
+   it (this test is linked with -rdynamic), else by address, module and offset ---- */
+
+void overflow_in_task(void *arg);
+void overflow_in_join_half(void *arg);
+void overflow_in_loop(void *ctx, size_t lo, size_t hi);
+int overflow_in_graph_task(fsched_graph_task *self, void *arg);
+
+void overflow_in_task(void *arg) {
+    (void)arg;
+    bottomless(0);
+}
+
+static volatile int half_taken;
+
+void overflow_in_join_half(void *arg) {
+    (void)arg;
+    half_taken = 1;
+    bottomless(0);
+}
+
+static void wait_until_taken(void *arg) {
+    (void)arg;
+    while (!half_taken) fsched_yield(); /* until the other worker took the second half */
+}
+
+void overflow_in_loop(void *ctx, size_t lo, size_t hi) {
+    (void)ctx;
+    (void)hi;
+    if (lo >= 512) bottomless(0); /* a piece split off to the right */
+}
+
+int overflow_in_graph_task(fsched_graph_task *self, void *arg) {
+    (void)self;
+    (void)arg;
+    return (int)bottomless(0);
+}
+
+static fsched_sched *named_sched(void) {
+    fsched_desc d;
+    fsched_sched *s;
+    memset(&d, 0, sizeof d);
+    d.workers = 2;
+    d.stack_size = 64 * 1024;
+    CHECK_OK(fsched_create(&d, &s));
+    return s;
+}
+
+static void run_in_task(fsched_sched *s, void (*fn)(void *)) {
+    fsched_wait_group wg;
+    CHECK_OK(fsched_wait_group_init(&wg));
+    CHECK_OK(fsched_wait_group_spawn(&wg, s, fn, NULL));
+    CHECK_OK(fsched_wait_group_wait(&wg));
+}
+
+static void task_named(void) { run_in_task(named_sched(), overflow_in_task); }
+
+static void joins(void *arg) {
+    (void)arg;
+    CHECK_OK(fsched_join(wait_until_taken, NULL, overflow_in_join_half, NULL));
+}
+static void join_half_named(void) { run_in_task(named_sched(), joins); }
+
+static void loops(void *arg) {
+    (void)arg;
+    CHECK_OK(fsched_parallel_for(0, 1024, 1, overflow_in_loop, NULL));
+}
+static void loop_named(void) { run_in_task(named_sched(), loops); }
+
+static void graph_task_named(void) {
+    fsched_sched *s = named_sched();
+    fsched_graph *g;
+    fsched_graph_task *t;
+    CHECK_OK(fsched_graph_create(NULL, &g));
+    CHECK_OK(fsched_graph_add(g, overflow_in_graph_task, NULL, NULL, &t));
+    CHECK_OK(fsched_graph_run(g, s));
+    fsched_graph_wait(g, NULL);
+}
+
+static void test_jobs_named(void) {
+    static const struct {
+        void (*run)(void);
+        const char *function;
+    } cases[] = {
+        {task_named, "overflow_in_task"},
+        {join_half_named, "overflow_in_join_half"},
+        {loop_named, "overflow_in_loop"},
+        {graph_task_named, "overflow_in_graph_task"},
+    };
+    size_t i;
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char expected[128];
+        child_result r = run_child(cases[i].run);
+        snprintf(expected, sizeof expected, "running the task whose function is %s",
+                 cases[i].function);
+        expect_signal(&r, SIGSEGV, SIGBUS, expected);
+    }
+}
+
 static void test_task_overflow(void) {
     char expected[128];
     child_result r = run_child(task_overflow_reported);
-    /* the default handler, not installed by hand: the task's function and stack size */
-    snprintf(expected, sizeof expected, "(a stack of %lu bytes) running the task whose function",
+    /* the default handler, not installed by hand: the task's function (static: by address,
+       module and offset) and stack size */
+    snprintf(expected, sizeof expected,
+             "(a stack of %lu bytes) running the task whose function is at 0x",
              (unsigned long)(64 * 1024));
     expect_signal(&r, SIGSEGV, SIGBUS, expected);
+    CHECK(strstr(r.output, "test-overflow+0x"));
     r = run_child(task_overflow_unhandled); /* opted out: a plain fault */
     expect_signal(&r, SIGSEGV, SIGBUS, NULL);
     CHECK(!strstr(r.output, "stack overflow"));
@@ -418,6 +520,7 @@ int main(void) {
     test_watchdog(300);
     test_guard_overflow();
     test_task_overflow();
+    test_jobs_named();
     test_canary();
     test_frames_full();
     test_orphan();

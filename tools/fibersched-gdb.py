@@ -118,7 +118,7 @@ class Fiber(object):
         name = _string(r["task_name"])
         if name:
             return name
-        fn = _int(r["task_fn"])
+        fn = _int(r["task_code"])
         if fn:
             return _symbol_at(fn) or "0x%x" % fn
         graph_task = _int(r["graph_task"])
