@@ -869,7 +869,9 @@ typedef struct fsched_wait_group {
 
 FIBERSCHED_API fsched_result fsched_wait_group_init(fsched_wait_group *wg);
 FIBERSCHED_API fsched_result fsched_wait_group_destroy(fsched_wait_group *wg);
-/* Adds n (may be negative) to the count; FSCHED_ERR_WRONG_STATE if it would go below 0. */
+/* Adds n (may be negative) to the count; FSCHED_ERR_WRONG_STATE if it would go below 0,
+   FSCHED_ERR_INVALID_ARGUMENT if it would pass INT64_MAX (the count left alone). A
+   spawn into the group fails likewise when the group cannot count its task. */
 FIBERSCHED_API fsched_result fsched_wait_group_add(fsched_wait_group *wg, int64_t n);
 FIBERSCHED_API fsched_result fsched_wait_group_done(fsched_wait_group *wg);
 FIBERSCHED_API fsched_result fsched_wait_group_wait(fsched_wait_group *wg);
@@ -922,6 +924,8 @@ FIBERSCHED_API fsched_result fsched_sema_acquire(fsched_sema *s);
 FIBERSCHED_API fsched_result fsched_sema_acquire_for(fsched_sema *s, uint64_t timeout_ns);
 /* FSCHED_OK, or FSCHED_ERR_TIMEOUT at once if the count is zero. */
 FIBERSCHED_API fsched_result fsched_sema_try_acquire(fsched_sema *s);
+/* Releases n units: to waiters first, the rest to the count. FSCHED_ERR_INVALID_ARGUMENT,
+   releasing nothing, for a negative n or one that would take the count past INT64_MAX. */
 FIBERSCHED_API fsched_result fsched_sema_release(fsched_sema *s, int64_t n);
 
 /* Suspends the calling fiber (or thread) for at least ns nanoseconds. Without any clock
@@ -6864,6 +6868,9 @@ FIBERSCHED_API fsched_result fsched_wait_group_add(fsched_wait_group *wg, int64_
     FSCHED__CHECK_LIVE(wg, "fsched_wait_group_add");
     c = FSCHED__LOAD(&wg->count, FSCHED__RELAXED);
     for (;;) { /* without the lock while the count stays above zero */
+        if (n > 0 && c > INT64_MAX - n) /* c + n itself would overflow */
+            return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                                  "fsched_wait_group_add: the count would pass INT64_MAX");
         if (c + n < 0)
             return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
                                   "fsched_wait_group_add: the count would go below zero");
@@ -7270,6 +7277,13 @@ FIBERSCHED_API fsched_result fsched_sema_release(fsched_sema *s, int64_t n) {
     if (n == 0) return FSCHED_OK;
     wakes.n = 0;
     fsched__wait_list_lock(&s->waiters);
+    /* releases are serialized by the lock and acquires only lower the count: it cannot
+       overflow once this test passed */
+    if (n > INT64_MAX - FSCHED__LOAD(&s->count, FSCHED__RELAXED)) {
+        fsched__wait_list_unlock(&s->waiters);
+        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "fsched_sema_release: the count would pass INT64_MAX");
+    }
     /* waiters first (each gets its unit directly), the rest to the count */
     while (n > 0 && fsched__wait_list_wake_one(&s->waiters, &wakes)) n--;
     /* release: our writes happen before an acquirer's */
@@ -8038,7 +8052,10 @@ static fsched_result fsched__spawn(fsched_sched *s, fsched_wait_group *wg, void 
     } else {
         t->arg = arg;
     }
-    if (wg) fsched_wait_group_add(wg, 1);
+    if (wg && (r = fsched_wait_group_add(wg, 1)) != FSCHED_OK) { /* the count is full */
+        fsched__task_free(s, w, t);
+        goto out;
+    }
     job = &t->job;
     r = FSCHED_OK;
     if (w) {
