@@ -650,7 +650,8 @@ FIBERSCHED_API fsched_result fsched_join(void (*a)(void *arg), void *arg_a,
    Ranges are split in halves, further only while other workers take the halves
    (adaptive splitting), and only while longer than `grain` elements (0: 1): a piece
    that comes from a split has at least half that many. Returns when all calls
-   have returned. Errors as fsched_join. */
+   have returned. Errors as fsched_join, and FSCHED_ERR_INVALID_ARGUMENT when end is
+   before begin (an empty range, end == begin, calls nothing). */
 FIBERSCHED_API fsched_result fsched_parallel_for(size_t begin, size_t end, size_t grain,
                                                  void (*body)(void *ctx, size_t lo, size_t hi),
                                                  void *ctx);
@@ -661,7 +662,7 @@ FIBERSCHED_API fsched_result fsched_parallel_for(size_t begin, size_t end, size_
    in range order (so combine need only be associative). The final value is written to
    `result`, which init sets up first. Splitting as fsched_parallel_for; accumulators of up
    to 256 bytes live on the stack, larger ones are allocated (and when that fails, the
-   range is not split there). Errors as fsched_join. */
+   range is not split there). Errors as fsched_parallel_for. */
 FIBERSCHED_API fsched_result fsched_parallel_reduce(
     size_t begin, size_t end, size_t grain, size_t size, void (*init)(void *ctx, void *acc),
     void (*body)(void *ctx, size_t lo, size_t hi, void *acc),
