@@ -5765,8 +5765,10 @@ static void fsched__schedule(fsched__worker *w, int (*until)(fsched__worker *w))
         if (!next) { /* out of memory for a fiber: the loop runs here, on the root */
             fsched__idle idle;
             memset(&idle, 0, sizeof idle);
+            w->root->inline_depth++; /* its jobs run on the root's stack */
             while (!fsched__loop_turn(w, &idle)) {
             }
+            w->root->inline_depth--;
             break;
         }
         fsched__idle_park(w, w->root);
@@ -6084,6 +6086,12 @@ static fsched_result fsched__bind(fsched_sched *s, int reserved, fsched__worker 
                           (unsigned long)(s->n_slots - s->n_threads - 1));
 }
 
+/* Whether the calling bound thread runs its own code: on its root fiber, and not in a
+   task that the root runs on its stack for want of a fiber (out of memory). */
+static int fsched__in_own_code(const fsched__thread *t) {
+    return t->current == t->worker->root && !t->current->inline_depth;
+}
+
 static int fsched__slot_drained(fsched__worker *w) {
     return w->blocked == 0 && !w->ready_head && !FSCHED__LOAD(&w->inbox, FSCHED__ACQUIRE) &&
            fsched__deque_empty(&w->deque) && fsched__cl_looks_empty(&w->high) &&
@@ -6128,7 +6136,7 @@ FIBERSCHED_API fsched_result fsched_unbind(void) {
     if (!w || !w->bound)
         return FSCHED__MISUSE(w ? &w->sched->logger : NULL, FSCHED_ERR_WRONG_STATE,
                               "fsched_unbind: the thread is %s", w ? "a worker" : "not bound");
-    if (t->current != w->root)
+    if (!fsched__in_own_code(t))
         return FSCHED__MISUSE(&w->sched->logger, FSCHED_ERR_WRONG_STATE,
                               "fsched_unbind: called from a task, not from the bound thread itself");
     fsched__unbind(w);
@@ -6178,7 +6186,7 @@ FIBERSCHED_API fsched_result fsched_destroy(fsched_sched *s) {
     if ((r = fsched__sched_open(s, 1, "fsched_destroy")) != FSCHED_OK) {
         /* destroyed already, or another thread destroys it */
     } else if (t->worker && (t->worker->sched != s || !t->worker->bound ||
-                             t->current != t->worker->root)) {
+                             !fsched__in_own_code(t))) {
         r = FSCHED__MISUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
                            "fsched_destroy: called from a task or from another scheduler");
     } else {
