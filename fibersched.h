@@ -571,8 +571,9 @@ FIBERSCHED_API fsched_result fsched_create(const fsched_desc *desc, fsched_sched
    its own meanwhile. Spawns, runs and binds from threads outside the scheduler fail
    with FSCHED_ERR_WRONG_STATE once destruction has begun; a call from outside that is
    still inside s is waited for. Returns FSCHED_ERR_WRONG_STATE, destroying nothing, when
-   called from one of the scheduler's own tasks, while another thread is still bound, or
-   while another thread destroys s; FSCHED_ERR_INVALID_ARGUMENT for a scheduler already
+   called from one of the scheduler's own tasks, from a task, worker or bound thread of
+   another scheduler, while another thread is still bound, or while another thread
+   destroys s; FSCHED_ERR_INVALID_ARGUMENT for a scheduler already
    destroyed; NULL is ignored. */
 FIBERSCHED_API fsched_result fsched_destroy(fsched_sched *s);
 
