@@ -227,7 +227,7 @@ void op_mutex(world &w, uint8_t v) {
 
 void op_cv(world &w, uint8_t v) {
     std::unique_lock<fsched::mutex> l(w.mx);
-    int want = ++w.cv_value;
+    int want = w.cv_value = (w.cv_value < 0 ? -w.cv_value : w.cv_value) + 1; /* never 0 */
     later notify([&w, want] {
         std::lock_guard<fsched::mutex> g(w.mx);
         if (w.cv_value == want) w.cv_value = -want;
