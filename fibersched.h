@@ -583,8 +583,9 @@ FIBERSCHED_API fsched_result fsched_create(const fsched_desc *desc, fsched_sched
    its own meanwhile. Spawns, runs and binds from threads outside the scheduler fail
    with FSCHED_ERR_WRONG_STATE once destruction has begun; a call from outside that is
    still inside s is waited for. Returns FSCHED_ERR_WRONG_STATE, destroying nothing, when
-   called from one of the scheduler's own tasks, while another thread is still bound, or
-   while another thread destroys s; FSCHED_ERR_INVALID_ARGUMENT for a scheduler already
+   called from one of the scheduler's own tasks, from a task, worker or bound thread of
+   another scheduler, while another thread is still bound, or while another thread
+   destroys s; FSCHED_ERR_INVALID_ARGUMENT for a scheduler already
    destroyed; NULL is ignored. */
 FIBERSCHED_API fsched_result fsched_destroy(fsched_sched *s);
 
@@ -662,7 +663,8 @@ FIBERSCHED_API fsched_result fsched_join(void (*a)(void *arg), void *arg_a,
    Ranges are split in halves, further only while other workers take the halves
    (adaptive splitting), and only while longer than `grain` elements (0: 1): a piece
    that comes from a split has at least half that many. Returns when all calls
-   have returned. Errors as fsched_join. */
+   have returned. Errors as fsched_join, and FSCHED_ERR_INVALID_ARGUMENT when end is
+   before begin (an empty range, end == begin, calls nothing). */
 FIBERSCHED_API fsched_result fsched_parallel_for(size_t begin, size_t end, size_t grain,
                                                  void (*body)(void *ctx, size_t lo, size_t hi),
                                                  void *ctx);
@@ -673,7 +675,7 @@ FIBERSCHED_API fsched_result fsched_parallel_for(size_t begin, size_t end, size_
    in range order (so combine need only be associative). The final value is written to
    `result`, which init sets up first. Splitting as fsched_parallel_for; accumulators of up
    to 256 bytes live on the stack, larger ones are allocated (and when that fails, the
-   range is not split there). Errors as fsched_join. */
+   range is not split there). Errors as fsched_parallel_for. */
 FIBERSCHED_API fsched_result fsched_parallel_reduce(
     size_t begin, size_t end, size_t grain, size_t size, void (*init)(void *ctx, void *acc),
     void (*body)(void *ctx, size_t lo, size_t hi, void *acc),
@@ -881,7 +883,9 @@ typedef struct fsched_wait_group {
 
 FIBERSCHED_API fsched_result fsched_wait_group_init(fsched_wait_group *wg);
 FIBERSCHED_API fsched_result fsched_wait_group_destroy(fsched_wait_group *wg);
-/* Adds n (may be negative) to the count; FSCHED_ERR_WRONG_STATE if it would go below 0. */
+/* Adds n (may be negative) to the count; FSCHED_ERR_WRONG_STATE if it would go below 0,
+   FSCHED_ERR_INVALID_ARGUMENT if it would pass INT64_MAX (the count left alone). A
+   spawn into the group fails likewise when the group cannot count its task. */
 FIBERSCHED_API fsched_result fsched_wait_group_add(fsched_wait_group *wg, int64_t n);
 FIBERSCHED_API fsched_result fsched_wait_group_done(fsched_wait_group *wg);
 FIBERSCHED_API fsched_result fsched_wait_group_wait(fsched_wait_group *wg);
@@ -934,6 +938,8 @@ FIBERSCHED_API fsched_result fsched_sema_acquire(fsched_sema *s);
 FIBERSCHED_API fsched_result fsched_sema_acquire_for(fsched_sema *s, uint64_t timeout_ns);
 /* FSCHED_OK, or FSCHED_ERR_TIMEOUT at once if the count is zero. */
 FIBERSCHED_API fsched_result fsched_sema_try_acquire(fsched_sema *s);
+/* Releases n units: to waiters first, the rest to the count. FSCHED_ERR_INVALID_ARGUMENT,
+   releasing nothing, for a negative n or one that would take the count past INT64_MAX. */
 FIBERSCHED_API fsched_result fsched_sema_release(fsched_sema *s, int64_t n);
 
 /* Suspends the calling fiber (or thread) for at least ns nanoseconds. Without any clock
@@ -5834,8 +5840,10 @@ static void fsched__schedule(fsched__worker *w, int (*until)(fsched__worker *w))
         if (!next) { /* out of memory for a fiber: the loop runs here, on the root */
             fsched__idle idle;
             memset(&idle, 0, sizeof idle);
+            w->root->inline_depth++; /* its jobs run on the root's stack */
             while (!fsched__loop_turn(w, &idle)) {
             }
+            w->root->inline_depth--;
             break;
         }
         fsched__idle_park(w, w->root);
@@ -6170,6 +6178,12 @@ static fsched_result fsched__bind(fsched_sched *s, int reserved, fsched__worker 
                           (unsigned long)(s->n_slots - s->n_threads - 1));
 }
 
+/* Whether the calling bound thread runs its own code: on its root fiber, and not in a
+   task that the root runs on its stack for want of a fiber (out of memory). */
+static int fsched__in_own_code(const fsched__thread *t) {
+    return t->current == t->worker->root && !t->current->inline_depth;
+}
+
 static int fsched__slot_drained(fsched__worker *w) {
     return w->blocked == 0 && !w->ready_head && !FSCHED__LOAD(&w->inbox, FSCHED__ACQUIRE) &&
            fsched__deque_empty(&w->deque) && fsched__cl_looks_empty(&w->high) &&
@@ -6214,7 +6228,7 @@ FIBERSCHED_API fsched_result fsched_unbind(void) {
     if (!w || !w->bound)
         return FSCHED__MISUSE(w ? &w->sched->logger : NULL, FSCHED_ERR_WRONG_STATE,
                               "fsched_unbind: the thread is %s", w ? "a worker" : "not bound");
-    if (t->current != w->root)
+    if (!fsched__in_own_code(t))
         return FSCHED__MISUSE(&w->sched->logger, FSCHED_ERR_WRONG_STATE,
                               "fsched_unbind: called from a task, not from the bound thread itself");
     fsched__unbind(w);
@@ -6264,7 +6278,7 @@ FIBERSCHED_API fsched_result fsched_destroy(fsched_sched *s) {
     if ((r = fsched__sched_open(s, 1, "fsched_destroy")) != FSCHED_OK) {
         /* destroyed already, or another thread destroys it */
     } else if (t->worker && (t->worker->sched != s || !t->worker->bound ||
-                             t->current != t->worker->root)) {
+                             !fsched__in_own_code(t))) {
         r = FSCHED__MISUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
                            "fsched_destroy: called from a task or from another scheduler");
     } else {
@@ -6955,6 +6969,9 @@ FIBERSCHED_API fsched_result fsched_wait_group_add(fsched_wait_group *wg, int64_
     FSCHED__CHECK_LIVE(wg, "fsched_wait_group_add");
     c = FSCHED__LOAD(&wg->count, FSCHED__RELAXED);
     for (;;) { /* without the lock while the count stays above zero */
+        if (n > 0 && c > INT64_MAX - n) /* c + n itself would overflow */
+            return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                                  "fsched_wait_group_add: the count would pass INT64_MAX");
         if (c + n < 0)
             return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
                                   "fsched_wait_group_add: the count would go below zero");
@@ -7361,6 +7378,13 @@ FIBERSCHED_API fsched_result fsched_sema_release(fsched_sema *s, int64_t n) {
     if (n == 0) return FSCHED_OK;
     wakes.n = 0;
     fsched__wait_list_lock(&s->waiters);
+    /* releases are serialized by the lock and acquires only lower the count: it cannot
+       overflow once this test passed */
+    if (n > INT64_MAX - FSCHED__LOAD(&s->count, FSCHED__RELAXED)) {
+        fsched__wait_list_unlock(&s->waiters);
+        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "fsched_sema_release: the count would pass INT64_MAX");
+    }
     /* waiters first (each gets its unit directly), the rest to the count */
     while (n > 0 && fsched__wait_list_wake_one(&s->waiters, &wakes)) n--;
     /* release: our writes happen before an acquirer's */
@@ -8129,7 +8153,10 @@ static fsched_result fsched__spawn(fsched_sched *s, fsched_wait_group *wg, void 
     } else {
         t->arg = arg;
     }
-    if (wg) fsched_wait_group_add(wg, 1);
+    if (wg && (r = fsched_wait_group_add(wg, 1)) != FSCHED_OK) { /* the count is full */
+        fsched__task_free(s, w, t);
+        goto out;
+    }
     job = &t->job;
     r = FSCHED_OK;
     if (w) {

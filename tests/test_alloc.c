@@ -246,10 +246,60 @@ static uint64_t run_workload(counting_alloc *a, uint64_t fail_at) {
     return calls;
 }
 
+/* A bound thread whose wait finds no memory for a fiber runs a queued task on its own
+   stack: that task is still a task. Its fsched_unbind and fsched_destroy are refused
+   (they were taken for the bound thread's own calls, and unbound or destroyed the
+   scheduler under the task that ran them). */
+typedef struct inline_misuse {
+    fsched_sched *s;
+    fsched_result unbind, destroy;
+    int ran;
+} inline_misuse;
+
+static void misuse_task(void *arg) {
+    inline_misuse *m = (inline_misuse *)arg;
+    m->unbind = fsched_unbind();
+    m->destroy = fsched_destroy(m->s);
+    m->ran++;
+}
+
+/* The counting allocator with every allocation failing while `refuse` is set. */
+static int refuse;
+static void *refusing_alloc_fn(size_t size, size_t align, void *user) {
+    return LOAD(&refuse) ? NULL : counting_alloc_fn(size, align, user);
+}
+
+static void test_unbind_from_an_inline_task(void) {
+    counting_alloc a;
+    fsched_desc d;
+    inline_misuse m;
+    memset(&a, 0, sizeof a);
+    memset(&m, 0, sizeof m);
+    test_desc_init(&d);
+    d.single_threaded = 1;
+    d.allocator = allocator_of(&a);
+    d.allocator.alloc = refusing_alloc_fn;
+    d.stack_kind = FSCHED_STACK_HEAP; /* fibers from the allocator too */
+    CHECK_OK(fsched_create(&d, &m.s));
+    CHECK_OK(fsched_bind(m.s));
+    CHECK_OK(fsched_spawn(m.s, misuse_task, &m));
+    STORE(&refuse, 1);
+    fsched_yield(); /* no fiber to switch to: runs the task here, on the thread's stack */
+    STORE(&refuse, 0);
+    CHECK(m.ran == 1);
+    CHECK_RESULT(m.unbind, FSCHED_ERR_WRONG_STATE);
+    CHECK_RESULT(m.destroy, FSCHED_ERR_WRONG_STATE);
+    CHECK(fsched_current() == m.s); /* still bound */
+    CHECK_OK(fsched_unbind());
+    CHECK_OK(fsched_destroy(m.s));
+    CHECK(LOAD(&a.live) == 0);
+}
+
 int main(void) {
     counting_alloc a;
     uint64_t k, total;
     test_watchdog(600);
+    test_unbind_from_an_inline_task();
     total = run_workload(&a, 0);
     CHECK(total > 0);
     /* with more workers, allocations may differ from run to run: go until a run makes

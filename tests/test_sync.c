@@ -1376,6 +1376,43 @@ static void test_bad_input(void) {
     CHECK_OK(fsched_mutex_destroy(&m));
 }
 
+/* Counts at the top of int64_t: a release or add that would pass INT64_MAX is refused,
+   the count left as it was (it wrapped to a negative count, or overflowed a signed sum,
+   before), and a spawn into a full wait group fails instead of counting a task that the
+   group cannot hold. */
+static void count_ran(void *arg) { ADD((int *)arg, 1); }
+
+static void test_counts_at_the_top(void) {
+    fsched_sema sm;
+    fsched_wait_group wg;
+    fsched_sched *s;
+    int ran = 0;
+    CHECK_OK(fsched_sema_init(&sm, 0));
+    CHECK_OK(fsched_sema_release(&sm, INT64_MAX));
+    CHECK_RESULT(fsched_sema_release(&sm, 1), FSCHED_ERR_INVALID_ARGUMENT);
+    CHECK_OK(fsched_sema_try_acquire(&sm)); /* the count is INT64_MAX - 1 */
+    CHECK_OK(fsched_sema_release(&sm, 1));
+    CHECK_RESULT(fsched_sema_release(&sm, INT64_MAX), FSCHED_ERR_INVALID_ARGUMENT);
+    CHECK_OK(fsched_sema_try_acquire(&sm));
+    CHECK_OK(fsched_sema_destroy(&sm));
+
+    CHECK_OK(fsched_wait_group_init(&wg));
+    CHECK_OK(fsched_wait_group_add(&wg, 1));
+    CHECK_RESULT(fsched_wait_group_add(&wg, INT64_MAX), FSCHED_ERR_INVALID_ARGUMENT);
+    CHECK_OK(fsched_wait_group_add(&wg, INT64_MAX - 1));
+    CHECK_RESULT(fsched_wait_group_add(&wg, 1), FSCHED_ERR_INVALID_ARGUMENT);
+    s = sched_new();
+    CHECK_RESULT(fsched_wait_group_spawn(&wg, s, count_ran, &ran), FSCHED_ERR_INVALID_ARGUMENT);
+    CHECK_RESULT(fsched_wait_group_wait_for(&wg, 0), FSCHED_ERR_TIMEOUT);
+    CHECK_OK(fsched_wait_group_add(&wg, -INT64_MAX)); /* the count was INT64_MAX */
+    CHECK_OK(fsched_wait_group_wait(&wg));
+    CHECK_OK(fsched_wait_group_spawn(&wg, s, count_ran, &ran));
+    CHECK_OK(fsched_wait_group_wait(&wg));
+    CHECK(LOAD(&ran) == 1); /* the refused spawn ran nothing */
+    CHECK_OK(fsched_wait_group_destroy(&wg));
+    sched_free(s);
+}
+
 /* Every call on a destroyed primitive is refused with a code (never a hang on its lock
    word, never a wait that nothing ends), destroy twice included; init makes it live. */
 static void test_use_after_destroy(void) {
@@ -2113,6 +2150,7 @@ static const test_case tests[] = {
     {"yield", test_yield},
     {"stress", test_stress},
     {"bad_input", test_bad_input},
+    {"counts_at_the_top", test_counts_at_the_top},
     {"use_after_destroy", test_use_after_destroy},
 #if TEST_THREADS
     {"wake_threads_in_either_order", test_wake_threads_in_either_order},

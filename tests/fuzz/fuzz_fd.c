@@ -1,0 +1,680 @@
+/* Fuzzes the waits on the outside world: fsched_wait_fd on pipes, socket pairs and a
+   regular file, from tasks, plain threads, the driving thread (bound or not) and the
+   poll hook (which only looks); fsched_close_fd while waits are armed and fd numbers
+   reused after it (a new pipe takes the number back); bogus fds (negative, closed) and
+   events; pipes filled and drained; a poll hook that completes requests of a make-
+   believe device, installed, replaced and removed (from the hook too) with odd
+   intervals; timeouts from 0 to the largest; a destroy at any point, which must cancel
+   the waits in flight. Built with FIBERSCHED_IO_POLL it fuzzes the poll() poller.
+
+   A wait that could only end by a write or a completion is ended by the rescuer (it
+   writes a byte to every pipe, drains full ones and completes the device's requests)
+   once some actor has waited for long, so that a hang is a bug the watchdog names.
+
+   Known bugs, being fixed, that the operations stay clear of unless the environment
+   sets FIBERSCHED_FUZZ_KNOWN=1: an fd number reused after a plain close() or dup2,
+   waits on the poller's own fds, huge fd numbers, fsched_close_fd racing a wait that
+   is arming (closes wait until every waiter has waited a while), timeouts near
+   UINT64_MAX on plain threads, and a poll interval of UINT64_MAX. */
+#define _GNU_SOURCE
+#define FIBERSCHED_IMPLEMENTATION
+#include "../../fibersched.h"
+#include "fuzz.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <sys/socket.h>
+
+#define FZ_OPS_MAX 40
+#define FZ_SLOTS 4
+#define FZ_THREADS_MAX 6
+#define FZ_RESCUE_MS 20
+#define FZ_USERS 16
+#define FZ_ARMED_MS 5 /* a waiter this old has armed its wait */
+#define FZ_CLOSED_FD 900 /* a number no input opens (checked) */
+
+enum { OP_OPEN, OP_WRITE, OP_FILL, OP_DRAIN, OP_CLOSE, OP_WAIT, OP_WAIT_BOGUS, OP_WAIT_FILE,
+       OP_SUBMIT, OP_SET_POLL, OP_CLOSE_BOGUS, OP_YIELD, OP_PLAIN_REUSE, OP_DESTROY, OP_COUNT };
+static const char *const op_names[OP_COUNT] = {
+    "open a pipe", "write", "fill", "drain", "fsched_close_fd", "fsched_wait_fd",
+    "fsched_wait_fd (bogus)", "fsched_wait_fd (file)", "device request", "fsched_set_poll",
+    "fsched_close_fd (bogus)", "yield", "close and reuse", "fsched_destroy"};
+
+enum { CTX_MAIN, CTX_TASK, CTX_THREAD, CTX_POLL, CTX_COUNT };
+
+typedef struct fz_op {
+    uint8_t code, ctx, slot, end, events, variant;
+    uint32_t index;
+    uint64_t t;
+    int in_hook;
+} fz_op;
+
+typedef struct slot {
+    int fd[2];          /* read end, write end; -1 when closed */
+    int last[2];        /* the numbers they had */
+    int socket;         /* a socket pair (both ends read and write) */
+    int users;          /* waits under way on it */
+    uint64_t since[FZ_USERS];
+} slot;
+
+typedef struct request {
+    fsched_event done;
+    FZ_ATOMIC(int) refs;
+    uint64_t due;
+    struct request *next;
+} request;
+
+typedef struct world {
+    fsched_sched *s;
+    FZ_ATOMIC(int) destroyed;
+    int single, failing, main_bound, known;
+    fz_alloc_state alloc;
+    pthread_mutex_t lock; /* the slots, the device */
+    slot slots[FZ_SLOTS];
+    request *queue;
+    int file_fd;
+    FZ_ATOMIC(int) actors;
+    FZ_ATOMIC(int) stop_rescuer;
+    FZ_ATOMIC(uint64_t) waiting_since;
+    FZ_ATOMIC(int) hook_installed;
+    fz_op hook_ops[FZ_OPS_MAX];
+    int hook_head, hook_tail;
+    fz_thread threads[FZ_THREADS_MAX];
+    int n_threads;
+    fz_thread rescuer;
+    fz_actor *driver;
+} world;
+
+static void run_op(world *w, const fz_op *op, int ctx);
+
+static int sched_gone(const world *w) { return w->destroyed; }
+
+static void nonblocking(int fd) {
+    int flags = fcntl(fd, F_GETFL);
+    FZ_CHECK(flags >= 0 && fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0);
+}
+
+/* ---- slots ---- */
+
+/* Opens slot k if it is closed: a pipe, or a socket pair. Under the lock. */
+static void slot_open(world *w, slot *sl, int socket) {
+    int fds[2], k;
+    if (sl->fd[0] >= 0 || sl->fd[1] >= 0) return;
+    if (socket ? socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0 : pipe(fds) != 0) return;
+    (void)w;
+    for (k = 0; k < 2; k++) {
+        nonblocking(fds[k]);
+        FZ_CHECK(fds[k] < FZ_CLOSED_FD);
+        sl->fd[k] = sl->last[k] = fds[k];
+    }
+    sl->socket = socket;
+}
+
+/* Whether every wait on the slot has been under way for a while (has armed). Under
+   the lock. */
+static int slot_settled(const world *w, const slot *sl) {
+    uint64_t now = fz_now();
+    int k;
+    if (w->known) return 1;
+    for (k = 0; k < FZ_USERS; k++)
+        if (sl->since[k] && now - sl->since[k] < FZ_ARMED_MS * FZ_MS) return 0;
+    return 1;
+}
+
+static int user_add(slot *sl) {
+    int k;
+    for (k = 0; k < FZ_USERS; k++)
+        if (!sl->since[k]) {
+            sl->since[k] = fz_now();
+            sl->users++;
+            return k;
+        }
+    return -1;
+}
+
+static void user_drop(world *w, slot *sl, int k) {
+    pthread_mutex_lock(&w->lock);
+    sl->since[k] = 0;
+    sl->users--;
+    pthread_mutex_unlock(&w->lock);
+}
+
+static void put(int fd) {
+    char c = 'x';
+    ssize_t n = write(fd, &c, 1);
+    (void)n;
+}
+
+static void drain(int fd) {
+    char buf[4096];
+    while (read(fd, buf, sizeof buf) > 0) {
+    }
+}
+
+/* ---- waits ---- */
+
+static void expect_fd_wait(world *w, fsched_result r, uint32_t events, uint32_t ready,
+                           uint64_t t, const char *what) {
+    if (fz_endless(t))
+        FZ_EXPECT(r, what, FSCHED_OK, FSCHED_ERR_CANCELLED, FSCHED_ERR_OUT_OF_MEMORY,
+                  FSCHED_ERR_INVALID_ARGUMENT);
+    else
+        FZ_EXPECT(r, what, FSCHED_OK, FSCHED_ERR_TIMEOUT, FSCHED_ERR_CANCELLED,
+                  FSCHED_ERR_OUT_OF_MEMORY, FSCHED_ERR_INVALID_ARGUMENT);
+    if (r == FSCHED_OK) FZ_CHECK(ready != 0 && (ready & ~events) == 0);
+    if (r == FSCHED_ERR_OUT_OF_MEMORY) FZ_CHECK(w->failing);
+}
+
+/* The timeout of a wait: the extremes but, on a plain thread, none near UINT64_MAX but
+   FSCHED_FOREVER itself (known: they wrap there). */
+static uint64_t wait_timeout(const world *w, const fz_op *op) {
+    if (op->in_hook) return 0;
+    if (!w->known && fsched_current() == NULL && fz_endless(op->t)) return FSCHED_FOREVER;
+    return op->t;
+}
+
+static void op_wait(world *w, const fz_op *op) {
+    slot *sl = &w->slots[op->slot];
+    uint32_t events = op->events % 3 + 1, ready = 0;
+    uint64_t t = wait_timeout(w, op);
+    int fd, user, end = op->end & 1;
+    fsched_result r;
+    pthread_mutex_lock(&w->lock);
+    fd = sl->fd[end];
+    if (fd < 0) { /* closed: the number it had, which another slot may have taken */
+        fd = sl->last[end];
+        if (fz_endless(t)) t = FZ_MS;
+    }
+    /* a read end is never writable, a pipe's write end never readable: only timed */
+    if (!sl->socket && events != (end ? FSCHED_WRITABLE : FSCHED_READABLE) && fz_endless(t))
+        t = FZ_MS;
+    user = user_add(sl);
+    pthread_mutex_unlock(&w->lock);
+    if (fd < 0 || user < 0) {
+        if (user >= 0) user_drop(w, sl, user);
+        return;
+    }
+    if (!w->waiting_since) w->waiting_since = fz_now();
+    r = fsched_wait_fd(fd, events, t, &ready);
+    user_drop(w, sl, user);
+    expect_fd_wait(w, r, events, ready, t, "fsched_wait_fd");
+    if (r == FSCHED_ERR_CANCELLED && fsched_current() == NULL)
+        FZ_CHECK(0); /* a plain thread's wait is not in a scheduler: nothing cancels it */
+}
+
+static void op_wait_bogus(world *w, const fz_op *op) {
+    static const int fds[] = {-1, INT_MIN, -1000, FZ_CLOSED_FD, FZ_CLOSED_FD + 1, INT_MAX,
+                              65536};
+    static const uint32_t events[] = {0, 4, 0xffffffffu, FSCHED_READABLE | 8, FSCHED_READABLE};
+    int fd = fds[op->variant % 7];
+    uint32_t ev = events[op->events % 5], ready = 12345;
+    uint64_t t = wait_timeout(w, op);
+    fsched_result r;
+    (void)w;
+    /* known: huge numbers size the fd table */
+    if (!w->known && fd > FZ_CLOSED_FD + 1) fd = FZ_CLOSED_FD;
+    FZ_CHECK(fd < 0 || fcntl(fd, F_GETFD) == -1); /* not open */
+    r = fsched_wait_fd(fd, ev, t, &ready);
+    FZ_EXPECT(r, "fsched_wait_fd on a bad fd or events", FSCHED_ERR_INVALID_ARGUMENT,
+              FSCHED_ERR_CANCELLED, FSCHED_ERR_OUT_OF_MEMORY);
+    if (r == FSCHED_ERR_OUT_OF_MEMORY) FZ_CHECK(w->failing);
+    if (r == FSCHED_ERR_CANCELLED) FZ_CHECK(sched_gone(w) && fsched_current() != NULL);
+    FZ_CHECK(ready == 12345);
+}
+
+/* A regular file or a character device: always ready, as poll() says. */
+static void op_wait_file(world *w, const fz_op *op) {
+    uint32_t events = op->events % 3 + 1, ready = 0;
+    fsched_result r = fsched_wait_fd(w->file_fd, events, wait_timeout(w, op), &ready);
+    FZ_EXPECT(r, "fsched_wait_fd on a regular file", FSCHED_OK, FSCHED_ERR_CANCELLED,
+              FSCHED_ERR_OUT_OF_MEMORY);
+    if (r == FSCHED_OK) FZ_CHECK(ready == events);
+    if (r == FSCHED_ERR_CANCELLED) FZ_CHECK(sched_gone(w));
+}
+
+static void op_close(world *w, const fz_op *op) {
+    slot *sl = &w->slots[op->slot];
+    int end = op->end & 1, fd;
+    pthread_mutex_lock(&w->lock);
+    fd = sl->fd[end];
+    if (fd >= 0 && slot_settled(w, sl)) {
+        FZ_EXPECT(fsched_close_fd(fd), "fsched_close_fd", FSCHED_OK);
+        sl->fd[end] = -1;
+    }
+    pthread_mutex_unlock(&w->lock);
+}
+
+static void op_close_bogus(world *w, const fz_op *op) {
+    (void)w;
+    FZ_EXPECT(fsched_close_fd(op->variant & 1 ? -1 : INT_MIN), "fsched_close_fd(negative)",
+              FSCHED_ERR_INVALID_ARGUMENT);
+    FZ_CHECK(fcntl(FZ_CLOSED_FD, F_GETFD) == -1);
+    FZ_EXPECT(fsched_close_fd(FZ_CLOSED_FD), "fsched_close_fd(closed)", FSCHED_ERR_SYSTEM);
+}
+
+/* Known: a number reused after a plain close() (or taken by dup2) leaves the waits of the
+   old file waiting. */
+static void op_plain_reuse(world *w, const fz_op *op) {
+    slot *sl = &w->slots[op->slot];
+    int end = op->end & 1;
+    if (!w->known) return;
+    pthread_mutex_lock(&w->lock);
+    if (sl->fd[end] >= 0) {
+        if (op->variant & 1) {
+            int fds[2];
+            if (pipe(fds) == 0) { /* the new pipe's read end takes the number */
+                nonblocking(fds[0]);
+                FZ_CHECK(dup2(fds[0], sl->fd[end]) == sl->fd[end]);
+                close(fds[0]);
+                close(fds[1]);
+            }
+        } else {
+            close(sl->fd[end]);
+            sl->fd[end] = -1;
+            slot_open(w, sl, sl->socket); /* usually the same numbers again */
+        }
+    }
+    pthread_mutex_unlock(&w->lock);
+}
+
+/* ---- the device: requests the poll hook completes ---- */
+
+static void request_drop(request *q) {
+    if (--q->refs == 0) {
+        FZ_EXPECT(fsched_event_destroy(&q->done), "fsched_event_destroy", FSCHED_OK);
+        free(q);
+    }
+}
+
+/* Completes the requests that are due (all of them with `all`); whether some are left. */
+static int device_complete(world *w, int all) {
+    request *due = NULL, **p, *q;
+    uint64_t now = fz_now();
+    int left;
+    pthread_mutex_lock(&w->lock);
+    for (p = &w->queue; (q = *p) != NULL;) {
+        if (all || q->due <= now) {
+            *p = q->next;
+            q->next = due;
+            due = q;
+        } else {
+            p = &q->next;
+        }
+    }
+    left = w->queue != NULL;
+    pthread_mutex_unlock(&w->lock);
+    while ((q = due) != NULL) {
+        due = q->next;
+        FZ_EXPECT(fsched_event_set(&q->done), "fsched_event_set", FSCHED_OK);
+        request_drop(q);
+    }
+    return left;
+}
+
+static void op_submit(world *w, const fz_op *op) {
+    request *q = (request *)calloc(1, sizeof *q);
+    uint64_t t = op->in_hook ? 0 : op->t;
+    fsched_result r;
+    FZ_CHECK(q != NULL);
+    FZ_EXPECT(fsched_event_init(&q->done, 0, 0), "fsched_event_init", FSCHED_OK);
+    q->refs = 2;
+    q->due = fz_now() + (op->variant % 4) * 200 * FZ_US;
+    pthread_mutex_lock(&w->lock);
+    q->next = w->queue;
+    w->queue = q;
+    pthread_mutex_unlock(&w->lock);
+    if (!w->waiting_since) w->waiting_since = fz_now();
+    r = fz_endless(t) ? fsched_event_wait(&q->done) : fsched_event_wait_for(&q->done, t);
+    if (fz_endless(t)) FZ_EXPECT(r, "fsched_event_wait", FSCHED_OK, FSCHED_ERR_OUT_OF_MEMORY);
+    else FZ_EXPECT(r, "fsched_event_wait_for", FSCHED_OK, FSCHED_ERR_TIMEOUT,
+                   FSCHED_ERR_OUT_OF_MEMORY);
+    request_drop(q);
+}
+
+static int poll_hook(void *user) {
+    world *w = (world *)user;
+    int more = device_complete(w, 0);
+    fz_op op;
+    pthread_mutex_lock(&w->lock);
+    if (w->hook_head == w->hook_tail) {
+        pthread_mutex_unlock(&w->lock);
+        return more;
+    }
+    op = w->hook_ops[w->hook_head++ % FZ_OPS_MAX];
+    more = 1;
+    pthread_mutex_unlock(&w->lock);
+    op.in_hook = 1;
+    run_op(w, &op, CTX_POLL);
+    w->actors--;
+    return more;
+}
+
+static void op_set_poll(world *w, const fz_op *op) {
+    static const uint64_t intervals[] = {0, 1, 1000, 50 * FZ_US, FZ_MS, (uint64_t)1 << 40,
+                                         UINT64_MAX - 1, UINT64_MAX};
+    uint64_t interval = intervals[op->variant % 8];
+    int install = !(op->events & 1);
+    fsched_result r;
+    /* known: an interval near UINT64_MAX wraps */
+    if (!w->known && interval > ((uint64_t)1 << 40)) interval = (uint64_t)1 << 40;
+    r = fsched_set_poll(w->s, install ? poll_hook : NULL, w, interval);
+    if (sched_gone(w)) FZ_EXPECT(r, "fsched_set_poll", FSCHED_OK, FSCHED_ERR_INVALID_ARGUMENT);
+    else FZ_EXPECT(r, "fsched_set_poll", FSCHED_OK);
+    if (r == FSCHED_OK) w->hook_installed = install;
+}
+
+/* ---- the rescuer ---- */
+
+static void poke(world *w) {
+    int k;
+    pthread_mutex_lock(&w->lock);
+    for (k = 0; k < FZ_SLOTS; k++) {
+        slot *sl = &w->slots[k];
+        if (sl->fd[1] >= 0) put(sl->fd[1]);
+        if (sl->socket && sl->fd[0] >= 0) put(sl->fd[0]);
+        if (sl->fd[0] >= 0 && (fz_now() & 1)) drain(sl->fd[0]); /* writers of full pipes */
+    }
+    pthread_mutex_unlock(&w->lock);
+    device_complete(w, 1);
+}
+
+static void *rescuer_main(void *p) {
+    world *w = (world *)p;
+    fz_actor *me = fz_actor_new();
+    while (!w->stop_rescuer) {
+        uint64_t since = w->waiting_since;
+        fz_nap(2 * FZ_MS);
+        if (since && fz_now() - since > FZ_RESCUE_MS * FZ_MS) {
+            fz_step(me, "rescuer: writing to the pipes", 0);
+            w->waiting_since = 0;
+            poke(w);
+            fz_step_end(me);
+        }
+    }
+    return NULL;
+}
+
+static void settle(world *w, const char *why) {
+    fz_step(w->driver, why, 0);
+    while (w->actors > 0) {
+        w->waiting_since = 1;
+        if (w->main_bound) { /* runs queued tasks: a yield even without memory for a timer */
+            fsched_yield();
+            fsched_sleep_for(100 * FZ_US);
+        } else {
+            fz_nap(100 * FZ_US);
+        }
+    }
+    fz_step_end(w->driver);
+}
+
+static void destroy_sched(world *w, uint32_t index) {
+    fsched_result r;
+    if (w->destroyed) {
+        FZ_EXPECT(fsched_destroy(w->s), "fsched_destroy twice", FSCHED_ERR_INVALID_ARGUMENT);
+        return;
+    }
+    fz_step(w->driver, "fsched_destroy (draining)", index);
+    w->destroyed = 1;
+    w->waiting_since = 1;
+    r = fsched_destroy(w->s);
+    FZ_EXPECT(r, "fsched_destroy", FSCHED_OK);
+    fz_step_end(w->driver);
+    w->main_bound = 0;
+    if (w->alloc.live != 0)
+        fz_fail(__FILE__, __LINE__, "%llu bytes still allocated after fsched_destroy",
+                (unsigned long long)w->alloc.live);
+}
+
+/* ---- contexts ---- */
+
+typedef struct async_op {
+    world *w;
+    fz_op op;
+} async_op;
+
+static void task_op(void *p) {
+    async_op *a = (async_op *)p;
+    fz_actor *me = fz_actor_new();
+    fz_step(me, op_names[a->op.code], a->op.index);
+    run_op(a->w, &a->op, CTX_TASK);
+    fz_step_end(me);
+    a->w->actors--;
+    free(a);
+}
+
+static void *thread_op(void *p) {
+    async_op *a = (async_op *)p;
+    fz_actor *me = fz_actor_new();
+    fz_step(me, op_names[a->op.code], a->op.index);
+    run_op(a->w, &a->op, CTX_THREAD);
+    fz_step_end(me);
+    a->w->actors--;
+    free(a);
+    return NULL;
+}
+
+static void launch(world *w, const fz_op *op) {
+    async_op *a;
+    fsched_result r;
+    int ctx = op->ctx;
+    if (w->destroyed && (ctx == CTX_TASK || ctx == CTX_POLL)) ctx = CTX_THREAD;
+    if (ctx == CTX_THREAD && w->n_threads == FZ_THREADS_MAX) ctx = CTX_MAIN;
+    if (ctx == CTX_MAIN) {
+        fz_step(w->driver, op_names[op->code], op->index);
+        run_op(w, op, CTX_MAIN);
+        fz_step_end(w->driver);
+        return;
+    }
+    w->actors++;
+    if (ctx == CTX_POLL) {
+        pthread_mutex_lock(&w->lock);
+        w->hook_ops[w->hook_tail++ % FZ_OPS_MAX] = *op;
+        pthread_mutex_unlock(&w->lock);
+        return;
+    }
+    a = (async_op *)malloc(sizeof *a);
+    FZ_CHECK(a != NULL);
+    a->w = w;
+    a->op = *op;
+    if (ctx == CTX_THREAD) {
+        FZ_CHECK(fz_thread_start(&w->threads[w->n_threads++], thread_op, a));
+        return;
+    }
+    r = fsched_spawn(w->s, task_op, a);
+    FZ_EXPECT(r, "fsched_spawn", FSCHED_OK, FSCHED_ERR_OUT_OF_MEMORY);
+    if (r == FSCHED_OK) return;
+    FZ_CHECK(w->failing);
+    w->actors--;
+    free(a);
+}
+
+static void run_op(world *w, const fz_op *op, int ctx) {
+    slot *sl = &w->slots[op->slot];
+    (void)ctx;
+    switch (op->code) {
+    case OP_OPEN:
+        pthread_mutex_lock(&w->lock);
+        slot_open(w, sl, op->variant & 1);
+        pthread_mutex_unlock(&w->lock);
+        break;
+    case OP_WRITE:
+    case OP_FILL:
+    case OP_DRAIN:
+        pthread_mutex_lock(&w->lock);
+        if (op->code == OP_DRAIN && sl->fd[0] >= 0) drain(sl->fd[0]);
+        else if (op->code == OP_WRITE && sl->fd[1] >= 0) put(sl->fd[1]);
+        else if (op->code == OP_FILL && sl->fd[1] >= 0) {
+            char buf[4096];
+            memset(buf, 'f', sizeof buf);
+            while (write(sl->fd[1], buf, sizeof buf) > 0) {
+            }
+        }
+        pthread_mutex_unlock(&w->lock);
+        break;
+    case OP_CLOSE: op_close(w, op); break;
+    case OP_WAIT: op_wait(w, op); break;
+    case OP_WAIT_BOGUS: op_wait_bogus(w, op); break;
+    case OP_WAIT_FILE: op_wait_file(w, op); break;
+    case OP_SUBMIT:
+        if (!op->in_hook) op_submit(w, op);
+        break;
+    case OP_SET_POLL: op_set_poll(w, op); break;
+    case OP_CLOSE_BOGUS: op_close_bogus(w, op); break;
+    case OP_YIELD:
+        if (!op->in_hook) fsched_yield();
+        break;
+    case OP_PLAIN_REUSE: op_plain_reuse(w, op); break;
+    default: break;
+    }
+}
+
+static fz_op op_read(fz_in *in, uint32_t index) {
+    fz_op op;
+    memset(&op, 0, sizeof op);
+    op.code = (uint8_t)fz_below(in, OP_COUNT);
+    op.ctx = (uint8_t)fz_below(in, CTX_COUNT);
+    op.slot = (uint8_t)fz_below(in, FZ_SLOTS);
+    op.end = fz_u8(in);
+    op.events = op.end >> 1;
+    op.variant = fz_u8(in);
+    op.t = fz_timeout(in);
+    op.index = index;
+    return op;
+}
+
+static fsched_result create(world *w, fz_in *in) {
+    fsched_desc d;
+    fsched_allocator a;
+    uint8_t shape = fz_u8(in);
+    fsched_result r;
+    memset(&d, 0, sizeof d);
+    d.workers = shape % 4;
+    d.single_threaded = (shape >> 2) % 4 == 0;
+    d.stack_size = 64 * 1024;
+    d.logger = fz_logger();
+    fz_allocator_from(in, &w->alloc, &a);
+    d.allocator = a;
+#if defined(FIBERSCHED_IO_POLL)
+    /* known: the poll() poller reports a failed allocation as a timeout */
+    if (!w->known) memset(&a, 0, sizeof a), w->alloc.mode = 0;
+    d.allocator = a;
+#endif
+    w->failing = w->alloc.mode != 0;
+    w->single = d.single_threaded;
+    fz_step(w->driver, "fsched_create", 0);
+    r = fsched_create(&d, &w->s);
+    fz_step_end(w->driver);
+    FZ_EXPECT(r, "fsched_create", FSCHED_OK, FSCHED_ERR_OUT_OF_MEMORY);
+    if (r == FSCHED_ERR_OUT_OF_MEMORY) FZ_CHECK(w->failing);
+    if (r == FSCHED_OK && (w->single || (shape >> 4) & 1)) {
+        r = fsched_bind(w->s);
+        FZ_EXPECT(r, "fsched_bind", FSCHED_OK);
+        w->main_bound = 1;
+    }
+    return r;
+}
+
+/* The poller made before any slot opens (the library's own fds take their numbers
+   first: known, a wait on them misbehaves), by a wait that times out in a task. */
+static void warm_up(void *p) {
+    world *w = (world *)p;
+    int fds[2];
+    fsched_result r;
+    FZ_CHECK(pipe(fds) == 0);
+    r = fsched_wait_fd(fds[0], FSCHED_READABLE, 1000, NULL);
+    FZ_EXPECT(r, "fsched_wait_fd (first)", FSCHED_ERR_TIMEOUT, FSCHED_ERR_OUT_OF_MEMORY,
+              FSCHED_ERR_SYSTEM);
+    if (r != FSCHED_ERR_TIMEOUT) FZ_CHECK(w->failing);
+    close(fds[0]);
+    close(fds[1]);
+    w->actors--;
+}
+
+static void drive(world *w, fz_in *in) {
+    uint32_t i;
+    fsched_result r;
+    w->actors++;
+    r = fsched_spawn(w->s, warm_up, w);
+    FZ_EXPECT(r, "fsched_spawn", FSCHED_OK, FSCHED_ERR_OUT_OF_MEMORY);
+    if (r != FSCHED_OK) {
+        w->actors--;
+        return;
+    }
+    settle(w, "the first fd wait");
+    for (i = 1; i <= FZ_OPS_MAX && !fz_done(in); i++) {
+        fz_op op = op_read(in, i);
+        if (op.code == OP_DESTROY) {
+            if (!w->destroyed && w->main_bound && !w->single && (op.variant & 1)) {
+                FZ_EXPECT(fsched_unbind(), "fsched_unbind", FSCHED_OK);
+                w->main_bound = 0;
+            }
+            destroy_sched(w, i);
+        } else {
+            launch(w, &op);
+        }
+    }
+}
+
+static void finish(world *w) {
+    int k;
+    if (!w->destroyed) {
+        fz_step(w->driver, "fsched_set_poll(NULL)", 0);
+        FZ_EXPECT(fsched_set_poll(w->s, NULL, NULL, 0), "fsched_set_poll(NULL)", FSCHED_OK);
+        fz_step_end(w->driver);
+    }
+    for (;;) { /* what no hook will run now */
+        fz_op op;
+        pthread_mutex_lock(&w->lock);
+        if (w->hook_head == w->hook_tail) {
+            pthread_mutex_unlock(&w->lock);
+            break;
+        }
+        op = w->hook_ops[w->hook_head++ % FZ_OPS_MAX];
+        pthread_mutex_unlock(&w->lock);
+        op.in_hook = 1;
+        run_op(w, &op, CTX_MAIN);
+        w->actors--;
+    }
+    if (!w->single || w->main_bound || w->destroyed)
+        settle(w, "waiting for the operations' tasks and threads");
+    destroy_sched(w, 0);
+    settle(w, "waiting for the operations' threads");
+    for (k = 0; k < w->n_threads; k++) fz_thread_join(&w->threads[k]);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    fz_in in = {data, size, 0};
+    world *w = (world *)calloc(1, sizeof *w);
+    const char *known = getenv("FIBERSCHED_FUZZ_KNOWN");
+    int k;
+    FZ_CHECK(w != NULL);
+    fz_input_begin();
+    signal(SIGPIPE, SIG_IGN); /* writes to a pipe whose reader closed fail with EPIPE */
+    w->known = known && *known == '1';
+    w->driver = fz_actor_new();
+    pthread_mutex_init(&w->lock, NULL);
+    for (k = 0; k < FZ_SLOTS; k++)
+        w->slots[k].fd[0] = w->slots[k].fd[1] = w->slots[k].last[0] = w->slots[k].last[1] = -1;
+    w->file_fd = open("/dev/null", O_RDWR);
+    FZ_CHECK(w->file_fd >= 0);
+    if (create(w, &in) == FSCHED_OK) {
+        FZ_CHECK(fz_thread_start(&w->rescuer, rescuer_main, w));
+        drive(w, &in);
+        finish(w);
+        w->stop_rescuer = 1;
+        fz_thread_join(&w->rescuer);
+    }
+    device_complete(w, 1);
+    for (k = 0; k < FZ_SLOTS; k++) {
+        if (w->slots[k].fd[0] >= 0) FZ_EXPECT(fsched_close_fd(w->slots[k].fd[0]), "fsched_close_fd", FSCHED_OK);
+        if (w->slots[k].fd[1] >= 0) FZ_EXPECT(fsched_close_fd(w->slots[k].fd[1]), "fsched_close_fd", FSCHED_OK);
+    }
+    close(w->file_fd);
+    pthread_mutex_destroy(&w->lock);
+    free(w);
+    return 0;
+}
