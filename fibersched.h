@@ -558,11 +558,11 @@ typedef struct fsched_desc {
                                    as it starts, before it runs anything (set up
                                    thread-local state there), with its index ... */
     void (*worker_stop)(void *user, uint32_t worker);  /* ... and as it ends, after its
-                                   last task, as a thread that no longer works for the
-                                   scheduler (fsched_current() is NULL there, and a
-                                   spawn into the scheduler, which is being destroyed,
-                                   fails with FSCHED_ERR_WRONG_STATE). Either may be
-                                   NULL */
+                                   last task. Either may be NULL. Both run as a thread
+                                   that does not work for the scheduler (yet, or any
+                                   more): fsched_current() is NULL there, and a spawn
+                                   into the scheduler is a plain thread's, refused with
+                                   FSCHED_ERR_WRONG_STATE once fsched_destroy began */
     void *worker_user;
     const char *worker_name;    /* worker threads are named this followed by their index
                                    (up to 15 bytes in all on Linux), as top -H, gdb and
@@ -4729,6 +4729,16 @@ static void fsched__sched_release(fsched_sched *s) {
     FSCHED__FETCH_SUB(&s->holds, 1u, FSCHED__RELEASE);
 }
 
+/* FSCHED_OK unless fsched_destroy has begun. Under the registry's lock, or holding s
+   (taken under it): the lock orders the read after destroy's write of the flag, or
+   destroy's drain after the hold (relaxed: the lock, or the hold, orders it). */
+static fsched_result fsched__sched_refuse_closing(const fsched_sched *s, const char *what) {
+    if (FSCHED__LOAD(&s->closing, FSCHED__RELAXED))
+        return FSCHED__MISUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
+                              "%s: the scheduler is being destroyed", what);
+    return FSCHED_OK;
+}
+
 /* Under the registry's lock: FSCHED_OK when s is a live scheduler, and (with
    `refuse_closing`) fsched_destroy has not begun; else why not. */
 static fsched_result fsched__sched_open(const fsched_sched *s, int refuse_closing,
@@ -4737,10 +4747,7 @@ static fsched_result fsched__sched_open(const fsched_sched *s, int refuse_closin
         return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
                               "%s: %s", what,
                               s ? "not a live scheduler (destroyed?)" : "s is NULL");
-    if (refuse_closing && FSCHED__LOAD(&s->closing, FSCHED__RELAXED))
-        return FSCHED__MISUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
-                              "%s: the scheduler is being destroyed", what);
-    return FSCHED_OK;
+    return refuse_closing ? fsched__sched_refuse_closing(s, what) : FSCHED_OK;
 }
 
 /* Enters s from a pointer the caller passed: FSCHED_OK, holding s, or why not (see
@@ -5875,7 +5882,6 @@ static void fsched__worker_main(void *arg) {
     /* Windows fibers: the thread becomes one before the loop switches away from it */
     if (fsched__ctx_prepare_root(t->current) != FSCHED_OK)
         fsched__fatal("a worker thread cannot become a fiber (ConvertThreadToFiberEx)");
-    t->worker = w;
     w->thread = t;
     w->root = t->current;
     w->root->id = fsched__fiber_id(w->sched);
@@ -5885,12 +5891,15 @@ static void fsched__worker_main(void *arg) {
                     (unsigned long)w->index, (long)w->cpu);
 #endif
     fsched__name_worker(w);
+    /* the hooks run before the thread works for s and after it stopped: their calls are
+       a plain thread's, which s counts, or refuses once it is being destroyed (a spawn
+       queued on the thread's own deque there would be lost to a drain that ended, or
+       that never saw it) */
     if (w->sched->worker_start) w->sched->worker_start(w->sched->worker_user, w->index);
+    t->worker = w;
     FSCHED__TRACE(w->root->trace_id = 0;) /* a track of this slot's own numbering */
     fsched__schedule(w, NULL);
     fsched__release_fibers(w);
-    /* the thread works for s no more: the hook's calls are a plain thread's (its spawns
-       are refused, s being destroyed, instead of queued where nothing will run them) */
     t->worker = NULL;
     if (w->sched->worker_stop) w->sched->worker_stop(w->sched->worker_user, w->index);
 }
@@ -8118,12 +8127,14 @@ static fsched_result fsched__spawn(fsched_sched *s, fsched_wait_group *wg, void 
     fsched_result r;
     if (!w || w->sched != s) { /* from outside s: hold it while touching it */
         w = NULL;
-        if ((r = fsched__sched_enter(s, 1, "fsched_spawn")) != FSCHED_OK) return r;
+        if ((r = fsched__sched_enter(s, 0, "fsched_spawn")) != FSCHED_OK) return r;
     }
-    if (!fn || (size && !data)) {
-        r = FSCHED__MISUSE(&s->logger, FSCHED_ERR_INVALID_ARGUMENT, "fsched_spawn: fn is NULL");
+    if (!fn || (size && !data)) { /* bad arguments first, whatever the state of s */
+        r = FSCHED__MISUSE(&s->logger, FSCHED_ERR_INVALID_ARGUMENT,
+                           "fsched_spawn: %s is NULL", fn ? "data (with a size)" : "fn");
         goto out;
     }
+    if (!w && (r = fsched__sched_refuse_closing(s, "fsched_spawn")) != FSCHED_OK) goto out;
     t = w ? fsched__task_alloc(w) : fsched__task_alloc_outside(s);
     r = FSCHED_ERR_OUT_OF_MEMORY;
     if (!t) goto out;

@@ -1904,6 +1904,39 @@ static void stop_spawn_hook(void *user, uint32_t worker) {
     if (fsched_current()) FSCHED__FETCH_ADD(&st->other, 1, FSCHED__RELAXED);
 }
 
+/* A start hook that spawns while the scheduler may already be draining (destroyed right
+   after its creation): the task runs, or the spawn is refused; never accepted and lost. */
+static void start_spawn_hook(void *user, uint32_t worker) {
+    stop_spawn *st = (stop_spawn *)user;
+    fsched_sched *s;
+    fsched_result r;
+    if (worker != 0) return;
+    while (!(s = LOAD(&st->s))) {
+    }
+    r = fsched_spawn(s, stop_spawn_task, st);
+    FSCHED__FETCH_ADD(r == FSCHED_OK ? &st->other : &st->refused, 1, FSCHED__RELAXED);
+    if (fsched_current()) FSCHED__FETCH_ADD(&st->other, 10, FSCHED__RELAXED);
+}
+
+static void test_spawn_from_start_hook(void) {
+    static stop_spawn st;
+    fsched_desc d;
+    fsched_sched *s;
+    int round;
+    for (round = 0; round < 100; round++) {
+        memset(&st, 0, sizeof st);
+        test_desc_init(&d);
+        d.workers = 2;
+        d.worker_start = start_spawn_hook;
+        d.worker_user = &st;
+        CHECK_OK(fsched_create(&d, &s));
+        FSCHED__STORE(&st.s, s, FSCHED__RELEASE);
+        CHECK_OK(fsched_destroy(s));
+        CHECK_EQ_U64(LOAD(&st.other) + LOAD(&st.refused), 1); /* one spawn, from the thread */
+        CHECK_EQ_U64(LOAD(&st.ran), LOAD(&st.other));      /* accepted: it ran */
+    }
+}
+
 static void test_spawn_from_stop_hook(void) {
     static stop_spawn st;
     fsched_desc d;
@@ -2079,6 +2112,7 @@ int main(void) {
 #if TEST_THREADS
     test_worker_hooks();
     test_spawn_from_stop_hook();
+    test_spawn_from_start_hook();
     test_stats();
 #endif
     printf("test_sched: ok\n");

@@ -171,7 +171,11 @@ static FZ_ATOMIC(uint64_t) fz_input_number;
 
 /* Begins step `what` (an op's name: a string literal) for actor slot `a`; the op number
    says where in the input it is. */
+/* FIBERSCHED_FUZZ_TRACE=1: every step is printed as it begins (to replay a failure). */
 static inline void fz_step(fz_actor *a, const char *what, uint32_t op) {
+    static int trace = -1;
+    if (trace < 0) trace = getenv("FIBERSCHED_FUZZ_TRACE") != NULL;
+    if (trace) fprintf(stderr, "fuzz: actor %u: %s (op %u)\n", (unsigned)(a - fz_actors), what, (unsigned)op);
     a->op = op;
     a->since = fz_now();
     a->step = what;

@@ -79,6 +79,7 @@ typedef struct world {
     FZ_ATOMIC(int) actors;            /* operations under way elsewhere than the driver */
     FZ_ATOMIC(int) stop_rescuer;
     FZ_ATOMIC(uint64_t) waiting_since; /* an actor waits since (0: none) */
+    FZ_ATOMIC(int) waits;              /* waits under way (the rescuer pokes until none) */
 
     fz_op hook_start, hook_stop;
     int have_hook_start, have_hook_stop;
@@ -217,10 +218,12 @@ static void red_combine(void *ctx, void *acc, const void *other) {
 static void wait_begin(world *w) {
     uint64_t zero = 0;
     (void)zero;
+    w->waits++;
     if (!w->waiting_since) w->waiting_since = fz_now();
 }
 
 static void expect_wait(world *w, fsched_result r, uint64_t t, int timed, const char *what) {
+    w->waits--;
     if (!timed || fz_endless(t)) {
         FZ_EXPECT(r, what, FSCHED_OK, FSCHED_ERR_OUT_OF_MEMORY);
     } else {
@@ -423,7 +426,10 @@ static void op_wg_spawn(world *w, const fz_op *op) {
     fsched_result r = op->variant & 1 ? fsched_wait_group_spawn(&w->wg, w->s, leaf, w)
                                       : fsched_wait_group_spawn_named(&w->wg, w->s, leaf, w, "wg");
     EXPECT_SPAWN(r, "fsched_wait_group_spawn");
-    count_spawn(w, r);
+    if (r == FSCHED_ERR_INVALID_ARGUMENT && !sched_gone(w)) /* the group's count is full */
+        FZ_CHECK(__atomic_load_n(&w->wg.count, __ATOMIC_RELAXED) > INT64_MAX / 2);
+    else
+        count_spawn(w, r);
 }
 
 static void hold_briefly(const fz_op *op) {
@@ -463,6 +469,7 @@ static void op_cv_wait(world *w, const fz_op *op) {
     r = fsched_mutex_lock(&w->mx);
     expect_wait(w, r, 0, 0, "fsched_mutex_lock");
     if (r != FSCHED_OK) return;
+    wait_begin(w);
     r = timed ? fsched_cond_wait_for(&w->cv, &w->mx, op->t) : fsched_cond_wait(&w->cv, &w->mx);
     expect_wait(w, r, op->t, timed, "fsched_cond_wait");
     /* the mutex is held again, also after a timeout (and after a failed wait: the
@@ -697,7 +704,9 @@ static void *rescuer_main(void *p) {
         fz_nap(2 * FZ_MS);
         if (since && fz_now() - since > FZ_RESCUE_MS * FZ_MS) {
             fz_step(me, "rescuer: poking the objects", 0);
-            w->waiting_since = 0;
+            /* again while anyone still waits: an auto-reset event's set, or a signal,
+               ends one wait only */
+            w->waiting_since = w->waits > 0 ? fz_now() : 0;
             poke(w);
             fz_step_end(me);
         }
@@ -798,7 +807,9 @@ static void hook(world *w, const fz_op *op, uint32_t worker) {
     fz_actor *me = fz_actor_new();
     fz_op copy = *op;
     if (worker != 0) return; /* once per scheduler */
-    FZ_CHECK(fsched_worker_index() == (int)worker);
+    /* a start hook may run before fsched_create returned: nothing to call on yet */
+    if (!__atomic_load_n(&w->s, __ATOMIC_ACQUIRE)) return;
+    FZ_CHECK(fsched_worker_index() == -1 && !fsched_current()); /* outside the scheduler */
     copy.in_hook = 1;
     fz_step(me, op_names[copy.code], copy.index);
     run_op(w, &copy, CTX_MAIN);
@@ -819,6 +830,10 @@ static void launch(world *w, const fz_op *op) {
     async_op *a;
     fsched_result r = FSCHED_OK;
     int ctx = op->ctx;
+    if (getenv("FIBERSCHED_FUZZ_TRACE"))
+        fprintf(stderr, "fuzz: op %u: %s in context %d (single %d, workers %u, driver bound %d)\n",
+                (unsigned)op->index, op_names[op->code], ctx, w->single, (unsigned)w->workers,
+                w->main_bound);
     if (w->destroyed && (ctx == CTX_TASK || ctx == CTX_NESTED || ctx == CTX_WG_TASK))
         ctx = CTX_THREAD;
     if (ctx == CTX_WG_TASK && op->code == OP_WG_WAIT) ctx = CTX_TASK; /* it waits for itself */
@@ -924,13 +939,6 @@ static fz_op op_read(fz_in *in, uint32_t index) {
     return op;
 }
 
-/* Known, being fixed: a spawn from a worker's hook once fsched_destroy has drained
-   (worker_stop; worker_start when a destroy overtakes the thread's start) returns
-   FSCHED_OK and the task never runs. Such hooks spawn nothing until then. */
-static int spawns(uint8_t code) {
-    return code == OP_SPAWN || code == OP_SPAWN_TREE || code == OP_WG_SPAWN;
-}
-
 /* The header: the scheduler's desc. */
 static fsched_result create(world *w, fz_in *in) {
     static const size_t stacks[] = {0, 16 * 1024, 64 * 1024, 16 << 20, 4096,
@@ -969,17 +977,20 @@ static fsched_result create(world *w, fz_in *in) {
     w->pinned = d.pin_workers;
     if (fz_u8(in) & 1) {
         w->hook_start = op_read(in, 0);
-        w->have_hook_start = !spawns(w->hook_start.code);
+        w->have_hook_start = 1;
     }
     if (fz_u8(in) & 1) {
         w->hook_stop = op_read(in, 0);
-        w->have_hook_stop = !spawns(w->hook_stop.code);
+        w->have_hook_stop = 1;
     }
-    /* known: single_threaded with workers set is accepted */
-    if (d.single_threaded) d.workers = 0;
+    if (d.single_threaded) d.workers = 0; /* else refused */
     w->single = d.single_threaded;
     fz_step(w->driver, "fsched_create", 0);
-    r = fsched_create(&d, &w->s);
+    {
+        fsched_sched *s = NULL;
+        r = fsched_create(&d, &s);
+        __atomic_store_n(&w->s, s, __ATOMIC_RELEASE); /* start hooks may be reading */
+    }
     fz_step_end(w->driver);
     FZ_EXPECT(r, "fsched_create", FSCHED_OK, FSCHED_ERR_INVALID_ARGUMENT, FSCHED_ERR_OUT_OF_MEMORY,
               FSCHED_ERR_SYSTEM);

@@ -352,6 +352,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         memset(&d, 0, sizeof d);
         d.workers = shape % 4;
         d.single_threaded = (shape >> 2) % 4 == 0;
+        if (d.single_threaded) d.workers = 0; /* else refused */
         d.stack_size = 128 * 1024;
         d.logger = fz_logger();
         w.single = d.single_threaded;

@@ -553,6 +553,7 @@ static fsched_result create(world *w, fz_in *in) {
     memset(&d, 0, sizeof d);
     d.workers = shape % 4;
     d.single_threaded = (shape >> 2) % 4 == 0;
+    if (d.single_threaded) d.workers = 0; /* else refused */
     d.stack_size = 64 * 1024;
     d.logger = fz_logger();
     fz_allocator_from(in, &w->alloc, &a);
