@@ -54,7 +54,8 @@ struct world {
     uint8_t reach[FZ_TASKS][FZ_TASKS]; /* reach[a][b]: a path a -> b */
     uint8_t edge[FZ_TASKS][FZ_TASKS];
     int running, ran_once, bad_workers;
-    int loose; /* built while a run that may have ended was not yet waited for */
+    int loose; /* built since the last run began: a wait may describe that run, which
+                  had none of it */
     FZ_ATOMIC(uint64_t) clock;
     FZ_ATOMIC(int) results_live;
     fz_thread threads[FZ_THREADS_MAX];
@@ -143,10 +144,7 @@ static void check_outcome(world *w, fsched_result r, const fsched_graph_outcome 
     FZ_CHECK(o->result == r);
     if (r == FSCHED_ERR_OUT_OF_MEMORY) FZ_CHECK(w->failing);
     sum = o->finished + o->failed_count + o->skipped + o->cancelled;
-    if (w->loose) { /* the run had ended before the last additions: they are the next's */
-        w->loose = 0;
-        return;
-    }
+    if (w->loose) return; /* the last additions are the next run's */
     FZ_CHECK(sum >= (size_t)w->n_tasks); /* and the tasks the run added */
     FZ_CHECK(sum == fsched_graph_task_count(w->g) || w->failing);
     if (r == FSCHED_OK) FZ_CHECK(o->failed == NULL && o->failed_count == 0 && o->cancelled == 0);
@@ -239,6 +237,7 @@ static void op_add(world *w, fz_in *in) {
     w->tasks[i] = t;
     w->reach[i][i] = 1;
     w->n_tasks++;
+    if (w->ran_once) w->loose = 1;
 }
 
 static void op_precede(world *w, fz_in *in) {
@@ -264,6 +263,7 @@ static void op_precede(world *w, fz_in *in) {
         return;
     }
     w->edge[a][b] = 1;
+    if (w->ran_once) w->loose = 1;
     for (x = 0; x < w->n_tasks; x++)
         if (w->reach[x][a])
             for (y = 0; y < w->n_tasks; y++)
@@ -293,6 +293,7 @@ static void op_run(world *w) {
     }
     w->running = 1;
     w->ran_once = 1;
+    w->loose = 0;
 }
 
 static void *cancel_thread(void *p) {
@@ -584,7 +585,7 @@ static void drive(world *w, fz_in *in) {
                 memset(w->reach, 0, sizeof w->reach);
                 memset(w->edge, 0, sizeof w->edge);
                 w->n_tasks = 0;
-                w->ran_once = w->bad_workers = w->running = 0;
+                w->ran_once = w->bad_workers = w->running = w->loose = 0;
             }
             break;
         }
