@@ -1110,7 +1110,9 @@ FIBERSCHED_API fsched_result fsched_graph_add_graph(fsched_graph *g, fsched_grap
 /* `before` must finish before `after` starts. Adding an edge twice has no further effect.
    FSCHED_ERR_INVALID_ARGUMENT when the edge would close a cycle (before == after
    included) or the tasks belong to another graph; while the graph runs, only its running
-   tasks may add edges, and `after` must not have started (FSCHED_ERR_WRONG_STATE). */
+   tasks may add edges, and `after` must not have started (FSCHED_ERR_WRONG_STATE).
+   Building after a run (this or fsched_graph_add, from outside the run, whether it
+   succeeds or is refused) first releases that run's results and the tasks it added. */
 FIBERSCHED_API fsched_result fsched_graph_precede(fsched_graph *g, fsched_graph_task *before,
                                                   fsched_graph_task *after);
 

@@ -215,6 +215,7 @@ static void op_add(world *w, fz_in *in) {
     w->info[i].w = w;
     w->info[i].index = i;
     w->info[i].behaviour = fz_u8(in);
+    if (w->ran_once) w->loose = 1; /* building, even refused, releases the last run's */
     r = fsched_graph_add(w->g, graph_task, &w->info[i], &d, &t);
     if (w->running) {
         /* refused while the run goes on; it may have ended unseen */
@@ -237,7 +238,6 @@ static void op_add(world *w, fz_in *in) {
     w->tasks[i] = t;
     w->reach[i][i] = 1;
     w->n_tasks++;
-    if (w->ran_once) w->loose = 1;
 }
 
 static void op_precede(world *w, fz_in *in) {
@@ -246,6 +246,7 @@ static void op_precede(world *w, fz_in *in) {
     if (!w->n_tasks) return;
     a = (int)fz_below(in, (uint32_t)w->n_tasks);
     b = (int)fz_below(in, (uint32_t)w->n_tasks);
+    if (w->ran_once) w->loose = 1; /* building, even refused, releases the last run's */
     r = fsched_graph_precede(w->g, w->tasks[a], w->tasks[b]);
     if (w->running) {
         FZ_EXPECT(r, "fsched_graph_precede while running, from outside", FSCHED_ERR_WRONG_STATE,
@@ -263,7 +264,6 @@ static void op_precede(world *w, fz_in *in) {
         return;
     }
     w->edge[a][b] = 1;
-    if (w->ran_once) w->loose = 1;
     for (x = 0; x < w->n_tasks; x++)
         if (w->reach[x][a])
             for (y = 0; y < w->n_tasks; y++)
