@@ -234,7 +234,8 @@ static void op_add(world *w, fz_in *in) {
         return;
     }
     FZ_CHECK(t != NULL && fsched_graph_task_state(t) == FSCHED_TASK_WAITING);
-    if (d.workers == (uint64_t)1 << 63) w->bad_workers = 1;
+    /* worker 63, or worker 0 of a scheduler without workers: none it has */
+    if (d.workers == (uint64_t)1 << 63 || (d.workers && w->single)) w->bad_workers = 1;
     w->tasks[i] = t;
     w->reach[i][i] = 1;
     w->n_tasks++;
