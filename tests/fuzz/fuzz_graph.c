@@ -250,8 +250,10 @@ static void op_precede(world *w, fz_in *in) {
     if (w->ran_once) w->loose = 1; /* building, even refused, releases the last run's */
     r = fsched_graph_precede(w->g, w->tasks[a], w->tasks[b]);
     if (w->running) {
+        /* refused while the run goes on; it may have ended unseen */
         FZ_EXPECT(r, "fsched_graph_precede while running, from outside", FSCHED_ERR_WRONG_STATE,
-                  FSCHED_ERR_INVALID_ARGUMENT, FSCHED_OK);
+                  FSCHED_ERR_INVALID_ARGUMENT, FSCHED_ERR_OUT_OF_MEMORY, FSCHED_OK);
+        if (r == FSCHED_ERR_OUT_OF_MEMORY) FZ_CHECK(w->failing);
         if (r != FSCHED_OK) return;
         FZ_CHECK(!w->reach[b][a]);
         w->loose = 1;
