@@ -831,10 +831,11 @@ FIBERSCHED_API void fsched_frames_full(fsched_frames *fs);
    _destroy (which fails with FSCHED_ERR_WRONG_STATE while someone waits). Waiting suspends
    the calling fiber when called from a task or bound thread, and blocks the thread when
    called from any other thread. Timed waits take a relative timeout in nanoseconds and
-   return FSCHED_ERR_TIMEOUT when it expires; under FIBERSCHED_NO_OS they need the
-   scheduler's desc.clock and return FSCHED_ERR_UNSUPPORTED without one. Without threads
-   (FIBERSCHED_NO_THREADS), a wait that nothing could ever end returns
-   FSCHED_ERR_WRONG_STATE instead of hanging. Fields are private. */
+   return FSCHED_ERR_TIMEOUT when it expires (one too long for the clock, as UINT64_MAX,
+   never does); under FIBERSCHED_NO_OS they need the scheduler's desc.clock and return
+   FSCHED_ERR_UNSUPPORTED without one. Without threads (FIBERSCHED_NO_THREADS), a wait
+   that nothing could ever end returns FSCHED_ERR_WRONG_STATE instead of hanging. Fields
+   are private. */
 
 typedef struct fsched_wait_list {
     uint32_t lock;
@@ -948,11 +949,12 @@ FIBERSCHED_API uint64_t fsched_clock_ns(void);
 #define FSCHED_FOREVER UINT64_MAX /* a timeout that never expires */
 
 /* Waits until fd is ready for any of `events` or timeout_ns pass (0: only looks;
-   FSCHED_FOREVER: no limit). A task or bound thread suspends only its fiber; any other
-   thread blocks as in poll(). On FSCHED_OK, *ready (if not NULL) holds what was found; an
-   error or hang-up on fd counts as every event asked for, so that the read or write that
-   follows reports it. Readiness is a hint, as with poll(): another fiber may have taken
-   the data first. Many fibers may wait on one fd; each wakes for its own events.
+   FSCHED_FOREVER: no limit; a timeout too long for the clock never expires either). A
+   task or bound thread suspends only its fiber; any other thread blocks as in poll(). On
+   FSCHED_OK, *ready (if not NULL) holds what was found; an error or hang-up on fd counts
+   as every event asked for, so that the read or write that follows reports it.
+   Readiness is a hint, as with poll(): another fiber may have taken the data first. Many
+   fibers may wait on one fd; each wakes for its own events.
    FSCHED_ERR_TIMEOUT; FSCHED_ERR_INVALID_ARGUMENT for a negative or closed fd, or events
    other than the two; FSCHED_ERR_CANCELLED when fsched_close_fd closed fd meanwhile or
    the scheduler is being destroyed (a wait begun then fails at once);
@@ -2061,6 +2063,31 @@ FSCHED__UNUSED static uint64_t fsched__now_ns(void) {
 #endif
 }
 
+/* t + ns, or UINT64_MAX when that does not fit: every deadline is made here, so that a
+   timeout near UINT64_MAX means "very late", never "already past". */
+static inline uint64_t fsched__time_add(uint64_t t, uint64_t ns) {
+    return ns > UINT64_MAX - t ? UINT64_MAX : t + ns;
+}
+
+/* `left` nanoseconds in whole milliseconds, rounded up (a sleep that ends before its
+   deadline would spin), capped far out (the callers sleep again). */
+FSCHED__UNUSED static int fsched__timeout_ms(uint64_t left) {
+    return left >= 1000000000000ull ? 1000000 : (int)((left + 999999u) / 1000000u);
+}
+
+#if defined(FSCHED__OS_POSIX)
+/* ns as a timespec, its seconds capped at what a 32-bit time_t holds: 68 years, further
+   than any deadline of a monotonic clock; a sleep that long ends early, and its caller
+   sleeps again. */
+static struct timespec fsched__timespec(uint64_t ns) {
+    struct timespec ts;
+    uint64_t sec = ns / 1000000000u;
+    ts.tv_sec = (time_t)(sec > 0x7fffffffu ? 0x7fffffffu : sec);
+    ts.tv_nsec = (long)(ns % 1000000000u);
+    return ts;
+}
+#endif
+
 /* ---- threads ---- */
 
 #if !defined(FIBERSCHED_NO_THREADS)
@@ -2450,9 +2477,7 @@ FSCHED__UNUSED static int fsched__park(fsched__parker *p, uint64_t timeout_ns) {
     if (FSCHED__EXCHANGE(&p->state, (uint32_t)FSCHED__PARK_EMPTY, FSCHED__ACQUIRE) ==
         FSCHED__PARK_NOTIFIED)
         return 1;
-    deadline = !timeout_ns ? 0
-               : timeout_ns > UINT64_MAX / 2 ? UINT64_MAX / 2
-                                             : fsched__now_ns() + timeout_ns;
+    deadline = timeout_ns ? fsched__time_add(fsched__now_ns(), timeout_ns) : 0;
 #if defined(FSCHED__PARKER_NONE)
     (void)deadline;
     return 0;
@@ -2467,8 +2492,7 @@ FSCHED__UNUSED static int fsched__park(fsched__parker *p, uint64_t timeout_ns) {
             if (deadline) {
                 uint64_t now = fsched__now_ns();
                 if (now >= deadline) break;
-                ts.tv_sec = (time_t)(deadline / 1000000000u);
-                ts.tv_nsec = (long)(deadline % 1000000000u);
+                ts = fsched__timespec(deadline);
                 tsp = &ts;
             }
             /* absolute CLOCK_MONOTONIC deadline; returns at once unless still PARKED */
@@ -2501,7 +2525,7 @@ FSCHED__UNUSED static int fsched__park(fsched__parker *p, uint64_t timeout_ns) {
             if (deadline) {
                 uint64_t now = fsched__now_ns();
                 if (now >= deadline) break;
-                ms = (DWORD)((deadline - now + 999999u) / 1000000u);
+                ms = (DWORD)fsched__timeout_ms(deadline - now);
             }
             /* a CAS, not a store: an unpark that came first must not be overwritten */
             expected = FSCHED__PARK_EMPTY;
@@ -2538,12 +2562,10 @@ FSCHED__UNUSED static int fsched__park(fsched__parker *p, uint64_t timeout_ns) {
                 continue;
             if (deadline) {
 #if defined(__APPLE__)
-                ts.tv_sec = (time_t)((deadline - now) / 1000000000u);
-                ts.tv_nsec = (long)((deadline - now) % 1000000000u);
+                ts = fsched__timespec(deadline - now);
                 pthread_cond_timedwait_relative_np(&p->cond, &p->lock, &ts);
 #else
-                ts.tv_sec = (time_t)(deadline / 1000000000u);
-                ts.tv_nsec = (long)(deadline % 1000000000u);
+                ts = fsched__timespec(deadline);
                 pthread_cond_timedwait(&p->cond, &p->lock, &ts);
 #endif
             } else {
@@ -4619,9 +4641,11 @@ static int fsched__have_clock(void) {
 #endif
 }
 
+/* The deadline of a timed wait that begins now (0 means none: a wait of 0 ns at time 0
+   gets 1). */
 static uint64_t fsched__deadline_after(uint64_t timeout_ns) {
-    uint64_t now = fsched__clock_ns();
-    return timeout_ns > UINT64_MAX - now - 1 ? UINT64_MAX : now + timeout_ns + !timeout_ns;
+    uint64_t deadline = fsched__time_add(fsched__clock_ns(), timeout_ns);
+    return deadline ? deadline : 1;
 }
 
 /* ---- holding a scheduler from outside ----
@@ -6391,8 +6415,7 @@ static void fsched__wait_list_remove(fsched_wait_list *l, fsched__waiter *wt) {
 static void fsched__word_wait(uint32_t *word, uint32_t value, uint64_t deadline) {
     struct timespec ts, *tsp = NULL;
     if (deadline) {
-        ts.tv_sec = (time_t)(deadline / 1000000000u);
-        ts.tv_nsec = (long)(deadline % 1000000000u);
+        ts = fsched__timespec(deadline);
         tsp = &ts;
     }
     syscall(SYS_futex, word, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, value, tsp, NULL,
@@ -6465,7 +6488,7 @@ static void fsched__thread_waiter_block(fsched__waiter *wt) {
                 if (state == FSCHED__WAIT_WAITING && wt->deadline) {
                     uint64_t now = fsched__clock_ns();
                     if (now >= wt->deadline) break;
-                    ms = (DWORD)((wt->deadline - now + 999999u) / 1000000u);
+                    ms = (DWORD)fsched__timeout_ms(wt->deadline - now);
                 }
                 SleepConditionVariableSRW(&p->cond, &p->lock, ms, 0);
             }
@@ -6480,12 +6503,10 @@ static void fsched__thread_waiter_block(fsched__waiter *wt) {
                     uint64_t now = fsched__clock_ns();
                     if (now >= wt->deadline) break;
 #if defined(__APPLE__)
-                    ts.tv_sec = (time_t)((wt->deadline - now) / 1000000000u);
-                    ts.tv_nsec = (long)((wt->deadline - now) % 1000000000u);
+                    ts = fsched__timespec(wt->deadline - now);
                     pthread_cond_timedwait_relative_np(&p->cond, &p->lock, &ts);
 #else
-                    ts.tv_sec = (time_t)(wt->deadline / 1000000000u);
-                    ts.tv_nsec = (long)(wt->deadline % 1000000000u);
+                    ts = fsched__timespec(wt->deadline);
                     pthread_cond_timedwait(&p->cond, &p->lock, &ts);
 #endif
                 } else {
@@ -7296,13 +7317,16 @@ FIBERSCHED_API void fsched_sleep_for(uint64_t ns) {
         }
     }
 #if defined(FSCHED__OS_WINDOWS)
-    Sleep((DWORD)((ns + 999999u) / 1000000u));
+    {
+        uint64_t deadline = fsched__time_add(fsched__now_ns(), ns), now;
+        while ((now = fsched__now_ns()) < deadline) Sleep((DWORD)fsched__timeout_ms(deadline - now));
+    }
 #elif defined(FSCHED__OS_POSIX)
     {
-        struct timespec ts;
-        ts.tv_sec = (time_t)(ns / 1000000000u);
-        ts.tv_nsec = (long)(ns % 1000000000u);
-        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+        uint64_t deadline = fsched__time_add(fsched__now_ns(), ns), now;
+        while ((now = fsched__now_ns()) < deadline) {
+            struct timespec ts = fsched__timespec(deadline - now);
+            nanosleep(&ts, NULL);
         }
     }
 #else
@@ -7360,12 +7384,6 @@ FIBERSCHED_API uint64_t fsched_clock_ns(void) { return fsched__clock_ns(); }
    nobody, and a reused fd number finds its record and is added anew. */
 
 #define FSCHED__WATCH_INTERVAL 50000u /* ns between looks by busy workers, by default */
-
-/* A poll timeout in milliseconds for `left` nanoseconds, rounded up (poll and epoll_wait
-   would otherwise wake before a deadline and spin), capped far out. */
-FSCHED__UNUSED static int fsched__poll_ms(uint64_t left) {
-    return left >= 1000000000000ull ? 1000000 : (int)((left + 999999u) / 1000000u);
-}
 
 #if defined(FSCHED__IO)
 
@@ -7799,7 +7817,7 @@ static int fsched__watch_block(fsched__worker *w, uint64_t deadline) {
 #if defined(FSCHED__IO)
     if ((io = fsched__io_own(s)) != NULL) {
         int ms = -1;
-        if (deadline) ms = fsched__poll_ms(deadline > now ? deadline - now : 0);
+        if (deadline) ms = fsched__timeout_ms(deadline > now ? deadline - now : 0);
 #if defined(FIBERSCHED_NO_THREADS)
         fsched__io_poll(io, ms); /* no other thread could wake this one */
 #else
@@ -7861,7 +7879,7 @@ FIBERSCHED_API fsched_result fsched_set_poll(fsched_sched *s, fsched_poll_fn fn,
 static fsched_result fsched__fd_poll_thread(int fd, uint32_t events, uint64_t timeout_ns,
                                             uint32_t *ready) {
     struct pollfd p;
-    uint64_t deadline = timeout_ns == FSCHED_FOREVER ? 0 : fsched__now_ns() + timeout_ns;
+    uint64_t deadline = fsched__time_add(fsched__now_ns(), timeout_ns);
     p.fd = fd;
     p.events = (short)(((events & FSCHED_READABLE) ? POLLIN : 0) |
                        ((events & FSCHED_WRITABLE) ? POLLOUT : 0));
@@ -7869,7 +7887,7 @@ static fsched_result fsched__fd_poll_thread(int fd, uint32_t events, uint64_t ti
         int ms = -1, k;
         if (timeout_ns != FSCHED_FOREVER) {
             uint64_t now = fsched__now_ns();
-            ms = fsched__poll_ms(deadline > now ? deadline - now : 0);
+            ms = fsched__timeout_ms(deadline > now ? deadline - now : 0);
         }
         p.revents = 0;
         k = poll(&p, 1, ms);

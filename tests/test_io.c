@@ -667,15 +667,197 @@ static void test_poll_hook(void) {
     CHECK_OK(fsched_event_destroy(&d.done));
 }
 
+/* ---- deadlines at the ends of the range ----
+   A timeout near UINT64_MAX never expires (the deadline saturates, it does not wrap);
+   0 and 1 expire at once. Every timed wait, from a task and from a thread outside any
+   scheduler. */
+
+enum { W_FD, W_EVENT, W_SEMA, W_COND, W_MUTEX, W_GROUP, W_KINDS };
+static const char *const wait_names[W_KINDS] = {"fd", "event", "sema", "cond", "mutex",
+                                                 "wait group"};
+
+typedef struct deadline_case {
+    int kind;
+    uint64_t timeout;
+    int signal;    /* the waiter is released after 30 ms; else never */
+    int fds[2];
+    fsched_event event;
+    fsched_sema sema;
+    fsched_mutex mutex; /* W_MUTEX: held until the release; W_COND: the cond's */
+    fsched_cond cond;
+    int flag;           /* W_COND: the predicate, under the mutex */
+    fsched_wait_group group;
+    fsched_result r;
+    uint64_t took;
+} deadline_case;
+
+static void deadline_setup(deadline_case *c, int kind, uint64_t timeout, int signal) {
+    memset(c, 0, sizeof *c);
+    c->kind = kind;
+    c->timeout = timeout;
+    c->signal = signal;
+    make_pipe(c->fds);
+    CHECK_OK(fsched_event_init(&c->event, 0, 0));
+    CHECK_OK(fsched_sema_init(&c->sema, 0));
+    CHECK_OK(fsched_mutex_init(&c->mutex));
+    CHECK_OK(fsched_cond_init(&c->cond));
+    CHECK_OK(fsched_wait_group_init(&c->group));
+    CHECK_OK(fsched_wait_group_add(&c->group, 1));
+    if (kind == W_MUTEX) CHECK_OK(fsched_mutex_lock(&c->mutex));
+}
+
+static void deadline_teardown(deadline_case *c) {
+    if (c->kind == W_MUTEX && !c->signal) CHECK_OK(fsched_mutex_unlock(&c->mutex));
+    if (c->kind != W_GROUP || !c->signal) CHECK_OK(fsched_wait_group_done(&c->group));
+    CHECK_OK(fsched_event_destroy(&c->event));
+    CHECK_OK(fsched_sema_destroy(&c->sema));
+    CHECK_OK(fsched_cond_destroy(&c->cond));
+    CHECK_OK(fsched_mutex_destroy(&c->mutex));
+    CHECK_OK(fsched_wait_group_destroy(&c->group));
+    CHECK_OK(fsched_close_fd(c->fds[0]));
+    CHECK_OK(fsched_close_fd(c->fds[1]));
+}
+
+static void deadline_wait(void *p) {
+    deadline_case *c = (deadline_case *)p;
+    uint64_t t0 = now_ns();
+    switch (c->kind) {
+    case W_FD: c->r = fsched_wait_fd(c->fds[0], FSCHED_READABLE, c->timeout, NULL); break;
+    case W_EVENT: c->r = fsched_event_wait_for(&c->event, c->timeout); break;
+    case W_SEMA: c->r = fsched_sema_acquire_for(&c->sema, c->timeout); break;
+    case W_COND:
+        CHECK_OK(fsched_mutex_lock(&c->mutex));
+        c->r = FSCHED_OK;
+        while (!c->flag && c->r == FSCHED_OK)
+            c->r = fsched_cond_wait_for(&c->cond, &c->mutex, c->timeout);
+        CHECK_OK(fsched_mutex_unlock(&c->mutex));
+        break;
+    case W_MUTEX:
+        c->r = fsched_mutex_lock_for(&c->mutex, c->timeout);
+        if (c->r == FSCHED_OK) CHECK_OK(fsched_mutex_unlock(&c->mutex));
+        break;
+    default: c->r = fsched_wait_group_wait_for(&c->group, c->timeout); break;
+    }
+    c->took = now_ns() - t0;
+}
+
+static void deadline_release(void *p) {
+    deadline_case *c = (deadline_case *)p;
+    fsched_sleep_for(30 * MS);
+    switch (c->kind) {
+    case W_FD: put_byte(c->fds[1], 'd'); break;
+    case W_EVENT: CHECK_OK(fsched_event_set(&c->event)); break;
+    case W_SEMA: CHECK_OK(fsched_sema_release(&c->sema, 1)); break;
+    case W_COND:
+        CHECK_OK(fsched_mutex_lock(&c->mutex));
+        c->flag = 1;
+        CHECK_OK(fsched_cond_signal(&c->cond));
+        CHECK_OK(fsched_mutex_unlock(&c->mutex));
+        break;
+    case W_MUTEX: CHECK_OK(fsched_mutex_unlock(&c->mutex)); break;
+    default: CHECK_OK(fsched_wait_group_done(&c->group)); break;
+    }
+}
+
+static void deadline_check(const deadline_case *c, const char *from) {
+    fsched_result want = c->signal ? FSCHED_OK : FSCHED_ERR_TIMEOUT;
+    if (c->r != want || (!c->signal && c->took > 1000 * MS)) {
+        fprintf(stderr, "%s wait from %s, timeout %llu: %s after %.1f ms\n", wait_names[c->kind],
+                from, (unsigned long long)c->timeout, fsched_result_string(c->r),
+                (double)c->took / 1e6);
+        CHECK(0);
+    }
+}
+
+static void test_deadlines(void) {
+    static const uint64_t far[] = {UINT64_MAX, UINT64_MAX - 1, FSCHED_FOREVER - 1,
+                                   UINT64_MAX / 2 + 1};
+    static const uint64_t near[] = {0, 1};
+    int kind;
+    size_t i;
+    for (kind = 0; kind < W_KINDS; kind++) {
+        for (i = 0; i < sizeof far / sizeof far[0] + sizeof near / sizeof near[0]; i++) {
+            int signal = i < sizeof far / sizeof far[0];
+            uint64_t timeout = signal ? far[i] : near[i - sizeof far / sizeof far[0]];
+            deadline_case c;
+            deadline_setup(&c, kind, timeout, signal);
+            { /* from a task, released by another */
+                fsched_wait_group wg;
+                CHECK_OK(fsched_wait_group_init(&wg));
+                CHECK_OK(fsched_wait_group_spawn(&wg, sched, deadline_wait, &c));
+                if (signal) CHECK_OK(fsched_wait_group_spawn(&wg, sched, deadline_release, &c));
+                CHECK_OK(fsched_wait_group_wait(&wg));
+                CHECK_OK(fsched_wait_group_destroy(&wg));
+            }
+            deadline_check(&c, "a task");
+            deadline_teardown(&c);
+#if TEST_THREADS
+            deadline_setup(&c, kind, timeout, signal);
+            { /* from a thread outside any scheduler, released by this one */
+                test_thread t = thread_run(deadline_wait, &c);
+                if (signal) deadline_release(&c);
+                thread_join(t);
+            }
+            deadline_check(&c, "a thread");
+            deadline_teardown(&c);
+#endif
+        }
+    }
+}
+
+/* Sleeps of 0 and 1 ns end at once; one near UINT64_MAX does not end. */
+#if TEST_THREADS
+static int long_sleep_over;
+static void long_sleep(void *p) {
+    fsched_sleep_for(*(uint64_t *)p);
+    STORE(&long_sleep_over, 1);
+}
+#endif
+
+static void short_sleeps(void *p) {
+    uint64_t t0 = now_ns();
+    (void)p;
+    fsched_sleep_for(0);
+    fsched_sleep_for(1);
+    CHECK(now_ns() - t0 < 1000 * MS);
+}
+
+static void test_sleep_ends(void) {
+    run_task(short_sleeps, NULL);
+#if TEST_THREADS
+    short_sleeps(NULL);
+    {
+        static uint64_t forever_ish[] = {UINT64_MAX, UINT64_MAX - 1};
+        struct timespec ts = {0, 100000000};
+        size_t i;
+        for (i = 0; i < 2; i++) {
+            pthread_t t = thread_run(long_sleep, &forever_ish[i]);
+            CHECK(pthread_detach(t) == 0); /* it sleeps until the process ends */
+        }
+        nanosleep(&ts, NULL);
+        CHECK(!LOAD(&long_sleep_over));
+    }
+#endif
+}
+
+static int chosen_count;
+static char **chosen; /* the tests named on the command line; none: all */
+
 /* Runs one test, and says how long it took. */
 static void run(const char *name, void (*test)(void)) {
     uint64_t t0 = now_ns();
+    int i, wanted = !chosen_count;
+    for (i = 0; i < chosen_count; i++) wanted |= !strcmp(chosen[i], name);
+    if (!wanted) return;
     test();
     printf("test_io: %-22s %7.1f ms\n", name, (double)(now_ns() - t0) / 1e6);
     fflush(stdout);
 }
 
-int main(void) {
+/* Usage: test_io [NAME ...] runs the tests of those names (default: all). */
+int main(int argc, char **argv) {
+    chosen_count = argc - 1;
+    chosen = argv + 1;
     test_watchdog(300);
     sched = test_sched_new(2);
     run("readable", test_readable);
@@ -687,6 +869,8 @@ int main(void) {
     run("hang-up", test_hangup);
     run("ping-pong", test_ping_pong);
     run("poll hook", test_poll_hook);
+    run("deadlines", test_deadlines);
+    run("sleep ends", test_sleep_ends);
 #if TEST_THREADS
     /* qemu-i386 7.2 loses a thread's TLS segment base across a signal handler: the
        cross build's tests skip the signals there (tests/meson.build) */
