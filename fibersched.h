@@ -980,10 +980,13 @@ typedef int (*fsched_poll_fn)(void *user);
    and on a worker between two tasks once interval_ns (0: 50 us) have passed since the
    last call, so a task that runs long delays it. While the last call returned nonzero,
    idle workers sleep at most interval_ns before calling it again: start what it waits for
-   from a task, whose worker calls it before it sleeps. The cost: from the first hook or
-   fd wait on, workers read the clock between tasks. Removing it waits for a call in
-   progress (unless made from the hook). FSCHED_ERR_INVALID_ARGUMENT for a scheduler that
-   is not live. Any thread. */
+   from a task, whose worker calls it before it sleeps. An interval shorter than a sleep
+   (1 ns, say) makes idle workers call it without sleeping, a processor each, for the
+   lowest latency; one too long for the clock (FSCHED_FOREVER) calls it only as workers
+   run out of work. The interval does not pace the fd waits. The new hook and interval
+   count from this call. The cost: from the first hook or fd wait on, workers read the
+   clock between tasks. Removing it waits for a call in progress (unless made from the
+   hook). FSCHED_ERR_INVALID_ARGUMENT for a scheduler that is not live. Any thread. */
 FIBERSCHED_API fsched_result fsched_set_poll(fsched_sched *s, fsched_poll_fn fn, void *user,
                                              uint64_t interval_ns);
 
@@ -4594,7 +4597,8 @@ struct fsched_sched {
     struct fsched__task *reserve_free;     /* of which these are free (interrupts masked) */
 #endif
     /* the outside world (waits on fds, the poll hook) */
-    FSCHED__ALIGN_LINE uint64_t watch_next; /* when busy workers next look out */
+    FSCHED__ALIGN_LINE uint64_t watch_next; /* when busy workers next look into the poller */
+    uint64_t hook_next;                    /* ... and next call the poll hook */
     uint32_t fd_waits;                     /* fd waits under way */
     struct fsched__io *io;                 /* the poller, made at the first fd wait */
     fsched_poll_fn poll_fn;                /* the hook, and its user and interval: */
@@ -7373,9 +7377,10 @@ FIBERSCHED_API uint64_t fsched_clock_ns(void) { return fsched__clock_ns(); }
 /* ---- waiting on the outside world: file descriptors and the poll hook ----
    A scheduler watches the outside world only once asked to: at its first fd wait it
    makes a poller (an epoll set with an eventfd, or a table for poll() and a pipe), and
-   fsched_set_poll installs a hook. From then on workers look between tasks, at most once
-   per interval (fsched__watch_tick), and a worker about to sleep sleeps in the poller
-   instead of on its parker (fsched__watch_block): one thread at a time owns the poller.
+   fsched_set_poll installs a hook. From then on busy workers look out between tasks
+   (fsched__watch_tick): into the poller every FSCHED__WATCH_INTERVAL, and at the hook
+   every interval of its own; a worker about to sleep sleeps in the poller instead of on
+   its parker (fsched__watch_block): one thread at a time owns the poller.
    A waker tells that worker through the poller's wake fd (fsched__notify reads w->polls
    after its unpark; fsched__io_sleep says why no wake is lost). An fd's waiters queue in
    the wait list of a record of its own, so a timeout, a cancel and a wake are those of
@@ -7747,6 +7752,14 @@ static uint64_t fsched__watch_interval(const fsched_sched *s) {
     return i ? i : FSCHED__WATCH_INTERVAL;
 }
 
+/* Whether the time in *next has come, and if so, makes it `interval` after now. Relaxed:
+   pacing only; of two workers that pass together, one does it. */
+static int fsched__watch_due(uint64_t *next, uint64_t now, uint64_t interval) {
+    uint64_t n = FSCHED__LOAD(next, FSCHED__RELAXED);
+    return now >= n &&
+           FSCHED__CAS(next, &n, fsched__time_add(now, interval), FSCHED__RELAXED, FSCHED__RELAXED);
+}
+
 /* Calls the hook unless none is set or another thread is in it. Returns whether it
    still waits for something; 1 too when another thread was in it, whose call may have
    begun before the caller's task started what it waits for (so the caller looks again
@@ -7766,21 +7779,20 @@ static int fsched__poll_call(fsched_sched *s) {
     return pending;
 }
 
-/* Between tasks: calls the hook and looks into the poller once the interval has passed
-   since the last look by any worker. */
+/* Between tasks: calls the hook once its interval has passed since the last call by any
+   worker, and looks into the poller once FSCHED__WATCH_INTERVAL has. */
 static void fsched__watch_tick(fsched__worker *w) {
     fsched_sched *s = w->sched;
-    uint64_t now = fsched__sched_now(s), next = FSCHED__LOAD(&s->watch_next, FSCHED__RELAXED);
+    uint64_t now = fsched__sched_now(s);
 #if defined(FSCHED__IO)
     fsched__io *io;
 #endif
-    /* relaxed: pacing only; two workers that pass together look twice */
-    if (now < next || !FSCHED__CAS(&s->watch_next, &next, now + fsched__watch_interval(s),
-                                   FSCHED__RELAXED, FSCHED__RELAXED))
-        return;
-    fsched__poll_call(s);
+    if (FSCHED__LOAD(&s->poll_fn, FSCHED__RELAXED) &&
+        fsched__watch_due(&s->hook_next, now, fsched__watch_interval(s)))
+        fsched__poll_call(s);
 #if defined(FSCHED__IO)
-    if ((io = fsched__io_own(s)) != NULL) {
+    if (fsched__watch_due(&s->watch_next, now, FSCHED__WATCH_INTERVAL) &&
+        (io = fsched__io_own(s)) != NULL) {
         fsched__io_poll(io, 0);
         fsched__io_disown(io);
     }
@@ -7812,8 +7824,10 @@ static int fsched__watch_block(fsched__worker *w, uint64_t deadline) {
 #if defined(FSCHED__IO)
     fsched__io *io;
 #endif
-    if (pending && (!deadline || deadline > now + fsched__watch_interval(s)))
-        deadline = now + fsched__watch_interval(s);
+    if (pending) {
+        uint64_t again = fsched__time_add(now, fsched__watch_interval(s));
+        if (!deadline || deadline > again) deadline = again;
+    }
 #if defined(FSCHED__IO)
     if ((io = fsched__io_own(s)) != NULL) {
         int ms = -1;
@@ -7863,6 +7877,7 @@ FIBERSCHED_API fsched_result fsched_set_poll(fsched_sched *s, fsched_poll_fn fn,
     }
     s->poll_user = user;
     FSCHED__STORE(&s->poll_interval, interval_ns, FSCHED__RELAXED);
+    FSCHED__STORE(&s->hook_next, (uint64_t)0, FSCHED__RELAXED); /* the new interval from now */
     FSCHED__STORE(&s->poll_fn, fn, FSCHED__RELAXED);
     FSCHED__STORE(&s->watching, fn || FSCHED__LOAD(&s->io, FSCHED__RELAXED), FSCHED__RELAXED);
     if (!inside) FSCHED__STORE(&s->poll_busy, 0u, FSCHED__RELEASE);

@@ -840,6 +840,136 @@ static void test_sleep_ends(void) {
 #endif
 }
 
+/* ---- the poll hook's interval at the ends of its range ---- */
+
+static int hook_calls;
+static int hook_inside;
+static int always_pending(void *user) {
+    (void)user;
+    CHECK(ADD(&hook_inside, 1) == 1);
+    ADD(&hook_calls, 1);
+    SUB(&hook_inside, 1);
+    return 1;
+}
+
+/* Hook calls in `ms` milliseconds of an idle scheduler whose hook is always pending. */
+static int idle_hook_calls(uint64_t interval, int ms, uint64_t *elapsed) {
+    uint64_t t0;
+    int n;
+    STORE(&hook_calls, 0);
+    t0 = now_ns();
+    CHECK_OK(fsched_set_poll(sched, always_pending, NULL, interval));
+    run_task(busy_task, NULL); /* a worker ran something, and ran out of work */
+#if TEST_THREADS
+    {
+        struct timespec ts;
+        ts.tv_sec = 0;
+        ts.tv_nsec = (long)ms * 1000000L;
+        nanosleep(&ts, NULL);
+    }
+#else
+    fsched_sleep_for((uint64_t)ms * MS); /* the only thread sleeps as a worker */
+#endif
+    CHECK_OK(fsched_set_poll(sched, NULL, NULL, 0));
+    n = LOAD(&hook_calls);
+    *elapsed = now_ns() - t0;
+    return n;
+}
+
+static void set_event_task(void *p) { CHECK_OK(fsched_event_set((fsched_event *)p)); }
+
+/* Busy workers: chains of short tasks for 300 ms, one per worker, with the scheduling
+   loop between every two. The first link past 50 ms writes to the pipe. */
+typedef struct busy_chains {
+    int fds[2];
+    uint64_t start, written, woke;
+    fsched_wait_group wg;
+    fsched_result r;
+} busy_chains;
+
+static void chain_link(void *p) {
+    busy_chains *c = (busy_chains *)p;
+    uint64_t zero = 0, now;
+    busy_task(NULL);
+    now = now_ns();
+    if (now - c->start >= 50 * MS &&
+        __atomic_compare_exchange_n(&c->written, &zero, now, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+        put_byte(c->fds[1], 'c');
+    if (now - c->start < 300 * MS) CHECK_OK(fsched_wait_group_spawn(&c->wg, sched, chain_link, c));
+}
+
+static void chain_reader(void *p) {
+    busy_chains *c = (busy_chains *)p;
+    c->r = fsched_wait_fd(c->fds[0], FSCHED_READABLE, 2000 * MS, NULL);
+    STORE(&c->woke, now_ns());
+}
+
+/* Runs the chains (and a reader of the pipe); returns the hook calls meanwhile. */
+static int run_chains(busy_chains *c) {
+    int calls0 = LOAD(&hook_calls), i;
+    memset(c, 0, sizeof *c);
+    make_pipe(c->fds);
+    c->start = now_ns();
+    CHECK_OK(fsched_wait_group_init(&c->wg));
+    CHECK_OK(fsched_wait_group_spawn(&c->wg, sched, chain_reader, c));
+    for (i = 0; i < 2; i++) CHECK_OK(fsched_wait_group_spawn(&c->wg, sched, chain_link, c));
+    CHECK_OK(fsched_wait_group_wait(&c->wg));
+    CHECK_OK(fsched_wait_group_destroy(&c->wg));
+    close(c->fds[0]);
+    close(c->fds[1]);
+    return LOAD(&hook_calls) - calls0;
+}
+
+static void test_poll_intervals(void) {
+    static const uint64_t far[] = {UINT64_MAX, UINT64_MAX - 1, UINT64_MAX / 2, UINT64_MAX / 2 + 1};
+    uint64_t elapsed;
+    size_t i;
+    int n;
+    for (i = 0; i < sizeof far / sizeof far[0]; i++) {
+        n = idle_hook_calls(far[i], 300, &elapsed);
+        if (n > 50) {
+            fprintf(stderr, "interval %llu: %d hook calls in %.0f ms\n",
+                    (unsigned long long)far[i], n, (double)elapsed / 1e6);
+            CHECK(0);
+        }
+    }
+    /* 0: the default, 50 us: at most one call per worker per interval */
+    n = idle_hook_calls(0, 300, &elapsed);
+    CHECK(n >= 1);
+    CHECK((uint64_t)n <= 2 * (elapsed / 50000 + 20));
+    /* 1 ns: as often as the workers can, and the scheduler still runs tasks */
+    {
+        fsched_event e;
+        uint64_t t0;
+        CHECK_OK(fsched_event_init(&e, 0, 0));
+        STORE(&hook_calls, 0);
+        CHECK_OK(fsched_set_poll(sched, always_pending, NULL, 1));
+        t0 = now_ns();
+        run_task(set_event_task, &e);
+        CHECK_OK(fsched_event_wait_for(&e, 1000 * MS));
+        CHECK(now_ns() - t0 < 1000 * MS);
+        CHECK_OK(fsched_set_poll(sched, NULL, NULL, 0));
+        CHECK_OK(fsched_event_destroy(&e));
+    }
+    {
+        busy_chains c;
+        int calls;
+        /* a hook that is never due between tasks: busy workers still look into the fd
+           poller (the reader wakes while the chains run) */
+        CHECK_OK(fsched_set_poll(sched, always_pending, NULL, FSCHED_FOREVER));
+        run_chains(&c);
+        CHECK_OK(c.r);
+#if TEST_THREADS /* (the only thread resumes the reader after the chains) */
+        CHECK(c.woke - c.written < 100 * MS);
+#endif
+        /* a new interval counts from the call that sets it */
+        CHECK_OK(fsched_set_poll(sched, always_pending, NULL, 100000));
+        calls = run_chains(&c);
+        CHECK(calls >= 20);
+        CHECK_OK(fsched_set_poll(sched, NULL, NULL, 0));
+    }
+}
+
 static int chosen_count;
 static char **chosen; /* the tests named on the command line; none: all */
 
@@ -871,6 +1001,7 @@ int main(int argc, char **argv) {
     run("poll hook", test_poll_hook);
     run("deadlines", test_deadlines);
     run("sleep ends", test_sleep_ends);
+    run("poll intervals", test_poll_intervals);
 #if TEST_THREADS
     /* qemu-i386 7.2 loses a thread's TLS segment base across a signal handler: the
        cross build's tests skip the signals there (tests/meson.build) */
