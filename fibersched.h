@@ -833,9 +833,10 @@ FIBERSCHED_API void fsched_frames_full(fsched_frames *fs);
    called from any other thread. Timed waits take a relative timeout in nanoseconds and
    return FSCHED_ERR_TIMEOUT when it expires (one too long for the clock, as UINT64_MAX,
    never does); under FIBERSCHED_NO_OS they need the scheduler's desc.clock and return
-   FSCHED_ERR_UNSUPPORTED without one. Without threads (FIBERSCHED_NO_THREADS), a wait
-   that nothing could ever end returns FSCHED_ERR_WRONG_STATE instead of hanging. Fields
-   are private. */
+   FSCHED_ERR_UNSUPPORTED without one. A poll hook must not wait (see fsched_set_poll):
+   its waits fail with FSCHED_ERR_WRONG_STATE. Without threads (FIBERSCHED_NO_THREADS),
+   a wait that nothing could ever end returns FSCHED_ERR_WRONG_STATE instead of hanging.
+   Fields are private. */
 
 typedef struct fsched_wait_list {
     uint32_t lock;
@@ -971,8 +972,9 @@ FIBERSCHED_API fsched_result fsched_close_fd(int fd);
 
 /* A poll hook finds out whether work it waits for outside the scheduler has completed,
    and ends the waits for it (by setting events, releasing semaphores, spawning). It must
-   not wait itself. Returns nonzero while something is still outstanding, 0 when nothing
-   is. */
+   not wait itself: a wait from it fails with FSCHED_ERR_WRONG_STATE, fsched_yield yields
+   only the thread, and fsched_sleep_for blocks it. Returns nonzero while something is
+   still outstanding, 0 when nothing is. */
 typedef int (*fsched_poll_fn)(void *user);
 
 /* Installs fn as s's poll hook, replacing any other (NULL removes it). The scheduler
@@ -4604,7 +4606,10 @@ struct fsched_sched {
     fsched_poll_fn poll_fn;                /* the hook, and its user and interval: */
     void *poll_user;                       /* written under poll_busy */
     uint64_t poll_interval;
-    uint32_t poll_busy;                    /* a call of the hook is under way (a lock) */
+    uint32_t poll_busy;                    /* bit 0: a lock, held by a call of the hook or by
+                                              fsched_set_poll; 2 more for each
+                                              fsched_set_poll waiting for it, which calls
+                                              give way to */
 #if FIBERSCHED_TRACE
     uint64_t trace_origin;                 /* the clock when the scheduler was created */
     uint32_t trace_events;                 /* per slot */
@@ -6646,6 +6651,9 @@ static fsched_result fsched__wait_begin(fsched__waiter *wt, uint64_t deadline, c
     if (fsched__in_interrupt()) /* it would block the very code it preempted */
         return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
                               "a wait from an interrupt handler");
+    if (t->in_hook) /* it holds the hook's lock, which its own worker may wait for */
+        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
+                              "a wait from a poll hook");
     memset(wt, 0, sizeof *wt);
     wt->deadline = deadline;
     wt->what = what;
@@ -7343,7 +7351,7 @@ FIBERSCHED_API void fsched_sleep_for(uint64_t ns) {
 
 FIBERSCHED_API void fsched_yield(void) {
     fsched__worker *w = fsched__tls_thread.worker;
-    if (w) {
+    if (w && !fsched__tls_thread.in_hook) { /* a poll hook stays on its fiber */
         fsched_fiber *next;
         /* Another fiber is ready: the thread goes to it directly (one switch, not two
            through the loop), but every FSCHED__OUTSIDE_EVERY-th yield in a row passes
@@ -7771,11 +7779,12 @@ static int fsched__poll_call(fsched_sched *s) {
     /* acquire: the hook and its user as fsched_set_poll left them, under this lock */
     if (!FSCHED__CAS(&s->poll_busy, &free, 1u, FSCHED__ACQUIRE, FSCHED__RELAXED)) return 1;
     if (s->poll_fn) {
+        /* the hook cannot wait or yield (it holds this lock): it ends on this thread */
         fsched__tls_thread.in_hook = s;
         pending = s->poll_fn(s->poll_user) != 0;
         fsched__tls_thread.in_hook = NULL;
     }
-    FSCHED__STORE(&s->poll_busy, 0u, FSCHED__RELEASE);
+    FSCHED__FETCH_SUB(&s->poll_busy, 1u, FSCHED__RELEASE);
     return pending;
 }
 
@@ -7866,21 +7875,28 @@ static void fsched__watch_close(fsched_sched *s) {
 FIBERSCHED_API fsched_result fsched_set_poll(fsched_sched *s, fsched_poll_fn fn, void *user,
                                              uint64_t interval_ns) {
     fsched_result r = fsched__sched_enter(s, 0, "fsched_set_poll");
-    uint32_t spins = 0, free = 0;
+    uint32_t spins = 0, busy;
     int inside;
     if (r != FSCHED_OK) return r;
     inside = fsched__tls_thread.in_hook == s;
-    /* the hook's own lock: waits for a call in progress, unless this is that call */
-    while (!inside && !FSCHED__CAS(&s->poll_busy, &free, 1u, FSCHED__ACQUIRE, FSCHED__RELAXED)) {
-        free = 0;
-        fsched__backoff(&spins);
+    /* the hook's own lock: waits for a call in progress, unless this is that call; says
+       so first, so that no call begins meanwhile (a hook that keeps workers calling it
+       would keep the lock taken). Relaxed: the CAS below takes the lock. */
+    if (!inside) {
+        FSCHED__FETCH_ADD(&s->poll_busy, 2u, FSCHED__RELAXED);
+        for (;;) {
+            busy = FSCHED__LOAD(&s->poll_busy, FSCHED__RELAXED) & ~1u;
+            if (FSCHED__CAS(&s->poll_busy, &busy, busy | 1u, FSCHED__ACQUIRE, FSCHED__RELAXED))
+                break;
+            fsched__backoff(&spins);
+        }
     }
     s->poll_user = user;
     FSCHED__STORE(&s->poll_interval, interval_ns, FSCHED__RELAXED);
     FSCHED__STORE(&s->hook_next, (uint64_t)0, FSCHED__RELAXED); /* the new interval from now */
     FSCHED__STORE(&s->poll_fn, fn, FSCHED__RELAXED);
     FSCHED__STORE(&s->watching, fn || FSCHED__LOAD(&s->io, FSCHED__RELAXED), FSCHED__RELAXED);
-    if (!inside) FSCHED__STORE(&s->poll_busy, 0u, FSCHED__RELEASE);
+    if (!inside) FSCHED__FETCH_SUB(&s->poll_busy, 3u, FSCHED__RELEASE);
     /* a sleeping worker calls the new hook soon, and from then on at every interval */
     if (fn) fsched__wake_sleepers(s, 1);
     fsched__sched_release(s);

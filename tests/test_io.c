@@ -970,6 +970,105 @@ static void test_poll_intervals(void) {
     }
 }
 
+/* ---- a poll hook that waits, yields or changes the hook ----
+   A hook must not wait (it holds the hook's lock, which a task on its own worker may wait
+   for in fsched_set_poll): its waits fail with FSCHED_ERR_WRONG_STATE, a look (timeout 0)
+   works, and a yield yields only the thread. From inside, fsched_set_poll replaces the
+   hook at once; from another thread it waits for the call in progress. */
+
+typedef struct hook_case {
+    int fds[2];
+    int calls;
+    int stage;        /* what the next call does */
+    fsched_event done;
+} hook_case;
+
+static int second_hook(void *user) {
+    hook_case *h = (hook_case *)user;
+    ADD(&h->calls, 1);
+    return 0;
+}
+
+static int waiting_hook(void *user) {
+    hook_case *h = (hook_case *)user;
+    fsched_event e;
+    uint32_t ready = 0;
+    if (LOAD(&h->stage) != 1) return 0;
+    STORE(&h->stage, 2);
+    CHECK_RESULT(fsched_wait_fd(h->fds[0], FSCHED_READABLE, 10 * MS, NULL), FSCHED_ERR_WRONG_STATE);
+    CHECK_RESULT(fsched_wait_fd(h->fds[0], FSCHED_READABLE, FSCHED_FOREVER, NULL),
+                 FSCHED_ERR_WRONG_STATE);
+    CHECK_OK(fsched_wait_fd(h->fds[0], FSCHED_READABLE, 0, &ready)); /* a look */
+    CHECK(ready == FSCHED_READABLE);
+    CHECK_OK(fsched_event_init(&e, 0, 0));
+    CHECK_RESULT(fsched_event_wait_for(&e, 10 * MS), FSCHED_ERR_WRONG_STATE);
+    CHECK_RESULT(fsched_event_wait(&e), FSCHED_ERR_WRONG_STATE);
+    CHECK_OK(fsched_event_destroy(&e));
+    fsched_yield();
+    fsched_sleep_for(1000); /* blocks the thread, briefly */
+    /* replaced from inside, with another interval: no wait for itself */
+    CHECK_OK(fsched_set_poll(sched, second_hook, h, 200000));
+    CHECK_OK(fsched_event_set(&h->done));
+    return 1;
+}
+
+static void start_hook_work(void *p) { STORE(&((hook_case *)p)->stage, 1); }
+
+#if TEST_THREADS
+static int slow_hook_inside;
+static int slow_hook(void *user) {
+    hook_case *h = (hook_case *)user;
+    struct timespec ts = {0, 50000000};
+    STORE(&slow_hook_inside, 1);
+    ADD(&h->calls, 1);
+    nanosleep(&ts, NULL);
+    STORE(&slow_hook_inside, 0);
+    return 1;
+}
+#endif
+
+static void test_hook_misuse(void) {
+    hook_case h;
+    memset(&h, 0, sizeof h);
+    make_pipe(h.fds);
+    put_byte(h.fds[1], 'h');
+    CHECK_OK(fsched_event_init(&h.done, 1, 0));
+    CHECK_OK(fsched_set_poll(sched, waiting_hook, &h, 0));
+    run_task(start_hook_work, &h);
+    CHECK_OK(fsched_event_wait_for(&h.done, 5000 * MS));
+    /* the second hook is called from now on */
+    run_task(busy_task, NULL);
+    while (!LOAD(&h.calls)) run_task(busy_task, NULL);
+    CHECK_OK(fsched_set_poll(sched, NULL, NULL, 0));
+#if TEST_THREADS
+    {
+        /* removed from this thread while a call is under way: the call ends first, none
+           follows, and the workers calling it again and again (it is always pending) do
+           not keep the removal waiting */
+        int round;
+        for (round = 0; round < 5; round++) {
+            int calls;
+            uint64_t t0;
+            struct timespec ts = {0, 20000000};
+            CHECK_OK(fsched_set_poll(sched, slow_hook, &h, 0));
+            run_task(busy_task, NULL);
+            while (!LOAD(&slow_hook_inside)) fsched__os_yield();
+            t0 = now_ns();
+            CHECK_OK(fsched_set_poll(sched, NULL, NULL, 0));
+            CHECK(now_ns() - t0 < 200 * MS); /* one call: 50 ms */
+            CHECK(!LOAD(&slow_hook_inside));
+            calls = LOAD(&h.calls);
+            run_task(busy_task, NULL);
+            nanosleep(&ts, NULL);
+            CHECK(LOAD(&h.calls) == calls);
+        }
+    }
+#endif
+    CHECK_OK(fsched_event_destroy(&h.done));
+    close(h.fds[0]);
+    close(h.fds[1]);
+}
+
 static int chosen_count;
 static char **chosen; /* the tests named on the command line; none: all */
 
@@ -1002,6 +1101,7 @@ int main(int argc, char **argv) {
     run("deadlines", test_deadlines);
     run("sleep ends", test_sleep_ends);
     run("poll intervals", test_poll_intervals);
+    run("hook misuse", test_hook_misuse);
 #if TEST_THREADS
     /* qemu-i386 7.2 loses a thread's TLS segment base across a signal handler: the
        cross build's tests skip the signals there (tests/meson.build) */
