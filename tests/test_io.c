@@ -15,7 +15,9 @@ int main(void) {
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -45,15 +47,19 @@ static void put_byte(int fd, char c) { CHECK(write(fd, &c, 1) == 1); }
 
 /* Spawns fn(arg) n times in a wait group and waits for all (the main thread runs them
    itself when single-threaded). */
-static void run_tasks(void (*fn)(void *), void **args, int n) {
+static void run_tasks_on(fsched_sched *s, void (*fn)(void *), void **args, int n) {
     fsched_wait_group wg;
     int i;
     CHECK_OK(fsched_wait_group_init(&wg));
-    for (i = 0; i < n; i++) CHECK_OK(fsched_wait_group_spawn(&wg, sched, fn, args[i]));
+    for (i = 0; i < n; i++) CHECK_OK(fsched_wait_group_spawn(&wg, s, fn, args[i]));
     CHECK_OK(fsched_wait_group_wait(&wg));
     CHECK_OK(fsched_wait_group_destroy(&wg));
 }
 
+static void run_tasks(void (*fn)(void *), void **args, int n) { run_tasks_on(sched, fn, args, n); }
+static void run_task_on(fsched_sched *s, void (*fn)(void *), void *arg) {
+    run_tasks_on(s, fn, &arg, 1);
+}
 static void run_task(void (*fn)(void *), void *arg) { run_tasks(fn, &arg, 1); }
 
 /* ---- a fiber waits for data that another task writes later ---- */
@@ -63,12 +69,14 @@ typedef struct pipe_case {
     int got;
     uint32_t ready;
     fsched_result r;
+    uint64_t timeout; /* of the reader's wait; 0: FSCHED_FOREVER */
 } pipe_case;
 
 static void reader(void *p) {
     pipe_case *c = (pipe_case *)p;
     char b;
-    c->r = fsched_wait_fd(c->fds[0], FSCHED_READABLE, FSCHED_FOREVER, &c->ready);
+    c->r = fsched_wait_fd(c->fds[0], FSCHED_READABLE, c->timeout ? c->timeout : FSCHED_FOREVER,
+                          &c->ready);
     if (c->r == FSCHED_OK) c->got = read(c->fds[0], &b, 1) == 1 ? b : -1;
 }
 
@@ -1069,6 +1077,452 @@ static void test_hook_misuse(void) {
     close(h.fds[1]);
 }
 
+/* ---- a reader and a late writer on one pipe ---- */
+
+/* Runs reader (c's timeout) and late_writer together; c->r says how the wait ended. */
+static void read_late(pipe_case *c) {
+    fsched_wait_group wg;
+    CHECK_OK(fsched_wait_group_init(&wg));
+    CHECK_OK(fsched_wait_group_spawn(&wg, sched, reader, c));
+    CHECK_OK(fsched_wait_group_spawn(&wg, sched, late_writer, c));
+    CHECK_OK(fsched_wait_group_wait(&wg));
+    CHECK_OK(fsched_wait_group_destroy(&wg));
+}
+
+/* ---- a number that a new file took: after close() or dup2() ----
+   The kernel drops a closed file from the poller without a word: a wait on the new file
+   behind the number must watch it anew, whatever the poller knew of the old one. */
+
+static void timed_out_wait(void *p) {
+    CHECK_RESULT(fsched_wait_fd(*(int *)p, FSCHED_READABLE, 10 * MS, NULL), FSCHED_ERR_TIMEOUT);
+}
+
+static void test_number_reused(void) {
+    int by_dup2;
+    for (by_dup2 = 0; by_dup2 < 2; by_dup2++) {
+        int old[2], fresh[2];
+        pipe_case c;
+        make_pipe(old);
+        run_task(timed_out_wait, &old[0]); /* the old file is watched for reading */
+        make_pipe(fresh);
+        if (!by_dup2) close(old[0]); /* else dup2 closes it */
+        CHECK(dup2(fresh[0], old[0]) == old[0]);
+        close(fresh[0]);
+        memset(&c, 0, sizeof c);
+        c.fds[0] = old[0];
+        c.fds[1] = fresh[1];
+        c.timeout = 2000 * MS;
+        read_late(&c);
+        CHECK_OK(c.r);
+        CHECK(c.got == 'x');
+        close(old[0]);
+        close(old[1]);
+        close(fresh[1]);
+    }
+}
+
+/* ---- the library's own fds are not the user's to wait on ---- */
+
+static fsched__io *poller_of(fsched_sched *s) { return FSCHED__LOAD(&s->io, FSCHED__ACQUIRE); }
+
+/* The poller's fds: its wake fd, and the epoll set or the other end of the pipe. */
+static void own_fds(fsched_sched *s, int own[2]) {
+    fsched__io *io = poller_of(s);
+    CHECK(io != NULL);
+    own[0] = io->wake_read;
+#if defined(FSCHED__IO_EPOLL)
+    own[1] = io->epfd;
+#else
+    own[1] = io->wake_write;
+#endif
+}
+
+static void own_fd_waits(void *p) {
+    int own[2], i;
+    own_fds((fsched_sched *)p, own);
+    for (i = 0; i < 2; i++) {
+        CHECK_RESULT(fsched_wait_fd(own[i], FSCHED_READABLE, 10 * MS, NULL),
+                     FSCHED_ERR_INVALID_ARGUMENT);
+        CHECK_RESULT(fsched_wait_fd(own[i], FSCHED_READABLE | FSCHED_WRITABLE, 0, NULL),
+                     FSCHED_ERR_INVALID_ARGUMENT);
+        CHECK_RESULT(fsched_close_fd(own[i]), FSCHED_ERR_INVALID_ARGUMENT);
+        CHECK(fcntl(own[i], F_GETFD) >= 0); /* still open */
+    }
+}
+
+#if TEST_THREADS
+static int pipe_waiting;
+static void pipe_waiter_cancelled(void *p) {
+    STORE(&pipe_waiting, 1);
+    CHECK_RESULT(fsched_wait_fd(*(int *)p, FSCHED_READABLE, FSCHED_FOREVER, NULL),
+                 FSCHED_ERR_CANCELLED);
+}
+
+/* s's only worker, asleep in the poller, still runs what is spawned. */
+static void poller_still_wakes(fsched_sched *s, int rounds) {
+    fsched_event e;
+    int i;
+    CHECK_OK(fsched_event_init(&e, 0, 0));
+    for (i = 0; i < rounds; i++) {
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL); /* it falls asleep in the poller */
+        CHECK_OK(fsched_spawn(s, set_event, &e));
+        CHECK_OK(fsched_event_wait_for(&e, 2000 * MS));
+    }
+    CHECK_OK(fsched_event_destroy(&e));
+}
+#endif
+
+static void test_own_fds(void) {
+    fsched_sched *s1 = test_sched_new(1);
+    int fds[2];
+    make_pipe(fds);
+#if TEST_THREADS
+    STORE(&pipe_waiting, 0);
+    CHECK_OK(fsched_spawn(s1, pipe_waiter_cancelled, &fds[0])); /* makes the poller */
+    while (!LOAD(&pipe_waiting)) fsched__os_yield();
+    while (!poller_of(s1)) fsched__os_yield();
+    run_task_on(s1, own_fd_waits, s1); /* from a task */
+    thread_join(thread_run(own_fd_waits, s1)); /* from a thread outside any scheduler */
+    poller_still_wakes(s1, 20);
+    CHECK_OK(fsched_close_fd(fds[0]));
+#else
+    run_task_on(s1, timed_out_wait, &fds[0]); /* makes the poller */
+    run_task_on(s1, own_fd_waits, s1);
+    CHECK_OK(fsched_close_fd(fds[0]));
+#endif
+    test_sched_free(s1);
+    close(fds[1]);
+}
+
+/* ---- fd numbers far out: checked before anything is made for them ---- */
+
+static long max_rss_kib(void) {
+    struct rusage ru;
+    CHECK(getrusage(RUSAGE_SELF, &ru) == 0);
+    return ru.ru_maxrss;
+}
+
+static void huge_fd_waits(void *p) {
+    static const int huge[] = {100000000, 2147483000, INT_MAX};
+    size_t i;
+    (void)p;
+    for (i = 0; i < sizeof huge / sizeof huge[0]; i++) {
+        uint64_t t0 = now_ns();
+        CHECK_RESULT(fsched_wait_fd(huge[i], FSCHED_READABLE, 10 * MS, NULL),
+                     FSCHED_ERR_INVALID_ARGUMENT);
+        CHECK_RESULT(fsched_wait_fd(huge[i], FSCHED_WRITABLE, FSCHED_FOREVER, NULL),
+                     FSCHED_ERR_INVALID_ARGUMENT);
+        CHECK(now_ns() - t0 < 1000 * MS);
+    }
+}
+
+/* Waits on 300 numbers below *top, one after the other, each closed after its wait: the
+   poller keeps records for about the fds waited on at once, not for every number. */
+static void many_numbers(void *p) {
+    int top = *(int *)p, fds[2], i;
+    fsched__io *io;
+    uint32_t records, buckets;
+    make_pipe(fds);
+    for (i = 1; i <= 300; i++) {
+        CHECK(dup2(fds[0], top - i) == top - i);
+        CHECK_RESULT(fsched_wait_fd(top - i, FSCHED_READABLE, 1000, NULL), FSCHED_ERR_TIMEOUT);
+        close(top - i);
+    }
+    io = poller_of(sched);
+    fsched__spin_lock(&io->lock);
+    records = io->records;
+    buckets = io->bucket_count;
+    fsched__spin_unlock(&io->lock);
+    CHECK(records <= 64);
+    CHECK(buckets <= 128);
+    close(fds[0]);
+    close(fds[1]);
+}
+
+static void test_high_fds(void) {
+    long rss0 = max_rss_kib();
+    struct rlimit old, rl;
+    int targets[2], n = 0, i;
+    run_task(huge_fd_waits, NULL);
+    huge_fd_waits(NULL); /* from this thread */
+    /* a valid number far out works, and costs about what a low one does */
+    CHECK(getrlimit(RLIMIT_NOFILE, &old) == 0);
+    rl = old;
+    rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > 1048576 ? 1048576 : rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0) rl = old;
+    targets[n++] = (int)rl.rlim_cur - 1;
+    if (rl.rlim_cur > 60001) targets[n++] = 60000;
+    for (i = 0; i < n; i++) {
+        int fds[2];
+        pipe_case c;
+        make_pipe(fds);
+        CHECK(dup2(fds[0], targets[i]) == targets[i]);
+        memset(&c, 0, sizeof c);
+        c.fds[0] = targets[i];
+        c.fds[1] = fds[1];
+        c.timeout = 2000 * MS;
+        read_late(&c);
+        CHECK_OK(c.r);
+        CHECK(c.got == 'x');
+        CHECK_OK(fsched_close_fd(targets[i]));
+        close(fds[0]);
+        close(fds[1]);
+    }
+    run_task(many_numbers, &targets[0]);
+    CHECK(setrlimit(RLIMIT_NOFILE, &old) == 0);
+    CHECK(max_rss_kib() - rss0 < 16 * 1024);
+}
+
+/* ---- out of memory on the way to a wait ----
+   Every allocation an fd wait needs (the poller, its table, the fd's record, a timer, a
+   fiber to switch to, poll()'s set) fails in turn, and from then on all of them: the
+   wait on an fd that is readable all along ends with the data or with
+   FSCHED_ERR_OUT_OF_MEMORY, never by timing out or hanging; with memory back the same
+   wait succeeds, and destroy gives everything back. */
+
+typedef struct failing_alloc {
+    int64_t budget; /* atomic: allocations that still succeed while `failing` */
+    int failing;    /* atomic */
+    size_t min_size; /* only allocations of this size or more fail (fiber stacks) */
+    int64_t live;   /* atomic: blocks not yet freed */
+} failing_alloc;
+
+static void *failing_alloc_fn(size_t size, size_t align, void *user) {
+    failing_alloc *a = (failing_alloc *)user;
+    void *p;
+    if (size >= a->min_size && LOAD(&a->failing) && SUB(&a->budget, 1) < 0) return NULL;
+    p = fsched__default_alloc(size, align, NULL);
+    if (p) ADD(&a->live, 1);
+    return p;
+}
+
+static void failing_free_fn(void *ptr, size_t size, size_t align, void *user) {
+    failing_alloc *a = (failing_alloc *)user;
+    if (!ptr) return;
+    SUB(&a->live, 1);
+    fsched__default_free(ptr, size, align, NULL);
+}
+
+typedef struct oom_case {
+    failing_alloc *a;
+    int fd;
+    int64_t budget;
+    uint64_t timeout;
+    fsched_result r;
+    int64_t left; /* of the budget after the wait: allocations it did not need */
+} oom_case;
+
+static void oom_wait(void *p) {
+    oom_case *c = (oom_case *)p;
+    uint32_t ready = 0;
+    STORE(&c->a->budget, c->budget);
+    STORE(&c->a->failing, 1);
+    c->r = fsched_wait_fd(c->fd, FSCHED_READABLE, c->timeout, &ready);
+    STORE(&c->a->failing, 0);
+    c->left = LOAD(&c->a->budget);
+    if (c->r != FSCHED_OK && c->r != FSCHED_ERR_OUT_OF_MEMORY) {
+        fprintf(stderr, "a wait with %lld allocations to go: %s\n", (long long)c->budget,
+                fsched_result_string(c->r));
+        CHECK(0);
+    }
+    if (c->r == FSCHED_OK) CHECK(ready == FSCHED_READABLE);
+    ready = 0;
+    CHECK_OK(fsched_wait_fd(c->fd, FSCHED_READABLE, c->timeout, &ready));
+    CHECK(ready == FSCHED_READABLE);
+}
+
+static void test_out_of_memory(void) {
+    static const uint64_t timeouts[] = {2000 * MS, FSCHED_FOREVER};
+    uint32_t workers;
+    size_t i;
+    for (workers = 1; workers <= (TEST_THREADS ? 2u : 1u); workers++) {
+        for (i = 0; i < 2; i++) {
+            int64_t budget;
+            for (budget = 0;; budget++) {
+                failing_alloc a;
+                oom_case c;
+                fsched_desc d;
+                fsched_sched *s;
+                fsched_wait_group wg;
+                int fds[2];
+                CHECK(budget < 200);
+                memset(&a, 0, sizeof a);
+                test_desc_init(&d);
+                d.workers = workers;
+                d.allocator.alloc = failing_alloc_fn;
+                d.allocator.free = failing_free_fn;
+                d.allocator.user = &a;
+                CHECK_OK(fsched_create(&d, &s));
+#if !TEST_THREADS
+                CHECK_OK(fsched_bind(s));
+#endif
+                make_pipe(fds);
+                put_byte(fds[1], 'm'); /* readable from the start */
+                memset(&c, 0, sizeof c);
+                c.a = &a;
+                c.fd = fds[0];
+                c.budget = budget;
+                c.timeout = timeouts[i];
+                CHECK_OK(fsched_wait_group_init(&wg));
+                CHECK_OK(fsched_wait_group_spawn(&wg, s, oom_wait, &c));
+                CHECK_OK(fsched_wait_group_wait(&wg));
+                CHECK_OK(fsched_wait_group_destroy(&wg));
+                test_sched_free(s);
+                CHECK(LOAD(&a.live) == 0);
+                close(fds[0]);
+                close(fds[1]);
+                if (c.r == FSCHED_OK && c.left > 0) break; /* it had all it needed */
+            }
+        }
+    }
+}
+
+/* No fiber can be had for the wait (stacks from the allocator, which refuses them): the
+   task waits inline, and still learns of its fd; with one worker there is nobody else
+   to look. */
+#define OOM_STACK (64 * 1024)
+#define OOM_BLOCKERS 20 /* more than a worker keeps idle: the wait needs a new fiber */
+
+typedef struct no_fiber_case {
+    fsched_event go;
+    int blocked;
+    int fd;
+    uint64_t timeout;
+    fsched_result r;
+} no_fiber_case;
+
+static void no_fiber_blocker(void *p) {
+    no_fiber_case *c = (no_fiber_case *)p;
+    ADD(&c->blocked, 1);
+    CHECK_OK(fsched_event_wait(&c->go));
+}
+
+static void no_fiber_wait(void *p) {
+    no_fiber_case *c = (no_fiber_case *)p;
+    c->r = fsched_wait_fd(c->fd, FSCHED_READABLE, c->timeout, NULL);
+}
+
+static void test_no_fiber(void) {
+    static const uint64_t timeouts[] = {2000 * MS, FSCHED_FOREVER};
+    uint32_t workers;
+    size_t i;
+    for (workers = 1; workers <= (TEST_THREADS ? 2u : 1u); workers++) {
+        for (i = 0; i < 2; i++) {
+            failing_alloc a;
+            no_fiber_case c;
+            fsched_desc d;
+            fsched_sched *s;
+            int fds[2], k;
+            memset(&a, 0, sizeof a);
+            a.min_size = OOM_STACK;
+            test_desc_init(&d);
+            d.workers = workers;
+            d.stack_kind = FSCHED_STACK_HEAP;
+            d.stack_size = OOM_STACK;
+            d.allocator.alloc = failing_alloc_fn;
+            d.allocator.free = failing_free_fn;
+            d.allocator.user = &a;
+            CHECK_OK(fsched_create(&d, &s));
+#if !TEST_THREADS
+            CHECK_OK(fsched_bind(s));
+#endif
+            make_pipe(fds);
+            put_byte(fds[1], 'f');
+            memset(&c, 0, sizeof c);
+            c.fd = fds[0];
+            c.timeout = timeouts[i];
+            CHECK_OK(fsched_event_init(&c.go, 1, 0));
+            for (k = 0; k < OOM_BLOCKERS; k++) CHECK_OK(fsched_spawn(s, no_fiber_blocker, &c));
+            while (LOAD(&c.blocked) < OOM_BLOCKERS) fsched_yield(); /* runs them if bound */
+            STORE(&a.failing, 1); /* budget 0: no more stacks */
+            run_task_on(s, no_fiber_wait, &c);
+            if (c.r != FSCHED_OK && c.r != FSCHED_ERR_OUT_OF_MEMORY) {
+                fprintf(stderr, "%u workers, timeout %llu: a wait without a fiber: %s\n",
+                        workers, (unsigned long long)c.timeout, fsched_result_string(c.r));
+                CHECK(0);
+            }
+            STORE(&a.failing, 0);
+            CHECK_OK(fsched_event_set(&c.go));
+            test_sched_free(s);
+            CHECK_OK(fsched_event_destroy(&c.go));
+            CHECK(LOAD(&a.live) == 0);
+            close(fds[0]);
+            close(fds[1]);
+        }
+    }
+}
+
+/* ---- a socket shut down while tasks wait on it ---- */
+
+typedef struct shut_case {
+    int sv[2];
+    int waiting;
+    uint32_t read_ready, write_ready;
+} shut_case;
+
+static void shut_reader(void *p) {
+    shut_case *c = (shut_case *)p;
+    char b;
+    ADD(&c->waiting, 1);
+    CHECK_OK(fsched_wait_fd(c->sv[0], FSCHED_READABLE, 5000 * MS, &c->read_ready));
+    CHECK(read(c->sv[0], &b, 1) == 0); /* end of file */
+}
+
+static void shut_writer(void *p) {
+    shut_case *c = (shut_case *)p;
+    char buf[4096];
+    memset(buf, 's', sizeof buf);
+    while (write(c->sv[0], buf, sizeof buf) > 0) {
+    }
+    ADD(&c->waiting, 1);
+    CHECK_OK(fsched_wait_fd(c->sv[0], FSCHED_WRITABLE, 5000 * MS, &c->write_ready));
+    CHECK(write(c->sv[0], buf, 1) < 0 && errno == EPIPE);
+}
+
+static void shut_down(void *p) {
+    shut_case *c = (shut_case *)p;
+    while (LOAD(&c->waiting) < 2) fsched_sleep_for(1 * MS);
+    fsched_sleep_for(10 * MS); /* both queued by now */
+    CHECK(shutdown(c->sv[0], SHUT_RDWR) == 0);
+}
+
+static void test_shutdown(void) {
+    shut_case c;
+    void *args[3];
+    memset(&c, 0, sizeof c);
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, c.sv) == 0);
+    nonblocking(c.sv[0]);
+    signal(SIGPIPE, SIG_IGN);
+    args[0] = args[1] = args[2] = &c;
+    {
+        fsched_wait_group wg;
+        CHECK_OK(fsched_wait_group_init(&wg));
+        CHECK_OK(fsched_wait_group_spawn(&wg, sched, shut_reader, &c));
+        CHECK_OK(fsched_wait_group_spawn(&wg, sched, shut_writer, &c));
+        CHECK_OK(fsched_wait_group_spawn(&wg, sched, shut_down, &c));
+        CHECK_OK(fsched_wait_group_wait(&wg));
+        CHECK_OK(fsched_wait_group_destroy(&wg));
+    }
+    (void)args;
+    CHECK(c.read_ready == FSCHED_READABLE);
+    CHECK(c.write_ready == FSCHED_WRITABLE);
+    CHECK_OK(fsched_close_fd(c.sv[0]));
+    CHECK_OK(fsched_close_fd(c.sv[1]));
+}
+
+/* ---- fsched_close_fd on what nobody waits on, what is not open ---- */
+
+static void test_close_odd(void) {
+    int fds[2];
+    make_pipe(fds);
+    CHECK_OK(fsched_close_fd(fds[0])); /* nobody waits on it */
+    CHECK_RESULT(fsched_close_fd(fds[0]), FSCHED_ERR_INVALID_ARGUMENT); /* not open */
+    CHECK_RESULT(fsched_close_fd(-1), FSCHED_ERR_INVALID_ARGUMENT);
+    CHECK_RESULT(fsched_close_fd(INT_MAX), FSCHED_ERR_INVALID_ARGUMENT);
+    CHECK_OK(fsched_close_fd(fds[1]));
+}
+
 static int chosen_count;
 static char **chosen; /* the tests named on the command line; none: all */
 
@@ -1102,6 +1556,10 @@ int main(int argc, char **argv) {
     run("sleep ends", test_sleep_ends);
     run("poll intervals", test_poll_intervals);
     run("hook misuse", test_hook_misuse);
+    run("number reused", test_number_reused);
+    run("high fds", test_high_fds);
+    run("shut down", test_shutdown);
+    run("close odd", test_close_odd);
 #if TEST_THREADS
     /* qemu-i386 7.2 loses a thread's TLS segment base across a signal handler: the
        cross build's tests skip the signals there (tests/meson.build) */
@@ -1114,6 +1572,9 @@ int main(int argc, char **argv) {
     CHECK_OK(fsched_unbind());
 #endif
     CHECK_OK(fsched_destroy(sched));
+    run("own fds", test_own_fds);
+    run("out of memory", test_out_of_memory);
+    run("no fiber", test_no_fiber);
 #if TEST_THREADS
     run("wake from the poller", test_wake_from_poller);
     run("destroy cancels", test_destroy_cancels);
