@@ -971,7 +971,9 @@ FIBERSCHED_API fsched_result fsched_wait_fd(int fd, uint32_t events, uint64_t ti
 /* Ends every wait on fd, in every live scheduler, with FSCHED_ERR_CANCELLED, then closes
    it. Use it instead of close() on an fd that tasks may wait for: the kernel drops a
    closed fd from the poller without a word, and its waiters would wait until their
-   timeout. Waits of threads outside any scheduler (in poll()) are not ended. FSCHED_OK;
+   timeout. A wait on fd that begins while this runs ends too: cancelled, or, once fd is
+   closed, as a wait on a closed fd or on the new file that took its number. Waits of
+   threads outside any scheduler (in poll()) are not ended. FSCHED_OK;
    FSCHED_ERR_INVALID_ARGUMENT for a negative fd, one that is not open, or a scheduler's
    own; FSCHED_ERR_SYSTEM when close() failed otherwise (errno). Any thread. */
 FIBERSCHED_API fsched_result fsched_close_fd(int fd);
@@ -2201,6 +2203,8 @@ typedef enum fsched__point {
     FSCHED__AT_COMPLETE,     /* fsched_node_complete decided who finishes the advance */
     FSCHED__AT_SLAB_MAPPED,  /* a thread made a slab mapping, not yet handed to the class */
     FSCHED__AT_POLL,         /* the poller's owner, its latch SLEEPING, is about to poll */
+    FSCHED__AT_FD_CLOSE,     /* fsched_close_fd ended the waits on an fd it is about to close */
+    FSCHED__AT_FD_CLOSED,    /* ... and closed it; waits that came meanwhile are held */
     FSCHED__AT_COUNT
 } fsched__point;
 /* Called, when set, at every point before the random perturbation (tests stall here). */
@@ -7429,6 +7433,11 @@ typedef struct fsched__fd {
     uint32_t added;           /* epoll: registered once (under the list's lock) */
 } fsched__fd;
 
+/* How a waiter stands with fsched_close_fd (under its list's lock). */
+#define FSCHED__FD_WATCHED 0u /* its fd is watched for it */
+#define FSCHED__FD_HELD 1u    /* it came while its fd was being closed: not watched */
+#define FSCHED__FD_AGAIN 2u   /* that close has ended: the wait starts over */
+
 typedef struct fsched__fd_waiter {
     fsched__waiter wt;     /* first: the list links &wt */
     uint32_t events;       /* asked for */
@@ -7436,6 +7445,7 @@ typedef struct fsched__fd_waiter {
     fsched_result result;  /* with how it ended: FSCHED_OK, or the fd was closed
                               (FSCHED_ERR_CANCELLED), or cannot be watched (not open:
                               INVALID_ARGUMENT, OUT_OF_MEMORY, SYSTEM) */
+    uint32_t close_state;  /* FSCHED__FD_WATCHED, _HELD or _AGAIN */
 } fsched__fd_waiter;
 
 struct fsched__io {
@@ -7464,6 +7474,16 @@ struct fsched__io {
 static fsched__io *fsched__io_all;
 static uint32_t fsched__io_all_lock;
 static uint32_t fsched__io_fds_gen = 1;
+
+/* The fds that fsched_close_fd is closing: entries on its callers' stacks, under a lock
+   under which no other is taken (a waiter takes it under its record's). */
+typedef struct fsched__fd_closing {
+    int fd;
+    struct fsched__fd_closing *next;
+} fsched__fd_closing;
+static fsched__fd_closing *fsched__fd_closings;
+static uint32_t fsched__fd_closings_lock;
+static uint32_t fsched__fd_closings_count; /* atomic: entries in the list */
 
 static void fsched__io_interrupt(fsched__io *io) {
 #if defined(FSCHED__IO_EPOLL)
@@ -7737,12 +7757,13 @@ static void fsched__io_release(fsched__io *io, fsched__fd *rec) {
 
 /* ---- watching and answering ---- */
 
-/* What the waiters of rec want (under its lock). */
+/* What the watched waiters of rec want (under its lock). */
 static uint32_t fsched__fd_wanted(const fsched__fd *rec) {
     const fsched__waiter *wt;
     uint32_t want = 0;
     for (wt = (const fsched__waiter *)rec->waiters.head; wt; wt = wt->next)
-        want |= ((const fsched__fd_waiter *)wt)->events;
+        if (((const fsched__fd_waiter *)wt)->close_state == FSCHED__FD_WATCHED)
+            want |= ((const fsched__fd_waiter *)wt)->events;
     return want;
 }
 
@@ -7755,7 +7776,7 @@ static fsched_result fsched__fd_refusal(int err) {
                            : FSCHED_ERR_SYSTEM;
 }
 
-/* Under rec's lock: arms rec one-shot for what its waiters want. 0, or the errno
+/* Under rec's lock: arms rec one-shot for what its watched waiters want. 0, or the errno
    of the refusal. The kernel is asked every time: the number may belong to a new file
    since the last arm, the old file's registration gone with it. */
 static int fsched__fd_arm(fsched__io *io, fsched__fd *rec) {
@@ -7782,14 +7803,17 @@ static int fsched__fd_arm(fsched__io *io, fsched__fd *rec) {
     return 0;
 }
 
-/* Under rec's lock: ends with `result` the waits that `found` answers. */
+/* Under rec's lock: ends with `result` the waits that `found` answers: a cancel ends
+   every one, anything else those watched (a waiter held for a close is not). */
 static void fsched__fd_end(fsched__fd *rec, uint32_t found, fsched_result result,
                            fsched__wakes *wakes) {
     fsched__waiter *wt, *next;
     for (wt = (fsched__waiter *)rec->waiters.head; wt; wt = next) {
         fsched__fd_waiter *fw = (fsched__fd_waiter *)wt;
         next = wt->next;
-        if (!(fw->events & found)) continue;
+        if (!(fw->events & found) ||
+            (fw->close_state != FSCHED__FD_WATCHED && result != FSCHED_ERR_CANCELLED))
+            continue;
         fw->ready = fw->events & found;
         fw->result = result;
         fsched__wait_list_end(&rec->waiters, wt, wakes);
@@ -7808,6 +7832,22 @@ static void fsched__fd_answer(fsched__io *io, fsched__fd *rec, uint32_t found,
     fsched__fd_end(rec, found, result, &wakes);
     if (result == FSCHED_OK && (err = fsched__fd_arm(io, rec)) != 0)
         fsched__fd_end(rec, FSCHED_READABLE | FSCHED_WRITABLE, fsched__fd_refusal(err), &wakes);
+    fsched__wait_list_unlock_wake(&rec->waiters, &wakes);
+}
+
+/* fsched_close_fd has closed rec's fd: the waits held meanwhile start over. */
+static void fsched__fd_unhold(fsched__fd *rec) {
+    fsched__wakes wakes;
+    fsched__waiter *wt, *next;
+    wakes.n = 0;
+    fsched__wait_list_lock(&rec->waiters);
+    for (wt = (fsched__waiter *)rec->waiters.head; wt; wt = next) {
+        fsched__fd_waiter *fw = (fsched__fd_waiter *)wt;
+        next = wt->next;
+        if (fw->close_state != FSCHED__FD_HELD) continue;
+        fw->close_state = FSCHED__FD_AGAIN;
+        fsched__wait_list_end(&rec->waiters, wt, &wakes);
+    }
     fsched__wait_list_unlock_wake(&rec->waiters, &wakes);
 }
 
@@ -7931,6 +7971,26 @@ static void fsched__io_cancel(fsched__io *io, int fd) {
                 fsched__fd_answer(io, rec, FSCHED_READABLE | FSCHED_WRITABLE, FSCHED_ERR_CANCELLED);
     }
     fsched__spin_unlock(&io->lock);
+}
+
+/* fsched_close_fd has closed fd: its waits held in io start over. */
+static void fsched__io_unhold(fsched__io *io, int fd) {
+    fsched__fd *rec;
+    fsched__spin_lock(&io->lock);
+    if ((rec = fsched__io_find(io, fd)) != NULL) fsched__fd_unhold(rec);
+    fsched__spin_unlock(&io->lock);
+}
+
+/* Whether fsched_close_fd is closing fd now. */
+static int fsched__fd_is_closing(int fd) {
+    const fsched__fd_closing *c;
+    int found = 0;
+    /* seq_cst: see fsched_close_fd */
+    if (!FSCHED__LOAD(&fsched__fd_closings_count, FSCHED__SEQ_CST)) return 0;
+    fsched__spin_lock(&fsched__fd_closings_lock);
+    for (c = fsched__fd_closings; c && !found; c = c->next) found = c->fd == fd;
+    fsched__spin_unlock(&fsched__fd_closings_lock);
+    return found;
 }
 
 /* Owns the poller of s, if s has one and no other thread owns it: the poller, or NULL. */
@@ -8141,13 +8201,16 @@ static fsched_result fsched__fd_poll_thread(int fd, uint32_t events, uint64_t ti
 }
 
 /* One wait of a task or bound thread on fd: queued on fd's record and the fd armed,
-   then suspended until an answer, the deadline or a cancel. */
+   then suspended until an answer, the deadline or a cancel. fw->close_state is
+   FSCHED__FD_AGAIN when it came while fd was being closed, and that close has ended
+   (the caller starts over). */
 static fsched_result fsched__fd_wait(fsched__io *io, fsched__fd_waiter *fw, int fd,
                                      uint64_t deadline) {
     fsched_sched *s = io->sched;
     fsched__fd *rec;
     fsched_result r;
     int err = 0;
+    fw->close_state = FSCHED__FD_WATCHED;
     if (!(rec = fsched__io_hold(io, fd, &r))) return r;
     if ((r = fsched__wait_begin(&fw->wt, deadline, "fd", rec)) != FSCHED_OK) {
         fsched__io_release(io, rec);
@@ -8161,7 +8224,9 @@ static fsched_result fsched__fd_wait(fsched__io *io, fsched__fd_waiter *fw, int 
         r = FSCHED_ERR_CANCELLED;
     } else {
         fsched__wait_list_append(&rec->waiters, &fw->wt);
-        if ((err = fsched__fd_arm(io, rec)) != 0) fsched__wait_list_remove(&rec->waiters, &fw->wt);
+        /* under the lock that fsched_close_fd's cancel takes after it listed fd */
+        if (fsched__fd_is_closing(fd)) fw->close_state = FSCHED__FD_HELD;
+        else if ((err = fsched__fd_arm(io, rec)) != 0) fsched__wait_list_remove(&rec->waiters, &fw->wt);
     }
     if (r != FSCHED_OK || err) {
         fsched__wait_list_unlock(&rec->waiters);
@@ -8211,7 +8276,8 @@ FIBERSCHED_API fsched_result fsched_wait_fd(int fd, uint32_t events, uint64_t ti
     if (!(io = fsched__io_get(w->sched, &r))) return r;
     deadline = timeout_ns == FSCHED_FOREVER ? 0 : fsched__deadline_after(timeout_ns);
     fw.events = events;
-    r = fsched__fd_wait(io, &fw, fd, deadline);
+    do r = fsched__fd_wait(io, &fw, fd, deadline);
+    while (r == FSCHED_OK && fw.close_state == FSCHED__FD_AGAIN);
     if (r == FSCHED_OK && ready) *ready = fw.ready;
     return r;
 #else
@@ -8223,24 +8289,52 @@ FIBERSCHED_API fsched_result fsched_wait_fd(int fd, uint32_t events, uint64_t ti
 #endif
 }
 
+/* A wait being set up races the close: it queues, then looks whether fd is being closed,
+   under its record's lock; the cancel takes that lock after fd was listed (seq_cst, the
+   count and its load). Either the cancel finds the waiter, or the waiter finds fd listed
+   and is held, not armed, until the close has ended, and then starts over on whatever
+   file has the number by then. No wait is armed on the file being closed after its
+   cancel: the kernel would drop that registration without a word. */
 FIBERSCHED_API fsched_result fsched_close_fd(int fd) {
 #if defined(FSCHED__IO)
+    fsched__fd_closing entry, **p;
     fsched__io *io;
-    int own;
+    int own, rc, err;
     if (fd < 0)
         return FSCHED__MISUSE(NULL, FSCHED_ERR_INVALID_ARGUMENT, "fsched_close_fd: fd %d", fd);
+    entry.fd = fd;
     /* the list's lock keeps every poller in it alive (fsched__io_free takes it first) */
     fsched__spin_lock(&fsched__io_all_lock);
-    if (!(own = fsched__io_owns(fd)))
+    if (!(own = fsched__io_owns(fd))) {
+        fsched__spin_lock(&fsched__fd_closings_lock);
+        entry.next = fsched__fd_closings;
+        fsched__fd_closings = &entry;
+        FSCHED__FETCH_ADD(&fsched__fd_closings_count, 1u, FSCHED__SEQ_CST);
+        fsched__spin_unlock(&fsched__fd_closings_lock);
         for (io = fsched__io_all; io; io = io->next) fsched__io_cancel(io, fd);
+    }
     fsched__spin_unlock(&fsched__io_all_lock);
     if (own)
         return FSCHED__MISUSE(NULL, FSCHED_ERR_INVALID_ARGUMENT,
                               "fsched_close_fd: fd %d is a scheduler's own", fd);
-    if (close(fd) == 0) return FSCHED_OK;
-    return errno == EBADF ? FSCHED__MISUSE(NULL, FSCHED_ERR_INVALID_ARGUMENT,
-                                           "fsched_close_fd: fd %d is not open", fd)
-                          : FSCHED_ERR_SYSTEM;
+    FSCHED__POINT(FD_CLOSE);
+    rc = close(fd);
+    err = errno;
+    FSCHED__POINT(FD_CLOSED);
+    fsched__spin_lock(&fsched__fd_closings_lock);
+    for (p = &fsched__fd_closings; *p != &entry; p = &(*p)->next) {
+    }
+    *p = entry.next;
+    FSCHED__FETCH_SUB(&fsched__fd_closings_count, 1u, FSCHED__SEQ_CST);
+    fsched__spin_unlock(&fsched__fd_closings_lock);
+    fsched__spin_lock(&fsched__io_all_lock);
+    for (io = fsched__io_all; io; io = io->next) fsched__io_unhold(io, fd);
+    fsched__spin_unlock(&fsched__io_all_lock);
+    if (rc == 0) return FSCHED_OK;
+    errno = err;
+    return err == EBADF ? FSCHED__MISUSE(NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                                         "fsched_close_fd: fd %d is not open", fd)
+                        : FSCHED_ERR_SYSTEM;
 #else
     (void)fd;
     return FSCHED__MISUSE(NULL, FSCHED_ERR_UNSUPPORTED, "fsched_close_fd: no file descriptors here");

@@ -1523,6 +1523,44 @@ static void test_close_odd(void) {
     CHECK_OK(fsched_close_fd(fds[1]));
 }
 
+/* ---- fsched_close_fd racing a wait that is being set up ----
+   Whichever comes first, the wait ends: cancelled by the close, or refused because the
+   fd is closed already; never left waiting on a closed file (test_races 17 forces the
+   order in which the close comes while the wait is set up). */
+
+static void race_waiter(void *p) {
+    closing_case *c = (closing_case *)p;
+    STORE(&c->waiting, 1);
+    c->r = fsched_wait_fd(c->fds[0], FSCHED_READABLE, 5000 * MS, NULL);
+}
+
+static void race_closer(void *p) {
+    closing_case *c = (closing_case *)p;
+    while (!LOAD(&c->waiting)) fsched_yield();
+    CHECK_OK(fsched_close_fd(c->fds[0]));
+}
+
+static void test_close_races_wait(void) {
+    unsigned i, rounds = test_rounds(2000);
+    for (i = 0; i < rounds; i++) {
+        closing_case c;
+        fsched_wait_group wg;
+        memset(&c, 0, sizeof c);
+        make_pipe(c.fds);
+        CHECK_OK(fsched_wait_group_init(&wg));
+        CHECK_OK(fsched_wait_group_spawn(&wg, sched, race_waiter, &c));
+        CHECK_OK(fsched_wait_group_spawn(&wg, sched, race_closer, &c));
+        CHECK_OK(fsched_wait_group_wait(&wg));
+        CHECK_OK(fsched_wait_group_destroy(&wg));
+        if (c.r != FSCHED_ERR_CANCELLED && c.r != FSCHED_ERR_INVALID_ARGUMENT) {
+            fprintf(stderr, "round %u: a wait racing the close: %s\n", i,
+                    fsched_result_string(c.r));
+            CHECK(0);
+        }
+        close(c.fds[1]);
+    }
+}
+
 static int chosen_count;
 static char **chosen; /* the tests named on the command line; none: all */
 
@@ -1560,6 +1598,7 @@ int main(int argc, char **argv) {
     run("high fds", test_high_fds);
     run("shut down", test_shutdown);
     run("close odd", test_close_odd);
+    run("close races wait", test_close_races_wait);
 #if TEST_THREADS
     /* qemu-i386 7.2 loses a thread's TLS segment base across a signal handler: the
        cross build's tests skip the signals there (tests/meson.build) */
