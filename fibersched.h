@@ -7345,7 +7345,8 @@ FIBERSCHED_API void fsched_sleep_for(uint64_t ns) {
 #if defined(FSCHED__OS_WINDOWS)
     {
         uint64_t deadline = fsched__time_add(fsched__now_ns(), ns), now;
-        while ((now = fsched__now_ns()) < deadline) Sleep((DWORD)fsched__timeout_ms(deadline - now));
+        while ((now = fsched__now_ns()) < deadline)
+            Sleep((DWORD)fsched__timeout_ms(deadline - now));
     }
 #elif defined(FSCHED__OS_POSIX)
     {
@@ -7981,6 +7982,33 @@ static void fsched__io_unhold(fsched__io *io, int fd) {
     fsched__spin_unlock(&io->lock);
 }
 
+/* fsched_close_fd lists fd as being closed (entry on its stack), before it cancels. */
+static void fsched__fd_closing_begin(fsched__fd_closing *entry, int fd) {
+    entry->fd = fd;
+    fsched__spin_lock(&fsched__fd_closings_lock);
+    entry->next = fsched__fd_closings;
+    fsched__fd_closings = entry;
+    /* seq_cst: before the cancel, against the waiter's load (see fsched_close_fd) */
+    FSCHED__FETCH_ADD(&fsched__fd_closings_count, 1u, FSCHED__SEQ_CST);
+    fsched__spin_unlock(&fsched__fd_closings_lock);
+}
+
+/* fsched_close_fd has closed entry's fd: takes it off the list, then lets the waits held
+   meanwhile start over (they no longer find it listed). */
+static void fsched__fd_closing_end(fsched__fd_closing *entry) {
+    fsched__fd_closing **p;
+    fsched__io *io;
+    fsched__spin_lock(&fsched__fd_closings_lock);
+    for (p = &fsched__fd_closings; *p != entry; p = &(*p)->next) {
+    }
+    *p = entry->next;
+    FSCHED__FETCH_SUB(&fsched__fd_closings_count, 1u, FSCHED__SEQ_CST);
+    fsched__spin_unlock(&fsched__fd_closings_lock);
+    fsched__spin_lock(&fsched__io_all_lock);
+    for (io = fsched__io_all; io; io = io->next) fsched__io_unhold(io, entry->fd);
+    fsched__spin_unlock(&fsched__io_all_lock);
+}
+
 /* Whether fsched_close_fd is closing fd now. */
 static int fsched__fd_is_closing(int fd) {
     const fsched__fd_closing *c;
@@ -8226,7 +8254,8 @@ static fsched_result fsched__fd_wait(fsched__io *io, fsched__fd_waiter *fw, int 
         fsched__wait_list_append(&rec->waiters, &fw->wt);
         /* under the lock that fsched_close_fd's cancel takes after it listed fd */
         if (fsched__fd_is_closing(fd)) fw->close_state = FSCHED__FD_HELD;
-        else if ((err = fsched__fd_arm(io, rec)) != 0) fsched__wait_list_remove(&rec->waiters, &fw->wt);
+        else if ((err = fsched__fd_arm(io, rec)) != 0)
+            fsched__wait_list_remove(&rec->waiters, &fw->wt);
     }
     if (r != FSCHED_OK || err) {
         fsched__wait_list_unlock(&rec->waiters);
@@ -8297,20 +8326,15 @@ FIBERSCHED_API fsched_result fsched_wait_fd(int fd, uint32_t events, uint64_t ti
    cancel: the kernel would drop that registration without a word. */
 FIBERSCHED_API fsched_result fsched_close_fd(int fd) {
 #if defined(FSCHED__IO)
-    fsched__fd_closing entry, **p;
+    fsched__fd_closing entry;
     fsched__io *io;
     int own, rc, err;
     if (fd < 0)
         return FSCHED__MISUSE(NULL, FSCHED_ERR_INVALID_ARGUMENT, "fsched_close_fd: fd %d", fd);
-    entry.fd = fd;
     /* the list's lock keeps every poller in it alive (fsched__io_free takes it first) */
     fsched__spin_lock(&fsched__io_all_lock);
     if (!(own = fsched__io_owns(fd))) {
-        fsched__spin_lock(&fsched__fd_closings_lock);
-        entry.next = fsched__fd_closings;
-        fsched__fd_closings = &entry;
-        FSCHED__FETCH_ADD(&fsched__fd_closings_count, 1u, FSCHED__SEQ_CST);
-        fsched__spin_unlock(&fsched__fd_closings_lock);
+        fsched__fd_closing_begin(&entry, fd);
         for (io = fsched__io_all; io; io = io->next) fsched__io_cancel(io, fd);
     }
     fsched__spin_unlock(&fsched__io_all_lock);
@@ -8321,15 +8345,7 @@ FIBERSCHED_API fsched_result fsched_close_fd(int fd) {
     rc = close(fd);
     err = errno;
     FSCHED__POINT(FD_CLOSED);
-    fsched__spin_lock(&fsched__fd_closings_lock);
-    for (p = &fsched__fd_closings; *p != &entry; p = &(*p)->next) {
-    }
-    *p = entry.next;
-    FSCHED__FETCH_SUB(&fsched__fd_closings_count, 1u, FSCHED__SEQ_CST);
-    fsched__spin_unlock(&fsched__fd_closings_lock);
-    fsched__spin_lock(&fsched__io_all_lock);
-    for (io = fsched__io_all; io; io = io->next) fsched__io_unhold(io, fd);
-    fsched__spin_unlock(&fsched__io_all_lock);
+    fsched__fd_closing_end(&entry);
     if (rc == 0) return FSCHED_OK;
     errno = err;
     return err == EBADF ? FSCHED__MISUSE(NULL, FSCHED_ERR_INVALID_ARGUMENT,

@@ -1511,6 +1511,52 @@ static void test_shutdown(void) {
     CHECK_OK(fsched_close_fd(c.sv[1]));
 }
 
+/* ---- fd waits from a worker's start and stop hooks ----
+   worker_start runs on the worker's thread before its first task: a wait there suspends
+   the thread's own fiber while the worker runs others. worker_stop runs as destroy ends
+   the worker: its wait fails at once. */
+
+#if TEST_THREADS
+static int hooks_fds[2];
+static fsched_result start_result = FSCHED_ERR_SYSTEM, stop_result = FSCHED_ERR_SYSTEM;
+
+static void start_waits(void *user, uint32_t worker) {
+    uint32_t ready = 0;
+    (void)user;
+    if (worker != 0) return;
+    STORE(&start_result, fsched_wait_fd(hooks_fds[0], FSCHED_READABLE, 5000 * MS, &ready));
+    CHECK(ready == FSCHED_READABLE);
+}
+
+static void stop_waits(void *user, uint32_t worker) {
+    (void)user;
+    if (worker == 0)
+        STORE(&stop_result, fsched_wait_fd(hooks_fds[0], FSCHED_READABLE, 5000 * MS, NULL));
+}
+
+static void test_worker_hooks(void) {
+    fsched_desc d;
+    fsched_sched *s;
+    struct timespec ts = {0, 20000000};
+    char b;
+    make_pipe(hooks_fds);
+    test_desc_init(&d);
+    d.workers = 2;
+    d.worker_start = start_waits;
+    d.worker_stop = stop_waits;
+    CHECK_OK(fsched_create(&d, &s));
+    nanosleep(&ts, NULL); /* worker 0 waits in its start hook */
+    put_byte(hooks_fds[1], 'w');
+    while (LOAD(&start_result) == FSCHED_ERR_SYSTEM) nanosleep(&ts, NULL);
+    CHECK_OK(LOAD(&start_result));
+    CHECK(read(hooks_fds[0], &b, 1) == 1);
+    CHECK_OK(fsched_destroy(s));
+    CHECK_RESULT(LOAD(&stop_result), FSCHED_ERR_CANCELLED);
+    close(hooks_fds[0]);
+    close(hooks_fds[1]);
+}
+#endif
+
 /* ---- fsched_close_fd on what nobody waits on, what is not open ---- */
 
 static void test_close_odd(void) {
@@ -1617,6 +1663,7 @@ int main(int argc, char **argv) {
 #if TEST_THREADS
     run("wake from the poller", test_wake_from_poller);
     run("destroy cancels", test_destroy_cancels);
+    run("worker hooks", test_worker_hooks);
 #endif
     printf("test_io: ok\n");
     return 0;
