@@ -6665,7 +6665,7 @@ static fsched_result fsched__wait_begin(fsched__waiter *wt, uint64_t deadline, c
     if (fsched__in_interrupt()) /* it would block the very code it preempted */
         return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
                               "a wait from an interrupt handler");
-    if (t->in_hook) /* it holds the hook's lock, which its own worker may wait for */
+    if (t->in_hook) /* it would hold the hook's lock, which fsched_set_poll waits for */
         return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
                               "a wait from a poll hook");
     memset(wt, 0, sizeof *wt);
