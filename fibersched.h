@@ -845,10 +845,12 @@ FIBERSCHED_API void fsched_frames_full(fsched_frames *fs);
    _destroy (which fails with FSCHED_ERR_WRONG_STATE while someone waits). Waiting suspends
    the calling fiber when called from a task or bound thread, and blocks the thread when
    called from any other thread. Timed waits take a relative timeout in nanoseconds and
-   return FSCHED_ERR_TIMEOUT when it expires; under FIBERSCHED_NO_OS they need the
-   scheduler's desc.clock and return FSCHED_ERR_UNSUPPORTED without one. Without threads
-   (FIBERSCHED_NO_THREADS), a wait that nothing could ever end returns
-   FSCHED_ERR_WRONG_STATE instead of hanging. Fields are private. */
+   return FSCHED_ERR_TIMEOUT when it expires (one too long for the clock, as UINT64_MAX,
+   never does); under FIBERSCHED_NO_OS they need the scheduler's desc.clock and return
+   FSCHED_ERR_UNSUPPORTED without one. A poll hook must not wait (see fsched_set_poll):
+   its waits fail with FSCHED_ERR_WRONG_STATE. Without threads (FIBERSCHED_NO_THREADS),
+   a wait that nothing could ever end returns FSCHED_ERR_WRONG_STATE instead of hanging.
+   Fields are private. */
 
 typedef struct fsched_wait_list {
     uint32_t lock;
@@ -966,29 +968,39 @@ FIBERSCHED_API uint64_t fsched_clock_ns(void);
 #define FSCHED_FOREVER UINT64_MAX /* a timeout that never expires */
 
 /* Waits until fd is ready for any of `events` or timeout_ns pass (0: only looks;
-   FSCHED_FOREVER: no limit). A task or bound thread suspends only its fiber; any other
-   thread blocks as in poll(). On FSCHED_OK, *ready (if not NULL) holds what was found; an
-   error or hang-up on fd counts as every event asked for, so that the read or write that
-   follows reports it. Readiness is a hint, as with poll(): another fiber may have taken
-   the data first. Many fibers may wait on one fd; each wakes for its own events.
-   FSCHED_ERR_TIMEOUT; FSCHED_ERR_INVALID_ARGUMENT for a negative or closed fd, or events
-   other than the two; FSCHED_ERR_CANCELLED when fsched_close_fd closed fd meanwhile or
-   the scheduler is being destroyed (a wait begun then fails at once);
-   FSCHED_ERR_OUT_OF_MEMORY; FSCHED_ERR_SYSTEM (errno). */
+   FSCHED_FOREVER: no limit; a timeout too long for the clock never expires either). A
+   task or bound thread suspends only its fiber; any other thread blocks as in poll(). On
+   FSCHED_OK, *ready (if not NULL) holds what was found; an error or hang-up on fd counts
+   as every event asked for, so that the read or write that follows reports it.
+   Readiness is a hint, as with poll(): another fiber may have taken the data first. Many
+   fibers may wait on one fd; each wakes for its own events. A number that a new file
+   took (after close() or dup2()) is watched as that file. The memory a scheduler keeps
+   follows the fds waited on, not how high their numbers are.
+   FSCHED_ERR_TIMEOUT; FSCHED_ERR_INVALID_ARGUMENT for a negative fd, one that is not
+   open, or a scheduler's own (its epoll set, eventfd or pipe), or events other than the
+   two; FSCHED_ERR_CANCELLED when fsched_close_fd closed fd meanwhile or the scheduler is
+   being destroyed (a wait begun then fails at once); FSCHED_ERR_WRONG_STATE from a poll
+   hook (which must not wait; a timeout of 0 only looks, and may); FSCHED_ERR_OUT_OF_MEMORY
+   (also when the poller's memory ran out while the wait was under way);
+   FSCHED_ERR_SYSTEM (errno). */
 FIBERSCHED_API fsched_result fsched_wait_fd(int fd, uint32_t events, uint64_t timeout_ns,
                                             uint32_t *ready);
 
 /* Ends every wait on fd, in every live scheduler, with FSCHED_ERR_CANCELLED, then closes
    it. Use it instead of close() on an fd that tasks may wait for: the kernel drops a
    closed fd from the poller without a word, and its waiters would wait until their
-   timeout. FSCHED_OK, FSCHED_ERR_INVALID_ARGUMENT for a negative fd, FSCHED_ERR_SYSTEM
-   when close() failed (errno). Any thread. */
+   timeout. A wait on fd that begins while this runs ends too: cancelled, or, once fd is
+   closed, as a wait on a closed fd or on the new file that took its number. Waits of
+   threads outside any scheduler (in poll()) are not ended. FSCHED_OK;
+   FSCHED_ERR_INVALID_ARGUMENT for a negative fd, one that is not open, or a scheduler's
+   own; FSCHED_ERR_SYSTEM when close() failed otherwise (errno). Any thread. */
 FIBERSCHED_API fsched_result fsched_close_fd(int fd);
 
 /* A poll hook finds out whether work it waits for outside the scheduler has completed,
    and ends the waits for it (by setting events, releasing semaphores, spawning). It must
-   not wait itself. Returns nonzero while something is still outstanding, 0 when nothing
-   is. */
+   not wait itself: a wait from it fails with FSCHED_ERR_WRONG_STATE, fsched_yield yields
+   only the thread, and fsched_sleep_for blocks it. Returns nonzero while something is
+   still outstanding, 0 when nothing is. */
 typedef int (*fsched_poll_fn)(void *user);
 
 /* Installs fn as s's poll hook, replacing any other (NULL removes it). The scheduler
@@ -996,10 +1008,13 @@ typedef int (*fsched_poll_fn)(void *user);
    and on a worker between two tasks once interval_ns (0: 50 us) have passed since the
    last call, so a task that runs long delays it. While the last call returned nonzero,
    idle workers sleep at most interval_ns before calling it again: start what it waits for
-   from a task, whose worker calls it before it sleeps. The cost: from the first hook or
-   fd wait on, workers read the clock between tasks. Removing it waits for a call in
-   progress (unless made from the hook). FSCHED_ERR_INVALID_ARGUMENT for a scheduler that
-   is not live. Any thread. */
+   from a task, whose worker calls it before it sleeps. An interval shorter than a sleep
+   (1 ns, say) makes idle workers call it without sleeping, a processor each, for the
+   lowest latency; one too long for the clock (FSCHED_FOREVER) calls it only as workers
+   run out of work. The interval does not pace the fd waits. The new hook and interval
+   count from this call. The cost: from the first hook or fd wait on, workers read the
+   clock between tasks. Removing it waits for a call in progress (unless made from the
+   hook). FSCHED_ERR_INVALID_ARGUMENT for a scheduler that is not live. Any thread. */
 FIBERSCHED_API fsched_result fsched_set_poll(fsched_sched *s, fsched_poll_fn fn, void *user,
                                              uint64_t interval_ns);
 
@@ -2152,6 +2167,31 @@ FSCHED__UNUSED static uint64_t fsched__now_ns(void) {
 #endif
 }
 
+/* t + ns, or UINT64_MAX when that does not fit: every deadline is made here, so that a
+   timeout near UINT64_MAX means "very late", never "already past". */
+static inline uint64_t fsched__time_add(uint64_t t, uint64_t ns) {
+    return ns > UINT64_MAX - t ? UINT64_MAX : t + ns;
+}
+
+/* `left` nanoseconds in whole milliseconds, rounded up (a sleep that ends before its
+   deadline would spin), capped far out (the callers sleep again). */
+FSCHED__UNUSED static int fsched__timeout_ms(uint64_t left) {
+    return left >= 1000000000000ull ? 1000000 : (int)((left + 999999u) / 1000000u);
+}
+
+#if defined(FSCHED__OS_POSIX)
+/* ns as a timespec, its seconds capped at what a 32-bit time_t holds: 68 years, further
+   than any deadline of a monotonic clock; a sleep that long ends early, and its caller
+   sleeps again. */
+static struct timespec fsched__timespec(uint64_t ns) {
+    struct timespec ts;
+    uint64_t sec = ns / 1000000000u;
+    ts.tv_sec = (time_t)(sec > 0x7fffffffu ? 0x7fffffffu : sec);
+    ts.tv_nsec = (long)(ns % 1000000000u);
+    return ts;
+}
+#endif
+
 /* ---- threads ---- */
 
 #if !defined(FIBERSCHED_NO_THREADS)
@@ -2254,6 +2294,8 @@ typedef enum fsched__point {
     FSCHED__AT_COMPLETE,     /* fsched_node_complete decided who finishes the advance */
     FSCHED__AT_SLAB_MAPPED,  /* a thread made a slab mapping, not yet handed to the class */
     FSCHED__AT_POLL,         /* the poller's owner, its latch SLEEPING, is about to poll */
+    FSCHED__AT_FD_CLOSE,     /* fsched_close_fd ended the waits on an fd it is about to close */
+    FSCHED__AT_FD_CLOSED,    /* ... and closed it; waits that came meanwhile are held */
     FSCHED__AT_COUNT
 } fsched__point;
 /* Called, when set, at every point before the random perturbation (tests stall here). */
@@ -2541,9 +2583,7 @@ FSCHED__UNUSED static int fsched__park(fsched__parker *p, uint64_t timeout_ns) {
     if (FSCHED__EXCHANGE(&p->state, (uint32_t)FSCHED__PARK_EMPTY, FSCHED__ACQUIRE) ==
         FSCHED__PARK_NOTIFIED)
         return 1;
-    deadline = !timeout_ns ? 0
-               : timeout_ns > UINT64_MAX / 2 ? UINT64_MAX / 2
-                                             : fsched__now_ns() + timeout_ns;
+    deadline = timeout_ns ? fsched__time_add(fsched__now_ns(), timeout_ns) : 0;
 #if defined(FSCHED__PARKER_NONE)
     (void)deadline;
     return 0;
@@ -2558,8 +2598,7 @@ FSCHED__UNUSED static int fsched__park(fsched__parker *p, uint64_t timeout_ns) {
             if (deadline) {
                 uint64_t now = fsched__now_ns();
                 if (now >= deadline) break;
-                ts.tv_sec = (time_t)(deadline / 1000000000u);
-                ts.tv_nsec = (long)(deadline % 1000000000u);
+                ts = fsched__timespec(deadline);
                 tsp = &ts;
             }
             /* absolute CLOCK_MONOTONIC deadline; returns at once unless still PARKED */
@@ -2592,7 +2631,7 @@ FSCHED__UNUSED static int fsched__park(fsched__parker *p, uint64_t timeout_ns) {
             if (deadline) {
                 uint64_t now = fsched__now_ns();
                 if (now >= deadline) break;
-                ms = (DWORD)((deadline - now + 999999u) / 1000000u);
+                ms = (DWORD)fsched__timeout_ms(deadline - now);
             }
             /* a CAS, not a store: an unpark that came first must not be overwritten */
             expected = FSCHED__PARK_EMPTY;
@@ -2629,12 +2668,10 @@ FSCHED__UNUSED static int fsched__park(fsched__parker *p, uint64_t timeout_ns) {
                 continue;
             if (deadline) {
 #if defined(__APPLE__)
-                ts.tv_sec = (time_t)((deadline - now) / 1000000000u);
-                ts.tv_nsec = (long)((deadline - now) % 1000000000u);
+                ts = fsched__timespec(deadline - now);
                 pthread_cond_timedwait_relative_np(&p->cond, &p->lock, &ts);
 #else
-                ts.tv_sec = (time_t)(deadline / 1000000000u);
-                ts.tv_nsec = (long)(deadline % 1000000000u);
+                ts = fsched__timespec(deadline);
                 pthread_cond_timedwait(&p->cond, &p->lock, &ts);
 #endif
             } else {
@@ -4657,13 +4694,17 @@ struct fsched_sched {
     struct fsched__task *reserve_free;     /* of which these are free (interrupts masked) */
 #endif
     /* the outside world (waits on fds, the poll hook) */
-    FSCHED__ALIGN_LINE uint64_t watch_next; /* when busy workers next look out */
+    FSCHED__ALIGN_LINE uint64_t watch_next; /* when busy workers next look into the poller */
+    uint64_t hook_next;                    /* ... and next call the poll hook */
     uint32_t fd_waits;                     /* fd waits under way */
     struct fsched__io *io;                 /* the poller, made at the first fd wait */
     fsched_poll_fn poll_fn;                /* the hook, and its user and interval: */
     void *poll_user;                       /* written under poll_busy */
     uint64_t poll_interval;
-    uint32_t poll_busy;                    /* a call of the hook is under way (a lock) */
+    uint32_t poll_busy;                    /* bit 0: a lock, held by a call of the hook or by
+                                              fsched_set_poll; 2 more for each
+                                              fsched_set_poll waiting for it, which calls
+                                              give way to */
 #if FIBERSCHED_TRACE
     uint64_t trace_origin;                 /* the clock when the scheduler was created */
     uint32_t trace_events;                 /* per slot */
@@ -4704,9 +4745,11 @@ static int fsched__have_clock(void) {
 #endif
 }
 
+/* The deadline of a timed wait that begins now (0 means none: a wait of 0 ns at time 0
+   gets 1). */
 static uint64_t fsched__deadline_after(uint64_t timeout_ns) {
-    uint64_t now = fsched__clock_ns();
-    return timeout_ns > UINT64_MAX - now - 1 ? UINT64_MAX : now + timeout_ns + !timeout_ns;
+    uint64_t deadline = fsched__time_add(fsched__clock_ns(), timeout_ns);
+    return deadline ? deadline : 1;
 }
 
 /* ---- holding a scheduler from outside ----
@@ -6507,8 +6550,7 @@ static void fsched__wait_list_remove(fsched_wait_list *l, fsched__waiter *wt) {
 static void fsched__word_wait(uint32_t *word, uint32_t value, uint64_t deadline) {
     struct timespec ts, *tsp = NULL;
     if (deadline) {
-        ts.tv_sec = (time_t)(deadline / 1000000000u);
-        ts.tv_nsec = (long)(deadline % 1000000000u);
+        ts = fsched__timespec(deadline);
         tsp = &ts;
     }
     syscall(SYS_futex, word, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, value, tsp, NULL,
@@ -6581,7 +6623,7 @@ static void fsched__thread_waiter_block(fsched__waiter *wt) {
                 if (state == FSCHED__WAIT_WAITING && wt->deadline) {
                     uint64_t now = fsched__clock_ns();
                     if (now >= wt->deadline) break;
-                    ms = (DWORD)((wt->deadline - now + 999999u) / 1000000u);
+                    ms = (DWORD)fsched__timeout_ms(wt->deadline - now);
                 }
                 SleepConditionVariableSRW(&p->cond, &p->lock, ms, 0);
             }
@@ -6596,12 +6638,10 @@ static void fsched__thread_waiter_block(fsched__waiter *wt) {
                     uint64_t now = fsched__clock_ns();
                     if (now >= wt->deadline) break;
 #if defined(__APPLE__)
-                    ts.tv_sec = (time_t)((wt->deadline - now) / 1000000000u);
-                    ts.tv_nsec = (long)((wt->deadline - now) % 1000000000u);
+                    ts = fsched__timespec(wt->deadline - now);
                     pthread_cond_timedwait_relative_np(&p->cond, &p->lock, &ts);
 #else
-                    ts.tv_sec = (time_t)(wt->deadline / 1000000000u);
-                    ts.tv_nsec = (long)(wt->deadline % 1000000000u);
+                    ts = fsched__timespec(wt->deadline);
                     pthread_cond_timedwait(&p->cond, &p->lock, &ts);
 #endif
                 } else {
@@ -6705,6 +6745,10 @@ static void fsched__wait_inline(fsched__worker *w, fsched__waiter *wt) {
         uint32_t end = FSCHED__WAIT_WAITING, expected = FSCHED__WAIT_WAITING;
         int ran = fsched__run_inline(w);
         if (ran > 0) continue;
+        if (FSCHED__UNLIKELY(FSCHED__LOAD(&w->sched->watching, FSCHED__RELAXED))) {
+            fsched__watch_tick(w); /* what it waits for may come from outside (an fd) */
+            if (FSCHED__LOAD(&wt->state, FSCHED__ACQUIRE) != FSCHED__WAIT_WAITING) continue;
+        }
         if (wt->deadline && fsched__sched_now(w->sched) >= wt->deadline)
             end = FSCHED__WAIT_TIMED_OUT;
 #if defined(FIBERSCHED_NO_THREADS)
@@ -6737,6 +6781,9 @@ static fsched_result fsched__wait_begin(fsched__waiter *wt, uint64_t deadline, c
     if (fsched__in_interrupt()) /* it would block the very code it preempted */
         return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
                               "a wait from an interrupt handler");
+    if (t->in_hook) /* it would hold the hook's lock, which fsched_set_poll waits for */
+        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
+                              "a wait from a poll hook");
     memset(wt, 0, sizeof *wt);
     wt->deadline = deadline;
     wt->what = what;
@@ -7422,13 +7469,17 @@ FIBERSCHED_API void fsched_sleep_for(uint64_t ns) {
         }
     }
 #if defined(FSCHED__OS_WINDOWS)
-    Sleep((DWORD)((ns + 999999u) / 1000000u));
+    {
+        uint64_t deadline = fsched__time_add(fsched__now_ns(), ns), now;
+        while ((now = fsched__now_ns()) < deadline)
+            Sleep((DWORD)fsched__timeout_ms(deadline - now));
+    }
 #elif defined(FSCHED__OS_POSIX)
     {
-        struct timespec ts;
-        ts.tv_sec = (time_t)(ns / 1000000000u);
-        ts.tv_nsec = (long)(ns % 1000000000u);
-        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+        uint64_t deadline = fsched__time_add(fsched__now_ns(), ns), now;
+        while ((now = fsched__now_ns()) < deadline) {
+            struct timespec ts = fsched__timespec(deadline - now);
+            nanosleep(&ts, NULL);
         }
     }
 #else
@@ -7441,7 +7492,7 @@ FIBERSCHED_API void fsched_sleep_for(uint64_t ns) {
 
 FIBERSCHED_API void fsched_yield(void) {
     fsched__worker *w = fsched__tls_thread.worker;
-    if (w) {
+    if (w && !fsched__tls_thread.in_hook) { /* a poll hook stays on its fiber */
         fsched_fiber *next;
         /* Another fiber is ready: the thread goes to it directly (one switch, not two
            through the loop), but every FSCHED__OUTSIDE_EVERY-th yield in a row passes
@@ -7474,41 +7525,54 @@ FIBERSCHED_API uint64_t fsched_clock_ns(void) { return fsched__clock_ns(); }
 
 /* ---- waiting on the outside world: file descriptors and the poll hook ----
    A scheduler watches the outside world only once asked to: at its first fd wait it
-   makes a poller (an epoll set with an eventfd, or a table for poll() and a pipe), and
-   fsched_set_poll installs a hook. From then on workers look between tasks, at most once
-   per interval (fsched__watch_tick), and a worker about to sleep sleeps in the poller
-   instead of on its parker (fsched__watch_block): one thread at a time owns the poller.
-   A waker tells that worker through the poller's wake fd (fsched__notify reads w->polls
-   after its unpark; fsched__io_sleep says why no wake is lost). An fd's waiters queue in
-   the wait list of a record of its own, so a timeout, a cancel and a wake are those of
-   every other primitive. On Linux the fd is armed one-shot for what its waiters want,
-   and armed again after each event while any still wait: no event is consumed for
-   nobody, and a reused fd number finds its record and is added anew. */
+   makes a poller (an epoll set with an eventfd, or a set for poll() and a pipe), and
+   fsched_set_poll installs a hook. From then on busy workers look out between tasks
+   (fsched__watch_tick): into the poller every FSCHED__WATCH_INTERVAL, and at the hook
+   every interval of its own; a worker about to sleep sleeps in the poller instead of on
+   its parker (fsched__watch_block): one thread at a time owns the poller. A waker tells
+   that worker through the poller's wake fd (fsched__notify reads w->polls after its
+   unpark; fsched__io_sleep says why no wake is lost).
+
+   An fd's waiters queue in the wait list of a record of its own, so a timeout, a cancel
+   and a wake are those of every other primitive. The records sit in a hash table by fd
+   number, so that its size follows the fds waited on and not their numbers; a record no
+   call holds is freed when the table would grow. On Linux every wait arms its fd one-shot
+   for what the waiters want, and each event arms it again while any still wait: no event
+   is consumed for nobody, and a number that a new file took (after close() or dup2(),
+   which drop the old file's registration without a word) is registered anew. An event
+   names its record by fd number and generation, never by address: one of a record freed
+   since finds nothing, one of an older file is a hint for the new. */
 
 #define FSCHED__WATCH_INTERVAL 50000u /* ns between looks by busy workers, by default */
 
-/* A poll timeout in milliseconds for `left` nanoseconds, rounded up (poll and epoll_wait
-   would otherwise wake before a deadline and spin), capped far out. */
-FSCHED__UNUSED static int fsched__poll_ms(uint64_t left) {
-    return left >= 1000000000000ull ? 1000000 : (int)((left + 999999u) / 1000000u);
-}
-
 #if defined(FSCHED__IO)
 
-/* One fd number's waiters in a poller, made at its first wait, kept until the end. */
+/* One fd number's waiters in a poller: made at a wait; once no call holds it, freed when
+   the table would grow. */
 typedef struct fsched__fd {
     fsched_wait_list waiters; /* fsched__fd_waiter records */
+    struct fsched__fd *next;  /* in its bucket */
     int fd;
-    uint32_t armed;           /* epoll: the events it is armed for, until they fire */
-    uint32_t added;           /* epoll: in the set */
+    uint32_t gen;             /* names it in the kernel's events; never 0 (the wake fd's) */
+    uint32_t users;           /* under the poller's lock: calls that hold it */
+    uint32_t checked;         /* atomic: fsched__io_fds_gen when fd was last found to be
+                                 none of the pollers' own */
+    uint32_t added;           /* epoll: registered once (under the list's lock) */
 } fsched__fd;
 
+/* How a waiter stands with fsched_close_fd (under its list's lock). */
+#define FSCHED__FD_WATCHED 0u /* its fd is watched for it */
+#define FSCHED__FD_HELD 1u    /* it came while its fd was being closed: not watched */
+#define FSCHED__FD_AGAIN 2u   /* that close has ended: the wait starts over */
+
 typedef struct fsched__fd_waiter {
-    fsched__waiter wt;  /* first: the list links &wt */
-    uint32_t events;    /* asked for */
-    uint32_t ready;     /* found; written before the CAS that ends the wait, */
-    fsched_result result; /* with how it ended: FSCHED_OK, or the fd was closed
-                             (FSCHED_ERR_CANCELLED), or not open (INVALID_ARGUMENT) */
+    fsched__waiter wt;     /* first: the list links &wt */
+    uint32_t events;       /* asked for */
+    uint32_t ready;        /* found; written before the CAS that ends the wait, */
+    fsched_result result;  /* with how it ended: FSCHED_OK, or the fd was closed
+                              (FSCHED_ERR_CANCELLED), or cannot be watched (not open:
+                              INVALID_ARGUMENT, OUT_OF_MEMORY, SYSTEM) */
+    uint32_t close_state;  /* FSCHED__FD_WATCHED, _HELD or _AGAIN */
 } fsched__fd_waiter;
 
 struct fsched__io {
@@ -7517,8 +7581,10 @@ struct fsched__io {
     uint32_t lock;           /* spinlock: the table (and `blocking` under poll()) */
     uint32_t owner;          /* atomic: a thread polls (a try-lock) */
     uint32_t blocking;       /* poll(): the owner sleeps in a poll */
-    fsched__fd **table;      /* by fd number; NULL: none yet */
-    uint32_t table_cap;
+    uint32_t gen;            /* the last record's */
+    fsched__fd **buckets;    /* records by fd number, hashed; NULL: none yet */
+    uint32_t bucket_count;   /* a power of two */
+    uint32_t records;
     int wake_read, wake_write; /* the eventfd (both), or a pipe's ends */
 #if defined(FSCHED__IO_EPOLL)
     int epfd;
@@ -7529,9 +7595,22 @@ struct fsched__io {
 #endif
 };
 
-/* Every live poller, for fsched_close_fd, under a spinlock never held across a wait. */
+/* Every live poller, for fsched_close_fd, under a spinlock never held across a wait;
+   the generation changes with each new poller, whose fds records may have known as the
+   user's (a number closed, then taken by the poller). */
 static fsched__io *fsched__io_all;
 static uint32_t fsched__io_all_lock;
+static uint32_t fsched__io_fds_gen = 1;
+
+/* The fds that fsched_close_fd is closing: entries on its callers' stacks, under a lock
+   under which no other is taken (a waiter takes it under its record's). */
+typedef struct fsched__fd_closing {
+    int fd;
+    struct fsched__fd_closing *next;
+} fsched__fd_closing;
+static fsched__fd_closing *fsched__fd_closings;
+static uint32_t fsched__fd_closings_lock;
+static uint32_t fsched__fd_closings_count; /* atomic: entries in the list */
 
 static void fsched__io_interrupt(fsched__io *io) {
 #if defined(FSCHED__IO_EPOLL)
@@ -7558,6 +7637,30 @@ static int fsched__fd_nonblocking(int fd) {
 }
 #endif
 
+/* Under fsched__io_all_lock: whether fd is one of a poller's own, of any scheduler. */
+static int fsched__io_owns(int fd) {
+    const fsched__io *io;
+    for (io = fsched__io_all; io; io = io->next) {
+#if defined(FSCHED__IO_EPOLL)
+        if (fd == io->epfd) return 1;
+#endif
+        if (fd == io->wake_read || fd == io->wake_write) return 1;
+    }
+    return 0;
+}
+
+/* fsched_wait_fd and fsched_close_fd refuse the pollers' own fds: a wait would change
+   their registration, a close would leave a scheduler deaf. */
+static fsched_result fsched__fd_not_own(int fd, const fsched_logger *logger, const char *what) {
+    int own;
+    fsched__spin_lock(&fsched__io_all_lock);
+    own = fsched__io_owns(fd);
+    fsched__spin_unlock(&fsched__io_all_lock);
+    return own ? FSCHED__MISUSE(logger, FSCHED_ERR_INVALID_ARGUMENT,
+                                "%s: fd %d is a scheduler's own", what, fd)
+               : FSCHED_OK;
+}
+
 /* The poller of s, made at the first call; NULL, with *r set, when it cannot be. */
 static fsched__io *fsched__io_get(fsched_sched *s, fsched_result *r) {
     /* acquire: pairs with the CAS that published a poller another thread made */
@@ -7576,7 +7679,7 @@ static fsched__io *fsched__io_get(fsched_sched *s, fsched_result *r) {
         struct epoll_event ev;
         memset(&ev, 0, sizeof ev);
         ev.events = EPOLLIN; /* level-triggered: readable until drained */
-        ev.data.ptr = NULL;  /* NULL: the wake fd */
+        ev.data.u64 = 0;     /* no record has generation 0: the wake fd */
         if (epoll_ctl(io->epfd, EPOLL_CTL_ADD, io->wake_read, &ev) == 0) *r = FSCHED_OK;
     }
 #else
@@ -7590,12 +7693,15 @@ static fsched__io *fsched__io_get(fsched_sched *s, fsched_result *r) {
         }
     }
 #endif
+    if (*r != FSCHED_OK && errno == ENOMEM) *r = FSCHED_ERR_OUT_OF_MEMORY;
     /* acq_rel: publishes the poller; a loser frees its own and takes the winner's */
     if (*r == FSCHED_OK && FSCHED__CAS(&s->io, &none, io, FSCHED__ACQ_REL, FSCHED__ACQUIRE)) {
         FSCHED__STORE(&s->watching, 1u, FSCHED__RELAXED); /* a hint for the loop */
         fsched__spin_lock(&fsched__io_all_lock);
         io->next = fsched__io_all;
         fsched__io_all = io;
+        /* relaxed: read before a look at the list under this lock (fsched__io_hold) */
+        FSCHED__FETCH_ADD(&fsched__io_fds_gen, 1u, FSCHED__RELAXED);
         fsched__spin_unlock(&fsched__io_all_lock);
         return io;
     }
@@ -7622,9 +7728,14 @@ static void fsched__io_free(fsched_sched *s) {
             break;
         }
     fsched__spin_unlock(&fsched__io_all_lock);
-    for (i = 0; i < io->table_cap; i++)
-        if (io->table[i]) fsched__free(a, io->table[i], sizeof(fsched__fd), sizeof(void *));
-    if (io->table) fsched__free(a, io->table, io->table_cap * sizeof *io->table, sizeof(void *));
+    for (i = 0; i < io->bucket_count; i++)
+        while (io->buckets[i]) {
+            fsched__fd *rec = io->buckets[i];
+            io->buckets[i] = rec->next;
+            fsched__free(a, rec, sizeof *rec, sizeof(void *));
+        }
+    if (io->buckets)
+        fsched__free(a, io->buckets, io->bucket_count * sizeof *io->buckets, sizeof(void *));
 #if defined(FSCHED__IO_EPOLL)
     close(io->epfd);
 #else
@@ -7639,96 +7750,289 @@ static void fsched__io_free(fsched_sched *s) {
     s->io = NULL;
 }
 
-/* The record of fd, made if need be; NULL for want of memory. */
-static fsched__fd *fsched__io_record(fsched__io *io, int fd) {
+/* ---- the table of records ---- */
+
+static uint32_t fsched__fd_bucket(int fd, uint32_t bucket_count) {
+    uint32_t h = (uint32_t)fd;
+    return (h ^ (h >> 16)) & (bucket_count - 1u); /* numbers in a row: buckets in a row */
+}
+
+/* Under the poller's lock: fd's record, or NULL. */
+static fsched__fd *fsched__io_find(const fsched__io *io, int fd) {
+    fsched__fd *rec = io->buckets ? io->buckets[fsched__fd_bucket(fd, io->bucket_count)] : NULL;
+    while (rec && rec->fd != fd) rec = rec->next;
+    return rec;
+}
+
+/* Under the poller's lock, with the table full: frees the records no call holds, then
+   sizes the table for twice the records left. An allocation that fails leaves the old
+   table, whose chains grow longer; 0 when there is none at all. */
+static int fsched__io_resize(fsched__io *io) {
     const fsched_allocator *a = &io->sched->allocator;
-    fsched__fd *rec = NULL;
-    fsched__spin_lock(&io->lock);
-    if ((uint32_t)fd >= io->table_cap) {
-        uint32_t cap = io->table_cap ? io->table_cap : 64u;
-        fsched__fd **table;
-        while (cap <= (uint32_t)fd) cap *= 2u;
-        table = (fsched__fd **)fsched__alloc(a, cap * sizeof *table, sizeof(void *));
-        if (!table) goto out;
-        memset(table, 0, cap * sizeof *table);
-        if (io->table) {
-            memcpy(table, io->table, io->table_cap * sizeof *table);
-            fsched__free(a, io->table, io->table_cap * sizeof *table, sizeof(void *));
+    fsched__fd **buckets, *rec, **p;
+    uint32_t count = 16, i;
+    for (i = 0; i < io->bucket_count; i++)
+        for (p = &io->buckets[i]; (rec = *p) != NULL;) {
+            if (rec->users) {
+                p = &rec->next;
+                continue;
+            }
+            *p = rec->next;
+            io->records--;
+            fsched__free(a, rec, sizeof *rec, sizeof(void *));
         }
-        io->table = table;
-        io->table_cap = cap;
+    while (count < 2u * io->records) count *= 2u;
+    if (count == io->bucket_count) return 1;
+    buckets = (fsched__fd **)fsched__alloc(a, count * sizeof *buckets, sizeof(void *));
+    if (!buckets) return io->buckets != NULL;
+    memset(buckets, 0, count * sizeof *buckets);
+    for (i = 0; i < io->bucket_count; i++)
+        while ((rec = io->buckets[i]) != NULL) {
+            uint32_t b = fsched__fd_bucket(rec->fd, count);
+            io->buckets[i] = rec->next;
+            rec->next = buckets[b];
+            buckets[b] = rec;
+        }
+    if (io->buckets)
+        fsched__free(a, io->buckets, io->bucket_count * sizeof *io->buckets, sizeof(void *));
+    io->buckets = buckets;
+    io->bucket_count = count;
+    return 1;
+}
+
+/* Under the poller's lock: adds rec, unless the table cannot take it (0). */
+static int fsched__io_insert(fsched__io *io, fsched__fd *rec) {
+    uint32_t b;
+    if (io->records >= io->bucket_count && !fsched__io_resize(io)) return 0;
+    b = fsched__fd_bucket(rec->fd, io->bucket_count);
+    rec->next = io->buckets[b];
+    io->buckets[b] = rec;
+    io->records++;
+    if (!++io->gen) io->gen = 1;
+    rec->gen = io->gen;
+    return 1;
+}
+
+/* fd is not open: FSCHED_ERR_INVALID_ARGUMENT, with the log line of a misuse. */
+static fsched_result fsched__fd_not_open(const fsched__io *io, int fd) {
+    return FSCHED__MISUSE(&io->sched->logger, FSCHED_ERR_INVALID_ARGUMENT,
+                          "fsched_wait_fd: fd %d is not open", fd);
+}
+
+/* Holds fd's record, made if need be: NULL, with *r set, when fd is no fd to wait on (not
+   open, or a poller's own) or for want of memory. */
+static fsched__fd *fsched__io_hold(fsched__io *io, int fd, fsched_result *r) {
+    const fsched_allocator *a = &io->sched->allocator;
+    /* relaxed: read before a look at the pollers under the lock it changes under, so a
+       poller made after the read makes the next hold look again */
+    uint32_t gen = FSCHED__LOAD(&fsched__io_fds_gen, FSCHED__RELAXED);
+    fsched__fd *rec, *made;
+    fsched__spin_lock(&io->lock);
+    if ((rec = fsched__io_find(io, fd)) != NULL) rec->users++;
+    fsched__spin_unlock(&io->lock);
+    if (!rec) {
+        /* before anything is made for fd: it is open (which bounds its number) */
+        if (fcntl(fd, F_GETFD) < 0 && errno == EBADF) {
+            *r = fsched__fd_not_open(io, fd);
+            return NULL;
+        }
+        if ((*r = fsched__fd_not_own(fd, &io->sched->logger, "fsched_wait_fd")) != FSCHED_OK)
+            return NULL;
+        *r = FSCHED_ERR_OUT_OF_MEMORY;
+        if (!(made = (fsched__fd *)fsched__alloc(a, sizeof *made, sizeof(void *)))) return NULL;
+        memset(made, 0, sizeof *made);
+        made->fd = fd;
+        made->checked = gen;
+        fsched__spin_lock(&io->lock);
+        if (!(rec = fsched__io_find(io, fd)) && fsched__io_insert(io, made)) rec = made;
+        if (rec) rec->users++;
+        fsched__spin_unlock(&io->lock);
+        if (rec != made) fsched__free(a, made, sizeof *made, sizeof(void *));
+        if (!rec) return NULL;
     }
-    rec = io->table[fd];
-    if (!rec && (rec = (fsched__fd *)fsched__alloc(a, sizeof *rec, sizeof(void *))) != NULL) {
-        memset(rec, 0, sizeof *rec);
-        rec->fd = fd;
-        io->table[fd] = rec;
+    /* relaxed: only spares the look when no poller was made since the last (see above) */
+    if (FSCHED__LOAD(&rec->checked, FSCHED__RELAXED) != gen) {
+        if ((*r = fsched__fd_not_own(fd, &io->sched->logger, "fsched_wait_fd")) != FSCHED_OK) {
+            fsched__spin_lock(&io->lock);
+            rec->users--;
+            fsched__spin_unlock(&io->lock);
+            return NULL;
+        }
+        FSCHED__STORE(&rec->checked, gen, FSCHED__RELAXED);
     }
-out:
+    return rec;
+}
+
+/* Holds the record an epoll event names (fd number and generation): NULL when it is the
+   wake fd's, or the record was freed since. */
+FSCHED__UNUSED static fsched__fd *fsched__io_hold_named(fsched__io *io, uint64_t name) {
+    fsched__fd *rec;
+    if (!name) return NULL;
+    fsched__spin_lock(&io->lock);
+    rec = fsched__io_find(io, (int)(uint32_t)name);
+    if (rec && rec->gen == (uint32_t)(name >> 32)) rec->users++;
+    else rec = NULL;
     fsched__spin_unlock(&io->lock);
     return rec;
 }
 
-/* What the waiters of rec want (under its lock). */
+static void fsched__io_release(fsched__io *io, fsched__fd *rec) {
+    fsched__spin_lock(&io->lock);
+    rec->users--;
+    fsched__spin_unlock(&io->lock);
+}
+
+/* ---- watching and answering ---- */
+
+/* What the watched waiters of rec want (under its lock). */
 static uint32_t fsched__fd_wanted(const fsched__fd *rec) {
     const fsched__waiter *wt;
     uint32_t want = 0;
     for (wt = (const fsched__waiter *)rec->waiters.head; wt; wt = wt->next)
-        want |= ((const fsched__fd_waiter *)wt)->events;
+        if (((const fsched__fd_waiter *)wt)->close_state == FSCHED__FD_WATCHED)
+            want |= ((const fsched__fd_waiter *)wt)->events;
     return want;
 }
 
-#if defined(FSCHED__IO_EPOLL)
-/* Under rec's lock: arms rec for what its waiters want, unless armed for that already.
-   0, or the errno of the refusal. */
+/* What a refusal to watch an fd (an errno) means to its waiters. EPERM: a regular file
+   or directory, always ready, as poll() says. */
+static fsched_result fsched__fd_refusal(int err) {
+    return err == EPERM    ? FSCHED_OK
+           : err == EBADF  ? FSCHED_ERR_INVALID_ARGUMENT
+           : err == ENOMEM ? FSCHED_ERR_OUT_OF_MEMORY
+                           : FSCHED_ERR_SYSTEM;
+}
+
+/* Under rec's lock: arms rec one-shot for what its watched waiters want. 0, or the errno
+   of the refusal. The kernel is asked every time: the number may belong to a new file
+   since the last arm, the old file's registration gone with it. */
 static int fsched__fd_arm(fsched__io *io, fsched__fd *rec) {
+#if defined(FSCHED__IO_EPOLL)
     struct epoll_event ev;
     uint32_t want = fsched__fd_wanted(rec);
-    if (!want || (want & ~rec->armed) == 0) return 0;
+    if (!want) return 0;
     memset(&ev, 0, sizeof ev);
     ev.events = EPOLLONESHOT | ((want & FSCHED_READABLE) ? EPOLLIN | EPOLLRDHUP : 0u) |
                 ((want & FSCHED_WRITABLE) ? EPOLLOUT : 0u);
-    ev.data.ptr = rec;
-    /* the kernel drops a closed fd from the set: a reused number is added anew */
-    if (rec->added && epoll_ctl(io->epfd, EPOLL_CTL_MOD, rec->fd, &ev) != 0) {
+    ev.data.u64 = (uint64_t)rec->gen << 32 | (uint32_t)rec->fd;
+    if (rec->added) {
+        if (epoll_ctl(io->epfd, EPOLL_CTL_MOD, rec->fd, &ev) == 0) return 0;
         if (errno != ENOENT) return errno;
-        rec->added = 0;
     }
-    if (!rec->added) {
-        if (epoll_ctl(io->epfd, EPOLL_CTL_ADD, rec->fd, &ev) != 0 &&
-            (errno != EEXIST || epoll_ctl(io->epfd, EPOLL_CTL_MOD, rec->fd, &ev) != 0))
-            return errno;
-        rec->added = 1;
-    }
-    rec->armed = want;
+    if (epoll_ctl(io->epfd, EPOLL_CTL_ADD, rec->fd, &ev) != 0 &&
+        (errno != EEXIST || epoll_ctl(io->epfd, EPOLL_CTL_MOD, rec->fd, &ev) != 0))
+        return errno;
+    rec->added = 1;
+#else
+    (void)io; /* poll() is given the fd in its next set */
+    (void)rec;
+#endif
     return 0;
 }
-#endif
 
-/* Ends the waits on rec that `found` answers (FSCHED_READABLE | FSCHED_WRITABLE) with
-   `result`, and arms rec again for the others. */
+/* Under rec's lock: ends with `result` the waits that `found` answers: a cancel ends
+   every one, anything else those watched (a waiter held for a close is not). */
+static void fsched__fd_end(fsched__fd *rec, uint32_t found, fsched_result result,
+                           fsched__wakes *wakes) {
+    fsched__waiter *wt, *next;
+    for (wt = (fsched__waiter *)rec->waiters.head; wt; wt = next) {
+        fsched__fd_waiter *fw = (fsched__fd_waiter *)wt;
+        next = wt->next;
+        if (!(fw->events & found) ||
+            (fw->close_state != FSCHED__FD_WATCHED && result != FSCHED_ERR_CANCELLED))
+            continue;
+        fw->ready = fw->events & found;
+        fw->result = result;
+        fsched__wait_list_end(&rec->waiters, wt, wakes);
+    }
+}
+
+/* Ends the waits on rec that `found` (FSCHED_READABLE | FSCHED_WRITABLE) answers with
+   `result`; after readiness arms rec again for the others, or ends them too when it
+   cannot be (closed, or no memory). */
 static void fsched__fd_answer(fsched__io *io, fsched__fd *rec, uint32_t found,
                               fsched_result result) {
+    fsched__wakes wakes;
+    int err;
+    wakes.n = 0;
+    fsched__wait_list_lock(&rec->waiters);
+    fsched__fd_end(rec, found, result, &wakes);
+    if (result == FSCHED_OK && (err = fsched__fd_arm(io, rec)) != 0)
+        fsched__fd_end(rec, FSCHED_READABLE | FSCHED_WRITABLE, fsched__fd_refusal(err), &wakes);
+    fsched__wait_list_unlock_wake(&rec->waiters, &wakes);
+}
+
+/* fsched_close_fd has closed rec's fd: the waits held meanwhile start over. */
+static void fsched__fd_unhold(fsched__fd *rec) {
     fsched__wakes wakes;
     fsched__waiter *wt, *next;
     wakes.n = 0;
     fsched__wait_list_lock(&rec->waiters);
-    rec->armed = 0; /* one-shot: it fired (or, cancelled, nobody wants it any more) */
     for (wt = (fsched__waiter *)rec->waiters.head; wt; wt = next) {
         fsched__fd_waiter *fw = (fsched__fd_waiter *)wt;
         next = wt->next;
-        if (!(fw->events & found)) continue;
-        fw->ready = fw->events & found;
-        fw->result = result;
+        if (fw->close_state != FSCHED__FD_HELD) continue;
+        fw->close_state = FSCHED__FD_AGAIN;
         fsched__wait_list_end(&rec->waiters, wt, &wakes);
     }
-#if defined(FSCHED__IO_EPOLL)
-    if (result == FSCHED_OK) (void)fsched__fd_arm(io, rec); /* refused: closed; waits time out */
-#else
-    (void)io;
-#endif
     fsched__wait_list_unlock_wake(&rec->waiters, &wakes);
 }
+
+#if !defined(FSCHED__IO_EPOLL)
+/* Under the poller's lock: makes room in the poll set for the wake pipe and every
+   record, if memory allows. */
+static void fsched__io_set_room(fsched__io *io) {
+    const fsched_allocator *a = &io->sched->allocator;
+    uint32_t cap = io->records + 1u;
+    struct pollfd *fds;
+    fsched__fd **of;
+    if (io->fds_cap >= cap) return;
+    fds = (struct pollfd *)fsched__alloc(a, cap * sizeof *fds, sizeof(void *));
+    of = (fsched__fd **)fsched__alloc(a, cap * sizeof *of, sizeof(void *));
+    if (fds && of) {
+        if (io->fds) {
+            fsched__free(a, io->fds, io->fds_cap * sizeof *io->fds, sizeof(void *));
+            fsched__free(a, io->fds_of, io->fds_cap * sizeof *io->fds_of, sizeof(void *));
+        }
+        io->fds = fds;
+        io->fds_of = of;
+        io->fds_cap = cap;
+        return;
+    }
+    if (fds) fsched__free(a, fds, cap * sizeof *fds, sizeof(void *));
+    if (of) fsched__free(a, of, cap * sizeof *of, sizeof(void *));
+}
+
+/* Under the poller's lock: fills `set` (room for `cap`, the wake pipe first) with the
+   fds that waiters want, holding their records; the waiters of an fd it has no room for
+   end for want of memory. Returns how many it filled. */
+static uint32_t fsched__io_set_fill(fsched__io *io, struct pollfd *set, uint32_t cap) {
+    uint32_t n = 1, b;
+    set[0].fd = io->wake_read;
+    set[0].events = POLLIN;
+    for (b = 0; b < io->bucket_count; b++) {
+        fsched__fd *rec;
+        for (rec = io->buckets[b]; rec; rec = rec->next) {
+            uint32_t want;
+            if (!FSCHED__LOAD(&rec->waiters.count, FSCHED__RELAXED)) continue;
+            fsched__wait_list_lock(&rec->waiters);
+            want = fsched__fd_wanted(rec);
+            fsched__wait_list_unlock(&rec->waiters);
+            if (!want) continue;
+            if (n == cap) {
+                fsched__fd_answer(io, rec, want, FSCHED_ERR_OUT_OF_MEMORY);
+                continue;
+            }
+            set[n].fd = rec->fd;
+            set[n].events = (short)(((want & FSCHED_READABLE) ? POLLIN : 0) |
+                                    ((want & FSCHED_WRITABLE) ? POLLOUT : 0));
+            io->fds_of[n++] = rec;
+            rec->users++;
+        }
+    }
+    return n;
+}
+#endif
 
 /* Polls once, for up to timeout_ms (-1: until something happens), and answers the fds
    found ready. The caller owns the poller. */
@@ -7737,98 +8041,110 @@ static void fsched__io_poll(fsched__io *io, int timeout_ms) {
     struct epoll_event ev[64];
     int n = epoll_wait(io->epfd, ev, 64, timeout_ms), i;
     for (i = 0; i < n; i++) {
-        fsched__fd *rec = (fsched__fd *)ev[i].data.ptr;
         uint32_t e = ev[i].events, found = 0;
-        if (!rec) {
-            fsched__io_drain_wake(io);
-            continue;
-        }
+        fsched__fd *rec = fsched__io_hold_named(io, ev[i].data.u64);
+        if (!ev[i].data.u64) fsched__io_drain_wake(io);
+        if (!rec) continue; /* the wake fd, or a record freed since */
         if (e & (EPOLLERR | EPOLLHUP)) found = FSCHED_READABLE | FSCHED_WRITABLE;
         if (e & (EPOLLIN | EPOLLRDHUP)) found |= FSCHED_READABLE;
         if (e & EPOLLOUT) found |= FSCHED_WRITABLE;
         fsched__fd_answer(io, rec, found, FSCHED_OK);
+        fsched__io_release(io, rec);
     }
 #else
-    const fsched_allocator *a = &io->sched->allocator;
-    uint32_t n = 1, i;
+    struct pollfd one, *set;
+    uint32_t n, i;
     int k;
     fsched__spin_lock(&io->lock);
-    if (io->fds_cap < io->table_cap + 1u) { /* the wake pipe, then one per fd */
-        uint32_t cap = io->table_cap + 1u;
-        struct pollfd *fds = (struct pollfd *)fsched__alloc(a, cap * sizeof *fds, sizeof(void *));
-        fsched__fd **of = (fsched__fd **)fsched__alloc(a, cap * sizeof *of, sizeof(void *));
-        if (fds && of) {
-            if (io->fds) {
-                fsched__free(a, io->fds, io->fds_cap * sizeof *io->fds, sizeof(void *));
-                fsched__free(a, io->fds_of, io->fds_cap * sizeof *io->fds_of, sizeof(void *));
-            }
-            io->fds = fds;
-            io->fds_of = of;
-            io->fds_cap = cap;
-        } else {
-            if (fds) fsched__free(a, fds, cap * sizeof *fds, sizeof(void *));
-            if (of) fsched__free(a, of, cap * sizeof *of, sizeof(void *));
-            if (timeout_ms) timeout_ms = 1; /* the old set may miss fds: look again soon */
-        }
-    }
-    if (!io->fds) {
-        fsched__spin_unlock(&io->lock);
-        return;
-    }
-    io->fds[0].fd = io->wake_read;
-    io->fds[0].events = POLLIN;
-    for (i = 0; i < io->table_cap && n < io->fds_cap; i++) {
-        fsched__fd *rec = io->table[i];
-        uint32_t want;
-        if (!rec || !FSCHED__LOAD(&rec->waiters.count, FSCHED__RELAXED)) continue;
-        fsched__wait_list_lock(&rec->waiters);
-        want = fsched__fd_wanted(rec);
-        fsched__wait_list_unlock(&rec->waiters);
-        if (!want) continue;
-        io->fds[n].fd = rec->fd;
-        io->fds[n].events = (short)(((want & FSCHED_READABLE) ? POLLIN : 0) |
-                                    ((want & FSCHED_WRITABLE) ? POLLOUT : 0));
-        io->fds_of[n++] = rec;
-    }
+    fsched__io_set_room(io);
+    set = io->fds ? io->fds : &one;
+    n = fsched__io_set_fill(io, set, io->fds ? io->fds_cap : 1u);
     /* under the table's lock, which a new waiter takes after it queued to read this:
        either the set above has its fd, or it sees `blocking` and interrupts the poll */
     io->blocking = timeout_ms != 0;
     fsched__spin_unlock(&io->lock);
-    k = poll(io->fds, n, timeout_ms);
+    k = poll(set, n, timeout_ms);
     fsched__spin_lock(&io->lock);
     io->blocking = 0;
     fsched__spin_unlock(&io->lock);
-    if (k <= 0) return;
-    if (io->fds[0].revents) fsched__io_drain_wake(io);
-    for (i = 1; i < n; i++) {
-        short e = io->fds[i].revents;
+    if (k > 0 && set[0].revents) fsched__io_drain_wake(io);
+    for (i = 1; i < n && k > 0; i++) {
+        short e = set[i].revents;
         uint32_t found = 0;
         if (!e) continue;
         /* not open when the poll began; a new file may have taken the number since, and
            then its waiters (queued after the set was made) wait on */
-        if ((e & POLLNVAL) && fcntl(io->fds[i].fd, F_GETFD) >= 0) continue;
+        if ((e & POLLNVAL) && fcntl(set[i].fd, F_GETFD) >= 0) continue;
         if (e & (POLLERR | POLLHUP | POLLNVAL)) found = FSCHED_READABLE | FSCHED_WRITABLE;
         if (e & POLLIN) found |= FSCHED_READABLE;
         if (e & POLLOUT) found |= FSCHED_WRITABLE;
         fsched__fd_answer(io, io->fds_of[i], found,
                           (e & POLLNVAL) ? FSCHED_ERR_INVALID_ARGUMENT : FSCHED_OK);
     }
+    fsched__spin_lock(&io->lock);
+    for (i = 1; i < n; i++) io->fds_of[i]->users--;
+    fsched__spin_unlock(&io->lock);
 #endif
 }
 
 /* Ends every wait on fd in io with FSCHED_ERR_CANCELLED (fd < 0: on every fd). */
 static void fsched__io_cancel(fsched__io *io, int fd) {
-    uint32_t i = fd < 0 ? 0u : (uint32_t)fd;
-    for (;;) {
-        fsched__fd *rec = NULL;
-        uint32_t cap;
-        fsched__spin_lock(&io->lock);
-        cap = io->table_cap;
-        if (i < cap) rec = io->table[i];
-        fsched__spin_unlock(&io->lock);
-        if (rec) fsched__fd_answer(io, rec, FSCHED_READABLE | FSCHED_WRITABLE, FSCHED_ERR_CANCELLED);
-        if (fd >= 0 || ++i >= cap) break;
+    uint32_t b;
+    fsched__spin_lock(&io->lock);
+    for (b = 0; b < io->bucket_count; b++) {
+        fsched__fd *rec;
+        for (rec = io->buckets[b]; rec; rec = rec->next)
+            if (fd < 0 || rec->fd == fd)
+                fsched__fd_answer(io, rec, FSCHED_READABLE | FSCHED_WRITABLE, FSCHED_ERR_CANCELLED);
     }
+    fsched__spin_unlock(&io->lock);
+}
+
+/* fsched_close_fd has closed fd: its waits held in io start over. */
+static void fsched__io_unhold(fsched__io *io, int fd) {
+    fsched__fd *rec;
+    fsched__spin_lock(&io->lock);
+    if ((rec = fsched__io_find(io, fd)) != NULL) fsched__fd_unhold(rec);
+    fsched__spin_unlock(&io->lock);
+}
+
+/* fsched_close_fd lists fd as being closed (entry on its stack), before it cancels. */
+static void fsched__fd_closing_begin(fsched__fd_closing *entry, int fd) {
+    entry->fd = fd;
+    fsched__spin_lock(&fsched__fd_closings_lock);
+    entry->next = fsched__fd_closings;
+    fsched__fd_closings = entry;
+    /* seq_cst: before the cancel, against the waiter's load (see fsched_close_fd) */
+    FSCHED__FETCH_ADD(&fsched__fd_closings_count, 1u, FSCHED__SEQ_CST);
+    fsched__spin_unlock(&fsched__fd_closings_lock);
+}
+
+/* fsched_close_fd has closed entry's fd: takes it off the list, then lets the waits held
+   meanwhile start over (they no longer find it listed). */
+static void fsched__fd_closing_end(fsched__fd_closing *entry) {
+    fsched__fd_closing **p;
+    fsched__io *io;
+    fsched__spin_lock(&fsched__fd_closings_lock);
+    for (p = &fsched__fd_closings; *p != entry; p = &(*p)->next) {
+    }
+    *p = entry->next;
+    FSCHED__FETCH_SUB(&fsched__fd_closings_count, 1u, FSCHED__SEQ_CST);
+    fsched__spin_unlock(&fsched__fd_closings_lock);
+    fsched__spin_lock(&fsched__io_all_lock);
+    for (io = fsched__io_all; io; io = io->next) fsched__io_unhold(io, entry->fd);
+    fsched__spin_unlock(&fsched__io_all_lock);
+}
+
+/* Whether fsched_close_fd is closing fd now. */
+static int fsched__fd_is_closing(int fd) {
+    const fsched__fd_closing *c;
+    int found = 0;
+    /* seq_cst: see fsched_close_fd */
+    if (!FSCHED__LOAD(&fsched__fd_closings_count, FSCHED__SEQ_CST)) return 0;
+    fsched__spin_lock(&fsched__fd_closings_lock);
+    for (c = fsched__fd_closings; c && !found; c = c->next) found = c->fd == fd;
+    fsched__spin_unlock(&fsched__fd_closings_lock);
+    return found;
 }
 
 /* Owns the poller of s, if s has one and no other thread owns it: the poller, or NULL. */
@@ -7855,6 +8171,14 @@ static uint64_t fsched__watch_interval(const fsched_sched *s) {
     return i ? i : FSCHED__WATCH_INTERVAL;
 }
 
+/* Whether the time in *next has come, and if so, makes it `interval` after now. Relaxed:
+   pacing only; of two workers that pass together, one does it. */
+static int fsched__watch_due(uint64_t *next, uint64_t now, uint64_t interval) {
+    uint64_t n = FSCHED__LOAD(next, FSCHED__RELAXED);
+    return now >= n &&
+           FSCHED__CAS(next, &n, fsched__time_add(now, interval), FSCHED__RELAXED, FSCHED__RELAXED);
+}
+
 /* Calls the hook unless none is set or another thread is in it. Returns whether it
    still waits for something; 1 too when another thread was in it, whose call may have
    begun before the caller's task started what it waits for (so the caller looks again
@@ -7866,29 +8190,29 @@ static int fsched__poll_call(fsched_sched *s) {
     /* acquire: the hook and its user as fsched_set_poll left them, under this lock */
     if (!FSCHED__CAS(&s->poll_busy, &free, 1u, FSCHED__ACQUIRE, FSCHED__RELAXED)) return 1;
     if (s->poll_fn) {
+        /* the hook cannot wait or yield (it holds this lock): it ends on this thread */
         fsched__tls_thread.in_hook = s;
         pending = s->poll_fn(s->poll_user) != 0;
         fsched__tls_thread.in_hook = NULL;
     }
-    FSCHED__STORE(&s->poll_busy, 0u, FSCHED__RELEASE);
+    FSCHED__FETCH_SUB(&s->poll_busy, 1u, FSCHED__RELEASE);
     return pending;
 }
 
-/* Between tasks: calls the hook and looks into the poller once the interval has passed
-   since the last look by any worker. */
+/* Between tasks: calls the hook once its interval has passed since the last call by any
+   worker, and looks into the poller once FSCHED__WATCH_INTERVAL has. */
 static void fsched__watch_tick(fsched__worker *w) {
     fsched_sched *s = w->sched;
-    uint64_t now = fsched__sched_now(s), next = FSCHED__LOAD(&s->watch_next, FSCHED__RELAXED);
+    uint64_t now = fsched__sched_now(s);
 #if defined(FSCHED__IO)
     fsched__io *io;
 #endif
-    /* relaxed: pacing only; two workers that pass together look twice */
-    if (now < next || !FSCHED__CAS(&s->watch_next, &next, now + fsched__watch_interval(s),
-                                   FSCHED__RELAXED, FSCHED__RELAXED))
-        return;
-    fsched__poll_call(s);
+    if (FSCHED__LOAD(&s->poll_fn, FSCHED__RELAXED) &&
+        fsched__watch_due(&s->hook_next, now, fsched__watch_interval(s)))
+        fsched__poll_call(s);
 #if defined(FSCHED__IO)
-    if ((io = fsched__io_own(s)) != NULL) {
+    if (fsched__watch_due(&s->watch_next, now, FSCHED__WATCH_INTERVAL) &&
+        (io = fsched__io_own(s)) != NULL) {
         fsched__io_poll(io, 0);
         fsched__io_disown(io);
     }
@@ -7920,12 +8244,14 @@ static int fsched__watch_block(fsched__worker *w, uint64_t deadline) {
 #if defined(FSCHED__IO)
     fsched__io *io;
 #endif
-    if (pending && (!deadline || deadline > now + fsched__watch_interval(s)))
-        deadline = now + fsched__watch_interval(s);
+    if (pending) {
+        uint64_t again = fsched__time_add(now, fsched__watch_interval(s));
+        if (!deadline || deadline > again) deadline = again;
+    }
 #if defined(FSCHED__IO)
     if ((io = fsched__io_own(s)) != NULL) {
         int ms = -1;
-        if (deadline) ms = fsched__poll_ms(deadline > now ? deadline - now : 0);
+        if (deadline) ms = fsched__timeout_ms(deadline > now ? deadline - now : 0);
 #if defined(FIBERSCHED_NO_THREADS)
         fsched__io_poll(io, ms); /* no other thread could wake this one */
 #else
@@ -7960,20 +8286,28 @@ static void fsched__watch_close(fsched_sched *s) {
 FIBERSCHED_API fsched_result fsched_set_poll(fsched_sched *s, fsched_poll_fn fn, void *user,
                                              uint64_t interval_ns) {
     fsched_result r = fsched__sched_enter(s, 0, "fsched_set_poll");
-    uint32_t spins = 0, free = 0;
+    uint32_t spins = 0, busy;
     int inside;
     if (r != FSCHED_OK) return r;
     inside = fsched__tls_thread.in_hook == s;
-    /* the hook's own lock: waits for a call in progress, unless this is that call */
-    while (!inside && !FSCHED__CAS(&s->poll_busy, &free, 1u, FSCHED__ACQUIRE, FSCHED__RELAXED)) {
-        free = 0;
-        fsched__backoff(&spins);
+    /* the hook's own lock: waits for a call in progress, unless this is that call; says
+       so first, so that no call begins meanwhile (a hook that keeps workers calling it
+       would keep the lock taken). Relaxed: the CAS below takes the lock. */
+    if (!inside) {
+        FSCHED__FETCH_ADD(&s->poll_busy, 2u, FSCHED__RELAXED);
+        for (;;) {
+            busy = FSCHED__LOAD(&s->poll_busy, FSCHED__RELAXED) & ~1u;
+            if (FSCHED__CAS(&s->poll_busy, &busy, busy | 1u, FSCHED__ACQUIRE, FSCHED__RELAXED))
+                break;
+            fsched__backoff(&spins);
+        }
     }
     s->poll_user = user;
     FSCHED__STORE(&s->poll_interval, interval_ns, FSCHED__RELAXED);
+    FSCHED__STORE(&s->hook_next, (uint64_t)0, FSCHED__RELAXED); /* the new interval from now */
     FSCHED__STORE(&s->poll_fn, fn, FSCHED__RELAXED);
     FSCHED__STORE(&s->watching, fn || FSCHED__LOAD(&s->io, FSCHED__RELAXED), FSCHED__RELAXED);
-    if (!inside) FSCHED__STORE(&s->poll_busy, 0u, FSCHED__RELEASE);
+    if (!inside) FSCHED__FETCH_SUB(&s->poll_busy, 3u, FSCHED__RELEASE);
     /* a sleeping worker calls the new hook soon, and from then on at every interval */
     if (fn) fsched__wake_sleepers(s, 1);
     fsched__sched_release(s);
@@ -7987,7 +8321,9 @@ FIBERSCHED_API fsched_result fsched_set_poll(fsched_sched *s, fsched_poll_fn fn,
 static fsched_result fsched__fd_poll_thread(int fd, uint32_t events, uint64_t timeout_ns,
                                             uint32_t *ready) {
     struct pollfd p;
-    uint64_t deadline = timeout_ns == FSCHED_FOREVER ? 0 : fsched__now_ns() + timeout_ns;
+    uint64_t deadline = fsched__time_add(fsched__now_ns(), timeout_ns);
+    fsched_result r = fsched__fd_not_own(fd, NULL, "fsched_wait_fd");
+    if (r != FSCHED_OK) return r;
     p.fd = fd;
     p.events = (short)(((events & FSCHED_READABLE) ? POLLIN : 0) |
                        ((events & FSCHED_WRITABLE) ? POLLOUT : 0));
@@ -7995,12 +8331,12 @@ static fsched_result fsched__fd_poll_thread(int fd, uint32_t events, uint64_t ti
         int ms = -1, k;
         if (timeout_ns != FSCHED_FOREVER) {
             uint64_t now = fsched__now_ns();
-            ms = fsched__poll_ms(deadline > now ? deadline - now : 0);
+            ms = fsched__timeout_ms(deadline > now ? deadline - now : 0);
         }
         p.revents = 0;
         k = poll(&p, 1, ms);
         if (k < 0 && errno == EINTR) continue; /* a signal: the deadline still holds */
-        if (k < 0) return FSCHED_ERR_SYSTEM;
+        if (k < 0) return errno == ENOMEM ? FSCHED_ERR_OUT_OF_MEMORY : FSCHED_ERR_SYSTEM;
         if (p.revents & POLLNVAL)
             return FSCHED__MISUSE(NULL, FSCHED_ERR_INVALID_ARGUMENT,
                                   "fsched_wait_fd: fd %d is not open", fd);
@@ -8017,56 +8353,44 @@ static fsched_result fsched__fd_poll_thread(int fd, uint32_t events, uint64_t ti
         return FSCHED_OK;
     }
 }
-#endif
 
-FIBERSCHED_API fsched_result fsched_wait_fd(int fd, uint32_t events, uint64_t timeout_ns,
-                                            uint32_t *ready) {
-#if defined(FSCHED__IO)
-    fsched__worker *w = fsched__tls_thread.worker;
-    fsched_sched *s;
-    fsched__io *io;
+/* One wait of a task or bound thread on fd: queued on fd's record and the fd armed,
+   then suspended until an answer, the deadline or a cancel. fw->close_state is
+   FSCHED__FD_AGAIN when it came while fd was being closed, and that close has ended
+   (the caller starts over). */
+static fsched_result fsched__fd_wait(fsched__io *io, fsched__fd_waiter *fw, int fd,
+                                     uint64_t deadline) {
+    fsched_sched *s = io->sched;
     fsched__fd *rec;
-    fsched__fd_waiter fw;
-    fsched_result r = FSCHED_OK;
-    if (fd < 0 || !events || (events & ~(FSCHED_READABLE | FSCHED_WRITABLE)))
-        return FSCHED__MISUSE(NULL, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_wait_fd: fd %d or events %u out of range", fd, events);
-    if (!w || !timeout_ns) return fsched__fd_poll_thread(fd, events, timeout_ns, ready);
-    s = w->sched;
-    if (FSCHED__LOAD(&s->closing, FSCHED__RELAXED)) return FSCHED_ERR_CANCELLED;
-    if (!(io = fsched__io_get(s, &r))) return r;
-    if (!(rec = fsched__io_record(io, fd))) return FSCHED_ERR_OUT_OF_MEMORY;
-    r = fsched__wait_begin(&fw.wt, timeout_ns == FSCHED_FOREVER ? 0 : fsched__deadline_after(timeout_ns),
-                           "fd", rec);
-    if (r != FSCHED_OK) return r;
-    fw.events = events;
-    fw.ready = 0;
-    fw.result = FSCHED_OK;
+    fsched_result r;
+    int err = 0;
+    fw->close_state = FSCHED__FD_WATCHED;
+    if (!(rec = fsched__io_hold(io, fd, &r))) return r;
+    if ((r = fsched__wait_begin(&fw->wt, deadline, "fd", rec)) != FSCHED_OK) {
+        fsched__io_release(io, rec);
+        return r;
+    }
+    fw->ready = 0;
+    fw->result = FSCHED_OK;
     fsched__wait_list_lock(&rec->waiters);
     /* under the lock that destroy's cancel takes after it set `closing` */
     if (FSCHED__LOAD(&s->closing, FSCHED__RELAXED)) {
+        r = FSCHED_ERR_CANCELLED;
+    } else {
+        fsched__wait_list_append(&rec->waiters, &fw->wt);
+        /* under the lock that fsched_close_fd's cancel takes after it listed fd */
+        if (fsched__fd_is_closing(fd)) fw->close_state = FSCHED__FD_HELD;
+        else if ((err = fsched__fd_arm(io, rec)) != 0)
+            fsched__wait_list_remove(&rec->waiters, &fw->wt);
+    }
+    if (r != FSCHED_OK || err) {
         fsched__wait_list_unlock(&rec->waiters);
-        fsched__wait_abandon(&fw.wt);
-        return FSCHED_ERR_CANCELLED;
+        fsched__wait_abandon(&fw->wt);
+        fsched__io_release(io, rec);
+        fw->ready = fw->events; /* EPERM: always ready */
+        r = err ? fsched__fd_refusal(err) : r;
+        return r == FSCHED_ERR_INVALID_ARGUMENT ? fsched__fd_not_open(io, fd) : r;
     }
-    fsched__wait_list_append(&rec->waiters, &fw.wt);
-#if defined(FSCHED__IO_EPOLL)
-    {
-        int err = fsched__fd_arm(io, rec);
-        if (err) {
-            fsched__wait_list_remove(&rec->waiters, &fw.wt);
-            fsched__wait_list_unlock(&rec->waiters);
-            fsched__wait_abandon(&fw.wt);
-            if (err == EPERM) { /* a regular file or directory: always ready, as poll() says */
-                if (ready) *ready = events;
-                return FSCHED_OK;
-            }
-            return err == EBADF ? FSCHED__MISUSE(&s->logger, FSCHED_ERR_INVALID_ARGUMENT,
-                                                 "fsched_wait_fd: fd %d is not open", fd)
-                                : FSCHED_ERR_SYSTEM;
-        }
-    }
-#endif
     /* relaxed: a hint for the watch; this worker itself looks before it sleeps */
     FSCHED__FETCH_ADD(&s->fd_waits, 1u, FSCHED__RELAXED);
 #if !defined(FSCHED__IO_EPOLL)
@@ -8083,13 +8407,34 @@ FIBERSCHED_API fsched_result fsched_wait_fd(int fd, uint32_t events, uint64_t ti
         fsched__wait_list_lock(&rec->waiters);
     }
 #endif
-    r = fsched__wait_commit(&rec->waiters, &fw.wt);
+    r = fsched__wait_commit(&rec->waiters, &fw->wt);
     FSCHED__FETCH_SUB(&s->fd_waits, 1u, FSCHED__RELAXED);
-    if (r != FSCHED_OK) return r;
-    if (fw.result == FSCHED_ERR_INVALID_ARGUMENT)
-        return FSCHED__MISUSE(&s->logger, fw.result, "fsched_wait_fd: fd %d is not open", fd);
-    if (fw.result == FSCHED_OK && ready) *ready = fw.ready;
-    return fw.result;
+    fsched__io_release(io, rec);
+    if (r == FSCHED_OK) r = fw->result;
+    return r == FSCHED_ERR_INVALID_ARGUMENT ? fsched__fd_not_open(io, fd) : r;
+}
+#endif
+
+FIBERSCHED_API fsched_result fsched_wait_fd(int fd, uint32_t events, uint64_t timeout_ns,
+                                            uint32_t *ready) {
+#if defined(FSCHED__IO)
+    fsched__worker *w = fsched__tls_thread.worker;
+    fsched__io *io;
+    fsched__fd_waiter fw;
+    uint64_t deadline;
+    fsched_result r = FSCHED_OK;
+    if (fd < 0 || !events || (events & ~(FSCHED_READABLE | FSCHED_WRITABLE)))
+        return FSCHED__MISUSE(NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "fsched_wait_fd: fd %d or events %u out of range", fd, events);
+    if (!w || !timeout_ns) return fsched__fd_poll_thread(fd, events, timeout_ns, ready);
+    if (FSCHED__LOAD(&w->sched->closing, FSCHED__RELAXED)) return FSCHED_ERR_CANCELLED;
+    if (!(io = fsched__io_get(w->sched, &r))) return r;
+    deadline = timeout_ns == FSCHED_FOREVER ? 0 : fsched__deadline_after(timeout_ns);
+    fw.events = events;
+    do r = fsched__fd_wait(io, &fw, fd, deadline);
+    while (r == FSCHED_OK && fw.close_state == FSCHED__FD_AGAIN);
+    if (r == FSCHED_OK && ready) *ready = fw.ready;
+    return r;
 #else
     (void)fd;
     (void)events;
@@ -8099,16 +8444,39 @@ FIBERSCHED_API fsched_result fsched_wait_fd(int fd, uint32_t events, uint64_t ti
 #endif
 }
 
+/* A wait being set up races the close: it queues, then looks whether fd is being closed,
+   under its record's lock; the cancel takes that lock after fd was listed (seq_cst, the
+   count and its load). Either the cancel finds the waiter, or the waiter finds fd listed
+   and is held, not armed, until the close has ended, and then starts over on whatever
+   file has the number by then. No wait is armed on the file being closed after its
+   cancel: the kernel would drop that registration without a word. */
 FIBERSCHED_API fsched_result fsched_close_fd(int fd) {
 #if defined(FSCHED__IO)
+    fsched__fd_closing entry;
     fsched__io *io;
+    int own, rc, err;
     if (fd < 0)
         return FSCHED__MISUSE(NULL, FSCHED_ERR_INVALID_ARGUMENT, "fsched_close_fd: fd %d", fd);
     /* the list's lock keeps every poller in it alive (fsched__io_free takes it first) */
     fsched__spin_lock(&fsched__io_all_lock);
-    for (io = fsched__io_all; io; io = io->next) fsched__io_cancel(io, fd);
+    if (!(own = fsched__io_owns(fd))) {
+        fsched__fd_closing_begin(&entry, fd);
+        for (io = fsched__io_all; io; io = io->next) fsched__io_cancel(io, fd);
+    }
     fsched__spin_unlock(&fsched__io_all_lock);
-    return close(fd) == 0 ? FSCHED_OK : FSCHED_ERR_SYSTEM;
+    if (own)
+        return FSCHED__MISUSE(NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "fsched_close_fd: fd %d is a scheduler's own", fd);
+    FSCHED__POINT(FD_CLOSE);
+    rc = close(fd);
+    err = errno;
+    FSCHED__POINT(FD_CLOSED);
+    fsched__fd_closing_end(&entry);
+    if (rc == 0) return FSCHED_OK;
+    errno = err;
+    return err == EBADF ? FSCHED__MISUSE(NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                                         "fsched_close_fd: fd %d is not open", fd)
+                        : FSCHED_ERR_SYSTEM;
 #else
     (void)fd;
     return FSCHED__MISUSE(NULL, FSCHED_ERR_UNSUPPORTED, "fsched_close_fd: no file descriptors here");

@@ -15,7 +15,9 @@ int main(void) {
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -45,15 +47,19 @@ static void put_byte(int fd, char c) { CHECK(write(fd, &c, 1) == 1); }
 
 /* Spawns fn(arg) n times in a wait group and waits for all (the main thread runs them
    itself when single-threaded). */
-static void run_tasks(void (*fn)(void *), void **args, int n) {
+static void run_tasks_on(fsched_sched *s, void (*fn)(void *), void **args, int n) {
     fsched_wait_group wg;
     int i;
     CHECK_OK(fsched_wait_group_init(&wg));
-    for (i = 0; i < n; i++) CHECK_OK(fsched_wait_group_spawn(&wg, sched, fn, args[i]));
+    for (i = 0; i < n; i++) CHECK_OK(fsched_wait_group_spawn(&wg, s, fn, args[i]));
     CHECK_OK(fsched_wait_group_wait(&wg));
     CHECK_OK(fsched_wait_group_destroy(&wg));
 }
 
+static void run_tasks(void (*fn)(void *), void **args, int n) { run_tasks_on(sched, fn, args, n); }
+static void run_task_on(fsched_sched *s, void (*fn)(void *), void *arg) {
+    run_tasks_on(s, fn, &arg, 1);
+}
 static void run_task(void (*fn)(void *), void *arg) { run_tasks(fn, &arg, 1); }
 
 /* ---- a fiber waits for data that another task writes later ---- */
@@ -63,12 +69,14 @@ typedef struct pipe_case {
     int got;
     uint32_t ready;
     fsched_result r;
+    uint64_t timeout; /* of the reader's wait; 0: FSCHED_FOREVER */
 } pipe_case;
 
 static void reader(void *p) {
     pipe_case *c = (pipe_case *)p;
     char b;
-    c->r = fsched_wait_fd(c->fds[0], FSCHED_READABLE, FSCHED_FOREVER, &c->ready);
+    c->r = fsched_wait_fd(c->fds[0], FSCHED_READABLE, c->timeout ? c->timeout : FSCHED_FOREVER,
+                          &c->ready);
     if (c->r == FSCHED_OK) c->got = read(c->fds[0], &b, 1) == 1 ? b : -1;
 }
 
@@ -667,15 +675,956 @@ static void test_poll_hook(void) {
     CHECK_OK(fsched_event_destroy(&d.done));
 }
 
+/* ---- deadlines at the ends of the range ----
+   A timeout near UINT64_MAX never expires (the deadline saturates, it does not wrap);
+   0 and 1 expire at once. Every timed wait, from a task and from a thread outside any
+   scheduler. */
+
+enum { W_FD, W_EVENT, W_SEMA, W_COND, W_MUTEX, W_GROUP, W_KINDS };
+static const char *const wait_names[W_KINDS] = {"fd", "event", "sema", "cond", "mutex",
+                                                 "wait group"};
+
+typedef struct deadline_case {
+    int kind;
+    uint64_t timeout;
+    int signal;    /* the waiter is released after 30 ms; else never */
+    int fds[2];
+    fsched_event event;
+    fsched_sema sema;
+    fsched_mutex mutex; /* W_MUTEX: held until the release; W_COND: the cond's */
+    fsched_cond cond;
+    int flag;           /* W_COND: the predicate, under the mutex */
+    fsched_wait_group group;
+    fsched_result r;
+    uint64_t took;
+} deadline_case;
+
+static void deadline_setup(deadline_case *c, int kind, uint64_t timeout, int signal) {
+    memset(c, 0, sizeof *c);
+    c->kind = kind;
+    c->timeout = timeout;
+    c->signal = signal;
+    make_pipe(c->fds);
+    CHECK_OK(fsched_event_init(&c->event, 0, 0));
+    CHECK_OK(fsched_sema_init(&c->sema, 0));
+    CHECK_OK(fsched_mutex_init(&c->mutex));
+    CHECK_OK(fsched_cond_init(&c->cond));
+    CHECK_OK(fsched_wait_group_init(&c->group));
+    CHECK_OK(fsched_wait_group_add(&c->group, 1));
+    if (kind == W_MUTEX) CHECK_OK(fsched_mutex_lock(&c->mutex));
+}
+
+static void deadline_teardown(deadline_case *c) {
+    if (c->kind == W_MUTEX && !c->signal) CHECK_OK(fsched_mutex_unlock(&c->mutex));
+    if (c->kind != W_GROUP || !c->signal) CHECK_OK(fsched_wait_group_done(&c->group));
+    CHECK_OK(fsched_event_destroy(&c->event));
+    CHECK_OK(fsched_sema_destroy(&c->sema));
+    CHECK_OK(fsched_cond_destroy(&c->cond));
+    CHECK_OK(fsched_mutex_destroy(&c->mutex));
+    CHECK_OK(fsched_wait_group_destroy(&c->group));
+    CHECK_OK(fsched_close_fd(c->fds[0]));
+    CHECK_OK(fsched_close_fd(c->fds[1]));
+}
+
+static void deadline_wait(void *p) {
+    deadline_case *c = (deadline_case *)p;
+    uint64_t t0 = now_ns();
+    switch (c->kind) {
+    case W_FD: c->r = fsched_wait_fd(c->fds[0], FSCHED_READABLE, c->timeout, NULL); break;
+    case W_EVENT: c->r = fsched_event_wait_for(&c->event, c->timeout); break;
+    case W_SEMA: c->r = fsched_sema_acquire_for(&c->sema, c->timeout); break;
+    case W_COND:
+        CHECK_OK(fsched_mutex_lock(&c->mutex));
+        c->r = FSCHED_OK;
+        while (!c->flag && c->r == FSCHED_OK)
+            c->r = fsched_cond_wait_for(&c->cond, &c->mutex, c->timeout);
+        CHECK_OK(fsched_mutex_unlock(&c->mutex));
+        break;
+    case W_MUTEX:
+        c->r = fsched_mutex_lock_for(&c->mutex, c->timeout);
+        if (c->r == FSCHED_OK) CHECK_OK(fsched_mutex_unlock(&c->mutex));
+        break;
+    default: c->r = fsched_wait_group_wait_for(&c->group, c->timeout); break;
+    }
+    c->took = now_ns() - t0;
+}
+
+static void deadline_release(void *p) {
+    deadline_case *c = (deadline_case *)p;
+    fsched_sleep_for(30 * MS);
+    switch (c->kind) {
+    case W_FD: put_byte(c->fds[1], 'd'); break;
+    case W_EVENT: CHECK_OK(fsched_event_set(&c->event)); break;
+    case W_SEMA: CHECK_OK(fsched_sema_release(&c->sema, 1)); break;
+    case W_COND:
+        CHECK_OK(fsched_mutex_lock(&c->mutex));
+        c->flag = 1;
+        CHECK_OK(fsched_cond_signal(&c->cond));
+        CHECK_OK(fsched_mutex_unlock(&c->mutex));
+        break;
+    case W_MUTEX: CHECK_OK(fsched_mutex_unlock(&c->mutex)); break;
+    default: CHECK_OK(fsched_wait_group_done(&c->group)); break;
+    }
+}
+
+static void deadline_check(const deadline_case *c, const char *from) {
+    fsched_result want = c->signal ? FSCHED_OK : FSCHED_ERR_TIMEOUT;
+    if (c->r != want || (!c->signal && c->took > 1000 * MS)) {
+        fprintf(stderr, "%s wait from %s, timeout %llu: %s after %.1f ms\n", wait_names[c->kind],
+                from, (unsigned long long)c->timeout, fsched_result_string(c->r),
+                (double)c->took / 1e6);
+        CHECK(0);
+    }
+}
+
+static void test_deadlines(void) {
+    static const uint64_t far[] = {UINT64_MAX, UINT64_MAX - 1, FSCHED_FOREVER - 1,
+                                   UINT64_MAX / 2 + 1};
+    static const uint64_t near[] = {0, 1};
+    int kind;
+    size_t i;
+    for (kind = 0; kind < W_KINDS; kind++) {
+        for (i = 0; i < sizeof far / sizeof far[0] + sizeof near / sizeof near[0]; i++) {
+            int signal = i < sizeof far / sizeof far[0];
+            uint64_t timeout = signal ? far[i] : near[i - sizeof far / sizeof far[0]];
+            deadline_case c;
+            deadline_setup(&c, kind, timeout, signal);
+            { /* from a task, released by another */
+                fsched_wait_group wg;
+                CHECK_OK(fsched_wait_group_init(&wg));
+                CHECK_OK(fsched_wait_group_spawn(&wg, sched, deadline_wait, &c));
+                if (signal) CHECK_OK(fsched_wait_group_spawn(&wg, sched, deadline_release, &c));
+                CHECK_OK(fsched_wait_group_wait(&wg));
+                CHECK_OK(fsched_wait_group_destroy(&wg));
+            }
+            deadline_check(&c, "a task");
+            deadline_teardown(&c);
+#if TEST_THREADS
+            deadline_setup(&c, kind, timeout, signal);
+            { /* from a thread outside any scheduler, released by this one */
+                test_thread t = thread_run(deadline_wait, &c);
+                if (signal) deadline_release(&c);
+                thread_join(t);
+            }
+            deadline_check(&c, "a thread");
+            deadline_teardown(&c);
+#endif
+        }
+    }
+}
+
+/* Sleeps of 0 and 1 ns end at once; one near UINT64_MAX does not end. */
+#if TEST_THREADS
+static int long_sleep_over;
+static void long_sleep(void *p) {
+    fsched_sleep_for(*(uint64_t *)p);
+    STORE(&long_sleep_over, 1);
+}
+#endif
+
+static void short_sleeps(void *p) {
+    uint64_t t0 = now_ns();
+    (void)p;
+    fsched_sleep_for(0);
+    fsched_sleep_for(1);
+    CHECK(now_ns() - t0 < 1000 * MS);
+}
+
+static void test_sleep_ends(void) {
+    run_task(short_sleeps, NULL);
+#if TEST_THREADS
+    short_sleeps(NULL);
+    {
+        static uint64_t forever_ish[] = {UINT64_MAX, UINT64_MAX - 1};
+        struct timespec ts = {0, 100000000};
+        size_t i;
+        for (i = 0; i < 2; i++) {
+            pthread_t t = thread_run(long_sleep, &forever_ish[i]);
+            CHECK(pthread_detach(t) == 0); /* it sleeps until the process ends */
+        }
+        nanosleep(&ts, NULL);
+        CHECK(!LOAD(&long_sleep_over));
+    }
+#endif
+}
+
+/* ---- the poll hook's interval at the ends of its range ---- */
+
+static int hook_calls;
+static int hook_inside;
+static int always_pending(void *user) {
+    (void)user;
+    CHECK(ADD(&hook_inside, 1) == 1);
+    ADD(&hook_calls, 1);
+    SUB(&hook_inside, 1);
+    return 1;
+}
+
+/* Hook calls in `ms` milliseconds of an idle scheduler whose hook is always pending. */
+static int idle_hook_calls(uint64_t interval, int ms, uint64_t *elapsed) {
+    uint64_t t0;
+    int n;
+    STORE(&hook_calls, 0);
+    t0 = now_ns();
+    CHECK_OK(fsched_set_poll(sched, always_pending, NULL, interval));
+    run_task(busy_task, NULL); /* a worker ran something, and ran out of work */
+#if TEST_THREADS
+    {
+        struct timespec ts;
+        ts.tv_sec = 0;
+        ts.tv_nsec = (long)ms * 1000000L;
+        nanosleep(&ts, NULL);
+    }
+#else
+    fsched_sleep_for((uint64_t)ms * MS); /* the only thread sleeps as a worker */
+#endif
+    CHECK_OK(fsched_set_poll(sched, NULL, NULL, 0));
+    n = LOAD(&hook_calls);
+    *elapsed = now_ns() - t0;
+    return n;
+}
+
+static void set_event_task(void *p) { CHECK_OK(fsched_event_set((fsched_event *)p)); }
+
+/* Busy workers: chains of short tasks for 300 ms, one per worker, with the scheduling
+   loop between every two. The first link past 50 ms writes to the pipe. */
+typedef struct busy_chains {
+    int fds[2];
+    uint64_t start, written, woke;
+    fsched_wait_group wg;
+    fsched_result r;
+} busy_chains;
+
+static void chain_link(void *p) {
+    busy_chains *c = (busy_chains *)p;
+    uint64_t zero = 0, now;
+    busy_task(NULL);
+    now = now_ns();
+    if (now - c->start >= 50 * MS &&
+        __atomic_compare_exchange_n(&c->written, &zero, now, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+        put_byte(c->fds[1], 'c');
+    if (now - c->start < 300 * MS) CHECK_OK(fsched_wait_group_spawn(&c->wg, sched, chain_link, c));
+}
+
+static void chain_reader(void *p) {
+    busy_chains *c = (busy_chains *)p;
+    c->r = fsched_wait_fd(c->fds[0], FSCHED_READABLE, 2000 * MS, NULL);
+    STORE(&c->woke, now_ns());
+}
+
+/* Runs the chains (and a reader of the pipe); returns the hook calls meanwhile. */
+static int run_chains(busy_chains *c) {
+    int calls0 = LOAD(&hook_calls), i;
+    memset(c, 0, sizeof *c);
+    make_pipe(c->fds);
+    c->start = now_ns();
+    CHECK_OK(fsched_wait_group_init(&c->wg));
+    CHECK_OK(fsched_wait_group_spawn(&c->wg, sched, chain_reader, c));
+    for (i = 0; i < 2; i++) CHECK_OK(fsched_wait_group_spawn(&c->wg, sched, chain_link, c));
+    CHECK_OK(fsched_wait_group_wait(&c->wg));
+    CHECK_OK(fsched_wait_group_destroy(&c->wg));
+    close(c->fds[0]);
+    close(c->fds[1]);
+    return LOAD(&hook_calls) - calls0;
+}
+
+static void test_poll_intervals(void) {
+    static const uint64_t far[] = {UINT64_MAX, UINT64_MAX - 1, UINT64_MAX / 2, UINT64_MAX / 2 + 1};
+    uint64_t elapsed;
+    size_t i;
+    int n;
+    for (i = 0; i < sizeof far / sizeof far[0]; i++) {
+        n = idle_hook_calls(far[i], 300, &elapsed);
+        if (n > 50) {
+            fprintf(stderr, "interval %llu: %d hook calls in %.0f ms\n",
+                    (unsigned long long)far[i], n, (double)elapsed / 1e6);
+            CHECK(0);
+        }
+    }
+    /* 0: the default, 50 us: at most one call per worker per interval */
+    n = idle_hook_calls(0, 300, &elapsed);
+    CHECK(n >= 1);
+    CHECK((uint64_t)n <= 2 * (elapsed / 50000 + 20));
+    /* 1 ns: as often as the workers can, and the scheduler still runs tasks */
+    {
+        fsched_event e;
+        uint64_t t0;
+        CHECK_OK(fsched_event_init(&e, 0, 0));
+        STORE(&hook_calls, 0);
+        CHECK_OK(fsched_set_poll(sched, always_pending, NULL, 1));
+        t0 = now_ns();
+        run_task(set_event_task, &e);
+        CHECK_OK(fsched_event_wait_for(&e, 1000 * MS));
+        CHECK(now_ns() - t0 < 1000 * MS);
+        CHECK_OK(fsched_set_poll(sched, NULL, NULL, 0));
+        CHECK_OK(fsched_event_destroy(&e));
+    }
+    {
+        busy_chains c;
+        int calls;
+        /* a hook that is never due between tasks: busy workers still look into the fd
+           poller (the reader wakes while the chains run) */
+        CHECK_OK(fsched_set_poll(sched, always_pending, NULL, FSCHED_FOREVER));
+        run_chains(&c);
+        CHECK_OK(c.r);
+#if TEST_THREADS /* (the only thread resumes the reader after the chains) */
+        CHECK(c.woke - c.written < 100 * MS);
+#endif
+        /* a new interval counts from the call that sets it */
+        CHECK_OK(fsched_set_poll(sched, always_pending, NULL, 100000));
+        calls = run_chains(&c);
+        CHECK(calls >= 20);
+        CHECK_OK(fsched_set_poll(sched, NULL, NULL, 0));
+    }
+}
+
+/* ---- a poll hook that waits, yields or changes the hook ----
+   A hook must not wait (it holds the hook's lock, which a task on its own worker may wait
+   for in fsched_set_poll): its waits fail with FSCHED_ERR_WRONG_STATE, a look (timeout 0)
+   works, and a yield yields only the thread. From inside, fsched_set_poll replaces the
+   hook at once; from another thread it waits for the call in progress. */
+
+typedef struct hook_case {
+    int fds[2];
+    int calls;
+    int stage;        /* what the next call does */
+    fsched_event done;
+} hook_case;
+
+static int second_hook(void *user) {
+    hook_case *h = (hook_case *)user;
+    ADD(&h->calls, 1);
+    return 0;
+}
+
+static int waiting_hook(void *user) {
+    hook_case *h = (hook_case *)user;
+    fsched_event e;
+    uint32_t ready = 0;
+    if (LOAD(&h->stage) != 1) return 0;
+    STORE(&h->stage, 2);
+    CHECK_RESULT(fsched_wait_fd(h->fds[0], FSCHED_READABLE, 10 * MS, NULL), FSCHED_ERR_WRONG_STATE);
+    CHECK_RESULT(fsched_wait_fd(h->fds[0], FSCHED_READABLE, FSCHED_FOREVER, NULL),
+                 FSCHED_ERR_WRONG_STATE);
+    CHECK_OK(fsched_wait_fd(h->fds[0], FSCHED_READABLE, 0, &ready)); /* a look */
+    CHECK(ready == FSCHED_READABLE);
+    CHECK_OK(fsched_event_init(&e, 0, 0));
+    CHECK_RESULT(fsched_event_wait_for(&e, 10 * MS), FSCHED_ERR_WRONG_STATE);
+    CHECK_RESULT(fsched_event_wait(&e), FSCHED_ERR_WRONG_STATE);
+    CHECK_OK(fsched_event_destroy(&e));
+    fsched_yield();
+    fsched_sleep_for(1000); /* blocks the thread, briefly */
+    /* replaced from inside, with another interval: no wait for itself */
+    CHECK_OK(fsched_set_poll(sched, second_hook, h, 200000));
+    CHECK_OK(fsched_event_set(&h->done));
+    return 1;
+}
+
+static void start_hook_work(void *p) { STORE(&((hook_case *)p)->stage, 1); }
+
+#if TEST_THREADS
+static int slow_hook_inside;
+static int slow_hook(void *user) {
+    hook_case *h = (hook_case *)user;
+    struct timespec ts = {0, 50000000};
+    STORE(&slow_hook_inside, 1);
+    ADD(&h->calls, 1);
+    nanosleep(&ts, NULL);
+    STORE(&slow_hook_inside, 0);
+    return 1;
+}
+#endif
+
+static void test_hook_misuse(void) {
+    hook_case h;
+    memset(&h, 0, sizeof h);
+    make_pipe(h.fds);
+    put_byte(h.fds[1], 'h');
+    CHECK_OK(fsched_event_init(&h.done, 1, 0));
+    CHECK_OK(fsched_set_poll(sched, waiting_hook, &h, 0));
+    run_task(start_hook_work, &h);
+    CHECK_OK(fsched_event_wait_for(&h.done, 5000 * MS));
+    /* the second hook is called from now on */
+    run_task(busy_task, NULL);
+    while (!LOAD(&h.calls)) run_task(busy_task, NULL);
+    CHECK_OK(fsched_set_poll(sched, NULL, NULL, 0));
+#if TEST_THREADS
+    {
+        /* removed from this thread while a call is under way: the call ends first, none
+           follows, and the workers calling it again and again (it is always pending) do
+           not keep the removal waiting */
+        int round;
+        for (round = 0; round < 5; round++) {
+            int calls;
+            uint64_t t0;
+            struct timespec ts = {0, 20000000};
+            CHECK_OK(fsched_set_poll(sched, slow_hook, &h, 0));
+            run_task(busy_task, NULL);
+            while (!LOAD(&slow_hook_inside)) fsched__os_yield();
+            t0 = now_ns();
+            CHECK_OK(fsched_set_poll(sched, NULL, NULL, 0));
+            CHECK(now_ns() - t0 < 200 * MS); /* one call: 50 ms */
+            CHECK(!LOAD(&slow_hook_inside));
+            calls = LOAD(&h.calls);
+            run_task(busy_task, NULL);
+            nanosleep(&ts, NULL);
+            CHECK(LOAD(&h.calls) == calls);
+        }
+    }
+#endif
+    CHECK_OK(fsched_event_destroy(&h.done));
+    close(h.fds[0]);
+    close(h.fds[1]);
+}
+
+/* ---- a reader and a late writer on one pipe ---- */
+
+/* Runs reader (c's timeout) and late_writer together; c->r says how the wait ended. */
+static void read_late(pipe_case *c) {
+    fsched_wait_group wg;
+    CHECK_OK(fsched_wait_group_init(&wg));
+    CHECK_OK(fsched_wait_group_spawn(&wg, sched, reader, c));
+    CHECK_OK(fsched_wait_group_spawn(&wg, sched, late_writer, c));
+    CHECK_OK(fsched_wait_group_wait(&wg));
+    CHECK_OK(fsched_wait_group_destroy(&wg));
+}
+
+/* ---- a number that a new file took: after close() or dup2() ----
+   The kernel drops a closed file from the poller without a word: a wait on the new file
+   behind the number must watch it anew, whatever the poller knew of the old one. */
+
+static void timed_out_wait(void *p) {
+    CHECK_RESULT(fsched_wait_fd(*(int *)p, FSCHED_READABLE, 10 * MS, NULL), FSCHED_ERR_TIMEOUT);
+}
+
+static void test_number_reused(void) {
+    int by_dup2;
+    for (by_dup2 = 0; by_dup2 < 2; by_dup2++) {
+        int old[2], fresh[2];
+        pipe_case c;
+        make_pipe(old);
+        run_task(timed_out_wait, &old[0]); /* the old file is watched for reading */
+        make_pipe(fresh);
+        if (!by_dup2) close(old[0]); /* else dup2 closes it */
+        CHECK(dup2(fresh[0], old[0]) == old[0]);
+        close(fresh[0]);
+        memset(&c, 0, sizeof c);
+        c.fds[0] = old[0];
+        c.fds[1] = fresh[1];
+        c.timeout = 2000 * MS;
+        read_late(&c);
+        CHECK_OK(c.r);
+        CHECK(c.got == 'x');
+        close(old[0]);
+        close(old[1]);
+        close(fresh[1]);
+    }
+}
+
+/* ---- the library's own fds are not the user's to wait on ---- */
+
+static fsched__io *poller_of(fsched_sched *s) { return FSCHED__LOAD(&s->io, FSCHED__ACQUIRE); }
+
+/* The poller's fds: its wake fd, and the epoll set or the other end of the pipe. */
+static void own_fds(fsched_sched *s, int own[2]) {
+    fsched__io *io = poller_of(s);
+    CHECK(io != NULL);
+    own[0] = io->wake_read;
+#if defined(FSCHED__IO_EPOLL)
+    own[1] = io->epfd;
+#else
+    own[1] = io->wake_write;
+#endif
+}
+
+static void own_fd_waits(void *p) {
+    int own[2], i;
+    own_fds((fsched_sched *)p, own);
+    for (i = 0; i < 2; i++) {
+        CHECK_RESULT(fsched_wait_fd(own[i], FSCHED_READABLE, 10 * MS, NULL),
+                     FSCHED_ERR_INVALID_ARGUMENT);
+        CHECK_RESULT(fsched_wait_fd(own[i], FSCHED_READABLE | FSCHED_WRITABLE, 0, NULL),
+                     FSCHED_ERR_INVALID_ARGUMENT);
+        CHECK_RESULT(fsched_close_fd(own[i]), FSCHED_ERR_INVALID_ARGUMENT);
+        CHECK(fcntl(own[i], F_GETFD) >= 0); /* still open */
+    }
+}
+
+#if TEST_THREADS
+static int pipe_waiting;
+static void pipe_waiter_cancelled(void *p) {
+    STORE(&pipe_waiting, 1);
+    CHECK_RESULT(fsched_wait_fd(*(int *)p, FSCHED_READABLE, FSCHED_FOREVER, NULL),
+                 FSCHED_ERR_CANCELLED);
+}
+
+/* s's only worker, asleep in the poller, still runs what is spawned. */
+static void poller_still_wakes(fsched_sched *s, int rounds) {
+    fsched_event e;
+    int i;
+    CHECK_OK(fsched_event_init(&e, 0, 0));
+    for (i = 0; i < rounds; i++) {
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL); /* it falls asleep in the poller */
+        CHECK_OK(fsched_spawn(s, set_event, &e));
+        CHECK_OK(fsched_event_wait_for(&e, 2000 * MS));
+    }
+    CHECK_OK(fsched_event_destroy(&e));
+}
+#endif
+
+static void test_own_fds(void) {
+    fsched_sched *s1 = test_sched_new(1);
+    int fds[2];
+    make_pipe(fds);
+#if TEST_THREADS
+    STORE(&pipe_waiting, 0);
+    CHECK_OK(fsched_spawn(s1, pipe_waiter_cancelled, &fds[0])); /* makes the poller */
+    while (!LOAD(&pipe_waiting)) fsched__os_yield();
+    while (!poller_of(s1)) fsched__os_yield();
+    run_task_on(s1, own_fd_waits, s1); /* from a task */
+    thread_join(thread_run(own_fd_waits, s1)); /* from a thread outside any scheduler */
+    poller_still_wakes(s1, 20);
+    CHECK_OK(fsched_close_fd(fds[0]));
+#else
+    run_task_on(s1, timed_out_wait, &fds[0]); /* makes the poller */
+    run_task_on(s1, own_fd_waits, s1);
+    CHECK_OK(fsched_close_fd(fds[0]));
+#endif
+    test_sched_free(s1);
+    close(fds[1]);
+}
+
+/* ---- fd numbers far out: checked before anything is made for them ---- */
+
+static long max_rss_kib(void) {
+    struct rusage ru;
+    CHECK(getrusage(RUSAGE_SELF, &ru) == 0);
+    return ru.ru_maxrss;
+}
+
+static void huge_fd_waits(void *p) {
+    static const int huge[] = {100000000, 2147483000, INT_MAX};
+    size_t i;
+    (void)p;
+    for (i = 0; i < sizeof huge / sizeof huge[0]; i++) {
+        uint64_t t0 = now_ns();
+        CHECK_RESULT(fsched_wait_fd(huge[i], FSCHED_READABLE, 10 * MS, NULL),
+                     FSCHED_ERR_INVALID_ARGUMENT);
+        CHECK_RESULT(fsched_wait_fd(huge[i], FSCHED_WRITABLE, FSCHED_FOREVER, NULL),
+                     FSCHED_ERR_INVALID_ARGUMENT);
+        CHECK(now_ns() - t0 < 1000 * MS);
+    }
+}
+
+/* Waits on 300 numbers below *top, one after the other, each closed after its wait: the
+   poller keeps records for about the fds waited on at once, not for every number. */
+static void many_numbers(void *p) {
+    int top = *(int *)p, fds[2], i;
+    fsched__io *io;
+    uint32_t records, buckets;
+    make_pipe(fds);
+    for (i = 1; i <= 300; i++) {
+        CHECK(dup2(fds[0], top - i) == top - i);
+        CHECK_RESULT(fsched_wait_fd(top - i, FSCHED_READABLE, 1000, NULL), FSCHED_ERR_TIMEOUT);
+        close(top - i);
+    }
+    io = poller_of(sched);
+    fsched__spin_lock(&io->lock);
+    records = io->records;
+    buckets = io->bucket_count;
+    fsched__spin_unlock(&io->lock);
+    CHECK(records <= 64);
+    CHECK(buckets <= 128);
+    close(fds[0]);
+    close(fds[1]);
+}
+
+static void test_high_fds(void) {
+    long rss0 = max_rss_kib();
+    struct rlimit old, rl;
+    int targets[2], n = 0, i;
+    run_task(huge_fd_waits, NULL);
+    huge_fd_waits(NULL); /* from this thread */
+    /* a valid number far out works, and costs about what a low one does */
+    CHECK(getrlimit(RLIMIT_NOFILE, &old) == 0);
+    rl = old;
+    rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > 1048576 ? 1048576 : rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0) rl = old;
+    targets[n++] = (int)rl.rlim_cur - 1;
+    if (rl.rlim_cur > 60001) targets[n++] = 60000;
+    for (i = 0; i < n; i++) {
+        int fds[2];
+        pipe_case c;
+        make_pipe(fds);
+        CHECK(dup2(fds[0], targets[i]) == targets[i]);
+        memset(&c, 0, sizeof c);
+        c.fds[0] = targets[i];
+        c.fds[1] = fds[1];
+        c.timeout = 2000 * MS;
+        read_late(&c);
+        CHECK_OK(c.r);
+        CHECK(c.got == 'x');
+        CHECK_OK(fsched_close_fd(targets[i]));
+        close(fds[0]);
+        close(fds[1]);
+    }
+    run_task(many_numbers, &targets[0]);
+    CHECK(setrlimit(RLIMIT_NOFILE, &old) == 0);
+    CHECK(max_rss_kib() - rss0 < 16 * 1024);
+}
+
+/* ---- out of memory on the way to a wait ----
+   Every allocation an fd wait needs (the poller, its table, the fd's record, a timer, a
+   fiber to switch to, poll()'s set) fails in turn, and from then on all of them: the
+   wait on an fd that is readable all along ends with the data or with
+   FSCHED_ERR_OUT_OF_MEMORY, never by timing out or hanging; with memory back the same
+   wait succeeds, and destroy gives everything back. */
+
+typedef struct failing_alloc {
+    int64_t budget; /* atomic: allocations that still succeed while `failing` */
+    int failing;    /* atomic */
+    size_t min_size; /* only allocations of this size or more fail (fiber stacks) */
+    int64_t live;   /* atomic: blocks not yet freed */
+} failing_alloc;
+
+static void *failing_alloc_fn(size_t size, size_t align, void *user) {
+    failing_alloc *a = (failing_alloc *)user;
+    void *p;
+    if (size >= a->min_size && LOAD(&a->failing) && SUB(&a->budget, 1) < 0) return NULL;
+    p = fsched__default_alloc(size, align, NULL);
+    if (p) ADD(&a->live, 1);
+    return p;
+}
+
+static void failing_free_fn(void *ptr, size_t size, size_t align, void *user) {
+    failing_alloc *a = (failing_alloc *)user;
+    if (!ptr) return;
+    SUB(&a->live, 1);
+    fsched__default_free(ptr, size, align, NULL);
+}
+
+typedef struct oom_case {
+    failing_alloc *a;
+    int fd;
+    int64_t budget;
+    uint64_t timeout;
+    fsched_result r;
+    int64_t left; /* of the budget after the wait: allocations it did not need */
+} oom_case;
+
+static void oom_wait(void *p) {
+    oom_case *c = (oom_case *)p;
+    uint32_t ready = 0;
+    STORE(&c->a->budget, c->budget);
+    STORE(&c->a->failing, 1);
+    c->r = fsched_wait_fd(c->fd, FSCHED_READABLE, c->timeout, &ready);
+    STORE(&c->a->failing, 0);
+    c->left = LOAD(&c->a->budget);
+    if (c->r != FSCHED_OK && c->r != FSCHED_ERR_OUT_OF_MEMORY) {
+        fprintf(stderr, "a wait with %lld allocations to go: %s\n", (long long)c->budget,
+                fsched_result_string(c->r));
+        CHECK(0);
+    }
+    if (c->r == FSCHED_OK) CHECK(ready == FSCHED_READABLE);
+    ready = 0;
+    CHECK_OK(fsched_wait_fd(c->fd, FSCHED_READABLE, c->timeout, &ready));
+    CHECK(ready == FSCHED_READABLE);
+}
+
+static void test_out_of_memory(void) {
+    static const uint64_t timeouts[] = {2000 * MS, FSCHED_FOREVER};
+    uint32_t workers;
+    size_t i;
+    for (workers = 1; workers <= (TEST_THREADS ? 2u : 1u); workers++) {
+        for (i = 0; i < 2; i++) {
+            int64_t budget;
+            for (budget = 0;; budget++) {
+                failing_alloc a;
+                oom_case c;
+                fsched_desc d;
+                fsched_sched *s;
+                fsched_wait_group wg;
+                int fds[2];
+                CHECK(budget < 200);
+                memset(&a, 0, sizeof a);
+                test_desc_init(&d);
+                d.workers = workers;
+                d.allocator.alloc = failing_alloc_fn;
+                d.allocator.free = failing_free_fn;
+                d.allocator.user = &a;
+                CHECK_OK(fsched_create(&d, &s));
+#if !TEST_THREADS
+                CHECK_OK(fsched_bind(s));
+#endif
+                make_pipe(fds);
+                put_byte(fds[1], 'm'); /* readable from the start */
+                memset(&c, 0, sizeof c);
+                c.a = &a;
+                c.fd = fds[0];
+                c.budget = budget;
+                c.timeout = timeouts[i];
+                CHECK_OK(fsched_wait_group_init(&wg));
+                CHECK_OK(fsched_wait_group_spawn(&wg, s, oom_wait, &c));
+                CHECK_OK(fsched_wait_group_wait(&wg));
+                CHECK_OK(fsched_wait_group_destroy(&wg));
+                test_sched_free(s);
+                CHECK(LOAD(&a.live) == 0);
+                close(fds[0]);
+                close(fds[1]);
+                if (c.r == FSCHED_OK && c.left > 0) break; /* it had all it needed */
+            }
+        }
+    }
+}
+
+/* No fiber can be had for the wait (stacks from the allocator, which refuses them): the
+   task waits inline, and still learns of its fd; with one worker there is nobody else
+   to look. */
+#define OOM_STACK (64 * 1024)
+#define OOM_BLOCKERS 20 /* more than a worker keeps idle: the wait needs a new fiber */
+
+typedef struct no_fiber_case {
+    fsched_event go;
+    int blocked;
+    int fd;
+    uint64_t timeout;
+    fsched_result r;
+} no_fiber_case;
+
+static void no_fiber_blocker(void *p) {
+    no_fiber_case *c = (no_fiber_case *)p;
+    ADD(&c->blocked, 1);
+    CHECK_OK(fsched_event_wait(&c->go));
+}
+
+static void no_fiber_wait(void *p) {
+    no_fiber_case *c = (no_fiber_case *)p;
+    c->r = fsched_wait_fd(c->fd, FSCHED_READABLE, c->timeout, NULL);
+}
+
+static void test_no_fiber(void) {
+    static const uint64_t timeouts[] = {2000 * MS, FSCHED_FOREVER};
+    uint32_t workers;
+    size_t i;
+    for (workers = 1; workers <= (TEST_THREADS ? 2u : 1u); workers++) {
+        for (i = 0; i < 2; i++) {
+            failing_alloc a;
+            no_fiber_case c;
+            fsched_desc d;
+            fsched_sched *s;
+            int fds[2], k;
+            memset(&a, 0, sizeof a);
+            a.min_size = OOM_STACK;
+            test_desc_init(&d);
+            d.workers = workers;
+            d.stack_kind = FSCHED_STACK_HEAP;
+            d.stack_size = OOM_STACK;
+            d.allocator.alloc = failing_alloc_fn;
+            d.allocator.free = failing_free_fn;
+            d.allocator.user = &a;
+            CHECK_OK(fsched_create(&d, &s));
+#if !TEST_THREADS
+            CHECK_OK(fsched_bind(s));
+#endif
+            make_pipe(fds);
+            put_byte(fds[1], 'f');
+            memset(&c, 0, sizeof c);
+            c.fd = fds[0];
+            c.timeout = timeouts[i];
+            CHECK_OK(fsched_event_init(&c.go, 1, 0));
+            for (k = 0; k < OOM_BLOCKERS; k++) CHECK_OK(fsched_spawn(s, no_fiber_blocker, &c));
+            while (LOAD(&c.blocked) < OOM_BLOCKERS) fsched_yield(); /* runs them if bound */
+            STORE(&a.failing, 1); /* budget 0: no more stacks */
+            run_task_on(s, no_fiber_wait, &c);
+            if (c.r != FSCHED_OK && c.r != FSCHED_ERR_OUT_OF_MEMORY) {
+                fprintf(stderr, "%u workers, timeout %llu: a wait without a fiber: %s\n",
+                        workers, (unsigned long long)c.timeout, fsched_result_string(c.r));
+                CHECK(0);
+            }
+            STORE(&a.failing, 0);
+            CHECK_OK(fsched_event_set(&c.go));
+            test_sched_free(s);
+            CHECK_OK(fsched_event_destroy(&c.go));
+            CHECK(LOAD(&a.live) == 0);
+            close(fds[0]);
+            close(fds[1]);
+        }
+    }
+}
+
+/* ---- a socket shut down while tasks wait on it ---- */
+
+typedef struct shut_case {
+    int sv[2];
+    int waiting;
+    uint32_t read_ready, write_ready;
+} shut_case;
+
+static void shut_reader(void *p) {
+    shut_case *c = (shut_case *)p;
+    char b;
+    ADD(&c->waiting, 1);
+    CHECK_OK(fsched_wait_fd(c->sv[0], FSCHED_READABLE, 5000 * MS, &c->read_ready));
+    CHECK(read(c->sv[0], &b, 1) == 0); /* end of file */
+}
+
+static void shut_writer(void *p) {
+    shut_case *c = (shut_case *)p;
+    char buf[4096];
+    memset(buf, 's', sizeof buf);
+    while (write(c->sv[0], buf, sizeof buf) > 0) {
+    }
+    ADD(&c->waiting, 1);
+    CHECK_OK(fsched_wait_fd(c->sv[0], FSCHED_WRITABLE, 5000 * MS, &c->write_ready));
+    CHECK(write(c->sv[0], buf, 1) < 0 && errno == EPIPE);
+}
+
+static void shut_down(void *p) {
+    shut_case *c = (shut_case *)p;
+    while (LOAD(&c->waiting) < 2) fsched_sleep_for(1 * MS);
+    fsched_sleep_for(10 * MS); /* both queued by now */
+    CHECK(shutdown(c->sv[0], SHUT_RDWR) == 0);
+}
+
+static void test_shutdown(void) {
+    shut_case c;
+    void *args[3];
+    memset(&c, 0, sizeof c);
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, c.sv) == 0);
+    nonblocking(c.sv[0]);
+    signal(SIGPIPE, SIG_IGN);
+    args[0] = args[1] = args[2] = &c;
+    {
+        fsched_wait_group wg;
+        CHECK_OK(fsched_wait_group_init(&wg));
+        CHECK_OK(fsched_wait_group_spawn(&wg, sched, shut_reader, &c));
+        CHECK_OK(fsched_wait_group_spawn(&wg, sched, shut_writer, &c));
+        CHECK_OK(fsched_wait_group_spawn(&wg, sched, shut_down, &c));
+        CHECK_OK(fsched_wait_group_wait(&wg));
+        CHECK_OK(fsched_wait_group_destroy(&wg));
+    }
+    (void)args;
+    CHECK(c.read_ready == FSCHED_READABLE);
+    CHECK(c.write_ready == FSCHED_WRITABLE);
+    CHECK_OK(fsched_close_fd(c.sv[0]));
+    CHECK_OK(fsched_close_fd(c.sv[1]));
+}
+
+/* ---- fd waits from a worker's start and stop hooks ----
+   Both run on the worker's thread outside the scheduler (before it works for it, after
+   it stopped): a wait there is a plain thread's, which blocks the thread until the fd is
+   ready or the wait times out. */
+
+#if TEST_THREADS
+static int hooks_fds[2];
+static fsched_result start_result = FSCHED_ERR_SYSTEM, stop_result = FSCHED_ERR_SYSTEM;
+
+static void start_waits(void *user, uint32_t worker) {
+    uint32_t ready = 0;
+    (void)user;
+    if (worker != 0) return;
+    STORE(&start_result, fsched_wait_fd(hooks_fds[0], FSCHED_READABLE, 5000 * MS, &ready));
+    CHECK(ready == FSCHED_READABLE);
+}
+
+static void stop_waits(void *user, uint32_t worker) {
+    (void)user;
+    if (worker == 0)
+        STORE(&stop_result, fsched_wait_fd(hooks_fds[0], FSCHED_READABLE, 20 * MS, NULL));
+}
+
+static void test_worker_hooks(void) {
+    fsched_desc d;
+    fsched_sched *s;
+    struct timespec ts = {0, 20000000};
+    char b;
+    make_pipe(hooks_fds);
+    test_desc_init(&d);
+    d.workers = 2;
+    d.worker_start = start_waits;
+    d.worker_stop = stop_waits;
+    CHECK_OK(fsched_create(&d, &s));
+    nanosleep(&ts, NULL); /* worker 0 waits in its start hook */
+    put_byte(hooks_fds[1], 'w');
+    while (LOAD(&start_result) == FSCHED_ERR_SYSTEM) nanosleep(&ts, NULL);
+    CHECK_OK(LOAD(&start_result));
+    CHECK(read(hooks_fds[0], &b, 1) == 1);
+    CHECK_OK(fsched_destroy(s));
+    CHECK_RESULT(LOAD(&stop_result), FSCHED_ERR_TIMEOUT); /* nothing came */
+    close(hooks_fds[0]);
+    close(hooks_fds[1]);
+}
+#endif
+
+/* ---- fsched_close_fd on what nobody waits on, what is not open ---- */
+
+static void test_close_odd(void) {
+    int fds[2];
+    make_pipe(fds);
+    CHECK_OK(fsched_close_fd(fds[0])); /* nobody waits on it */
+    CHECK_RESULT(fsched_close_fd(fds[0]), FSCHED_ERR_INVALID_ARGUMENT); /* not open */
+    CHECK_RESULT(fsched_close_fd(-1), FSCHED_ERR_INVALID_ARGUMENT);
+    CHECK_RESULT(fsched_close_fd(INT_MAX), FSCHED_ERR_INVALID_ARGUMENT);
+    CHECK_OK(fsched_close_fd(fds[1]));
+}
+
+/* ---- fsched_close_fd racing a wait that is being set up ----
+   Whichever comes first, the wait ends: cancelled by the close, or refused because the
+   fd is closed already; never left waiting on a closed file (test_races 17 forces the
+   order in which the close comes while the wait is set up). */
+
+static void race_waiter(void *p) {
+    closing_case *c = (closing_case *)p;
+    STORE(&c->waiting, 1);
+    c->r = fsched_wait_fd(c->fds[0], FSCHED_READABLE, 5000 * MS, NULL);
+}
+
+static void race_closer(void *p) {
+    closing_case *c = (closing_case *)p;
+    while (!LOAD(&c->waiting)) fsched_yield();
+    CHECK_OK(fsched_close_fd(c->fds[0]));
+}
+
+static void test_close_races_wait(void) {
+    unsigned i, rounds = test_rounds(2000);
+    for (i = 0; i < rounds; i++) {
+        closing_case c;
+        fsched_wait_group wg;
+        memset(&c, 0, sizeof c);
+        make_pipe(c.fds);
+        CHECK_OK(fsched_wait_group_init(&wg));
+        CHECK_OK(fsched_wait_group_spawn(&wg, sched, race_waiter, &c));
+        CHECK_OK(fsched_wait_group_spawn(&wg, sched, race_closer, &c));
+        CHECK_OK(fsched_wait_group_wait(&wg));
+        CHECK_OK(fsched_wait_group_destroy(&wg));
+        if (c.r != FSCHED_ERR_CANCELLED && c.r != FSCHED_ERR_INVALID_ARGUMENT) {
+            fprintf(stderr, "round %u: a wait racing the close: %s\n", i,
+                    fsched_result_string(c.r));
+            CHECK(0);
+        }
+        close(c.fds[1]);
+    }
+}
+
+static int chosen_count;
+static char **chosen; /* the tests named on the command line; none: all */
+
 /* Runs one test, and says how long it took. */
 static void run(const char *name, void (*test)(void)) {
     uint64_t t0 = now_ns();
+    int i, wanted = !chosen_count;
+    for (i = 0; i < chosen_count; i++) wanted |= !strcmp(chosen[i], name);
+    if (!wanted) return;
     test();
     printf("test_io: %-22s %7.1f ms\n", name, (double)(now_ns() - t0) / 1e6);
     fflush(stdout);
 }
 
-int main(void) {
+/* Usage: test_io [NAME ...] runs the tests of those names (default: all). */
+int main(int argc, char **argv) {
+    chosen_count = argc - 1;
+    chosen = argv + 1;
     test_watchdog(300);
     sched = test_sched_new(2);
     run("readable", test_readable);
@@ -687,6 +1636,15 @@ int main(void) {
     run("hang-up", test_hangup);
     run("ping-pong", test_ping_pong);
     run("poll hook", test_poll_hook);
+    run("deadlines", test_deadlines);
+    run("sleep ends", test_sleep_ends);
+    run("poll intervals", test_poll_intervals);
+    run("hook misuse", test_hook_misuse);
+    run("number reused", test_number_reused);
+    run("high fds", test_high_fds);
+    run("shut down", test_shutdown);
+    run("close odd", test_close_odd);
+    run("close races wait", test_close_races_wait);
 #if TEST_THREADS
     /* qemu-i386 7.2 loses a thread's TLS segment base across a signal handler: the
        cross build's tests skip the signals there (tests/meson.build) */
@@ -699,9 +1657,13 @@ int main(void) {
     CHECK_OK(fsched_unbind());
 #endif
     CHECK_OK(fsched_destroy(sched));
+    run("own fds", test_own_fds);
+    run("out of memory", test_out_of_memory);
+    run("no fiber", test_no_fiber);
 #if TEST_THREADS
     run("wake from the poller", test_wake_from_poller);
     run("destroy cancels", test_destroy_cancels);
+    run("worker hooks", test_worker_hooks);
 #endif
     printf("test_io: ok\n");
     return 0;

@@ -32,6 +32,10 @@
        it), then a slot reused by the next wait (which must sleep on).
    16. a worker about to sleep in the fd poller is told of new work before it says that
        it polls: it must not sleep through it.
+   17. fsched_close_fd has ended the waits on an fd and is about to close it when a new
+       wait on the fd is set up: that wait must end too (armed on the file being closed,
+       it waited forever); and a wait on a new file that took the number after the close,
+       before fsched_close_fd returned, must not be cancelled.
 
    Seed 0 (FIBERSCHED_CHAOS_SEED=0) runs only the stalls; any other seed adds random
    perturbation at every point. */
@@ -1238,6 +1242,90 @@ static void test_work_for_poller(void) {
     close(fds[1]);
 }
 
+/* ---- 17: a wait set up while fsched_close_fd closes its fd ---- */
+
+static int t17_armed, t17_stalled, t17_go, t17_queued, t17_at;
+static _Thread_local int t17_waiter; /* this thread runs the wait of the test */
+
+static void t17_hook(fsched__point at) {
+    int one = 1;
+    if (at == FSCHED__AT_WAITING && t17_waiter) STORE(&t17_queued, 1);
+    if ((int)at == LOAD(&t17_at) &&
+        __atomic_compare_exchange_n(&t17_armed, &one, 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+        STORE(&t17_stalled, 1);
+        await_flag(&t17_go);
+    }
+}
+
+typedef struct t17_case {
+    int fd;
+    fsched_result r;
+    fsched_event done;
+} t17_case;
+
+static void t17_close(void *arg) { CHECK_OK(fsched_close_fd(((t17_case *)arg)->fd)); }
+
+static void t17_wait(void *arg) {
+    t17_case *c = (t17_case *)arg;
+    t17_waiter = 1;
+    c->r = fsched_wait_fd(c->fd, FSCHED_READABLE, 2000000000ull, NULL);
+    t17_waiter = 0;
+    CHECK_OK(fsched_event_set(&c->done));
+}
+
+/* Stalls fsched_close_fd(c->fd) at `at`, and sets up a wait on c->fd meanwhile; `fresh`
+   (if not -1) is a new file's write end, whose read end takes the number once closed. */
+static void t17_round(fsched_sched *s, t17_case *c, fsched__point at, int fresh_read) {
+    test_thread closer;
+    STORE(&t17_stalled, 0);
+    STORE(&t17_go, 0);
+    STORE(&t17_queued, 0);
+    STORE(&t17_at, (int)at);
+    STORE(&t17_armed, 1);
+    CHECK_OK(fsched_event_init(&c->done, 1, 0));
+    closer = thread_run(t17_close, c);
+    await_flag(&t17_stalled);
+    if (fresh_read >= 0) CHECK(dup2(fresh_read, c->fd) == c->fd); /* closed: a new file */
+    CHECK_OK(fsched_spawn(s, t17_wait, c));
+    while (!LOAD(&t17_queued) && fsched_event_wait_for(&c->done, 1000000) != FSCHED_OK) {
+    }
+    STORE(&t17_go, 1);
+    thread_join(closer);
+    CHECK_OK(fsched_event_wait_for(&c->done, 5000000000ull));
+    CHECK_OK(fsched_event_destroy(&c->done));
+}
+
+static void test_wait_while_closing(void) {
+    fsched_sched *s = guarded_sched(1);
+    t17_case c;
+    int fds[2], fresh[2];
+    begin("17. a wait set up while fsched_close_fd closes its fd");
+    set_hook(t17_hook);
+    /* set up between the cancel and the close: it ends, cancelled or refused */
+    CHECK(pipe(fds) == 0);
+    c.fd = fds[0];
+    t17_round(s, &c, FSCHED__AT_FD_CLOSE, -1);
+    if (c.r != FSCHED_ERR_CANCELLED && c.r != FSCHED_ERR_INVALID_ARGUMENT) {
+        fprintf(stderr, "a wait set up while its fd was being closed: %s\n",
+                fsched_result_string(c.r));
+        CHECK(0);
+    }
+    close(fds[1]);
+    /* on a new file that took the number after the close: it sees the data */
+    CHECK(pipe(fds) == 0);
+    CHECK(pipe(fresh) == 0);
+    CHECK(write(fresh[1], "n", 1) == 1);
+    c.fd = fds[0];
+    t17_round(s, &c, FSCHED__AT_FD_CLOSED, fresh[0]);
+    CHECK_OK(c.r);
+    set_hook(NULL);
+    CHECK_OK(fsched_close_fd(c.fd));
+    close(fds[1]);
+    close(fresh[0]);
+    close(fresh[1]);
+    CHECK_OK(fsched_destroy(s));
+}
+
 /* Usage: test_races [N ...] runs the tests numbered N, such as 3 or 3b (default: all). */
 int main(int argc, char **argv) {
     static void (*const tests[])(void) = {
@@ -1246,9 +1334,10 @@ int main(int argc, char **argv) {
         test_help_after_steal, test_wake_taken_by_fiber, test_own_clock,
         test_graph_rerun_races, test_woken_while_lock_held, test_mutex_no_convoy,
         test_bind_races_destroy, test_batch_published_while_searching, test_one_job_one_wake,
-        test_frame_taken_back_or_claimed, test_slab_mapped_twice, test_wake_after_return, test_work_for_poller};
+        test_frame_taken_back_or_claimed, test_slab_mapped_twice, test_wake_after_return, test_work_for_poller,
+        test_wait_while_closing};
     static const char *const labels[] = {"1", "2", "3a", "3b", "3c", "4", "5",
-                                         "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16"};
+                                         "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16", "17"};
     size_t i;
     int k;
     test_watchdog(600);

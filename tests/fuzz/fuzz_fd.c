@@ -9,13 +9,7 @@
 
    A wait that could only end by a write or a completion is ended by the rescuer (it
    writes a byte to every pipe, drains full ones and completes the device's requests)
-   once some actor has waited for long, so that a hang is a bug the watchdog names.
-
-   Known bugs, being fixed, that the operations stay clear of unless the environment
-   sets FIBERSCHED_FUZZ_KNOWN=1: an fd number reused after a plain close() or dup2,
-   waits on the poller's own fds, huge fd numbers, fsched_close_fd racing a wait that
-   is arming (closes wait until every waiter has waited a while), timeouts near
-   UINT64_MAX on plain threads, and a poll interval of UINT64_MAX. */
+   once some actor has waited for long, so that a hang is a bug the watchdog names. */
 #define _GNU_SOURCE
 #define FIBERSCHED_IMPLEMENTATION
 #include "../../fibersched.h"
@@ -69,7 +63,7 @@ typedef struct request {
 typedef struct world {
     fsched_sched *s;
     FZ_ATOMIC(int) destroyed;
-    int single, failing, main_bound, known;
+    int single, failing, main_bound;
     fz_alloc_state alloc;
     pthread_mutex_t lock; /* the slots, the device */
     slot slots[FZ_SLOTS];
@@ -112,16 +106,6 @@ static void slot_open(world *w, slot *sl, int socket) {
     sl->socket = socket;
 }
 
-/* Whether every wait on the slot has been under way for a while (has armed). Under
-   the lock. */
-static int slot_settled(const world *w, const slot *sl) {
-    uint64_t now = fz_now();
-    int k;
-    if (w->known) return 1;
-    for (k = 0; k < FZ_USERS; k++)
-        if (sl->since[k] && now - sl->since[k] < FZ_ARMED_MS * FZ_MS) return 0;
-    return 1;
-}
 
 static int user_add(slot *sl) {
     int k;
@@ -167,12 +151,10 @@ static void expect_fd_wait(world *w, fsched_result r, uint32_t events, uint32_t 
     if (r == FSCHED_ERR_OUT_OF_MEMORY) FZ_CHECK(w->failing);
 }
 
-/* The timeout of a wait: the extremes but, on a plain thread, none near UINT64_MAX but
-   FSCHED_FOREVER itself (known: they wrap there). */
+/* The timeout of a wait: the extremes, or 0 (a look) in a hook. */
 static uint64_t wait_timeout(const world *w, const fz_op *op) {
-    if (op->in_hook) return 0;
-    if (!w->known && fsched_current() == NULL && fz_endless(op->t)) return FSCHED_FOREVER;
-    return op->t;
+    (void)w;
+    return op->in_hook ? 0 : op->t;
 }
 
 static void op_wait(world *w, const fz_op *op) {
@@ -213,8 +195,6 @@ static void op_wait_bogus(world *w, const fz_op *op) {
     uint64_t t = wait_timeout(w, op);
     fsched_result r;
     (void)w;
-    /* known: huge numbers size the fd table */
-    if (!w->known && fd > FZ_CLOSED_FD + 1) fd = FZ_CLOSED_FD;
     FZ_CHECK(fd < 0 || fcntl(fd, F_GETFD) == -1); /* not open */
     r = fsched_wait_fd(fd, ev, t, &ready);
     FZ_EXPECT(r, "fsched_wait_fd on a bad fd or events", FSCHED_ERR_INVALID_ARGUMENT,
@@ -239,7 +219,7 @@ static void op_close(world *w, const fz_op *op) {
     int end = op->end & 1, fd;
     pthread_mutex_lock(&w->lock);
     fd = sl->fd[end];
-    if (fd >= 0 && slot_settled(w, sl)) {
+    if (fd >= 0 && 1) {
         FZ_EXPECT(fsched_close_fd(fd), "fsched_close_fd", FSCHED_OK);
         sl->fd[end] = -1;
     }
@@ -251,15 +231,14 @@ static void op_close_bogus(world *w, const fz_op *op) {
     FZ_EXPECT(fsched_close_fd(op->variant & 1 ? -1 : INT_MIN), "fsched_close_fd(negative)",
               FSCHED_ERR_INVALID_ARGUMENT);
     FZ_CHECK(fcntl(FZ_CLOSED_FD, F_GETFD) == -1);
-    FZ_EXPECT(fsched_close_fd(FZ_CLOSED_FD), "fsched_close_fd(closed)", FSCHED_ERR_SYSTEM);
+    FZ_EXPECT(fsched_close_fd(FZ_CLOSED_FD), "fsched_close_fd(closed)", FSCHED_ERR_INVALID_ARGUMENT);
 }
 
-/* Known: a number reused after a plain close() (or taken by dup2) leaves the waits of the
-   old file waiting. */
+/* A number reused after a plain close() (or taken by dup2): the waits of the old file
+   wait on, those on the new one see it. */
 static void op_plain_reuse(world *w, const fz_op *op) {
     slot *sl = &w->slots[op->slot];
     int end = op->end & 1;
-    if (!w->known) return;
     pthread_mutex_lock(&w->lock);
     if (sl->fd[end] >= 0) {
         if (op->variant & 1) {
@@ -357,8 +336,6 @@ static void op_set_poll(world *w, const fz_op *op) {
     uint64_t interval = intervals[op->variant % 8];
     int install = !(op->events & 1);
     fsched_result r;
-    /* known: an interval near UINT64_MAX wraps */
-    if (!w->known && interval > ((uint64_t)1 << 40)) interval = (uint64_t)1 << 40;
     r = fsched_set_poll(w->s, install ? poll_hook : NULL, w, interval);
     if (sched_gone(w)) FZ_EXPECT(r, "fsched_set_poll", FSCHED_OK, FSCHED_ERR_INVALID_ARGUMENT);
     else FZ_EXPECT(r, "fsched_set_poll", FSCHED_OK);
@@ -558,11 +535,6 @@ static fsched_result create(world *w, fz_in *in) {
     d.logger = fz_logger();
     fz_allocator_from(in, &w->alloc, &a);
     d.allocator = a;
-#if defined(FIBERSCHED_IO_POLL)
-    /* known: the poll() poller reports a failed allocation as a timeout */
-    if (!w->known) memset(&a, 0, sizeof a), w->alloc.mode = 0;
-    d.allocator = a;
-#endif
     w->failing = w->alloc.mode != 0;
     w->single = d.single_threaded;
     fz_step(w->driver, "fsched_create", 0);
@@ -579,7 +551,8 @@ static fsched_result create(world *w, fz_in *in) {
 }
 
 /* The poller made before any slot opens (the library's own fds take their numbers
-   first: known, a wait on them misbehaves), by a wait that times out in a task. */
+   first, so that no slot's stale number names one of them, which a wait is refused),
+   by a wait that times out in a task. */
 static void warm_up(void *p) {
     world *w = (world *)p;
     int fds[2];
@@ -650,12 +623,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fz_in in = {data, size, 0};
     world *w = (world *)calloc(1, sizeof *w);
-    const char *known = getenv("FIBERSCHED_FUZZ_KNOWN");
     int k;
     FZ_CHECK(w != NULL);
     fz_input_begin();
     signal(SIGPIPE, SIG_IGN); /* writes to a pipe whose reader closed fail with EPIPE */
-    w->known = known && *known == '1';
     w->driver = fz_actor_new();
     pthread_mutex_init(&w->lock, NULL);
     for (k = 0; k < FZ_SLOTS; k++)
