@@ -258,7 +258,10 @@ static void op_precede(world *w, fz_in *in) {
         FZ_CHECK(!w->reach[b][a]);
         w->loose = 1;
     } else if (w->reach[b][a]) { /* b reaches a (or a == b): a cycle */
-        FZ_EXPECT(r, "fsched_graph_precede closing a cycle", FSCHED_ERR_INVALID_ARGUMENT);
+        /* finding the cycle may need memory */
+        FZ_EXPECT(r, "fsched_graph_precede closing a cycle", FSCHED_ERR_INVALID_ARGUMENT,
+                  FSCHED_ERR_OUT_OF_MEMORY);
+        if (r == FSCHED_ERR_OUT_OF_MEMORY) FZ_CHECK(w->failing);
         return;
     }
     FZ_EXPECT(r, "fsched_graph_precede", FSCHED_OK, FSCHED_ERR_OUT_OF_MEMORY);
