@@ -595,8 +595,10 @@ FIBERSCHED_API uint32_t fsched_worker_count(const fsched_sched *s);
 /* What a scheduler did since its creation, and what it holds: counted in every build (a
    plain store per event, on the counting thread's own line), read from any thread. */
 typedef struct fsched_stats {
-    uint64_t jobs_run;      /* jobs the slots took from the queues and ran: tasks, stolen
-                               halves of joins, loop chunks, graph tasks, pipeline nodes */
+    uint64_t jobs_run;      /* jobs the slots took from the queues and ran, wherever they
+                               ran them (a wait group's wait runs its own tasks): tasks,
+                               stolen halves of joins, loop chunks, graph tasks, pipeline
+                               nodes */
     uint64_t steals;        /* of those, jobs taken from another slot */
     uint64_t sleeps;        /* times a slot slept for want of work */
     uint64_t wakeups;       /* times another thread woke a sleeping slot */
@@ -1674,6 +1676,7 @@ void __tsan_set_fiber_name(void *fiber, const char *name);
 /* ===================================================================================== */
 
 #define FSCHED__NOINLINE __attribute__((noinline))
+#define FSCHED__ALWAYS_INLINE __inline__ __attribute__((always_inline))
 #define FSCHED__UNUSED __attribute__((unused))
 #define FSCHED__LIKELY(x) __builtin_expect(!!(x), 1)
 #define FSCHED__UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -5469,7 +5472,7 @@ static fsched__job *fsched__take_injected(fsched__worker *w) {
 
 /* The next job for w: its own work by level (high, the nodes kept here, placed jobs for
    it, normal, low), then work from outside, then other slots' work. */
-static fsched__job *fsched__find_job_anywhere(fsched__worker *w) {
+static fsched__job *fsched__find_job(fsched__worker *w) {
     fsched__job *job;
     fsched__placed *p;
     int emptied;
@@ -5494,11 +5497,12 @@ static fsched__job *fsched__find_job_anywhere(fsched__worker *w) {
     return fsched__steal(w);
 }
 
-/* Owner: a job for w to run now, counted, or NULL. */
-static fsched__job *fsched__find_job(fsched__worker *w) {
-    fsched__job *job = fsched__find_job_anywhere(w);
-    if (job) fsched__count(w->jobs_run, 1);
-    return job;
+/* Owner: runs a job and counts it. Every job a slot runs goes through here: those the
+   loop finds, those a wait runs on its own stack (a wait group helping with its tasks, a
+   wait without a fiber to switch to). */
+static FSCHED__ALWAYS_INLINE void fsched__run_job(fsched__worker *w, fsched__job *job) {
+    fsched__count(w->jobs_run, 1);
+    job->execute(job, w);
 }
 
 /* ---- idling and sleeping ---- */
@@ -5706,7 +5710,7 @@ static int fsched__loop_turn(fsched__worker *w, fsched__idle *idle) {
         w->yield_pending = 0;
         if ((job = fsched__find_job(w))) {
             fsched__idle_end(w, idle);
-            job->execute(job, w);
+            fsched__run_job(w, job);
             return 0;
         }
     }
@@ -5717,7 +5721,7 @@ static int fsched__loop_turn(fsched__worker *w, fsched__idle *idle) {
     }
     if ((job = fsched__find_job(w))) {
         fsched__idle_end(w, idle);
-        job->execute(job, w);
+        fsched__run_job(w, job);
         return 0;
     }
     if (w->root_parked && fsched__root_may_leave(w)) {
@@ -6576,7 +6580,7 @@ static int fsched__run_inline(fsched__worker *w) {
     if (!room) return -1;
     if (!(job = fsched__find_job(w))) return 0;
     f->inline_depth++;
-    job->execute(job, w);
+    fsched__run_job(w, job);
     f->inline_depth--;
     return 1;
 }
@@ -6933,7 +6937,7 @@ static void fsched__wait_group_help(fsched_wait_group *wg) {
         /* the outside world is watched between these tasks too, as in the loop */
         if (FSCHED__UNLIKELY(FSCHED__LOAD(&w->sched->watching, FSCHED__RELAXED)))
             fsched__watch_tick(w);
-        job->execute(job, w);
+        fsched__run_job(w, job);
     }
 }
 
