@@ -111,9 +111,11 @@
    FIBERSCHED_MALLOC(n) / FIBERSCHED_FREE(p)
                                    the default heap (both or neither); default malloc/free
    FIBERSCHED_DEFAULT_STACK_SIZE   usable stack bytes of a fiber when the desc says 0;
-                                   default 1 MiB on 64-bit targets, reserved as address
-                                   space: pages are committed when touched (64 KiB on
-                                   32-bit targets, 8 KiB under FIBERSCHED_NO_OS there)
+                                   default what a thread gets: 8 MiB on 64-bit POSIX
+                                   systems, reserved as address space (pages are
+                                   committed when touched); 1 MiB on 64-bit Windows and
+                                   without an OS; 64 KiB on 32-bit targets, 8 KiB under
+                                   FIBERSCHED_NO_OS there
    FIBERSCHED_DEFAULT_GUARD_SIZE   guard bytes below page-allocated stacks; default 16 KiB
    FIBERSCHED_STACK_CANARY         bytes of the canary below heap stacks, checked when a
                                    task ends and (debug builds) at every switch: an
@@ -233,6 +235,9 @@
      For 100,000 blocked tasks, use FSCHED_STACK_SLAB stacks: carved from mappings
      shared by many stacks, they cost only the pages their fibers touch. Their canary
      lies in the top page of the next stack below, which is resident anyway.
+   - A stack's reservation is address space, not memory: under vm.overcommit_memory=2
+     (strict accounting) each stack counts in full against the commit limit, as a
+     thread's does; choose a smaller stack_size there.
 
    ERROR MODEL
 
@@ -1489,8 +1494,14 @@ FIBERSCHED_API fsched_result fsched_trace_count(const fsched_sched *s, uint64_t 
 #define FSCHED__DEBUG 0
 #endif
 
+/* The default stack: what a thread gets by default, where stacks are reserved as address
+   space and committed page by page as they are touched (64-bit POSIX systems: 8 MiB, a
+   Linux thread's); 1 MiB on 64-bit Windows (a thread's there; its stacks are committed
+   when mapped) and on 64-bit targets without an OS (heap stacks, painted whole) */
 #ifndef FIBERSCHED_DEFAULT_STACK_SIZE
-#if UINTPTR_MAX > 0xffffffffu
+#if UINTPTR_MAX > 0xffffffffu && defined(FSCHED__OS_POSIX)
+#define FIBERSCHED_DEFAULT_STACK_SIZE (8u * 1024u * 1024u)
+#elif UINTPTR_MAX > 0xffffffffu
 #define FIBERSCHED_DEFAULT_STACK_SIZE (1024u * 1024u)
 #elif defined(FSCHED__OS_NONE)
 #define FIBERSCHED_DEFAULT_STACK_SIZE (8u * 1024u) /* a microcontroller's RAM */
