@@ -231,10 +231,12 @@
      costing the task's own frames and the scheduler's (on x86-64 at -O2, 112 bytes for
      a wait group's wait, 64 for a join). Give fibers stacks for the deepest nesting.
    - On Linux each guarded stack costs two memory mappings and vm.max_map_count (65530 by
-     default) bounds them: past that, stacks come from slabs (a warning says so once).
-     For 100,000 blocked tasks, use FSCHED_STACK_SLAB stacks: carved from mappings
-     shared by many stacks, they cost only the pages their fibers touch. Their canary
-     lies in the top page of the next stack below, which is resident anyway.
+     default) bounds them: guarded stacks take at most seven eighths of them (the rest
+     of the program maps too), and further stacks come from slabs (a warning says so
+     once). For 100,000 blocked tasks, use FSCHED_STACK_SLAB stacks of a few KiB: carved
+     from mappings shared by many stacks, they cost only the pages their fibers touch
+     (and share page tables). Their canary lies in the top page of the next stack below,
+     which is resident anyway.
    - A stack's reservation is address space, not memory: under vm.overcommit_memory=2
      (strict accounting) each stack counts in full against the commit limit, as a
      thread's does; choose a smaller stack_size there.
@@ -2058,6 +2060,49 @@ static void fsched__pages_unmap(void *p, size_t size) {
 #endif
 }
 
+/* Guarded stacks the process may hold at once. On Linux each costs two of the memory
+   mappings vm.max_map_count bounds (65530 by default), and once they run out everything
+   that maps fails, the allocator too: an eighth of them is left to the rest of the
+   program. Elsewhere, no bound. */
+#if defined(__linux__)
+static uint32_t fsched__guards_max(void) {
+    static uint32_t cached; /* benign race: every thread computes the same value */
+    uint32_t n = FSCHED__LOAD(&cached, FSCHED__RELAXED);
+    if (!n) {
+        unsigned long maps = 65530; /* the kernel's default, when /proc cannot tell */
+#if !defined(FIBERSCHED_NO_STDIO)
+        FILE *f = fopen("/proc/sys/vm/max_map_count", "r");
+        if (f) {
+            if (fscanf(f, "%lu", &maps) != 1) maps = 65530;
+            fclose(f);
+        }
+#endif
+        maps = (maps - maps / 8) / 2;
+        n = maps < UINT32_MAX ? (uint32_t)maps : UINT32_MAX;
+        if (!n) n = 1;
+        FSCHED__STORE(&cached, n, FSCHED__RELAXED);
+    }
+    return n;
+}
+#else
+static uint32_t fsched__guards_max(void) { return UINT32_MAX; }
+#endif
+
+static uint32_t fsched__guards_live; /* guarded stacks mapped now */
+
+/* Counts a guarded stack about to be mapped; 0 when the process holds as many as it
+   may. Relaxed: a bound on a count, no order. */
+static int fsched__guard_take(void) {
+    if (FSCHED__FETCH_ADD(&fsched__guards_live, 1u, FSCHED__RELAXED) < fsched__guards_max())
+        return 1;
+    FSCHED__FETCH_SUB(&fsched__guards_live, 1u, FSCHED__RELAXED);
+    return 0;
+}
+
+static void fsched__guard_give(void) {
+    FSCHED__FETCH_SUB(&fsched__guards_live, 1u, FSCHED__RELAXED);
+}
+
 #endif /* pages */
 
 /* ---- monotonic clock ---- */
@@ -3330,20 +3375,25 @@ static fsched_result fsched__stack_alloc(const fsched__stack_params *params, fsc
             int guard_failed;
             size = params->guard_size +
                    fsched__round_up(usable + FSCHED__FIBER_RECORD_BYTES, fsched__page_size());
-            mem = (unsigned char *)fsched__pages_map(size, params->guard_size, &guard_failed);
+            if (fsched__guard_take()) {
+                mem = (unsigned char *)fsched__pages_map(size, params->guard_size,
+                                                         &guard_failed);
+                if (!mem) fsched__guard_give();
+            }
             if (mem) {
                 f = (fsched_fiber *)(mem + size - FSCHED__FIBER_RECORD_BYTES);
                 memset(f, 0, sizeof *f);
                 f->mem = mem;
                 f->stack_lo = mem + params->guard_size;
-            } else if (guard_failed) {
-                /* out of mappings, not of memory: this stack comes from a slab, with a
-                   canary instead of a guard (said once: there may be many) */
+            } else {
+                /* out of mappings for guards (or of memory): this stack comes from a slab,
+                   whose mappings many stacks share, with a canary instead of a guard
+                   (said once: there may be many) */
                 static uint32_t said;
                 if (!FSCHED__EXCHANGE(&said, 1u, FSCHED__RELAXED))
                     fsched__log(&params->logger, FSCHED_LOG_WARNING,
-                                "cannot protect more stack guards: too many memory mappings "
-                                "(vm.max_map_count); further stacks have a canary instead "
+                                "no more guarded stacks: their memory mappings would reach "
+                                "vm.max_map_count; further stacks have a canary instead "
                                 "(FSCHED_STACK_SLAB)");
                 own.kind = FSCHED_STACK_SLAB;
                 own.guard_size = 0;
@@ -3380,8 +3430,12 @@ static void fsched__stack_free(fsched_fiber *f) {
         fsched__free(&params.allocator, mem, size, FSCHED__STACK_ALIGN);
     } else {
 #if defined(FSCHED__HAVE_PAGES)
-        if (params.kind == FSCHED_STACK_SLAB) fsched__slab_give(mem, size);
-        else fsched__pages_unmap(mem, size);
+        if (params.kind == FSCHED_STACK_SLAB) {
+            fsched__slab_give(mem, size);
+        } else {
+            fsched__pages_unmap(mem, size);
+            fsched__guard_give();
+        }
 #endif
     }
 }

@@ -1,7 +1,8 @@
-/* The default stacks, deep: the UTS tree T3 (depth 1,572), a task per node, each node
-   waiting for its children in a wait group of its own (whose wait runs them on its own
-   stack), and the same tree through nested fsched_join; nodes and depth counted exactly,
-   at 1 and 2 workers. */
+/* The default stacks, deep and many. Deep: the UTS tree T3 (depth 1,572), a task per
+   node, each node waiting for its children in a wait group of its own (whose wait runs
+   them on its own stack), and the same tree through nested fsched_join; nodes and depth
+   counted exactly, at 1 and 2 workers. Many: more tasks blocked at once than guarded
+   stacks fit in Linux's memory mappings, each on a fiber of its own (64-bit). */
 #define FIBERSCHED_IMPLEMENTATION
 #include "fibersched.h"
 
@@ -145,6 +146,75 @@ static void run_tree(const uts_tree *t, uint32_t workers, void (*visit_fn)(void 
     CHECK_OK(fsched_destroy(s));
 }
 
+/* ---- more blocked tasks than guarded stacks fit in vm.max_map_count ----
+   Each guarded stack costs two memory mappings, and once the process has none left,
+   everything that maps fails; past a bound below that, stacks come from slabs. Every
+   task still gets a fiber of its own (none is run nested in another's wait for want of
+   a stack, and no wait fails). Linux, natively. */
+
+#if TEST_THREADS && defined(__linux__) && UINTPTR_MAX > 0xffffffffu
+#define TEST_CROWD 1
+typedef struct crowd {
+    fsched_event go;
+    fsched_wait_group started, ended;
+} crowd;
+
+static void crowd_task(void *p) {
+    crowd *c = (crowd *)p;
+    CHECK_OK(fsched_wait_group_done(&c->started));
+    CHECK_OK(fsched_event_wait(&c->go));
+}
+
+static void count_log(fsched_log_level level, const char *message, void *user) {
+    (void)level;
+    (void)message;
+    ADD((int *)user, 1);
+}
+
+static void test_crowd(void) {
+    fsched_sched *s;
+    fsched_desc d;
+    fsched_stats st;
+    crowd c;
+    long maps = 0, n, i;
+    int logged = 0;
+    FILE *f = fopen("/proc/sys/vm/max_map_count", "r");
+    if (f) {
+        if (fscanf(f, "%ld", &maps) != 1) maps = 0;
+        fclose(f);
+    }
+    /* not under the sanitizers, which keep shadow memory in proportion to each stack's
+       size (AddressSanitizer about an eighth of it), nor under Valgrind */
+    if (maps <= 0 || maps > 1000000 || TEST_SCALE > 1 || test_under_valgrind()) {
+        printf("blocked tasks past vm.max_map_count: skipped\n");
+        return;
+    }
+    n = maps / 2 + 1000; /* more than guarded stacks can have mappings */
+    test_desc_init(&d);
+    d.workers = 2;
+    d.logger.func = count_log;
+    d.logger.user = &logged;
+    CHECK_OK(fsched_create(&d, &s));
+    CHECK_OK(fsched_event_init(&c.go, 1, 0));
+    CHECK_OK(fsched_wait_group_init(&c.started));
+    CHECK_OK(fsched_wait_group_init(&c.ended));
+    CHECK_OK(fsched_wait_group_add(&c.started, n));
+    for (i = 0; i < n; i++) CHECK_OK(fsched_wait_group_spawn(&c.ended, s, crowd_task, &c));
+    CHECK_OK(fsched_wait_group_wait(&c.started));
+    CHECK_OK(fsched_get_stats(s, &st));
+    printf("%ld tasks blocked at once (vm.max_map_count %ld): %lu fibers\n", n, maps,
+           (unsigned long)st.fibers);
+    CHECK(st.fibers >= (uint64_t)n);
+    CHECK(LOAD(&logged) == 1); /* that stacks come from slabs now, said once */
+    CHECK_OK(fsched_event_set(&c.go));
+    CHECK_OK(fsched_wait_group_wait(&c.ended));
+    CHECK_OK(fsched_wait_group_destroy(&c.ended));
+    CHECK_OK(fsched_wait_group_destroy(&c.started));
+    CHECK_OK(fsched_event_destroy(&c.go));
+    CHECK_OK(fsched_destroy(s));
+}
+#endif
+
 /* Under Valgrind, ThreadSanitizer, schedule fuzzing and emulators (the cross builds'
    tests), whose every step is many times slower: a tree of the same binomial kind with a
    root of 4 children (seed 7975), 50,125 nodes deep 301. */
@@ -168,5 +238,8 @@ int main(void) {
         run_tree(t, workers, visit_wg, "a wait group per node");
         run_tree(t, workers, visit_join, "nested joins");
     }
+#if defined(TEST_CROWD)
+    test_crowd();
+#endif
     return 0;
 }
