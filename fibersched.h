@@ -3311,8 +3311,11 @@ static fsched_result fsched__stack_params_resolve(size_t stack_size, size_t guar
 #endif
 #if defined(FSCHED__HAVE_PAGES)
     out->kind = kind == FSCHED_STACK_DEFAULT ? FSCHED_STACK_PAGES : kind;
-    if (out->kind == FSCHED_STACK_PAGES)
+    if (out->kind == FSCHED_STACK_PAGES) {
         out->guard_size = fsched__round_up(out->guard_size, fsched__page_size());
+        (void)fsched__guards_max(); /* read here, on the stack of whoever asks for stacks,
+                                       not on a small fiber's that needs one */
+    }
 #else
     if (kind == FSCHED_STACK_PAGES || kind == FSCHED_STACK_SLAB)
         return FSCHED__MISUSE(&out->logger, FSCHED_ERR_UNSUPPORTED,
