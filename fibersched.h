@@ -111,9 +111,11 @@
    FIBERSCHED_MALLOC(n) / FIBERSCHED_FREE(p)
                                    the default heap (both or neither); default malloc/free
    FIBERSCHED_DEFAULT_STACK_SIZE   usable stack bytes of a fiber when the desc says 0;
-                                   default 1 MiB on 64-bit targets, reserved as address
-                                   space: pages are committed when touched (64 KiB on
-                                   32-bit targets, 8 KiB under FIBERSCHED_NO_OS there)
+                                   default what a thread gets: 8 MiB on 64-bit POSIX
+                                   systems, reserved as address space (pages are
+                                   committed when touched); 1 MiB on 64-bit Windows and
+                                   without an OS; 64 KiB on 32-bit targets, 8 KiB under
+                                   FIBERSCHED_NO_OS there
    FIBERSCHED_DEFAULT_GUARD_SIZE   guard bytes below page-allocated stacks; default 16 KiB
    FIBERSCHED_STACK_CANARY         bytes of the canary below heap stacks, checked when a
                                    task ends and (debug builds) at every switch: an
@@ -223,13 +225,21 @@
      while it waits; one of them that blocks resumes only on that thread, at its next
      wait (or fsched_unbind, or fsched_destroy): a bound thread that computes for long
      outside the scheduler's waits delays such tasks meanwhile.
-   - Work the scheduler runs inline while a join or a wait group waits (help-first) runs
-     on the waiting task's stack: give fibers stacks for the deepest such nesting.
+   - A wait group's wait runs the group's tasks still queued on the caller's deque on the
+     waiting task's stack (help-first), and fsched_join runs its second half there when
+     no other worker took it: recursions through them nest on one stack, each level
+     costing the task's own frames and the scheduler's (on x86-64 at -O2, 112 bytes for
+     a wait group's wait, 64 for a join). Give fibers stacks for the deepest nesting.
    - On Linux each guarded stack costs two memory mappings and vm.max_map_count (65530 by
-     default) bounds them: past that, stacks come from slabs (a warning says so once).
-     For 100,000 blocked tasks, use FSCHED_STACK_SLAB stacks: carved from mappings
-     shared by many stacks, they cost only the pages their fibers touch. Their canary
-     lies in the top page of the next stack below, which is resident anyway.
+     default) bounds them: guarded stacks take at most seven eighths of them (the rest
+     of the program maps too), and further stacks come from slabs (a warning says so
+     once). For 100,000 blocked tasks, use FSCHED_STACK_SLAB stacks of a few KiB: carved
+     from mappings shared by many stacks, they cost only the pages their fibers touch
+     (and share page tables). Their canary lies in the top page of the next stack below,
+     which is resident anyway.
+   - A stack's reservation is address space, not memory: under vm.overcommit_memory=2
+     (strict accounting) each stack counts in full against the commit limit, as a
+     thread's does; choose a smaller stack_size there.
 
    ERROR MODEL
 
@@ -608,8 +618,10 @@ FIBERSCHED_API uint32_t fsched_worker_count(const fsched_sched *s);
 /* What a scheduler did since its creation, and what it holds: counted in every build (a
    plain store per event, on the counting thread's own line), read from any thread. */
 typedef struct fsched_stats {
-    uint64_t jobs_run;      /* jobs the slots took from the queues and ran: tasks, stolen
-                               halves of joins, loop chunks, graph tasks, pipeline nodes */
+    uint64_t jobs_run;      /* jobs the slots took from the queues and ran, wherever they
+                               ran them (a wait group's wait runs its own tasks): tasks,
+                               stolen halves of joins, loop chunks, graph tasks, pipeline
+                               nodes */
     uint64_t steals;        /* of those, jobs taken from another slot */
     uint64_t sleeps;        /* times a slot slept for want of work */
     uint64_t wakeups;       /* times another thread woke a sleeping slot */
@@ -1519,8 +1531,14 @@ FIBERSCHED_API fsched_result fsched_trace_count(const fsched_sched *s, uint64_t 
 #define FSCHED__DEBUG 0
 #endif
 
+/* The default stack: what a thread gets by default, where stacks are reserved as address
+   space and committed page by page as they are touched (64-bit POSIX systems: 8 MiB, a
+   Linux thread's); 1 MiB on 64-bit Windows (a thread's there; its stacks are committed
+   when mapped) and on 64-bit targets without an OS (heap stacks, painted whole) */
 #ifndef FIBERSCHED_DEFAULT_STACK_SIZE
-#if UINTPTR_MAX > 0xffffffffu
+#if UINTPTR_MAX > 0xffffffffu && defined(FSCHED__OS_POSIX)
+#define FIBERSCHED_DEFAULT_STACK_SIZE (8u * 1024u * 1024u)
+#elif UINTPTR_MAX > 0xffffffffu
 #define FIBERSCHED_DEFAULT_STACK_SIZE (1024u * 1024u)
 #elif defined(FSCHED__OS_NONE)
 #define FIBERSCHED_DEFAULT_STACK_SIZE (8u * 1024u) /* a microcontroller's RAM */
@@ -1709,6 +1727,7 @@ void __tsan_set_fiber_name(void *fiber, const char *name);
 /* ===================================================================================== */
 
 #define FSCHED__NOINLINE __attribute__((noinline))
+#define FSCHED__ALWAYS_INLINE __inline__ __attribute__((always_inline))
 #define FSCHED__UNUSED __attribute__((unused))
 #define FSCHED__LIKELY(x) __builtin_expect(!!(x), 1)
 #define FSCHED__UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -2145,6 +2164,49 @@ static void fsched__pages_unmap(void *p, size_t size) {
 #else
     munmap(p, size);
 #endif
+}
+
+/* Guarded stacks the process may hold at once. On Linux each costs two of the memory
+   mappings vm.max_map_count bounds (65530 by default), and once they run out everything
+   that maps fails, the allocator too: an eighth of them is left to the rest of the
+   program. Elsewhere, no bound. */
+#if defined(__linux__)
+static uint32_t fsched__guards_max(void) {
+    static uint32_t cached; /* benign race: every thread computes the same value */
+    uint32_t n = FSCHED__LOAD(&cached, FSCHED__RELAXED);
+    if (!n) {
+        unsigned long maps = 65530; /* the kernel's default, when /proc cannot tell */
+#if !defined(FIBERSCHED_NO_STDIO)
+        FILE *f = fopen("/proc/sys/vm/max_map_count", "r");
+        if (f) {
+            if (fscanf(f, "%lu", &maps) != 1) maps = 65530;
+            fclose(f);
+        }
+#endif
+        maps = (maps - maps / 8) / 2;
+        n = maps < UINT32_MAX ? (uint32_t)maps : UINT32_MAX;
+        if (!n) n = 1;
+        FSCHED__STORE(&cached, n, FSCHED__RELAXED);
+    }
+    return n;
+}
+#else
+static uint32_t fsched__guards_max(void) { return UINT32_MAX; }
+#endif
+
+static uint32_t fsched__guards_live; /* guarded stacks mapped now */
+
+/* Counts a guarded stack about to be mapped; 0 when the process holds as many as it
+   may. Relaxed: a bound on a count, no order. */
+static int fsched__guard_take(void) {
+    if (FSCHED__FETCH_ADD(&fsched__guards_live, 1u, FSCHED__RELAXED) < fsched__guards_max())
+        return 1;
+    FSCHED__FETCH_SUB(&fsched__guards_live, 1u, FSCHED__RELAXED);
+    return 0;
+}
+
+static void fsched__guard_give(void) {
+    FSCHED__FETCH_SUB(&fsched__guards_live, 1u, FSCHED__RELAXED);
 }
 
 #endif /* pages */
@@ -3412,8 +3474,11 @@ static fsched_result fsched__stack_params_resolve(size_t stack_size, size_t guar
 #endif
 #if defined(FSCHED__HAVE_PAGES)
     out->kind = kind == FSCHED_STACK_DEFAULT ? FSCHED_STACK_PAGES : kind;
-    if (out->kind == FSCHED_STACK_PAGES)
+    if (out->kind == FSCHED_STACK_PAGES) {
         out->guard_size = fsched__round_up(out->guard_size, fsched__page_size());
+        (void)fsched__guards_max(); /* read here, on the stack of whoever asks for stacks,
+                                       not on a small fiber's that needs one */
+    }
 #else
     if (kind == FSCHED_STACK_PAGES || kind == FSCHED_STACK_SLAB)
         return FSCHED__MISUSE(&out->logger, FSCHED_ERR_UNSUPPORTED,
@@ -3473,23 +3538,28 @@ static fsched_result fsched__stack_alloc(const fsched__stack_params *params, fsc
 #if defined(FSCHED__HAVE_PAGES)
         f = NULL;
         if (params->kind == FSCHED_STACK_PAGES) {
-            int guard_failed;
+            int guard_failed, capped = !fsched__guard_take();
             size = params->guard_size +
                    fsched__round_up(usable + FSCHED__FIBER_RECORD_BYTES, fsched__page_size());
-            mem = (unsigned char *)fsched__pages_map(size, params->guard_size, &guard_failed);
+            if (!capped) {
+                mem = (unsigned char *)fsched__pages_map(size, params->guard_size,
+                                                         &guard_failed);
+                if (!mem) fsched__guard_give();
+            }
             if (mem) {
                 f = (fsched_fiber *)(mem + size - FSCHED__FIBER_RECORD_BYTES);
                 memset(f, 0, sizeof *f);
                 f->mem = mem;
                 f->stack_lo = mem + params->guard_size;
-            } else if (guard_failed) {
-                /* out of mappings, not of memory: this stack comes from a slab, with a
-                   canary instead of a guard (said once: there may be many) */
+            } else {
+                /* out of mappings for guards (or of memory): this stack comes from a slab,
+                   whose mappings many stacks share, with a canary instead of a guard
+                   (said once: there may be many) */
                 static uint32_t said;
-                if (!FSCHED__EXCHANGE(&said, 1u, FSCHED__RELAXED))
+                if (capped && !FSCHED__EXCHANGE(&said, 1u, FSCHED__RELAXED))
                     fsched__log(&params->logger, FSCHED_LOG_WARNING,
-                                "cannot protect more stack guards: too many memory mappings "
-                                "(vm.max_map_count); further stacks have a canary instead "
+                                "no more guarded stacks: their memory mappings would reach "
+                                "vm.max_map_count; further stacks have a canary instead "
                                 "(FSCHED_STACK_SLAB)");
                 own.kind = FSCHED_STACK_SLAB;
                 own.guard_size = 0;
@@ -3526,8 +3596,12 @@ static void fsched__stack_free(fsched_fiber *f) {
         fsched__free(&params.allocator, mem, size, FSCHED__STACK_ALIGN);
     } else {
 #if defined(FSCHED__HAVE_PAGES)
-        if (params.kind == FSCHED_STACK_SLAB) fsched__slab_give(mem, size);
-        else fsched__pages_unmap(mem, size);
+        if (params.kind == FSCHED_STACK_SLAB) {
+            fsched__slab_give(mem, size);
+        } else {
+            fsched__pages_unmap(mem, size);
+            fsched__guard_give();
+        }
 #endif
     }
 }
@@ -5311,19 +5385,24 @@ static void fsched__task_free(fsched_sched *s, fsched__worker *w, fsched__task *
 
 static void fsched__wait_group_finish(fsched_wait_group *wg);
 
+/* A task runs on the fiber of a wait that helps its group as well, nested as deep as
+   the tasks' own recursion: what this frame keeps across the call is kept small (the
+   fiber and the group are read again after it). */
 static void fsched__task_execute(fsched__job *job, fsched__worker *w) {
     fsched__task *t = (fsched__task *)job;
-    fsched_wait_group *wg = t->wait_group;
     fsched_fiber *f = fsched__tls_thread.current;
+    /* what the fiber ran before: the task whose wait runs this one, if any */
     fsched__running outer = fsched__running_begin(f, FSCHED__CODE(t->fn), t->name);
+    fsched_wait_group *wg;
     FSCHED__TRACE(uint64_t trace_begin = fsched__trace_now();)
     t->fn(t->arg);
+    /* the task may have suspended: it resumes on the same fiber and worker */
+    f = fsched__tls_thread.current;
     if (FSCHED__DEBUG) fsched__stack_check(f, NULL);
-    /* the task may have suspended: it resumes on the same fiber */
     fsched__running_end(f, outer);
     FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_TASK, trace_begin, t->name,
                                        (uint64_t)(uintptr_t)t->fn);)
-    /* the task may have suspended: it resumes on the same worker, so w still holds */
+    wg = t->wait_group;
     fsched__task_free(w->sched, w, t);
     if (wg) fsched__wait_group_finish(wg);
     fsched__work_ended(w->sched, w);
@@ -5601,7 +5680,7 @@ static fsched__job *fsched__take_injected(fsched__worker *w) {
 
 /* The next job for w: its own work by level (high, the nodes kept here, placed jobs for
    it, normal, low), then work from outside, then other slots' work. */
-static fsched__job *fsched__find_job_anywhere(fsched__worker *w) {
+static fsched__job *fsched__find_job(fsched__worker *w) {
     fsched__job *job;
     fsched__placed *p;
     int emptied;
@@ -5626,11 +5705,12 @@ static fsched__job *fsched__find_job_anywhere(fsched__worker *w) {
     return fsched__steal(w);
 }
 
-/* Owner: a job for w to run now, counted, or NULL. */
-static fsched__job *fsched__find_job(fsched__worker *w) {
-    fsched__job *job = fsched__find_job_anywhere(w);
-    if (job) fsched__count(w->jobs_run, 1);
-    return job;
+/* Owner: runs a job and counts it. Every job a slot runs goes through here: those the
+   loop finds, those a wait runs on its own stack (a wait group helping with its tasks, a
+   wait without a fiber to switch to). */
+static FSCHED__ALWAYS_INLINE void fsched__run_job(fsched__worker *w, fsched__job *job) {
+    fsched__count(w->jobs_run, 1);
+    job->execute(job, w);
 }
 
 /* ---- idling and sleeping ---- */
@@ -5838,7 +5918,7 @@ static int fsched__loop_turn(fsched__worker *w, fsched__idle *idle) {
         w->yield_pending = 0;
         if ((job = fsched__find_job(w))) {
             fsched__idle_end(w, idle);
-            job->execute(job, w);
+            fsched__run_job(w, job);
             return 0;
         }
     }
@@ -5849,7 +5929,7 @@ static int fsched__loop_turn(fsched__worker *w, fsched__idle *idle) {
     }
     if ((job = fsched__find_job(w))) {
         fsched__idle_end(w, idle);
-        job->execute(job, w);
+        fsched__run_job(w, job);
         return 0;
     }
     if (w->root_parked && fsched__root_may_leave(w)) {
@@ -6732,7 +6812,7 @@ static int fsched__run_inline(fsched__worker *w) {
     if (!room) return -1;
     if (!(job = fsched__find_job(w))) return 0;
     f->inline_depth++;
-    job->execute(job, w);
+    fsched__run_job(w, job);
     f->inline_depth--;
     return 1;
 }
@@ -7068,45 +7148,56 @@ static int fsched__job_of_group(const fsched__job *job, const fsched_wait_group 
     return job->execute == fsched__task_execute && ((const fsched__task *)job)->wait_group == wg;
 }
 
+/* The newest job of the public part of d if it is a task of wg, else NULL (a job that
+   is not the group's goes back as the newest again). Inlined: a spawn publishes its task
+   there at once, so this runs for nearly every task a wait runs. */
+static FSCHED__ALWAYS_INLINE fsched__job *fsched__wait_group_take_public(
+    fsched__deque *d, const fsched_wait_group *wg) {
+    int emptied;
+    fsched__job *job = fsched__cl_take(&d->pub, &emptied);
+    if (emptied) fsched__deque_request(d); /* as fsched__deque_pop */
+    if (!job) return NULL; /* empty, or stolen */
+    FSCHED__POINT(HELP);
+    if (fsched__job_of_group(job, wg)) return job;
+    fsched__cl_push(&d->pub, NULL, 0, 0, &job, 1); /* room: it just left */
+    return NULL;
+}
+
 /* Runs this group's tasks still at the top of the caller's own deque (a scope: the newest
    jobs are usually the ones it just spawned). Each candidate is taken before it is
    looked at; one that is not the group's goes back where it was. A bound thread's own
    code does not help: it waits on its root fiber while the tasks run on fibers (so that
    a task that blocks is never taken for the thread's own wait, and no task runs on the
-   thread's stack). */
-static void fsched__wait_group_help(fsched_wait_group *wg) {
+   thread's stack). The tasks run on this stack, nested as deep as their recursion: this
+   frame is one level of it, and holds nothing more than the loop needs. */
+static FSCHED__ALWAYS_INLINE void fsched__wait_group_help(fsched_wait_group *wg) {
     fsched__worker *w = fsched__tls_thread.worker;
     fsched__deque *d;
     if (!w || fsched__tls_thread.current == w->root) return;
     d = &w->deque;
     while (FSCHED__LOAD(&wg->count, FSCHED__ACQUIRE) > 0) {
         fsched__job *job;
-        int emptied;
         if (d->ring_tail != d->ring_head) { /* private: only this worker touches the ring */
             job = d->ring[(d->ring_tail - 1) % FSCHED__RING_SIZE];
             if (!fsched__job_of_group(job, wg)) return;
             d->ring_tail--;
-        } else {
-            job = fsched__cl_take(&d->pub, &emptied);
-            if (emptied) fsched__deque_request(d); /* as fsched__deque_pop */
-            if (!job) return; /* empty, or stolen */
-            FSCHED__POINT(HELP);
-            if (!fsched__job_of_group(job, wg)) { /* not ours: back as the newest again */
-                fsched__cl_push(&d->pub, NULL, 0, 0, &job, 1); /* room: it just left */
-                return;
-            }
+        } else if (!(job = fsched__wait_group_take_public(d, wg))) {
+            return;
         }
         /* the outside world is watched between these tasks too, as in the loop */
         if (FSCHED__UNLIKELY(FSCHED__LOAD(&w->sched->watching, FSCHED__RELAXED)))
             fsched__watch_tick(w);
-        job->execute(job, w);
+        fsched__run_job(w, job);
     }
 }
 
-static fsched_result fsched__wait_group_wait(fsched_wait_group *wg, uint64_t deadline) {
+/* The rest of a wait after helping: returns at once if the count is zero, else suspends
+   until it is. Out of line, so that its waiter is not on the stack while the wait runs
+   tasks there. */
+static FSCHED__NOINLINE fsched_result fsched__wait_group_block(fsched_wait_group *wg,
+                                                              uint64_t deadline) {
     fsched__waiter wt;
     fsched_result r;
-    fsched__wait_group_help(wg);
     if (FSCHED__LOAD(&wg->count, FSCHED__ACQUIRE) == 0) {
         fsched__wait_list_quiesce(&wg->waiters); /* the last done may still be waking */
         return FSCHED_OK;
@@ -7125,10 +7216,12 @@ static fsched_result fsched__wait_group_wait(fsched_wait_group *wg, uint64_t dea
 
 FIBERSCHED_API fsched_result fsched_wait_group_wait(fsched_wait_group *wg) {
     FSCHED__CHECK_LIVE(wg, "fsched_wait_group_wait");
-    return fsched__wait_group_wait(wg, 0);
+    fsched__wait_group_help(wg);
+    return fsched__wait_group_block(wg, 0);
 }
 
 FIBERSCHED_API fsched_result fsched_wait_group_wait_for(fsched_wait_group *wg, uint64_t timeout_ns) {
+    uint64_t deadline;
     FSCHED__CHECK_LIVE(wg, "fsched_wait_group_wait_for");
     if (FSCHED__LOAD(&wg->count, FSCHED__ACQUIRE) == 0) {
         fsched__wait_list_quiesce(&wg->waiters);
@@ -7136,7 +7229,9 @@ FIBERSCHED_API fsched_result fsched_wait_group_wait_for(fsched_wait_group *wg, u
     }
     if (!timeout_ns) return FSCHED_ERR_TIMEOUT;
     FSCHED__CHECK_CLOCK("fsched_wait_group_wait_for");
-    return fsched__wait_group_wait(wg, fsched__deadline_after(timeout_ns));
+    deadline = fsched__deadline_after(timeout_ns); /* from the call, helping included */
+    fsched__wait_group_help(wg);
+    return fsched__wait_group_block(wg, deadline);
 }
 
 /* ---- mutex ----
@@ -8698,11 +8793,13 @@ FIBERSCHED_API fsched_result fsched_join(void (*a)(void *arg), void *arg_a,
     }
     d->ring[d->ring_tail++ % FSCHED__RING_SIZE] = &j.job; /* fsched__push_job's common case */
     a(arg_a);
-    if (FSCHED__LIKELY(fsched__deque_pop_if_newest(d, &j.job))) { /* not taken */
-        b(arg_b);
+    /* after a, everything is read from j: nested joins each keep only j on the stack,
+       and no register across the call */
+    if (FSCHED__LIKELY(fsched__deque_pop_if_newest(&j.owner->deque, &j.job))) { /* not taken */
+        j.fn(j.arg);
         return FSCHED_OK;
     }
-    fsched__join_finish(w, &j);
+    fsched__join_finish(j.owner, &j);
     return FSCHED_OK;
 }
 

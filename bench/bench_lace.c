@@ -1,7 +1,7 @@
 /* Lace (a work-stealing library for C with typed tasks in a per-worker task stack) as a
-   peer of bench_fib and bench_skynet (and, through bench_lace_resume, of bench_cilk),
-   built only when meson's lace_source option names a Lace 1.4 source tree. The same
-   recursions as ours, written with Lace's macros. */
+   peer of bench_fib and bench_skynet (and, through bench_lace_resume, of bench_cilk and
+   bench_uts), built only when meson's lace_source option names a Lace 1.4 source tree.
+   The same recursions as ours, written with Lace's macros. */
 #include <lace.h>
 
 #include "bench_lace.h"

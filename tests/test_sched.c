@@ -1263,8 +1263,9 @@ static void test_tasks_on_fibers(void) {
 /* ---- deep recursion through wait groups, on the default stacks ----
    A chain of tasks, each waiting for its child in a wait group: a wait runs its own
    child inline, so a whole chain can nest on one fiber (the depth of the binomial UTS
-   tree T3, 1,572, at -O2, on the 1 MiB default of 64-bit targets; where the default is
-   smaller, as on 32-bit ones, a depth in proportion, with a margin). */
+   tree T3, 1,572, on the defaults of 64-bit targets, 1 MiB and more; where the default
+   is smaller, as on 32-bit ones, a depth in proportion, with a margin; test_deep.c
+   counts the whole tree). */
 
 #if FIBERSCHED_DEFAULT_STACK_SIZE >= 1024u * 1024u && TEST_SCALE > 1
 #define DEEP_CHAIN 400 /* sanitizers' frames are several times larger */

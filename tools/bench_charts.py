@@ -68,6 +68,11 @@ CONFIG = {
         "names": {"fibersched: FSCHED_SPAWN/SYNC": "fibersched", "Lace: SPAWN/SYNC": "Lace",
                   "oneTBB: task_group": "oneTBB", "OpenMP tasks": "OpenMP"},
     },
+    "bench_uts": {
+        "values": [("median ms", None, "ms")],
+        "group_by": lambda r: "tree " + r["tree"],
+        "reference": "fibersched: wait group per node",
+    },
     "bench_blocked": {
         # one table, several measures: a group per measure, the candidates in each
         "values": [("cold ms", "cold: block and release, fresh stacks", "ms"),
