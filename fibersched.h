@@ -520,8 +520,10 @@ typedef struct fsched_desc {
                                    per CPU */
     int single_threaded;        /* no worker threads at all (workers must be 0): a bound
                                    thread runs queued tasks on fibers of its own whenever
-                                   it waits; implied by FIBERSCHED_NO_THREADS, where
-                                   workers is ignored */
+                                   it waits (while none is bound, spawns wait, which debug
+                                   builds say once, and a wait group's wait for them from
+                                   elsewhere fails with FSCHED_ERR_WRONG_STATE); implied by
+                                   FIBERSCHED_NO_THREADS, where workers is ignored */
     uint32_t max_bound_threads; /* threads that may be bound at once, at most
                                    FSCHED_MAX_WORKERS; 0: 8 (1 under
                                    FIBERSCHED_NO_THREADS) */
@@ -889,10 +891,14 @@ FIBERSCHED_API fsched_result fsched_event_wait_for(fsched_event *e, uint64_t tim
 
 /* Counts outstanding work; wait returns when the count is zero. Tasks spawned with
    fsched_wait_group_spawn are counted automatically, and wait runs those of them still
-   queued on the caller's own deque before it suspends (a scope). */
+   queued on the caller's own deque before it suspends (a scope). A wait from a thread
+   that is not bound to the single-threaded scheduler the group's tasks were spawned
+   into fails with FSCHED_ERR_WRONG_STATE while no thread is bound to it: nothing would
+   run them (bind one, whose waits run them). */
 typedef struct fsched_wait_group {
     fsched_wait_list waiters;
     int64_t count;
+    struct fsched_sched *single; /* private: the single-threaded scheduler of its last spawn */
 } fsched_wait_group;
 
 FIBERSCHED_API fsched_result fsched_wait_group_init(fsched_wait_group *wg);
@@ -3003,6 +3009,7 @@ struct fsched_fiber {
     void *asan_fake_stack;
     const void *asan_bottom;
     size_t asan_size;
+    const unsigned char *asan_sp; /* where it last left: frames below have returned */
     void *tsan_fiber;
     /* the scheduler's bookkeeping for fibers it runs */
     void *owner;            /* the worker whose loop the fiber belongs to */
@@ -3581,6 +3588,22 @@ static fsched_result fsched__stack_alloc(const fsched__stack_params *params, fsc
     return FSCHED_OK;
 }
 
+/* ASan builds: the frames a fiber destroyed while suspended left on its stack never
+   unpoisoned their redzones; they lie above where it last left it (frames below that
+   returned, and unpoisoned theirs), give or take the switch's own. Only that part: the
+   whole stack would commit an eighth of it as shadow memory. */
+static void fsched__stack_unpoison(const fsched_fiber *f) {
+#if defined(FSCHED__ASAN)
+    uintptr_t lo = (uintptr_t)f->stack_lo, hi = (uintptr_t)f->stack_hi,
+              sp = (uintptr_t)f->asan_sp;
+    if (!sp) return; /* it never ran */
+    if (sp >= lo + 4096 && sp <= hi) lo = sp - 4096;
+    __asan_unpoison_memory_region((const void *)lo, (size_t)(hi - lo));
+#else
+    (void)f;
+#endif
+}
+
 static void fsched__stack_free(fsched_fiber *f) {
     fsched__stack_params params = f->params;
     unsigned char *mem = f->mem;
@@ -3588,10 +3611,7 @@ static void fsched__stack_free(fsched_fiber *f) {
 #if FIBERSCHED_VALGRIND
     VALGRIND_STACK_DEREGISTER(f->valgrind_id);
 #endif
-#if defined(FSCHED__ASAN)
-    /* frames of a fiber destroyed while suspended never unpoisoned their redzones */
-    __asan_unpoison_memory_region(mem, size);
-#endif
+    fsched__stack_unpoison(f);
     if (params.kind == FSCHED_STACK_HEAP) {
         fsched__free(&params.allocator, mem, size, FSCHED__STACK_ALIGN);
     } else {
@@ -3609,9 +3629,7 @@ static void fsched__stack_free(fsched_fiber *f) {
 /* Re-initialises a cached block for a new fiber, keeping its memory fields. */
 static fsched_fiber *fsched__stack_recycle(fsched_fiber *f) {
     fsched_fiber keep = *f;
-#if defined(FSCHED__ASAN)
-    __asan_unpoison_memory_region(f->stack_lo, (size_t)(f->stack_hi - f->stack_lo));
-#endif
+    fsched__stack_unpoison(f);
     memset(f, 0, sizeof *f);
     f->mem = keep.mem;
     f->mem_size = keep.mem_size;
@@ -3796,6 +3814,7 @@ static inline void fsched__fiber_leaving(fsched_fiber *from, fsched_fiber *to, i
     fsched__mpu_guard_arm(to);
 #endif
 #if defined(FSCHED__ASAN)
+    from->asan_sp = (const unsigned char *)__builtin_frame_address(0);
     __sanitizer_start_switch_fiber(from_ends ? NULL : &from->asan_fake_stack, to->asan_bottom,
                                    to->asan_size);
 #endif
@@ -4762,6 +4781,7 @@ struct fsched_sched {
     void (*worker_stop)(void *user, uint32_t worker);
     void *worker_user;
     char worker_name[FSCHED__THREAD_NAME_BYTES]; /* the prefix of worker threads' names */
+    uint32_t said_unattended;              /* spawns found no thread to run them: said */
 #if defined(FSCHED__INTERRUPTS)
     struct fsched__task *reserve;          /* desc.interrupt_tasks records, */
     uint32_t reserve_count;
@@ -4879,6 +4899,24 @@ static fsched_result fsched__sched_enter(fsched_sched *s, int refuse_closing, co
         FSCHED__FETCH_ADD(&s->holds, 1u, FSCHED__RELAXED);
     fsched__live_read_unlock();
     return r;
+}
+
+/* Whether nothing would run s's queued tasks: it has no worker threads, and no thread is
+   bound to it (nor destroying it). A hint: a thread may bind at any moment. */
+static int fsched__sched_unattended(const fsched_sched *s) {
+    uint32_t i;
+    if (s->n_threads) return 0;
+    for (i = 0; i < s->n_slots; i++) /* relaxed: a hint, as said */
+        if (FSCHED__LOAD(&s->slots[i]->in_use, FSCHED__RELAXED)) return 0;
+    return 1;
+}
+
+/* Debug builds: says once per scheduler that spawns wait for a thread to run them. */
+static void fsched__say_unattended(fsched_sched *s) {
+    if (!FSCHED__EXCHANGE(&s->said_unattended, 1u, FSCHED__RELAXED))
+        fsched__log(&s->logger, FSCHED_LOG_WARNING,
+                    "fsched_spawn: no thread is bound to this single-threaded scheduler: its "
+                    "tasks wait until one binds (its waits run them) or fsched_destroy");
 }
 
 /* ---- the core latch ---- */
@@ -7090,6 +7128,7 @@ FIBERSCHED_API fsched_result fsched_wait_group_init(fsched_wait_group *wg) {
     FSCHED__CHECK_ARG(wg, "fsched_wait_group_init");
     fsched__wait_list_init(&wg->waiters);
     wg->count = 0;
+    wg->single = NULL;
     return FSCHED_OK;
 }
 
@@ -7214,14 +7253,38 @@ static FSCHED__NOINLINE fsched_result fsched__wait_group_block(fsched_wait_group
     return fsched__wait_commit(&wg->waiters, &wt);
 }
 
+/* A wait that nothing would end: the group's tasks wait in a single-threaded scheduler
+   that no thread is bound to, and the caller is not bound to it either. */
+static FSCHED__NOINLINE fsched_result fsched__wait_group_unattended(fsched_wait_group *wg,
+                                                                   const char *what) {
+    /* relaxed: a hint (see fsched__spawn) */
+    fsched_sched *s = (fsched_sched *)FSCHED__LOAD(&wg->single, FSCHED__RELAXED);
+    fsched__worker *w = fsched__tls_thread.worker;
+    fsched_result r = FSCHED_OK;
+    if (!s || (w && w->sched == s) || !FSCHED__LOAD(&wg->count, FSCHED__ACQUIRE)) return r;
+    if (fsched__sched_enter(s, 0, what) != FSCHED_OK) return r; /* destroyed: its tasks ran */
+    if (fsched__sched_unattended(s))
+        r = FSCHED__MISUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
+                           "%s: the group's tasks wait in a single-threaded scheduler that no "
+                           "thread is bound to: nothing would run them (bind a thread to it; "
+                           "its waits run them)", what);
+    fsched__sched_release(s);
+    return r;
+}
+
 FIBERSCHED_API fsched_result fsched_wait_group_wait(fsched_wait_group *wg) {
+    fsched_result r;
     FSCHED__CHECK_LIVE(wg, "fsched_wait_group_wait");
+    if (FSCHED__UNLIKELY(FSCHED__LOAD(&wg->single, FSCHED__RELAXED)) &&
+        (r = fsched__wait_group_unattended(wg, "fsched_wait_group_wait")) != FSCHED_OK)
+        return r;
     fsched__wait_group_help(wg);
     return fsched__wait_group_block(wg, 0);
 }
 
 FIBERSCHED_API fsched_result fsched_wait_group_wait_for(fsched_wait_group *wg, uint64_t timeout_ns) {
     uint64_t deadline;
+    fsched_result r;
     FSCHED__CHECK_LIVE(wg, "fsched_wait_group_wait_for");
     if (FSCHED__LOAD(&wg->count, FSCHED__ACQUIRE) == 0) {
         fsched__wait_list_quiesce(&wg->waiters);
@@ -7229,6 +7292,9 @@ FIBERSCHED_API fsched_result fsched_wait_group_wait_for(fsched_wait_group *wg, u
     }
     if (!timeout_ns) return FSCHED_ERR_TIMEOUT;
     FSCHED__CHECK_CLOCK("fsched_wait_group_wait_for");
+    if (FSCHED__UNLIKELY(FSCHED__LOAD(&wg->single, FSCHED__RELAXED)) &&
+        (r = fsched__wait_group_unattended(wg, "fsched_wait_group_wait_for")) != FSCHED_OK)
+        return r;
     deadline = fsched__deadline_after(timeout_ns); /* from the call, helping included */
     fsched__wait_group_help(wg);
     return fsched__wait_group_block(wg, deadline);
@@ -8633,6 +8699,9 @@ static fsched_result fsched__spawn(fsched_sched *s, fsched_wait_group *wg, void 
         fsched__task_free(s, w, t);
         goto out;
     }
+    /* relaxed: a hint for a waiter that no thread would run these tasks */
+    if (wg && !s->n_threads) FSCHED__STORE(&wg->single, s, FSCHED__RELAXED);
+    if (!w && FSCHED__DEBUG && fsched__sched_unattended(s)) fsched__say_unattended(s);
     job = &t->job;
     r = FSCHED_OK;
     if (w) {

@@ -1120,6 +1120,78 @@ static void st_ponger(void *p) {
     }
 }
 
+/* Keeps the last message logged, for checks of what a refusal says. */
+static char last_logged[256];
+static void keep_message(fsched_log_level level, const char *message, void *user) {
+    (void)level;
+    ++*(int *)user;
+    strncpy(last_logged, message, sizeof last_logged - 1);
+}
+
+#if TEST_THREADS
+/* A single-threaded scheduler that no thread is bound to: a wait on a group whose tasks
+   wait there, from a thread not bound to it, is refused (it would hang: nothing runs
+   them); with a thread bound and waiting, the same wait ends. */
+typedef struct unattended {
+    fsched_sched *s;
+    fsched_event bound, done;
+    int ran; /* atomic */
+} unattended;
+
+static void unattended_task(void *arg) { FSCHED__FETCH_ADD(&((unattended *)arg)->ran, 1, FSCHED__RELAXED); }
+
+static void unattended_binder(void *arg) {
+    unattended *u = (unattended *)arg;
+    CHECK_OK(fsched_bind(u->s));
+    CHECK_OK(fsched_event_set(&u->bound));
+    CHECK_OK(fsched_event_wait(&u->done)); /* runs queued tasks meanwhile */
+    CHECK_OK(fsched_unbind());
+}
+
+static void test_unattended(void) {
+    unattended u;
+    fsched_desc d;
+    fsched_wait_group wg;
+    test_thread t;
+    int logged = 0;
+    uint64_t t0;
+    memset(&u, 0, sizeof u);
+    test_desc_init(&d);
+    d.single_threaded = 1;
+    d.logger.func = keep_message;
+    d.logger.user = &logged;
+    CHECK_OK(fsched_create(&d, &u.s));
+    CHECK_OK(fsched_wait_group_init(&wg));
+    CHECK_OK(fsched_wait_group_spawn(&wg, u.s, unattended_task, &u));
+#if FSCHED__DEBUG
+    CHECK(logged == 1 && strstr(last_logged, "no thread is bound")); /* said at the spawn */
+#endif
+    t0 = fsched_clock_ns();
+    CHECK_RESULT(fsched_wait_group_wait(&wg), FSCHED_ERR_WRONG_STATE);
+    CHECK_RESULT(fsched_wait_group_wait_for(&wg, 10000000000ull), FSCHED_ERR_WRONG_STATE);
+    CHECK(fsched_clock_ns() - t0 < 5000000000ull); /* at once, not at the timeout */
+#if FSCHED__DEBUG
+    CHECK(logged == 3 && strstr(last_logged, "nothing would run them"));
+#endif
+    CHECK(LOAD(&u.ran) == 0);
+    /* a thread bound and waiting runs them: the same wait ends */
+    CHECK_OK(fsched_event_init(&u.bound, 1, 0));
+    CHECK_OK(fsched_event_init(&u.done, 1, 0));
+    t = thread_run(unattended_binder, &u);
+    CHECK_OK(fsched_event_wait(&u.bound));
+    CHECK_OK(fsched_wait_group_wait(&wg));
+    CHECK(LOAD(&u.ran) == 1);
+    CHECK_OK(fsched_event_set(&u.done));
+    thread_join(t);
+    /* unbound again; a group whose tasks all ran waits for nothing */
+    CHECK_OK(fsched_wait_group_wait(&wg));
+    CHECK_OK(fsched_wait_group_destroy(&wg));
+    CHECK_OK(fsched_event_destroy(&u.bound));
+    CHECK_OK(fsched_event_destroy(&u.done));
+    CHECK_OK(fsched_destroy(u.s));
+}
+#endif
+
 static void test_single_threaded(void) {
     fsched_sched *s;
     fsched_desc d;
@@ -1311,14 +1383,6 @@ static void quiet(fsched_log_level level, const char *message, void *user) {
     (void)level;
     (void)message;
     ++*(int *)user;
-}
-
-/* Keeps the last message logged, for checks of what a refusal says. */
-static char last_logged[256];
-static void keep_message(fsched_log_level level, const char *message, void *user) {
-    (void)level;
-    ++*(int *)user;
-    strncpy(last_logged, message, sizeof last_logged - 1);
 }
 
 /* A desc out of range is refused at creation, with a log line (debug builds) saying why. */
@@ -2093,6 +2157,7 @@ int main(void) {
     test_single_threaded();
 #if TEST_THREADS
     test_outside_not_starved();
+    test_unattended();
 #endif
     test_tasks_on_fibers();
     test_deep_chain(1);
