@@ -838,6 +838,7 @@ static void launch(world *w, const fz_op *op) {
         ctx = CTX_THREAD;
     if (ctx == CTX_WG_TASK && op->code == OP_WG_WAIT) ctx = CTX_TASK; /* it waits for itself */
     if (ctx == CTX_THREAD && w->n_threads == FZ_THREADS_MAX) ctx = CTX_MAIN;
+    if (ctx == CTX_MAIN && op->code == OP_BIND) return; /* the driver's bind is drive()'s */
     if (ctx == CTX_POLL && w->destroyed) ctx = CTX_MAIN;
     if (ctx == CTX_MAIN) {
         fz_step(w->driver, op_names[op->code], op->index);
