@@ -8656,6 +8656,8 @@ static fsched_result fsched__spawn(fsched_sched *s, fsched_wait_group *wg, void 
     fsched__job *job;
     fsched__task *t;
     fsched_result r;
+    /* a NULL s first: gcc -O3 otherwise finds a path where it reaches the code below */
+    if (!s) return fsched__sched_open(s, 0, "fsched_spawn");
     if (!w || w->sched != s) { /* from outside s: hold it while touching it */
         w = NULL;
         if ((r = fsched__sched_enter(s, 0, "fsched_spawn")) != FSCHED_OK) return r;
