@@ -708,7 +708,19 @@ FIBERSCHED_API fsched_result fsched_parallel_reduce(
    shared mappings, so that stacks take few of the system's memory mappings. A worker
    keeps the stacks it made for later trees, the pages of all but a few of its free ones
    given back. FSCHED_RUN returns FSCHED_ERR_OUT_OF_MEMORY when no frame stack can be had
-   for the tree, and one more for the children it may offer. */
+   for the tree, and one more for the children it may offer.
+
+   C++ with exceptions (unless FIBERSCHED_NO_CPP): an exception that leaves a child is
+   rethrown by the FSCHED_SYNC that syncs it, whether the child ran there or on a worker
+   that took it (where it was caught: it never unwinds through the scheduler); one that
+   leaves the root, by FSCHED_RUN (the tree's frame stack given back). An exception that
+   leaves a task drops the children it spawned and did not sync: those no worker took
+   never run; those another worker took are waited for first (their frames and
+   arguments live on until they return), and what they throw is dropped, the first
+   exception going on. The task's locals die before that wait, as the exception leaves
+   their scope: sync a child that points at them before anything can throw past it (or
+   catch in the task). The type of the exception is kept (std::rethrow_exception). In C,
+   and in C++ without exceptions, a child must not throw. */
 #define FSCHED_FRAME_BYTES 48
 
 typedef struct fsched_frames fsched_frames;
@@ -716,8 +728,11 @@ typedef struct fsched_frame fsched_frame;
 
 /* A child record. Members are private. */
 struct fsched_frame {
-    void (*run)(fsched_frame *frame, fsched_frames *fs, fsched_frame *head); /* NULL: free */
-    uintptr_t latch; /* taken by another worker: 0 until it finished, 1 after */
+    /* runs the child for the worker that took it: nonzero when it threw (C++), its
+       exception then in `data`; NULL: a free frame */
+    int (*run)(fsched_frame *frame, fsched_frames *fs, fsched_frame *head);
+    uintptr_t latch; /* taken by another worker: 0 until it finished, then 1, or
+                        FSCHED__FRAME_THREW when it threw */
     union {
         unsigned char bytes[FSCHED_FRAME_BYTES];
         void *p;
@@ -727,8 +742,11 @@ struct fsched_frame {
     } data;
 };
 
+/* The latch of a frame whose child, taken by another worker, threw (C++): odd, as 1 */
+#define FSCHED__FRAME_THREW 3u
+
 /* A stack of frames, owned by one task tree at a time. Members are private: the macros
-   read the first three. */
+   read the first three (and the C++ layer's helpers of spawn and sync the first two). */
 struct fsched_frames {
     fsched_frame *split; /* the owner's: frames from here up are its own, not offered */
     fsched_frame *end;   /* one past the last frame */
@@ -755,17 +773,66 @@ FIBERSCHED_API void fsched_frames_full(fsched_frames *fs);
 #define FSCHED__TASK_FN static __attribute__((unused))
 /* a negative array size (a compile-time error) when an argument or result is too large */
 #define FSCHED__FITS_FRAME(type) (sizeof(type) <= FSCHED_FRAME_BYTES ? 1 : -1)
+#if defined(__cplusplus) && !defined(FIBERSCHED_NO_CPP) &&                                 \
+    (defined(__cpp_exceptions) || defined(__EXCEPTIONS))
+/* C++ with exceptions (the helpers are in the C++ layer, fsched::detail): a child that
+   another worker runs keeps what it throws in its frame, for the sync to rethrow; the body
+   of every task, when something leaves it by an exception, drops its children not synced
+   (fsched::detail::frames_unwound); a root leaves its frame stack however it ends. */
+#define FSCHED__TASK_RUN(frame, run_body)                                                  \
+    try {                                                                                  \
+        run_body;                                                                          \
+    } catch (...) {                                                                        \
+        fsched::detail::frame_keep(frame);                                                 \
+        return 1;                                                                          \
+    }                                                                                      \
+    return 0
+#define FSCHED__TASK_TAKEN(head)                                                           \
+    if (__builtin_expect((head)->latch == FSCHED__FRAME_THREW, 0))                         \
+    fsched::detail::frame_rethrow(head)
+#define FSCHED__TASK_ROOT(fs, root_call)                                                   \
+    fsched::detail::frames_lease fsched__lease(fs);                                        \
+    root_call
+#define FSCHED__TASK_BODY(rtype, name, atype, aname)                                       \
+    static inline rtype name##_fsched_user(fsched_frames *fsched__fs,                      \
+                                           fsched_frame *fsched__head, atype aname);       \
+    static inline rtype name##_fsched_body(fsched_frames *fsched__fs,                      \
+                                           fsched_frame *fsched__head, atype fsched__arg) { \
+        fsched::detail::exception_slot fsched__thrown;                                     \
+        try {                                                                              \
+            return name##_fsched_user(fsched__fs, fsched__head, fsched__arg);              \
+        } catch (...) {                                                                    \
+            fsched__thrown.keep();                                                         \
+        }                                                                                  \
+        fsched::detail::frames_unwound(fsched__fs, fsched__head, fsched__thrown);          \
+    }                                                                                      \
+    static inline rtype name##_fsched_user(                                                \
+        fsched_frames *fsched__fs __attribute__((unused)),                                 \
+        fsched_frame *fsched__head __attribute__((unused)), atype aname)
+#else
+#define FSCHED__TASK_RUN(frame, run_body)                                                  \
+    run_body;                                                                              \
+    return 0
+#define FSCHED__TASK_TAKEN(head) (void)0
+#define FSCHED__TASK_ROOT(fs, root_call)                                                   \
+    root_call;                                                                             \
+    fsched_frames_leave(fs)
+#define FSCHED__TASK_BODY(rtype, name, atype, aname)                                       \
+    static inline rtype name##_fsched_body(fsched_frames *fsched__fs __attribute__((unused)), \
+                                           fsched_frame *fsched__head __attribute__((unused)), \
+                                           atype aname)
+#endif
 #define FSCHED__TASK_COMMON(rtype, name, atype, aname, data_members, run_body, sync_here,   \
                             sync_taken, root_call)                                          \
     typedef union name##_fsched_data { data_members } name##_fsched_data;                    \
     typedef char name##_fsched_fits[FSCHED__FITS_FRAME(name##_fsched_data)];                 \
     static inline rtype name##_fsched_body(fsched_frames *fsched__fs,                        \
                                            fsched_frame *fsched__head, atype aname);         \
-    FSCHED__TASK_FN void name##_fsched_run(fsched_frame *fsched__frame,                      \
-                                           fsched_frames *fsched__fs,                        \
-                                           fsched_frame *fsched__head) {                     \
+    FSCHED__TASK_FN int name##_fsched_run(fsched_frame *fsched__frame,                       \
+                                          fsched_frames *fsched__fs,                         \
+                                          fsched_frame *fsched__head) {                      \
         name##_fsched_data *fsched__d = (name##_fsched_data *)(void *)&fsched__frame->data;   \
-        run_body;                                                                            \
+        FSCHED__TASK_RUN(fsched__frame, run_body);                                           \
     }                                                                                        \
     FSCHED__TASK_FN inline void name##_fsched_spawn(fsched_frame *fsched__head,              \
                                                     atype fsched__arg) {                     \
@@ -780,6 +847,7 @@ FIBERSCHED_API void fsched_frames_full(fsched_frames *fs);
             fsched__head->run = 0;                                                           \
             sync_here;                                                                       \
         } else {                                                                             \
+            FSCHED__TASK_TAKEN(fsched__head);                                                \
             sync_taken;                                                                      \
         }                                                                                    \
     }                                                                                        \
@@ -788,15 +856,12 @@ FIBERSCHED_API void fsched_frames_full(fsched_frames *fs);
         fsched_frames *fsched__fs;                                                           \
         fsched_result fsched__r = fsched_frames_enter(&fsched__fs);                          \
         if (fsched__r != FSCHED_OK) return fsched__r;                                        \
-        root_call;                                                                           \
-        fsched_frames_leave(fsched__fs);                                                     \
+        FSCHED__TASK_ROOT(fsched__fs, root_call);                                            \
         (void)fsched__out;                                                                   \
         return FSCHED_OK;                                                                    \
     }                                                                                        \
     /* inline: the compiler may unfold a recursion a few levels, as it does a plain one */  \
-    static inline rtype name##_fsched_body(fsched_frames *fsched__fs __attribute__((unused)), \
-                                           fsched_frame *fsched__head __attribute__((unused)), \
-                                           atype aname)
+    FSCHED__TASK_BODY(rtype, name, atype, aname)
 
 /* Defines the task `name`: `rtype name(atype aname)`, followed by its body in braces. */
 #define FSCHED_TASK(rtype, name, atype, aname)                                             \
@@ -8182,8 +8247,9 @@ static void fsched__latch_wait(fsched__worker *w, uintptr_t *latch) {
     fsched_fiber *next;
     uintptr_t expected = 0;
     for (;;) {
-        /* acquire: pairs with the setter's exchange */
-        if (FSCHED__LOAD(latch, FSCHED__ACQUIRE) == 1) return;
+        /* acquire: pairs with the setter's exchange (set: 1, or for a frame whose child
+           threw, FSCHED__FRAME_THREW: odd, where a fiber's address is even) */
+        if (FSCHED__LOAD(latch, FSCHED__ACQUIRE) & 1u) return;
         next = fsched__suspend_prepare(w);
         if (next) break;
         if (fsched__run_inline(w) <= 0) /* no fiber to switch to (out of memory): help */
@@ -8709,16 +8775,18 @@ static void fsched__frame_job_execute(fsched__job *job, fsched__worker *w) {
     fsched__worker *owner = (fsched__worker *)w->stolen_from->worker;
     fsched_frames *fs = fsched__frames_pop(w); /* there is one: fsched__frames_claim made sure */
     uintptr_t waiting;
+    int threw;
     (void)job;
     w->stolen = NULL;
     w->stolen_from = NULL;
     fsched__frames_hold(w, fs, fsched__tls_thread.current);
-    frame->run(frame, fs, fs->base);
+    threw = frame->run(frame, fs, fs->base);
     fsched_frames_leave(fs);
     FSCHED__POINT(JOIN);
-    /* acq_rel: releases the result to the owner, acquires the fiber it left there; after
-       it the owner may reuse the frame */
-    waiting = FSCHED__EXCHANGE(&frame->latch, (uintptr_t)1, FSCHED__ACQ_REL);
+    /* acq_rel: releases the result (or the exception) to the owner, acquires the fiber it
+       left there; after it the owner may reuse the frame */
+    waiting = FSCHED__EXCHANGE(&frame->latch, threw ? (uintptr_t)FSCHED__FRAME_THREW : 1u,
+                               FSCHED__ACQ_REL);
     if (waiting > 1) fsched__make_ready(owner, (fsched_fiber *)waiting);
 }
 
@@ -12224,6 +12292,9 @@ FIBERSCHED_API const char *fsched_version_string(void) {
      begin after one threw skip the body (calls already running go on);
    - wait_group::wait, and a wait_for that returns FSCHED_OK: the first exception of the
      group's tasks since the last wait;
+   - FSCHED_SYNC: the child's exception, wherever it ran; FSCHED_RUN: the root's. A task
+     that an exception leaves first waits for the children other workers took from it,
+     dropping their exceptions, and drops those nobody took, unrun (see spawn and sync);
    - spawn: nothing observes a detached task. Its exception goes to the unobserved-
      exception handler (set_unobserved_exception_handler), whose default prints one line
      to stderr (with what() for a std::exception) and drops it. So does an exception
@@ -12428,6 +12499,83 @@ inline void report_unobserved(std::exception_ptr error) noexcept {
 struct first_error {}; /* nothing is caught: nothing to keep */
 #endif
 
+#if FSCHED__CPP_EXCEPTIONS
+/* ---- spawn and sync (FSCHED_TASK): what the macros call ---- */
+
+/* The exception of a child that another worker ran, kept in its frame in place of its
+   result until the sync that observes it. */
+inline std::exception_ptr *frame_exception(fsched_frame *frame) noexcept {
+    static_assert(sizeof(std::exception_ptr) <= FSCHED_FRAME_BYTES &&
+                      alignof(std::exception_ptr) <= alignof(long double),
+                  "fibersched: an exception_ptr fits a frame");
+    return static_cast<std::exception_ptr *>(static_cast<void *>(&frame->data));
+}
+
+/* In the catch block of that child's run: keeps the exception (nothing waits here). */
+inline void frame_keep(fsched_frame *frame) noexcept {
+    new (static_cast<void *>(&frame->data)) std::exception_ptr(std::current_exception());
+}
+
+/* At the sync of that child: rethrows its exception. */
+[[noreturn]] inline void frame_rethrow(fsched_frame *frame) {
+    std::exception_ptr *kept = frame_exception(frame);
+    std::exception_ptr e(std::move(*kept));
+    kept->~exception_ptr();
+    std::rethrow_exception(e);
+}
+
+/* Drops the children a task spawned from `head` up and did not sync, newest first as
+   syncs go: those no worker took never run; those another worker took are waited for
+   (their frames and arguments live on until they return), and what they threw is
+   dropped. Spawned frames are those from head up to the first free one. */
+inline void frames_drop(fsched_frames *fs, fsched_frame *head) noexcept {
+    fsched_frame *top = head;
+    while (top < fs->end && top->run) ++top;
+    while (top > head) {
+        --top;
+        if (top >= fs->split || fsched_frames_reclaim(fs, top)) top->run = nullptr;
+        else if (top->latch == FSCHED__FRAME_THREW) frame_exception(top)->~exception_ptr();
+    }
+}
+
+/* Where a task's body keeps the exception that leaves it, outside the catch block (which
+   must not wait: see the caveat above). Trivial, so that a body that returns pays
+   nothing for it. */
+class exception_slot {
+public:
+    void keep() noexcept { new (static_cast<void *>(bytes_)) std::exception_ptr(std::current_exception()); }
+    std::exception_ptr take() noexcept {
+        std::exception_ptr *kept = static_cast<std::exception_ptr *>(static_cast<void *>(bytes_));
+        std::exception_ptr e(std::move(*kept));
+        kept->~exception_ptr();
+        return e;
+    }
+
+private:
+    alignas(std::exception_ptr) unsigned char bytes_[sizeof(std::exception_ptr)];
+};
+
+/* After an exception left a task's body: drops the children it did not sync, then
+   rethrows the exception into the code that called or synced the task. */
+[[noreturn]] inline void frames_unwound(fsched_frames *fs, fsched_frame *head,
+                                        exception_slot &thrown) {
+    std::exception_ptr e = thrown.take();
+    frames_drop(fs, head);
+    std::rethrow_exception(e);
+}
+
+/* Leaves the frame stack of a tree (FSCHED_RUN) however its root returns. */
+class frames_lease {
+public:
+    explicit frames_lease(fsched_frames *fs) noexcept : fs_(fs) {}
+    frames_lease(const frames_lease &) = delete;
+    frames_lease &operator=(const frames_lease &) = delete;
+    ~frames_lease() { fsched_frames_leave(fs_); }
+
+private:
+    fsched_frames *fs_;
+};
+#endif
 
 /* ---- tasks ---- */
 
