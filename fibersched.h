@@ -5028,8 +5028,8 @@ static void fsched__switch_to(fsched__worker *w, fsched_fiber *to) {
     t->current = to;
     fsched__fiber_jump(from, to, sp, 0);
     fsched__after_switch(w);
-    /* where thieves ask for frames (relaxed: a hint, see fsched__frames_ask) */
-    if (from->frames) FSCHED__STORE(&w->frames_current, from->frames, FSCHED__RELAXED);
+    /* where thieves ask for frames (see fsched__frames_ask; release: they read the stack) */
+    if (from->frames) FSCHED__STORE(&w->frames_current, from->frames, FSCHED__RELEASE);
 }
 
 /* Owner: the running fiber stops until someone makes it ready; the worker carries on
@@ -8393,9 +8393,10 @@ static int fsched__frames_memory(fsched__worker *w, fsched_frames *fs) {
         if (n > most) n = (uint32_t)most;
         if (!n) n = 1;
         w->frames_region = (unsigned char *)fsched__pages_map(n * fs->bytes, 0, &guard_failed);
-        if (!w->frames_region && n > 1)
-            w->frames_region = (unsigned char *)fsched__pages_map(fs->bytes * (n = 1), 0,
-                                                                  &guard_failed);
+        if (!w->frames_region && n > 1) {
+            n = 1;
+            w->frames_region = (unsigned char *)fsched__pages_map(fs->bytes, 0, &guard_failed);
+        }
         if (!w->frames_region) return 0;
         w->frames_region_left = n;
         fs->mapped = n * fs->bytes;
@@ -8458,12 +8459,13 @@ static int fsched__frames_unmark(fsched_frames *fs) {
     return 1;
 }
 
-/* Thief: the same for chunk c, seen with no stack marked. */
-static void fsched__frames_unmark_chunk(fsched__frames_chunk *c) {
+/* Thief: the same for chunk c of a slot of s, seen with no stack marked. */
+static void fsched__frames_unmark_chunk(fsched_sched *s, fsched__frames_chunk *c) {
     fsched__frames_group *g = c->group;
     FSCHED__FETCH_AND(&g->offers, ~c->bit, FSCHED__SEQ_CST);
-    if (FSCHED__LOAD(&c->offers, FSCHED__SEQ_CST))
-        FSCHED__FETCH_OR(&g->offers, c->bit, FSCHED__SEQ_CST);
+    if (!FSCHED__LOAD(&c->offers, FSCHED__SEQ_CST)) return;
+    FSCHED__FETCH_OR(&g->offers, c->bit, FSCHED__SEQ_CST);
+    fsched__new_jobs(s, 1);
 }
 
 /* Owner: the chunk that names the next stack; a new one (and a new group, for the first
@@ -8581,11 +8583,12 @@ static void fsched__frames_hold(fsched__worker *w, fsched_frames *fs, fsched_fib
     fs->fiber = f;
     fs->outer = f->frames;
     f->frames = fs;
-    /* relaxed: hints for thieves (whether and whom to ask), and the first spawn offers a
-       frame at once, as a new deque does: other workers may be idle */
+    /* relaxed: hints for thieves (whether to ask), and the first spawn offers a frame at
+       once, as a new deque does: other workers may be idle */
     FSCHED__STORE(&fs->in_use, 1u, FSCHED__RELAXED);
     FSCHED__STORE(&fs->asked, 1u, FSCHED__RELAXED);
-    FSCHED__STORE(&w->frames_current, fs, FSCHED__RELAXED);
+    /* release: a thief that reads the pointer reads the stack (see fsched__frames_ask) */
+    FSCHED__STORE(&w->frames_current, fs, FSCHED__RELEASE);
 }
 
 FIBERSCHED_API fsched_result fsched_frames_enter(fsched_frames **out) {
@@ -8612,8 +8615,8 @@ FIBERSCHED_API void fsched_frames_leave(fsched_frames *fs) {
     fsched__worker *w = (fsched__worker *)fs->worker;
     ((fsched_fiber *)fs->fiber)->frames = fs->outer;
     FSCHED__STORE(&fs->in_use, 0u, FSCHED__RELAXED); /* a hint, as in fsched__frames_hold */
-    /* relaxed: a hint; the fiber's outer tree spawns again */
-    if (fs->outer) FSCHED__STORE(&w->frames_current, fs->outer, FSCHED__RELAXED);
+    /* the fiber's outer tree spawns again (release: as in fsched__frames_hold) */
+    if (fs->outer) FSCHED__STORE(&w->frames_current, fs->outer, FSCHED__RELEASE);
     /* every frame was synced: nothing is offered (tail == split), so no thief writes the
        word; relaxed, as thieves read nothing else of a stack with nothing offered */
     FSCHED__STORE(&fs->shared, (uint64_t)0, FSCHED__RELAXED);
@@ -8733,14 +8736,15 @@ static fsched__job *fsched__frames_claim_in(fsched__worker *w, fsched__frames_ch
         } while (fsched__frames_unmark(fs));
     }
     /* relaxed: a first look; the unmarking checks again */
-    if (!FSCHED__LOAD(&c->offers, FSCHED__RELAXED)) fsched__frames_unmark_chunk(c);
+    if (!FSCHED__LOAD(&c->offers, FSCHED__RELAXED)) fsched__frames_unmark_chunk(w->sched, c);
     return NULL;
 }
 
 /* Thief: v offers w nothing: asks the tree v runs (or ran last) to offer some at its next
-   spawn. Relaxed, all of it: hints; a stack, once made, lives as long as v. */
+   spawn. A stack, once made, lives as long as v; the rest is hints (relaxed). */
 static void fsched__frames_ask(fsched__worker *v) {
-    fsched_frames *fs = FSCHED__LOAD(&v->frames_current, FSCHED__RELAXED);
+    /* acquire: the stack's fields are set up */
+    fsched_frames *fs = FSCHED__LOAD(&v->frames_current, FSCHED__ACQUIRE);
     if (fs && FSCHED__LOAD(&fs->in_use, FSCHED__RELAXED) &&
         !FSCHED__LOAD(&fs->asked, FSCHED__RELAXED) &&
         !FSCHED__FRAMES_OFFERS(FSCHED__LOAD(&fs->shared, FSCHED__RELAXED)))
