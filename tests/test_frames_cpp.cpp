@@ -226,7 +226,7 @@ FSCHED_TASK(int, throw_past_children, child_arg, a) {
     child_arg slow = arg_of(a.sc, a.kind, a.value + 1, 1, a.sleep_us);
     FSCHED_SPAWN(child, slow);
     FSCHED_CALL(await_starts, a.sc);
-    FSCHED_SPAWN(child, arg_of(a.sc, throw_none, 0)); // nobody takes it: the parent runs on
+    FSCHED_SPAWN(child, arg_of(a.sc, throw_none, 0)); // at 1 worker nobody takes it
     raise(a.kind, a.value);
     FSCHED_SYNC(child);
     return FSCHED_SYNC(child);
@@ -361,14 +361,16 @@ void test_kinds(fsched_sched *s, uint32_t workers) {
 }
 
 // An exception leaves a task with children not synced: the taken one has finished when
-// the exception arrives (it was waited for), the other never ran; its own exception is
-// dropped for the parent's.
-void test_unwinding(fsched_sched *s) {
+// the exception arrives (it was waited for), the other never ran (with 2 workers, another
+// may have taken it too: then it finished as well); its own exception is dropped for the
+// parent's.
+void test_unwinding(fsched_sched *s, uint32_t workers) {
+    const int others = workers >= 2; // children that another worker may have taken, too
     {
         scene sc;
         check_error(run_tree(s, run_throw_past_children, arg_of(&sc, throw_error, 20, 0, 20000)),
                     20);
-        CHECK(sc.ran == 1 && sc.finished == 1);
+        CHECK(sc.finished == sc.ran && sc.ran >= 1 && sc.ran <= 1 + others);
     }
     {
         scene sc;
@@ -379,7 +381,8 @@ void test_unwinding(fsched_sched *s) {
         scene sc;
         outcome o = run_tree(s, run_catch_and_go_on, arg_of(&sc, throw_error, 40, 0, 20000));
         CHECK(o.kind == throw_none && o.value == 130);
-        CHECK(sc.ran == 4 && sc.finished == 4); // the slow one, 100, 10 and 20
+        // the slow one, 100, 10 and 20
+        CHECK(sc.finished == sc.ran && sc.ran >= 4 && sc.ran <= 4 + others);
     }
     {
         scene sc;
@@ -427,7 +430,7 @@ void test_all(uint32_t workers) {
 #if FSCHED__CPP_EXCEPTIONS
     fsched_sched *s = make_sched(workers);
     test_kinds(s, workers);
-    test_unwinding(s);
+    test_unwinding(s, workers);
     test_many(s);
     end_sched(s, workers);
 #endif
