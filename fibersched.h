@@ -755,7 +755,7 @@ struct fsched_frames {
     fsched_frame *split; /* the owner's: frames from here up are its own, not offered */
     fsched_frame *end;   /* one past the last frame */
     uint32_t asked;      /* other workers found nothing offered: offer some at the next spawn */
-    uint32_t in_use;
+    uint32_t in_use;     /* a tree holds it (a hint for thieves) */
     fsched_frame *base;
     struct fsched_frames *outer; /* the next frame stack the same fiber holds, or the next
                                     free one */
