@@ -726,8 +726,33 @@ FIBERSCHED_API fsched_result fsched_parallel_reduce(
    may block (its fiber is suspended, and its children not yet taken are offered to
    other workers first). At most a frame per 8 bytes of the scheduler's stack size (per
    64 bytes without an OS) can be spawned and not yet synced in one tree: more stops the
-   program with a message (as a stack overflow does). Use fsched_join or wait groups where the children are not known
-   at compile time or need not be synced in order. */
+   program with a message (as a stack overflow does). Use fsched_join or wait groups
+   where the children are not known at compile time or need not be synced in order.
+
+   Any number of trees may be blocked at once, on one worker or many (a server may run
+   each of ten thousand requests as a tree that waits for I/O). A blocked tree holds its
+   fiber and a frame stack: that many frames of 64 bytes as address space, of which the
+   pages it used are touched (a page for most trees), carved with other stacks from
+   shared mappings, so that stacks take few of the system's memory mappings. A worker
+   keeps the stacks it made for later trees, the pages of all but a few of its free ones
+   given back. FSCHED_RUN returns FSCHED_ERR_OUT_OF_MEMORY when no frame stack can be had
+   for the tree, and one more for the children it may offer.
+
+   C++ with exceptions (unless FIBERSCHED_NO_CPP): an exception that leaves a child is
+   rethrown by the FSCHED_SYNC that syncs it, whether the child ran there or on a worker
+   that took it (where it was caught: it never unwinds through the scheduler); one that
+   leaves the root, by FSCHED_RUN (the tree's frame stack given back). An exception that
+   leaves a task drops the children it spawned and did not sync: those no worker took
+   never run; those another worker took are waited for first (their frames and
+   arguments live on until they return), and what they throw is dropped, the first
+   exception going on. The task's locals die before that wait, as the exception leaves
+   their scope: sync a child that points at them before anything can throw past it (or
+   catch in the task). The type of the exception is kept (std::rethrow_exception). While
+   nothing throws the catching runs no code, but its size keeps GCC from unfolding a
+   recursive task into itself: fib with no other work per task takes about 2.5 times as
+   long (with clang, 1.1 times), tasks that do some work less. A unit built without
+   exceptions (or with FIBERSCHED_NO_CPP) has C's speed. In C, and in C++ without
+   exceptions, a child must not throw. */
 #define FSCHED_FRAME_BYTES 48
 
 typedef struct fsched_frames fsched_frames;
@@ -735,8 +760,11 @@ typedef struct fsched_frame fsched_frame;
 
 /* A child record. Members are private. */
 struct fsched_frame {
-    void (*run)(fsched_frame *frame, fsched_frames *fs, fsched_frame *head); /* NULL: free */
-    uintptr_t latch; /* taken by another worker: 0 until it finished, 1 after */
+    /* runs the child for the worker that took it: nonzero when it threw (C++), its
+       exception then in `data`; NULL: a free frame */
+    int (*run)(fsched_frame *frame, fsched_frames *fs, fsched_frame *head);
+    uintptr_t latch; /* taken by another worker: 0 until it finished, then 1, or
+                        FSCHED__FRAME_THREW when it threw */
     union {
         unsigned char bytes[FSCHED_FRAME_BYTES];
         void *p;
@@ -746,17 +774,25 @@ struct fsched_frame {
     } data;
 };
 
+/* The latch of a frame whose child, taken by another worker, threw (C++): odd, as 1 */
+#define FSCHED__FRAME_THREW 3u
+
 /* A stack of frames, owned by one task tree at a time. Members are private: the macros
-   read the first three. */
+   read the first three (and the C++ layer's helpers of spawn and sync the first two). */
 struct fsched_frames {
     fsched_frame *split; /* the owner's: frames from here up are its own, not offered */
     fsched_frame *end;   /* one past the last frame */
     uint32_t asked;      /* other workers found nothing offered: offer some at the next spawn */
+    uint32_t in_use;     /* a tree holds it (a hint for thieves) */
     fsched_frame *base;
-    struct fsched_frames *outer; /* the next frame stack the same fiber holds */
+    struct fsched_frames *outer; /* the next frame stack the same fiber holds, or the next
+                                    free one */
     void *worker, *fiber;        /* whose frames they are */
-    uint32_t in_use, registered;
-    size_t bytes;
+    void *chunk;                 /* the part of the worker's set of stacks that names it */
+    uintptr_t bit;               /* its bit in that part's word of stacks that offer */
+    size_t bytes;                /* of its frames */
+    size_t mapped;               /* bytes of the memory that begins at base and is freed
+                                    with it (0: part of an earlier stack's) */
     uint64_t shared __attribute__((aligned(64))); /* offered [tail, split): tail low, split high */
 };
 
@@ -769,17 +805,66 @@ FIBERSCHED_API void fsched_frames_full(fsched_frames *fs);
 #define FSCHED__TASK_FN static __attribute__((unused))
 /* a negative array size (a compile-time error) when an argument or result is too large */
 #define FSCHED__FITS_FRAME(type) (sizeof(type) <= FSCHED_FRAME_BYTES ? 1 : -1)
+#if defined(__cplusplus) && !defined(FIBERSCHED_NO_CPP) &&                                 \
+    (defined(__cpp_exceptions) || defined(__EXCEPTIONS))
+/* C++ with exceptions (the helpers are in the C++ layer, fsched::detail): a child that
+   another worker runs keeps what it throws in its frame, for the sync to rethrow; the body
+   of every task, when something leaves it by an exception, drops its children not synced
+   (fsched::detail::frames_unwound); a root leaves its frame stack however it ends. */
+#define FSCHED__TASK_RUN(frame, run_body)                                                  \
+    try {                                                                                  \
+        run_body;                                                                          \
+    } catch (...) {                                                                        \
+        fsched::detail::frame_keep(frame);                                                 \
+        return 1;                                                                          \
+    }                                                                                      \
+    return 0
+#define FSCHED__TASK_TAKEN(head)                                                           \
+    if (__builtin_expect((head)->latch == FSCHED__FRAME_THREW, 0))                         \
+    fsched::detail::frame_rethrow(head)
+#define FSCHED__TASK_ROOT(fs, root_call)                                                   \
+    fsched::detail::frames_lease fsched__lease(fs);                                        \
+    root_call
+#define FSCHED__TASK_BODY(rtype, name, atype, aname)                                       \
+    static inline rtype name##_fsched_user(fsched_frames *fsched__fs,                      \
+                                           fsched_frame *fsched__head, atype aname);       \
+    static inline rtype name##_fsched_body(fsched_frames *fsched__fs,                      \
+                                           fsched_frame *fsched__head, atype fsched__arg) { \
+        fsched::detail::exception_slot fsched__thrown;                                     \
+        try {                                                                              \
+            return name##_fsched_user(fsched__fs, fsched__head, fsched__arg);              \
+        } catch (...) {                                                                    \
+            fsched__thrown.keep();                                                         \
+        }                                                                                  \
+        fsched::detail::frames_unwound(fsched__fs, fsched__head, fsched__thrown);          \
+    }                                                                                      \
+    static inline rtype name##_fsched_user(                                                \
+        fsched_frames *fsched__fs __attribute__((unused)),                                 \
+        fsched_frame *fsched__head __attribute__((unused)), atype aname)
+#else
+#define FSCHED__TASK_RUN(frame, run_body)                                                  \
+    run_body;                                                                              \
+    return 0
+#define FSCHED__TASK_TAKEN(head) (void)0
+#define FSCHED__TASK_ROOT(fs, root_call)                                                   \
+    root_call;                                                                             \
+    fsched_frames_leave(fs)
+#define FSCHED__TASK_BODY(rtype, name, atype, aname)                                       \
+    static inline rtype name##_fsched_body(fsched_frames *fsched__fs __attribute__((unused)), \
+                                           fsched_frame *fsched__head __attribute__((unused)), \
+                                           atype aname)
+#endif
 #define FSCHED__TASK_COMMON(rtype, name, atype, aname, data_members, run_body, sync_here,   \
                             sync_taken, root_call)                                          \
     typedef union name##_fsched_data { data_members } name##_fsched_data;                    \
     typedef char name##_fsched_fits[FSCHED__FITS_FRAME(name##_fsched_data)];                 \
     static inline rtype name##_fsched_body(fsched_frames *fsched__fs,                        \
                                            fsched_frame *fsched__head, atype aname);         \
-    FSCHED__TASK_FN void name##_fsched_run(fsched_frame *fsched__frame,                      \
-                                           fsched_frames *fsched__fs,                        \
-                                           fsched_frame *fsched__head) {                     \
+    FSCHED__TASK_FN int name##_fsched_run(fsched_frame *fsched__frame,                       \
+                                          fsched_frames *fsched__fs,                         \
+                                          fsched_frame *fsched__head) {                      \
         name##_fsched_data *fsched__d = (name##_fsched_data *)(void *)&fsched__frame->data;   \
-        run_body;                                                                            \
+        FSCHED__TASK_RUN(fsched__frame, run_body);                                           \
     }                                                                                        \
     FSCHED__TASK_FN inline void name##_fsched_spawn(fsched_frame *fsched__head,              \
                                                     atype fsched__arg) {                     \
@@ -794,6 +879,7 @@ FIBERSCHED_API void fsched_frames_full(fsched_frames *fs);
             fsched__head->run = 0;                                                           \
             sync_here;                                                                       \
         } else {                                                                             \
+            FSCHED__TASK_TAKEN(fsched__head);                                                \
             sync_taken;                                                                      \
         }                                                                                    \
     }                                                                                        \
@@ -802,15 +888,12 @@ FIBERSCHED_API void fsched_frames_full(fsched_frames *fs);
         fsched_frames *fsched__fs;                                                           \
         fsched_result fsched__r = fsched_frames_enter(&fsched__fs);                          \
         if (fsched__r != FSCHED_OK) return fsched__r;                                        \
-        root_call;                                                                           \
-        fsched_frames_leave(fsched__fs);                                                     \
+        FSCHED__TASK_ROOT(fsched__fs, root_call);                                            \
         (void)fsched__out;                                                                   \
         return FSCHED_OK;                                                                    \
     }                                                                                        \
     /* inline: the compiler may unfold a recursion a few levels, as it does a plain one */  \
-    static inline rtype name##_fsched_body(fsched_frames *fsched__fs __attribute__((unused)), \
-                                           fsched_frame *fsched__head __attribute__((unused)), \
-                                           atype aname)
+    FSCHED__TASK_BODY(rtype, name, atype, aname)
 
 /* Defines the task `name`: `rtype name(atype aname)`, followed by its body in braces. */
 #define FSCHED_TASK(rtype, name, atype, aname)                                             \
@@ -1801,6 +1884,7 @@ static inline int fsched__in_interrupt(void) { return 0; }
 #define FSCHED__FETCH_ADD(p, v, mo) __atomic_fetch_add((p), (v), (mo))
 #define FSCHED__FETCH_SUB(p, v, mo) __atomic_fetch_sub((p), (v), (mo))
 #define FSCHED__FETCH_OR(p, v, mo) __atomic_fetch_or((p), (v), (mo))
+#define FSCHED__FETCH_AND(p, v, mo) __atomic_fetch_and((p), (v), (mo))
 #define FSCHED__EXCHANGE(p, v, mo) __atomic_exchange_n((p), (v), (mo))
 #define FSCHED__CAS(p, expected, desired, succ, fail) \
     __atomic_compare_exchange_n((p), (expected), (desired), 0, (succ), (fail))
@@ -1841,6 +1925,7 @@ static inline int fsched__in_interrupt(void) { return 0; }
 #define FSCHED__FETCH_ADD(p, v, mo) FSCHED__RMW(p, fsched__old_ + (v))
 #define FSCHED__FETCH_SUB(p, v, mo) FSCHED__RMW(p, fsched__old_ - (v))
 #define FSCHED__FETCH_OR(p, v, mo) FSCHED__RMW(p, fsched__old_ | (v))
+#define FSCHED__FETCH_AND(p, v, mo) FSCHED__RMW(p, fsched__old_ & (v))
 #define FSCHED__EXCHANGE(p, v, mo) FSCHED__RMW(p, (v))
 #define FSCHED__CAS(p, expected, desired, succ, fail)                                  \
     __extension__({                                                                    \
@@ -2215,6 +2300,26 @@ static void fsched__guard_give(void) {
     FSCHED__FETCH_SUB(&fsched__guards_live, 1u, FSCHED__RELAXED);
 }
 
+/* Gives the pages of [p, p + size), a part of a mapping, back to the system; the range
+   stays mapped and reads, when next touched, as zeros or as it was. Nothing where the
+   system offers no way (or strict ISO C hid it). */
+#if defined(FSCHED__OS_WINDOWS)
+static void fsched__pages_discard(void *p, size_t size) {
+    (void)VirtualAlloc(p, size, MEM_RESET, PAGE_READWRITE);
+}
+#elif defined(MADV_FREE) && !defined(__linux__)
+static void fsched__pages_discard(void *p, size_t size) { (void)madvise(p, size, MADV_FREE); }
+#elif defined(MADV_DONTNEED)
+static void fsched__pages_discard(void *p, size_t size) {
+    (void)madvise(p, size, MADV_DONTNEED);
+}
+#else
+static void fsched__pages_discard(void *p, size_t size) {
+    (void)p;
+    (void)size;
+}
+#endif
+
 #endif /* pages */
 
 /* ---- monotonic clock ---- */
@@ -2364,6 +2469,7 @@ typedef enum fsched__point {
     FSCHED__AT_POLL,         /* the poller's owner, its latch SLEEPING, is about to poll */
     FSCHED__AT_FD_CLOSE,     /* fsched_close_fd ended the waits on an fd it is about to close */
     FSCHED__AT_FD_CLOSED,    /* ... and closed it; waits that came meanwhile are held */
+    FSCHED__AT_UNMARK,       /* a thief saw a frame stack offer nothing, about to unmark it */
     FSCHED__AT_COUNT
 } fsched__point;
 /* Called, when set, at every point before the random perturbation (tests stall here). */
@@ -4198,12 +4304,25 @@ struct fsched__job {
 
 #define FSCHED__ALIGN_LINE __attribute__((aligned(FSCHED__CACHE_LINE)))
 
-/* Frame stacks a slot can offer frames from at once (one per task tree it holds). */
-#if defined(FSCHED__OS_NONE)
-#define FSCHED__FRAME_STACKS 4u
-#else
-#define FSCHED__FRAME_STACKS 32u
-#endif
+/* The frame stacks of a slot (spawn and sync), as thieves find them: a list of groups,
+   each naming up to FSCHED__FRAMES_FANOUT chunks, each naming as many stacks. A bit per
+   stack in its chunk's word, and a bit per chunk in its group's word, is set while the
+   stack may offer frames, so that thieves look at those alone, however many stacks wait
+   with nothing to offer (blocked task trees, free stacks). Nothing in the set moves or is
+   freed before the slot is. */
+#define FSCHED__FRAMES_FANOUT (8u * (uint32_t)sizeof(uintptr_t))
+typedef struct fsched__frames_group fsched__frames_group;
+typedef struct fsched__frames_chunk {
+    uintptr_t offers;               /* bit i: stacks[i] may offer frames */
+    uintptr_t bit;                  /* its bit in the group's word */
+    fsched__frames_group *group;
+    fsched_frames *stacks[FSCHED__FRAMES_FANOUT];
+} fsched__frames_chunk;
+struct fsched__frames_group {
+    uintptr_t offers;               /* bit j: chunks[j]'s word may be nonzero */
+    fsched__frames_chunk *chunks[FSCHED__FRAMES_FANOUT];
+    fsched__frames_group *next;
+};
 
 #if defined(FSCHED__OS_NONE)
 #define FSCHED__RING_SIZE 32u /* a microcontroller's RAM; more jobs go to the public part */
@@ -4703,10 +4822,18 @@ typedef struct fsched__worker {
     /* counts for fsched_get_stats: written by the owner (fsched__count), read by any */
     uint64_t jobs_run, steals, sleeps;
     int64_t fibers;          /* made minus ended */
-    /* frame stacks (spawn and sync): the owner appends to the table, thieves read it */
-    fsched_frames *frames_table[FSCHED__FRAME_STACKS];
-    uint32_t frames_count;   /* entries in the table */
-    fsched_frames *frames_free; /* owner only: entries no tree holds, linked by `outer` */
+    /* frame stacks (spawn and sync): the owner adds to the set, thieves read it */
+    fsched__frames_group *frames_groups; /* the set (a list the owner appends to) */
+    fsched__frames_group *frames_last;   /* owner only: its last group */
+    uint32_t frames_count;   /* stacks made (written by the owner) ... */
+    uint32_t frames_chunks;  /* ... and chunks of the set */
+    uint32_t frames_kept;    /* owner only: stacks in frames_free */
+    fsched_frames *frames_free; /* owner only: stacks no tree holds, linked by `outer`, ... */
+    fsched_frames *frames_bare; /* ... and more of them, their pages given back */
+    fsched_frames *frames_current; /* the innermost stack of the fiber that ran last with
+                                      one: where thieves ask for frames */
+    unsigned char *frames_region; /* owner only: memory mapped for stacks not yet made ... */
+    uint32_t frames_region_left;  /* ... for this many */
     fsched_frame *stolen;    /* owner only: the frame just claimed, until it runs, ... */
     fsched_frames *stolen_from; /* ... and where it was */
     fsched__job frame_job;   /* runs it */
@@ -5152,6 +5279,8 @@ static void fsched__switch_to(fsched__worker *w, fsched_fiber *to) {
     t->current = to;
     fsched__fiber_jump(from, to, sp, 0);
     fsched__after_switch(w);
+    /* where thieves ask for frames (see fsched__frames_ask; release: they read the stack) */
+    if (from->frames) FSCHED__STORE(&w->frames_current, from->frames, FSCHED__RELEASE);
 }
 
 /* Owner: the running fiber stops until someone makes it ready; the worker carries on
@@ -8790,8 +8919,9 @@ static void fsched__latch_wait(fsched__worker *w, uintptr_t *latch) {
     fsched_fiber *next;
     uintptr_t expected = 0;
     for (;;) {
-        /* acquire: pairs with the setter's exchange */
-        if (FSCHED__LOAD(latch, FSCHED__ACQUIRE) == 1) return;
+        /* acquire: pairs with the setter's exchange (set: 1, or for a frame whose child
+           threw, FSCHED__FRAME_THREW: odd, where a fiber's address is even) */
+        if (FSCHED__LOAD(latch, FSCHED__ACQUIRE) & 1u) return;
         next = fsched__suspend_prepare(w);
         if (next) break;
         if (fsched__run_inline(w) <= 0) /* no fiber to switch to (out of memory): help */
@@ -8885,10 +9015,22 @@ FIBERSCHED_API fsched_result fsched_join(void (*a)(void *arg), void *arg_a,
    word. The owner offers frames when a thief asked (`asked`, read at every spawn), at
    the first spawn of a tree, and when its fiber blocks (every frame it holds, so that a
    child the blocked code waits for is never stranded); a sync below split takes its
-   frame back unless it was claimed, and then waits for it as a join does. */
+   frame back unless it was claimed, and then waits for it as a join does.
+
+   A slot makes stacks as its trees need them, without limit: a tree that blocks keeps
+   its stack, trees that start meanwhile take others. Thieves look only at the stacks
+   marked in the slot's set (fsched__frames_group) as offering: the owner marks a stack
+   when it offers, a thief unmarks one it finds with nothing on offer. A stack lives as
+   long as its slot (thieves may read it at any time); a free one beyond the first
+   FSCHED__FRAMES_KEEP gives its pages back (thieves read nothing but the word of a stack
+   that offers nothing). Frames come from mappings shared by stacks made one after the
+   other (1, 1, 2, 4... of them, up to FSCHED__FRAMES_FANOUT), so that many thousand
+   stacks take few of the system's memory mappings (Linux allows 65530 by default). */
 #define FSCHED__FRAMES_TAIL(v) ((uint32_t)(v))
 #define FSCHED__FRAMES_SPLIT(v) ((uint32_t)((v) >> 32))
 #define FSCHED__FRAMES_PACK(tail, split) ((uint64_t)(tail) | (uint64_t)(split) << 32)
+#define FSCHED__FRAMES_OFFERS(v) (FSCHED__FRAMES_TAIL(v) < FSCHED__FRAMES_SPLIT(v))
+#define FSCHED__FRAMES_KEEP 32u /* free stacks of a slot that keep their pages */
 
 /* Frames per stack: one per 8 bytes of the scheduler's fiber stacks, where pages are
    reserved and touched only as deep as used (a task tree cannot nest deeper than its
@@ -8905,47 +9047,240 @@ static size_t fsched__frames_capacity(const fsched_sched *s) {
     return n;
 }
 
-static void fsched__frames_free(fsched_sched *s, fsched_frames *fs) {
-#if defined(FSCHED__HAVE_PAGES)
-    fsched__pages_unmap(fs->base, fs->bytes);
-#else
-    fsched__free(&s->allocator, fs->base, fs->bytes, 16);
-#endif
-    fsched__free(&s->allocator, fs, sizeof *fs, 64);
+/* The index of the lowest bit set in x (not 0). */
+static inline uint32_t fsched__lowest_bit(uintptr_t x) {
+    return sizeof x > sizeof(unsigned long) ? (uint32_t)__builtin_ctzll((unsigned long long)x)
+                                            : (uint32_t)__builtin_ctzl((unsigned long)x);
 }
 
-static fsched_frames *fsched__frames_new(fsched__worker *w);
+/* ---- the memory of frames ---- */
 
-/* Owner: makes sure a frame stack is free for a frame this worker takes from another. */
-static int fsched__frames_ready(fsched__worker *w) {
-    fsched_frames *fs;
-    if (w->frames_free) return 1;
-    /* relaxed: only the owner writes the count */
-    if (FSCHED__LOAD(&w->frames_count, FSCHED__RELAXED) >= FSCHED__FRAME_STACKS) return 0;
-    if (!(fs = fsched__frames_new(w))) return 0;
-    fs->outer = NULL;
-    w->frames_free = fs;
+#if defined(FSCHED__HAVE_PAGES)
+/* Owner: frames for fs, carved from the slot's newest mapping, or from a new one: as many
+   stacks as the slot made so far (up to the fanout, and 1 GiB), 1 if that fails. */
+static int fsched__frames_memory(fsched__worker *w, fsched_frames *fs) {
+    if (!w->frames_region_left) {
+        size_t most = ((size_t)1 << (sizeof(size_t) > 4 ? 30 : 26)) / fs->bytes;
+        uint32_t n = w->frames_count < FSCHED__FRAMES_FANOUT ? w->frames_count
+                                                             : FSCHED__FRAMES_FANOUT;
+        int guard_failed;
+        if (n > most) n = (uint32_t)most;
+        if (!n) n = 1;
+        w->frames_region = (unsigned char *)fsched__pages_map(n * fs->bytes, 0, &guard_failed);
+        if (!w->frames_region && n > 1) {
+            n = 1;
+            w->frames_region = (unsigned char *)fsched__pages_map(fs->bytes, 0, &guard_failed);
+        }
+        if (!w->frames_region) return 0;
+        w->frames_region_left = n;
+        fs->mapped = n * fs->bytes;
+    }
+    fs->base = (fsched_frame *)(void *)w->frames_region;
+    w->frames_region += fs->bytes;
+    w->frames_region_left--;
     return 1;
 }
 
-FIBERSCHED_API fsched_result fsched_frames_enter(fsched_frames **out) {
-    fsched__worker *w = fsched__tls_thread.worker;
-    fsched_fiber *f = fsched__tls_thread.current;
+static void fsched__frames_memory_free(fsched_sched *s, fsched_frames *fs) {
+    (void)s;
+    if (fs->mapped) fsched__pages_unmap(fs->base, fs->mapped);
+}
+
+static void fsched__frames_memory_discard(fsched_frames *fs) {
+    fsched__pages_discard(fs->base, fs->bytes);
+}
+#else
+static int fsched__frames_memory(fsched__worker *w, fsched_frames *fs) {
+    fs->base = (fsched_frame *)fsched__alloc(&w->sched->allocator, fs->bytes, 16);
+    if (!fs->base) return 0;
+    memset(fs->base, 0, fs->bytes); /* free frames have no function */
+    fs->mapped = fs->bytes;
+    return 1;
+}
+
+static void fsched__frames_memory_free(fsched_sched *s, fsched_frames *fs) {
+    fsched__free(&s->allocator, fs->base, fs->mapped, 16);
+}
+
+static void fsched__frames_memory_discard(fsched_frames *fs) { (void)fs; }
+#endif
+
+/* ---- the set of a slot's stacks ---- */
+
+/* Marks fs as offering frames: its bit in its chunk, then the chunk's in its group. A
+   thief that unmarks checks again after (fsched__frames_unmark). All seq_cst: either
+   that check sees the offer, or this load of the bit comes after the unmarking (in the
+   single total order) and sets the bit again. */
+static void fsched__frames_mark(fsched_frames *fs) {
+    fsched__frames_chunk *c = (fsched__frames_chunk *)fs->chunk;
+    fsched__frames_group *g = c->group;
+    if (!(FSCHED__LOAD(&c->offers, FSCHED__SEQ_CST) & fs->bit))
+        FSCHED__FETCH_OR(&c->offers, fs->bit, FSCHED__SEQ_CST);
+    if (!(FSCHED__LOAD(&g->offers, FSCHED__SEQ_CST) & c->bit))
+        FSCHED__FETCH_OR(&g->offers, c->bit, FSCHED__SEQ_CST);
+}
+
+/* Thief: fs, marked, was seen offering nothing: unmarks it, then checks again (seq_cst,
+   see fsched__frames_mark). Returns 1 when it offers frames after all: marked again and
+   announced, as its owner did (a worker that looked meanwhile may have gone to sleep). */
+static int fsched__frames_unmark(fsched_frames *fs) {
+    fsched__frames_chunk *c = (fsched__frames_chunk *)fs->chunk;
+    FSCHED__POINT(UNMARK);
+    FSCHED__FETCH_AND(&c->offers, ~fs->bit, FSCHED__SEQ_CST);
+    if (!FSCHED__FRAMES_OFFERS(FSCHED__LOAD(&fs->shared, FSCHED__SEQ_CST))) return 0;
+    fsched__frames_mark(fs);
+    fsched__new_jobs(((fsched__worker *)fs->worker)->sched, 1);
+    return 1;
+}
+
+/* Thief: the same for chunk c of a slot of s, seen with no stack marked. */
+static void fsched__frames_unmark_chunk(fsched_sched *s, fsched__frames_chunk *c) {
+    fsched__frames_group *g = c->group;
+    FSCHED__FETCH_AND(&g->offers, ~c->bit, FSCHED__SEQ_CST);
+    if (!FSCHED__LOAD(&c->offers, FSCHED__SEQ_CST)) return;
+    FSCHED__FETCH_OR(&g->offers, c->bit, FSCHED__SEQ_CST);
+    fsched__new_jobs(s, 1);
+}
+
+/* Owner: the chunk that names the next stack; a new one (and a new group, for the first
+   chunk of one) when the stack is the first of its chunk. NULL: out of memory. */
+static fsched__frames_chunk *fsched__frames_chunk_next(fsched__worker *w) {
+    fsched_sched *s = w->sched;
+    uint32_t k = w->frames_count / FSCHED__FRAMES_FANOUT, j = k % FSCHED__FRAMES_FANOUT;
+    fsched__frames_chunk *c;
+    fsched__frames_group *g;
+    if (k < w->frames_chunks) return w->frames_last->chunks[j]; /* the newest chunk */
+    if (!(c = (fsched__frames_chunk *)fsched__alloc(&s->allocator, sizeof *c, sizeof(void *))))
+        return NULL;
+    memset(c, 0, sizeof *c);
+    if (!j) {
+        if (!(g = (fsched__frames_group *)fsched__alloc(&s->allocator, sizeof *g,
+                                                          sizeof(void *)))) {
+            fsched__free(&s->allocator, c, sizeof *c, sizeof(void *));
+            return NULL;
+        }
+        memset(g, 0, sizeof *g);
+        /* release: a thief that finds the group sees it set up */
+        if (w->frames_last) FSCHED__STORE(&w->frames_last->next, g, FSCHED__RELEASE);
+        else FSCHED__STORE(&w->frames_groups, g, FSCHED__RELEASE);
+        w->frames_last = g;
+    }
+    c->group = w->frames_last;
+    c->bit = (uintptr_t)1 << j;
+    w->frames_last->chunks[j] = c; /* thieves read it after its bit is set: later */
+    w->frames_chunks++;
+    return c;
+}
+
+static void fsched__frames_free(fsched_sched *s, fsched_frames *fs) {
+    fsched__frames_memory_free(s, fs);
+    fsched__free(&s->allocator, fs, sizeof *fs, 64);
+}
+
+/* What the scheduling loop reaches through fsched__frames_linked, set by the first stack */
+static fsched__job *fsched__frames_claim(fsched__worker *w, fsched__worker *v);
+static void fsched__frames_offer_held(fsched_fiber *f);
+static const fsched__frames_code fsched__frames_code_here = {fsched__frames_claim,
+                                                              fsched__frames_offer_held};
+static void fsched__frame_job_execute(fsched__job *job, fsched__worker *w);
+
+/* Owner: a new frame stack of w, named in w's set (where thieves find it). NULL: out of
+   memory. */
+static fsched_frames *fsched__frames_new(fsched__worker *w) {
+    fsched_sched *s = w->sched;
+    size_t n = fsched__frames_capacity(s);
+    uint32_t i = w->frames_count % FSCHED__FRAMES_FANOUT;
+    fsched__frames_chunk *c = fsched__frames_chunk_next(w);
     fsched_frames *fs;
-    *out = NULL;
-    if (!w)
-        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
-                              "FSCHED_RUN: not called from a task or a bound thread");
-    if ((fs = w->frames_free) != NULL) w->frames_free = fs->outer;
-    else if (!(fs = fsched__frames_new(w))) return FSCHED_ERR_OUT_OF_MEMORY;
+    if (!c || !(fs = (fsched_frames *)fsched__alloc(&s->allocator, sizeof *fs, 64))) return NULL;
+    memset(fs, 0, sizeof *fs);
+    fs->bytes = n * sizeof(fsched_frame);
+    if (!fsched__frames_memory(w, fs)) {
+        fsched__free(&s->allocator, fs, sizeof *fs, 64);
+        return NULL;
+    }
+    fs->end = fs->base + n;
+    fs->split = fs->base;
+    fs->worker = w;
+    fs->chunk = c;
+    fs->bit = (uintptr_t)1 << i;
+    c->stacks[i] = fs; /* thieves read it after its bit is set: at its first offer */
+    /* relaxed: others read it only as a count (tests, debuggers) */
+    FSCHED__STORE(&w->frames_count, w->frames_count + 1, FSCHED__RELAXED);
+    w->frame_job.execute = fsched__frame_job_execute;
+    if (!fsched__frames_used()) /* relaxed: see fsched__frames_used */
+        FSCHED__STORE(&fsched__frames_linked, &fsched__frames_code_here, FSCHED__RELAXED);
+    return fs;
+}
+
+/* ---- owning stacks ---- */
+
+/* Owner: fs, which no tree holds, joins the free stacks. Beyond the first
+   FSCHED__FRAMES_KEEP it gives its pages back: it offers nothing, so no thief reads its
+   frames, and the next tree finds them zeroed, or as they were (all free). */
+static void fsched__frames_push(fsched__worker *w, fsched_frames *fs) {
+    if (w->frames_kept < FSCHED__FRAMES_KEEP) {
+        fs->outer = w->frames_free;
+        w->frames_free = fs;
+        w->frames_kept++;
+        return;
+    }
+    fsched__frames_memory_discard(fs);
+    fs->outer = w->frames_bare;
+    w->frames_bare = fs;
+}
+
+/* Owner: a free stack (one that kept its pages first), or NULL. */
+static fsched_frames *fsched__frames_pop(fsched__worker *w) {
+    fsched_frames *fs = w->frames_free;
+    if (fs) {
+        w->frames_free = fs->outer;
+        w->frames_kept--;
+    } else if ((fs = w->frames_bare) != NULL) {
+        w->frames_bare = fs->outer;
+    }
+    return fs;
+}
+
+/* Owner: makes sure a free stack is at hand for a frame this worker takes. */
+static int fsched__frames_ready(fsched__worker *w) {
+    fsched_frames *fs;
+    if (w->frames_free || w->frames_bare) return 1;
+    if (!(fs = fsched__frames_new(w))) return 0;
+    fsched__frames_push(w, fs);
+    return 1;
+}
+
+/* Owner: fiber f's tree takes fs, the innermost stack f holds. */
+static void fsched__frames_hold(fsched__worker *w, fsched_frames *fs, fsched_fiber *f) {
     fs->split = fs->base;
     fs->fiber = f;
-    fs->outer = (fsched_frames *)f->frames;
+    fs->outer = f->frames;
     f->frames = fs;
     /* relaxed: hints for thieves (whether to ask), and the first spawn offers a frame at
        once, as a new deque does: other workers may be idle */
     FSCHED__STORE(&fs->in_use, 1u, FSCHED__RELAXED);
     FSCHED__STORE(&fs->asked, 1u, FSCHED__RELAXED);
+    /* release: a thief that reads the pointer reads the stack (see fsched__frames_ask) */
+    FSCHED__STORE(&w->frames_current, fs, FSCHED__RELEASE);
+}
+
+FIBERSCHED_API fsched_result fsched_frames_enter(fsched_frames **out) {
+    fsched__worker *w = fsched__tls_thread.worker;
+    fsched_frames *fs;
+    *out = NULL;
+    if (!w)
+        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
+                              "FSCHED_RUN: not called from a task or a bound thread");
+    if (!(fs = fsched__frames_pop(w)) && !(fs = fsched__frames_new(w)))
+        return FSCHED_ERR_OUT_OF_MEMORY;
+    /* a tree starts only with another stack at hand, for a frame it offers when it blocks:
+       this worker can always run one (the blocked code may wait for it) */
+    if (FSCHED__UNLIKELY(!fsched__frames_ready(w))) {
+        fsched__frames_push(w, fs);
+        return FSCHED_ERR_OUT_OF_MEMORY;
+    }
+    fsched__frames_hold(w, fs, fsched__tls_thread.current);
     *out = fs;
     return FSCHED_OK;
 }
@@ -8953,17 +9288,16 @@ FIBERSCHED_API fsched_result fsched_frames_enter(fsched_frames **out) {
 FIBERSCHED_API void fsched_frames_leave(fsched_frames *fs) {
     fsched__worker *w = (fsched__worker *)fs->worker;
     ((fsched_fiber *)fs->fiber)->frames = fs->outer;
-    FSCHED__STORE(&fs->in_use, 0u, FSCHED__RELAXED); /* a hint, as in fsched_frames_enter */
+    FSCHED__STORE(&fs->in_use, 0u, FSCHED__RELAXED); /* a hint, as in fsched__frames_hold */
+    /* the fiber's outer tree spawns again (release: as in fsched__frames_hold) */
+    if (fs->outer) FSCHED__STORE(&w->frames_current, fs->outer, FSCHED__RELEASE);
     /* every frame was synced: nothing is offered (tail == split), so no thief writes the
        word; relaxed, as thieves read nothing else of a stack with nothing offered */
     FSCHED__STORE(&fs->shared, (uint64_t)0, FSCHED__RELAXED);
-    if (fs->registered) {
-        fs->outer = w->frames_free;
-        w->frames_free = fs;
-    } else {
-        fsched__frames_free(w->sched, fs);
-    }
+    fsched__frames_push(w, fs);
 }
+
+/* ---- offering and claiming ---- */
 
 /* Owner: offers the n oldest of its own frames. */
 static void fsched__frames_offer(fsched_frames *fs, size_t n) {
@@ -8972,13 +9306,14 @@ static void fsched__frames_offer(fsched_frames *fs, size_t n) {
     /* relaxed: a first guess for the CAS, which decides */
     uint64_t cur = FSCHED__LOAD(&fs->shared, FSCHED__RELAXED), want;
     fsched_frame *f;
-    if (!fs->registered) return; /* no thief can see it */
     for (f = fs->split; f < fs->split + n; f++) f->latch = 0;
     do { /* thieves may move the tail meanwhile; only the owner moves split */
         want = FSCHED__FRAMES_PACK(FSCHED__FRAMES_TAIL(cur), split + (uint32_t)n);
-        /* release: a thief's acquire of the word sees the frames' contents */
-    } while (!FSCHED__CAS(&fs->shared, &cur, want, FSCHED__RELEASE, FSCHED__RELAXED));
+        /* seq_cst: against a thief's unmarking (fsched__frames_mark); it releases the
+           frames' contents to a thief's acquire of the word */
+    } while (!FSCHED__CAS(&fs->shared, &cur, want, FSCHED__SEQ_CST, FSCHED__RELAXED));
     fs->split += n;
+    fsched__frames_mark(fs);
     fsched__new_jobs(w->sched, (uint32_t)n);
 }
 
@@ -9036,33 +9371,79 @@ FIBERSCHED_API void fsched_frames_full(fsched_frames *fs) {
     fsched__fatal("frame stack overflow (reported before)");
 }
 
-/* Thief: claims the oldest offered frame of one of v's frame stacks, asking the owner
-   of each that offers none to offer some (unless v is the thief's own slot). */
-static fsched__job *fsched__frames_claim(fsched__worker *w, fsched__worker *v) {
-    /* acquire: the entries below the count, and the stacks they name, are set up */
-    uint32_t n = FSCHED__LOAD(&v->frames_count, FSCHED__ACQUIRE), i;
-    for (i = 0; i < n; i++) {
-        fsched_frames *fs = v->frames_table[i];
-        /* acquire: pairs with the owner's release in fsched__frames_offer */
-        uint64_t cur = FSCHED__LOAD(&fs->shared, FSCHED__ACQUIRE);
-        if (FSCHED__FRAMES_TAIL(cur) < FSCHED__FRAMES_SPLIT(cur)) {
-            if (!fsched__frames_ready(w)) return NULL; /* no frame stack to run it on */
-            FSCHED__POINT(STEAL);
-            while (FSCHED__FRAMES_TAIL(cur) < FSCHED__FRAMES_SPLIT(cur)) {
-                /* seq_cst: decides the race with other thieves and the owner's reclaim;
-                   acquire on failure: the next attempt's frames are visible too */
-                if (FSCHED__CAS(&fs->shared, &cur, cur + 1, FSCHED__SEQ_CST, FSCHED__ACQUIRE)) {
-                    w->stolen = fs->base + FSCHED__FRAMES_TAIL(cur);
-                    w->stolen_from = fs;
-                    return &w->frame_job;
-                }
-            }
-        }
-        /* relaxed: hints; written only when clear (the owner reads it at every spawn) */
-        if (v != w && FSCHED__LOAD(&fs->in_use, FSCHED__RELAXED) &&
-            !FSCHED__LOAD(&fs->asked, FSCHED__RELAXED))
-            FSCHED__STORE(&fs->asked, 1u, FSCHED__RELAXED);
+/* Thief: claims the oldest frame fs offers, if any; sets *no_room when this worker has
+   no stack to run one on (out of memory). */
+static fsched__job *fsched__frames_claim_from(fsched__worker *w, fsched_frames *fs,
+                                              int *no_room) {
+    /* acquire: pairs with the owner's CAS in fsched__frames_offer */
+    uint64_t cur = FSCHED__LOAD(&fs->shared, FSCHED__ACQUIRE);
+    if (!FSCHED__FRAMES_OFFERS(cur)) return NULL;
+    if (!fsched__frames_ready(w)) {
+        *no_room = 1;
+        return NULL;
     }
+    FSCHED__POINT(STEAL);
+    while (FSCHED__FRAMES_OFFERS(cur)) {
+        /* seq_cst: decides the race with other thieves and the owner's reclaim; acquire on
+           failure: the next attempt's frames are visible too */
+        if (FSCHED__CAS(&fs->shared, &cur, cur + 1, FSCHED__SEQ_CST, FSCHED__ACQUIRE)) {
+            w->stolen = fs->base + FSCHED__FRAMES_TAIL(cur);
+            w->stolen_from = fs;
+            return &w->frame_job;
+        }
+    }
+    return NULL;
+}
+
+/* Thief: claims a frame from a stack of chunk c that is marked, unmarking those that offer
+   nothing (and c, when none is left marked). */
+static fsched__job *fsched__frames_claim_in(fsched__worker *w, fsched__frames_chunk *c,
+                                            int *no_room) {
+    /* acquire: a stack is named in c before its bit is first set */
+    uintptr_t marked = FSCHED__LOAD(&c->offers, FSCHED__ACQUIRE);
+    while (marked) {
+        fsched_frames *fs = c->stacks[fsched__lowest_bit(marked)];
+        fsched__job *job;
+        marked &= marked - 1;
+        do {
+            if ((job = fsched__frames_claim_from(w, fs, no_room)) || *no_room) return job;
+        } while (fsched__frames_unmark(fs));
+    }
+    /* relaxed: a first look; the unmarking checks again */
+    if (!FSCHED__LOAD(&c->offers, FSCHED__RELAXED)) fsched__frames_unmark_chunk(w->sched, c);
+    return NULL;
+}
+
+/* Thief: v offers w nothing: asks the tree v runs (or ran last) to offer some at its next
+   spawn. A stack, once made, lives as long as v; the rest is hints (relaxed). */
+static void fsched__frames_ask(fsched__worker *v) {
+    /* acquire: the stack's fields are set up */
+    fsched_frames *fs = FSCHED__LOAD(&v->frames_current, FSCHED__ACQUIRE);
+    if (fs && FSCHED__LOAD(&fs->in_use, FSCHED__RELAXED) &&
+        !FSCHED__LOAD(&fs->asked, FSCHED__RELAXED) &&
+        !FSCHED__FRAMES_OFFERS(FSCHED__LOAD(&fs->shared, FSCHED__RELAXED)))
+        FSCHED__STORE(&fs->asked, 1u, FSCHED__RELAXED); /* written only when clear: the
+                                                            owner reads it at every spawn */
+}
+
+/* Thief: claims the oldest offered frame of one of v's stacks; when there is none, asks v
+   to offer some (unless v is the thief's own slot). */
+static fsched__job *fsched__frames_claim(fsched__worker *w, fsched__worker *v) {
+    fsched__frames_group *g;
+    int no_room = 0;
+    /* acquire: a group is set up before it is linked */
+    for (g = FSCHED__LOAD(&v->frames_groups, FSCHED__ACQUIRE); g;
+         g = FSCHED__LOAD(&g->next, FSCHED__ACQUIRE)) {
+        /* acquire: a chunk is named in g before its bit is first set */
+        uintptr_t marked = FSCHED__LOAD(&g->offers, FSCHED__ACQUIRE);
+        while (marked) {
+            fsched__frames_chunk *c = g->chunks[fsched__lowest_bit(marked)];
+            fsched__job *job;
+            marked &= marked - 1;
+            if ((job = fsched__frames_claim_in(w, c, &no_room)) || no_room) return job;
+        }
+    }
+    if (v != w) fsched__frames_ask(v);
     return NULL;
 }
 
@@ -9070,79 +9451,64 @@ static fsched__job *fsched__frames_claim(fsched__worker *w, fsched__worker *v) {
 static void fsched__frame_job_execute(fsched__job *job, fsched__worker *w) {
     fsched_frame *frame = w->stolen;
     fsched__worker *owner = (fsched__worker *)w->stolen_from->worker;
-    fsched_frames *fs = w->frames_free; /* there is one: fsched__frames_claim made sure */
+    fsched_frames *fs = fsched__frames_pop(w); /* there is one: fsched__frames_claim made sure */
     uintptr_t waiting;
+    int threw;
     (void)job;
     w->stolen = NULL;
     w->stolen_from = NULL;
-    fsched_frames_enter(&fs);
-    frame->run(frame, fs, fs->base);
+    fsched__frames_hold(w, fs, fsched__tls_thread.current);
+    threw = frame->run(frame, fs, fs->base);
     fsched_frames_leave(fs);
     FSCHED__POINT(JOIN);
-    /* acq_rel: releases the result to the owner, acquires the fiber it left there; after
-       it the owner may reuse the frame */
-    waiting = FSCHED__EXCHANGE(&frame->latch, (uintptr_t)1, FSCHED__ACQ_REL);
+    /* acq_rel: releases the result (or the exception) to the owner, acquires the fiber it
+       left there; after it the owner may reuse the frame */
+    waiting = FSCHED__EXCHANGE(&frame->latch, threw ? (uintptr_t)FSCHED__FRAME_THREW : 1u,
+                               FSCHED__ACQ_REL);
     if (waiting > 1) fsched__make_ready(owner, (fsched_fiber *)waiting);
 }
 
-static const fsched__frames_code fsched__frames_code_here = {fsched__frames_claim,
-                                                              fsched__frames_offer_held};
-
-/* A new frame stack of w, entered in w's table (where thieves look) while there is room;
-   one outside it is never offered (its tree runs on one worker). NULL: out of memory. */
-static fsched_frames *fsched__frames_new(fsched__worker *w) {
-    fsched_sched *s = w->sched;
-    size_t n = fsched__frames_capacity(s);
-    fsched_frames *fs = (fsched_frames *)fsched__alloc(&s->allocator, sizeof *fs, 64);
-    uint32_t count;
-    if (!fs) return NULL;
-    memset(fs, 0, sizeof *fs);
-    fs->bytes = n * sizeof(fsched_frame);
-#if defined(FSCHED__HAVE_PAGES)
-    {
-        int guard_failed;
-        fs->base = (fsched_frame *)fsched__pages_map(fs->bytes, 0, &guard_failed);
-    }
-#else
-    fs->base = (fsched_frame *)fsched__alloc(&s->allocator, fs->bytes, 16);
-    if (fs->base) memset(fs->base, 0, fs->bytes); /* free frames have no function */
-#endif
-    if (!fs->base) {
-        fsched__free(&s->allocator, fs, sizeof *fs, 64);
-        return NULL;
-    }
-    fs->end = fs->base + n;
-    fs->split = fs->base;
-    fs->worker = w;
-    w->frame_job.execute = fsched__frame_job_execute;
-    if (!fsched__frames_used()) /* relaxed: see fsched__frames_used */
-        FSCHED__STORE(&fsched__frames_linked, &fsched__frames_code_here, FSCHED__RELAXED);
-    count = FSCHED__LOAD(&w->frames_count, FSCHED__RELAXED); /* the owner's own count */
-    if (count < FSCHED__FRAME_STACKS) {
-        fs->registered = 1;
-        w->frames_table[count] = fs;
-        /* release: a thief that sees the count sees the entry and the stack's fields */
-        FSCHED__STORE(&w->frames_count, count + 1, FSCHED__RELEASE);
-    }
-    return fs;
-}
-
-/* Whether any slot offers a frame. Seq_cst loads, as in fsched__work_visible. */
+/* Whether any slot offers a frame. Seq_cst loads, as in fsched__work_visible: an offer
+   marks its stack (seq_cst) before it announces the frames. */
 static int fsched__frames_visible(fsched__worker *v) {
-    uint32_t n = FSCHED__LOAD(&v->frames_count, FSCHED__SEQ_CST), i;
-    for (i = 0; i < n; i++) {
-        uint64_t cur = FSCHED__LOAD(&v->frames_table[i]->shared, FSCHED__SEQ_CST);
-        if (FSCHED__FRAMES_TAIL(cur) < FSCHED__FRAMES_SPLIT(cur)) return 1;
+    fsched__frames_group *g;
+    for (g = FSCHED__LOAD(&v->frames_groups, FSCHED__SEQ_CST); g;
+         g = FSCHED__LOAD(&g->next, FSCHED__SEQ_CST)) {
+        uintptr_t marked = FSCHED__LOAD(&g->offers, FSCHED__SEQ_CST);
+        while (marked) {
+            fsched__frames_chunk *c = g->chunks[fsched__lowest_bit(marked)];
+            uintptr_t stacks = FSCHED__LOAD(&c->offers, FSCHED__SEQ_CST);
+            marked &= marked - 1;
+            while (stacks) {
+                fsched_frames *fs = c->stacks[fsched__lowest_bit(stacks)];
+                stacks &= stacks - 1;
+                if (FSCHED__FRAMES_OFFERS(FSCHED__LOAD(&fs->shared, FSCHED__SEQ_CST))) return 1;
+            }
+        }
     }
     return 0;
 }
 
 static void fsched__frames_destroy(fsched__worker *w) {
-    /* relaxed: every thread that used the slot has been joined or has left it */
-    uint32_t n = FSCHED__LOAD(&w->frames_count, FSCHED__RELAXED), i;
-    for (i = 0; i < n; i++) fsched__frames_free(w->sched, w->frames_table[i]);
-    w->frames_count = 0;
-    w->frames_free = NULL;
+    /* plain reads: every thread that used the slot has been joined or has left it */
+    fsched_sched *s = w->sched;
+    fsched__frames_group *g, *next;
+    uint32_t j, i;
+    for (g = w->frames_groups; g; g = next) {
+        next = g->next;
+        for (j = 0; j < FSCHED__FRAMES_FANOUT && g->chunks[j]; j++) {
+            fsched__frames_chunk *c = g->chunks[j];
+            for (i = 0; i < FSCHED__FRAMES_FANOUT && c->stacks[i]; i++)
+                fsched__frames_free(s, c->stacks[i]);
+            fsched__free(&s->allocator, c, sizeof *c, sizeof(void *));
+        }
+        fsched__free(&s->allocator, g, sizeof *g, sizeof(void *));
+    }
+    w->frames_groups = w->frames_last = NULL;
+    w->frames_count = w->frames_chunks = w->frames_kept = 0;
+    w->frames_free = w->frames_bare = w->frames_current = NULL;
+    w->frames_region = NULL;
+    w->frames_region_left = 0;
 }
 
 /* ---- parallel for and reduce: binary splitting, adaptive ----
@@ -12631,6 +12997,9 @@ FIBERSCHED_API const char *fsched_version_string(void) {
      begin after one threw skip the body (calls already running go on);
    - wait_group::wait, and a wait_for that returns FSCHED_OK: the first exception of the
      group's tasks since the last wait;
+   - FSCHED_SYNC: the child's exception, wherever it ran; FSCHED_RUN: the root's. A task
+     that an exception leaves first waits for the children other workers took from it,
+     dropping their exceptions, and drops those nobody took, unrun (see spawn and sync);
    - spawn: nothing observes a detached task. Its exception goes to the unobserved-
      exception handler (set_unobserved_exception_handler), whose default prints one line
      to stderr (with what() for a std::exception) and drops it. So does an exception
@@ -12833,6 +13202,84 @@ inline void report_unobserved(std::exception_ptr error) noexcept {
 }
 #else
 struct first_error {}; /* nothing is caught: nothing to keep */
+#endif
+
+#if FSCHED__CPP_EXCEPTIONS
+/* ---- spawn and sync (FSCHED_TASK): what the macros call ---- */
+
+/* The exception of a child that another worker ran, kept in its frame in place of its
+   result until the sync that observes it. */
+inline std::exception_ptr *frame_exception(fsched_frame *frame) noexcept {
+    static_assert(sizeof(std::exception_ptr) <= FSCHED_FRAME_BYTES &&
+                      alignof(std::exception_ptr) <= alignof(long double),
+                  "fibersched: an exception_ptr fits a frame");
+    return static_cast<std::exception_ptr *>(static_cast<void *>(&frame->data));
+}
+
+/* In the catch block of that child's run: keeps the exception (nothing waits here). */
+inline void frame_keep(fsched_frame *frame) noexcept {
+    new (static_cast<void *>(&frame->data)) std::exception_ptr(std::current_exception());
+}
+
+/* At the sync of that child: rethrows its exception. */
+[[noreturn]] inline void frame_rethrow(fsched_frame *frame) {
+    std::exception_ptr *kept = frame_exception(frame);
+    std::exception_ptr e(std::move(*kept));
+    kept->~exception_ptr();
+    std::rethrow_exception(e);
+}
+
+/* Drops the children a task spawned from `head` up and did not sync, newest first as
+   syncs go: those no worker took never run; those another worker took are waited for
+   (their frames and arguments live on until they return), and what they threw is
+   dropped. Spawned frames are those from head up to the first free one. */
+inline void frames_drop(fsched_frames *fs, fsched_frame *head) noexcept {
+    fsched_frame *top = head;
+    while (top < fs->end && top->run) ++top;
+    while (top > head) {
+        --top;
+        if (top >= fs->split || fsched_frames_reclaim(fs, top)) top->run = nullptr;
+        else if (top->latch == FSCHED__FRAME_THREW) frame_exception(top)->~exception_ptr();
+    }
+}
+
+/* Where a task's body keeps the exception that leaves it, outside the catch block (which
+   must not wait: see the caveat above). Trivial, so that a body that returns pays
+   nothing for it. */
+class exception_slot {
+public:
+    void keep() noexcept { new (static_cast<void *>(bytes_)) std::exception_ptr(std::current_exception()); }
+    std::exception_ptr take() noexcept {
+        std::exception_ptr *kept = static_cast<std::exception_ptr *>(static_cast<void *>(bytes_));
+        std::exception_ptr e(std::move(*kept));
+        kept->~exception_ptr();
+        return e;
+    }
+
+private:
+    alignas(std::exception_ptr) unsigned char bytes_[sizeof(std::exception_ptr)];
+};
+
+/* After an exception left a task's body: drops the children it did not sync, then
+   rethrows the exception into the code that called or synced the task. */
+[[noreturn]] inline void frames_unwound(fsched_frames *fs, fsched_frame *head,
+                                        exception_slot &thrown) {
+    std::exception_ptr e = thrown.take();
+    frames_drop(fs, head);
+    std::rethrow_exception(e);
+}
+
+/* Leaves the frame stack of a tree (FSCHED_RUN) however its root returns. */
+class frames_lease {
+public:
+    explicit frames_lease(fsched_frames *fs) noexcept : fs_(fs) {}
+    frames_lease(const frames_lease &) = delete;
+    frames_lease &operator=(const frames_lease &) = delete;
+    ~frames_lease() { fsched_frames_leave(fs_); }
+
+private:
+    fsched_frames *fs_;
+};
 #endif
 
 /* ---- tasks ---- */
