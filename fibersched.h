@@ -562,7 +562,10 @@ typedef struct fsched_desc {
                                    that does not work for the scheduler (yet, or any
                                    more): fsched_current() is NULL there, and a spawn
                                    into the scheduler is a plain thread's, refused with
-                                   FSCHED_ERR_WRONG_STATE once fsched_destroy began */
+                                   FSCHED_ERR_WRONG_STATE once fsched_destroy began.
+                                   The thread is a worker all the same: fsched_bind,
+                                   and fsched_destroy of its own scheduler, fail with
+                                   FSCHED_ERR_WRONG_STATE there */
     void *worker_user;
     const char *worker_name;    /* worker threads are named this followed by their index
                                    (up to 15 bytes in all on Linux), as top -H, gdb and
@@ -583,16 +586,16 @@ FIBERSCHED_API fsched_result fsched_create(const fsched_desc *desc, fsched_sched
    its own meanwhile. Spawns, runs and binds from threads outside the scheduler fail
    with FSCHED_ERR_WRONG_STATE once destruction has begun; a call from outside that is
    still inside s is waited for. Returns FSCHED_ERR_WRONG_STATE, destroying nothing, when
-   called from one of the scheduler's own tasks, from a task, worker or bound thread of
-   another scheduler, while another thread is still bound, or while another thread
-   destroys s; FSCHED_ERR_INVALID_ARGUMENT for a scheduler already
+   called from one of the scheduler's own tasks or worker hooks, from a task, worker or
+   bound thread of another scheduler, while another thread is still bound, or while
+   another thread destroys s; FSCHED_ERR_INVALID_ARGUMENT for a scheduler already
    destroyed; NULL is ignored. */
 FIBERSCHED_API fsched_result fsched_destroy(fsched_sched *s);
 
 /* The calling thread takes part in s: its waits run queued tasks on fibers of its own
    (the only way tasks run in single-threaded mode), and its spawns go to its own deque.
-   FSCHED_ERR_WRONG_STATE if the thread is already bound or is a worker,
-   FSCHED_ERR_OUT_OF_MEMORY when all max_bound_threads slots are taken. */
+   FSCHED_ERR_WRONG_STATE if the thread is already bound or is a worker (in its start or
+   stop hook too), FSCHED_ERR_OUT_OF_MEMORY when all max_bound_threads slots are taken. */
 FIBERSCHED_API fsched_result fsched_bind(fsched_sched *s);
 
 /* Ends fsched_bind for the calling thread, after running the tasks left in its own deque.
@@ -2983,6 +2986,8 @@ typedef struct fsched__thread {
     uint32_t slab_run;             /* 1 + which run of fresh slab slots it takes; 0: none yet */
     fsched__parker parker;         /* for waits of a thread outside any scheduler */
     const struct fsched_sched *in_hook; /* the scheduler whose poll hook this thread runs */
+    const struct fsched_sched *in_worker_hook; /* the scheduler whose worker_start or
+                                                  worker_stop this thread runs */
     void *altstack; /* alternate signal stack for the overflow handler */
 #if !defined(FSCHED__CTX_ASM)
     void *pass;        /* value carried across a ucontext / Windows fiber switch */
@@ -5921,6 +5926,20 @@ static void fsched__name_worker(const fsched__worker *w) {
     fsched__name_self(name);
 }
 
+/* The hooks run before the thread works for s and after it stopped: their calls are a
+   plain thread's, which s counts, or refuses once it is being destroyed (a spawn queued
+   on the thread's own deque there would be lost to a drain that ended, or that never saw
+   it). But the thread is still s's worker: it may not destroy s (it would free what the
+   thread goes on to use, or wait for itself to end), nor bind (the binding would be
+   overwritten, or outlive the thread). */
+static void fsched__worker_hook(fsched__thread *t, fsched__worker *w,
+                                void (*hook)(void *user, uint32_t worker)) {
+    if (!hook) return;
+    t->in_worker_hook = w->sched;
+    hook(w->sched->worker_user, w->index);
+    t->in_worker_hook = NULL;
+}
+
 static void fsched__worker_main(void *arg) {
     fsched__worker *w = (fsched__worker *)arg;
     fsched__thread *t = fsched__thread_get();
@@ -5936,17 +5955,13 @@ static void fsched__worker_main(void *arg) {
                     (unsigned long)w->index, (long)w->cpu);
 #endif
     fsched__name_worker(w);
-    /* the hooks run before the thread works for s and after it stopped: their calls are
-       a plain thread's, which s counts, or refuses once it is being destroyed (a spawn
-       queued on the thread's own deque there would be lost to a drain that ended, or
-       that never saw it) */
-    if (w->sched->worker_start) w->sched->worker_start(w->sched->worker_user, w->index);
+    fsched__worker_hook(t, w, w->sched->worker_start);
     t->worker = w;
     FSCHED__TRACE(w->root->trace_id = 0;) /* a track of this slot's own numbering */
     fsched__schedule(w, NULL);
     fsched__release_fibers(w);
     t->worker = NULL;
-    if (w->sched->worker_stop) w->sched->worker_stop(w->sched->worker_user, w->index);
+    fsched__worker_hook(t, w, w->sched->worker_stop);
 }
 #endif
 
@@ -6264,6 +6279,9 @@ static void fsched__unbind(fsched__worker *w) {
 FIBERSCHED_API fsched_result fsched_bind(fsched_sched *s) {
     fsched__worker *w;
     fsched_result r;
+    if (fsched__thread_get()->in_worker_hook)
+        return FSCHED__MISUSE(NULL, FSCHED_ERR_WRONG_STATE,
+                              "fsched_bind: called from a worker's start or stop hook");
     /* under the registry's lock: fsched_destroy, which checks for bound threads and
        begins under it exclusively, sees this bind or is seen by it */
     fsched__live_read_lock();
@@ -6335,6 +6353,9 @@ FIBERSCHED_API fsched_result fsched_destroy(fsched_sched *s) {
                              !fsched__in_own_code(t))) {
         r = FSCHED__MISUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
                            "fsched_destroy: called from a task or from another scheduler");
+    } else if (t->in_worker_hook == s) {
+        r = FSCHED__MISUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
+                           "fsched_destroy: called from the scheduler's own worker hook");
     } else {
         for (i = s->n_threads; i < s->n_slots; i++)
             if (s->slots[i] != t->worker && FSCHED__LOAD(&s->slots[i]->in_use, FSCHED__ACQUIRE))
