@@ -349,9 +349,11 @@ static void poke(world *w) {
     pthread_mutex_lock(&w->lock);
     for (k = 0; k < FZ_SLOTS; k++) {
         slot *sl = &w->slots[k];
+        /* drained before the writes: a drain after them took the byte a reader waited
+           for, and no reader was left to ask for another rescue */
+        if (sl->fd[0] >= 0 && (fz_now() & 1)) drain(sl->fd[0]); /* writers of full pipes */
         if (sl->fd[1] >= 0) put(sl->fd[1]);
         if (sl->socket && sl->fd[0] >= 0) put(sl->fd[0]);
-        if (sl->fd[0] >= 0 && (fz_now() & 1)) drain(sl->fd[0]); /* writers of full pipes */
     }
     pthread_mutex_unlock(&w->lock);
     device_complete(w, 1);
