@@ -964,7 +964,9 @@ FIBERSCHED_API uint64_t fsched_clock_ns(void);
    wait; a worker with nothing to run sleeps in it instead of on its own, and busy workers
    look into it between tasks. Libraries that complete work only when asked (MPI_Test, a
    device's queue, a completion ring) plug in through a poll hook. Neither exists under
-   FIBERSCHED_NO_OS or on Windows (FSCHED_ERR_UNSUPPORTED). */
+   FIBERSCHED_NO_OS or on Windows (FSCHED_ERR_UNSUPPORTED). A child of fork() polls apart
+   from its parent (the waits it inherited included), so that the children of a prefork
+   server on a single-threaded scheduler may each wait. */
 
 #define FSCHED_READABLE 1u        /* data to read, a connection to accept, or end of file */
 #define FSCHED_WRITABLE 2u        /* room to write */
@@ -1626,6 +1628,7 @@ static void fsched__trace_buffer_free(const fsched_allocator *a, struct fsched__
 #define FSCHED__IO 1
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h> /* pthread_atfork, also without threads (a fork gives pollers anew) */
 #if defined(__linux__) && !defined(FIBERSCHED_IO_POLL)
 #define FSCHED__IO_EPOLL 1
 #include <sys/epoll.h>
@@ -7609,6 +7612,8 @@ struct fsched__io {
     int wake_read, wake_write; /* the eventfd (both), or a pipe's ends */
 #if defined(FSCHED__IO_EPOLL)
     int epfd;
+    uint32_t rearm;          /* atomic: a fork's child has an epoll set of its own, where
+                                the next owner arms the waits anew */
 #else
     struct pollfd *fds;      /* the owner's poll set, rebuilt for each poll */
     fsched__fd **fds_of;
@@ -7682,6 +7687,66 @@ static fsched_result fsched__fd_not_own(int fd, const fsched_logger *logger, con
                : FSCHED_OK;
 }
 
+/* ---- fork() ----
+   A child shares its parent's epoll set and wake fd: a poll in one would take the other's
+   one-shot events and wakes, and their waits time out or hang (the children of a prefork
+   server on a single-threaded scheduler, say). In the child, every poller gets kernel
+   objects of its own at the same numbers (plain system calls, so that a child of a
+   multithreaded parent that only execs is safe), and its first owner arms the waits
+   there anew. Best effort: a child that cannot have new fds keeps sharing. */
+
+static void fsched__io_fork_prepare(void) { fsched__spin_lock(&fsched__io_all_lock); }
+static void fsched__io_fork_parent(void) { fsched__spin_unlock(&fsched__io_all_lock); }
+
+/* Puts the new fds `made` at the numbers `own` (close-on-exec), if there are both. */
+static void fsched__fd_move(const int made[2], const int own[2]) {
+    int k, ok = made[0] >= 0 && made[1] >= 0;
+    for (k = 0; k < 2; k++) {
+        if (ok && dup2(made[k], own[k]) == own[k]) (void)fcntl(own[k], F_SETFD, FD_CLOEXEC);
+        if (made[k] >= 0) close(made[k]);
+    }
+}
+
+/* In the child, its only thread: io gets a poller of its own (the parent's threads, one
+   of which may have owned it, are not here). */
+static void fsched__io_renew(fsched__io *io) {
+    int made[2] = {-1, -1}, own[2];
+#if defined(FSCHED__IO_EPOLL)
+    struct epoll_event ev;
+    made[0] = epoll_create1(EPOLL_CLOEXEC);
+    made[1] = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    own[0] = io->epfd;
+    own[1] = io->wake_read;
+    fsched__fd_move(made, own);
+    memset(&ev, 0, sizeof ev);
+    ev.events = EPOLLIN;
+    ev.data.u64 = 0; /* the wake fd */
+    (void)epoll_ctl(io->epfd, EPOLL_CTL_ADD, io->wake_read, &ev);
+    FSCHED__STORE(&io->rearm, 1u, FSCHED__RELAXED); /* relaxed: the only thread */
+#else
+    own[0] = io->wake_read;
+    own[1] = io->wake_write;
+    if (pipe(made) == 0 && !(fsched__fd_nonblocking(made[0]) && fsched__fd_nonblocking(made[1])))
+        made[1] = (close(made[1]), -1);
+    fsched__fd_move(made, own);
+#endif
+    FSCHED__STORE(&io->owner, 0u, FSCHED__RELAXED);
+}
+
+static void fsched__io_fork_child(void) {
+    fsched__io *io;
+    for (io = fsched__io_all; io; io = io->next) fsched__io_renew(io);
+    fsched__io_fork_parent();
+}
+
+/* Once, at the first poller. */
+static void fsched__io_fork_hook(void) {
+    static uint32_t hooked;
+    /* relaxed: one caller registers; a fork before that shares, as it did without */
+    if (!FSCHED__EXCHANGE(&hooked, 1u, FSCHED__RELAXED))
+        (void)pthread_atfork(fsched__io_fork_prepare, fsched__io_fork_parent, fsched__io_fork_child);
+}
+
 /* The poller of s, made at the first call; NULL, with *r set, when it cannot be. */
 static fsched__io *fsched__io_get(fsched_sched *s, fsched_result *r) {
     /* acquire: pairs with the CAS that published a poller another thread made */
@@ -7718,6 +7783,7 @@ static fsched__io *fsched__io_get(fsched_sched *s, fsched_result *r) {
     /* acq_rel: publishes the poller; a loser frees its own and takes the winner's */
     if (*r == FSCHED_OK && FSCHED__CAS(&s->io, &none, io, FSCHED__ACQ_REL, FSCHED__ACQUIRE)) {
         FSCHED__STORE(&s->watching, 1u, FSCHED__RELAXED); /* a hint for the loop */
+        fsched__io_fork_hook();
         fsched__spin_lock(&fsched__io_all_lock);
         io->next = fsched__io_all;
         fsched__io_all = io;
@@ -8168,6 +8234,24 @@ static int fsched__fd_is_closing(int fd) {
     return found;
 }
 
+/* The owner, in a fork's child: arms every wait in the child's own epoll set (they were
+   armed in the parent's), ending those it cannot arm. */
+static void fsched__io_rearm(fsched__io *io) {
+#if defined(FSCHED__IO_EPOLL)
+    uint32_t b;
+    fsched__fd *rec;
+    /* relaxed: read and cleared by owners only, ordered by the ownership's CAS */
+    if (FSCHED__LIKELY(!FSCHED__LOAD(&io->rearm, FSCHED__RELAXED))) return;
+    FSCHED__STORE(&io->rearm, 0u, FSCHED__RELAXED);
+    fsched__spin_lock(&io->lock);
+    for (b = 0; b < io->bucket_count; b++)
+        for (rec = io->buckets[b]; rec; rec = rec->next) fsched__fd_answer(io, rec, 0, FSCHED_OK);
+    fsched__spin_unlock(&io->lock);
+#else
+    (void)io;
+#endif
+}
+
 /* Owns the poller of s, if s has one and no other thread owns it: the poller, or NULL. */
 static fsched__io *fsched__io_own(fsched_sched *s) {
     /* acquire: pairs with the CAS that published the poller */
@@ -8177,6 +8261,7 @@ static fsched__io *fsched__io_own(fsched_sched *s) {
     if (!io || !FSCHED__LOAD(&s->fd_waits, FSCHED__RELAXED) ||
         !FSCHED__CAS(&io->owner, &free, 1u, FSCHED__ACQUIRE, FSCHED__RELAXED))
         return NULL;
+    fsched__io_rearm(io);
     return io;
 }
 

@@ -1607,6 +1607,91 @@ static void test_close_races_wait(void) {
     }
 }
 
+/* ---- fork(): children of a scheduler that made its poller ----
+   A prefork server: a single-threaded scheduler waits on fds, then forks children that
+   wait on fds of their own, and a task that waited in the parent waits in each child
+   too. Each process must see its own events: a child sharing its parent's epoll set took
+   the others' one-shot events, and their waits timed out. */
+
+#include <sys/wait.h>
+
+#define FORK_CHILDREN 3
+#define FORK_ROUNDS 100
+
+typedef struct fork_case {
+    int shared[2]; /* a pipe the task waits on, in the parent and in every child */
+    int own[FORK_CHILDREN][2];
+    fsched_result r; /* the task's */
+    int ended;
+} fork_case;
+
+static void fork_task(void *p) {
+    fork_case *c = (fork_case *)p;
+    c->r = fsched_wait_fd(c->shared[0], FSCHED_READABLE, 5000 * MS, NULL);
+    c->ended = 1;
+}
+
+/* A child: FORK_ROUNDS bytes on its own pipe, then the task's wait. Its exit status says
+   which failed. */
+static void fork_child(fork_case *c, int k) {
+    int round;
+    char b;
+    for (round = 0; round < FORK_ROUNDS;) {
+        fsched_result r = fsched_wait_fd(c->own[k][0], FSCHED_READABLE, 2000 * MS, NULL);
+        if (r != FSCHED_OK) _exit(10 + (int)r);
+        if (read(c->own[k][0], &b, 1) == 1) round++;
+    }
+    while (!c->ended) fsched_sleep_for(1 * MS);
+    _exit(c->r == FSCHED_OK ? 0 : 50 + (int)c->r);
+}
+
+static void test_fork(void) {
+    fsched_desc d;
+    fsched_sched *s;
+    fork_case c;
+    pid_t pids[FORK_CHILDREN];
+    int k, round, failed = 0;
+    memset(&c, 0, sizeof c);
+    test_desc_init(&d);
+    d.single_threaded = 1;
+    CHECK_OK(fsched_create(&d, &s));
+    CHECK_OK(fsched_bind(s));
+    make_pipe(c.shared);
+    for (k = 0; k < FORK_CHILDREN; k++) make_pipe(c.own[k]);
+    CHECK_OK(fsched_spawn(s, fork_task, &c));
+    fsched_sleep_for(1 * MS); /* the task waits: the poller is made */
+    CHECK(!c.ended);
+    fflush(stdout);
+    fflush(stderr);
+    for (k = 0; k < FORK_CHILDREN; k++) {
+        CHECK((pids[k] = fork()) >= 0);
+        if (pids[k] == 0) fork_child(&c, k);
+    }
+    for (round = 0; round < FORK_ROUNDS; round++) {
+        for (k = 0; k < FORK_CHILDREN; k++) put_byte(c.own[k][1], 'f');
+        fsched_sleep_for(1 * MS);
+    }
+    put_byte(c.shared[1], 's'); /* read by nobody: every process's task sees it */
+    while (!c.ended) fsched_sleep_for(1 * MS);
+    CHECK_OK(c.r);
+    for (k = 0; k < FORK_CHILDREN; k++) {
+        int status;
+        CHECK(waitpid(pids[k], &status, 0) == pids[k]);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+            fprintf(stderr, "fork child %d: status %d\n", k, status);
+            failed++;
+        }
+    }
+    CHECK(failed == 0);
+    test_sched_free(s);
+    close(c.shared[0]);
+    close(c.shared[1]);
+    for (k = 0; k < FORK_CHILDREN; k++) {
+        close(c.own[k][0]);
+        close(c.own[k][1]);
+    }
+}
+
 static int chosen_count;
 static char **chosen; /* the tests named on the command line; none: all */
 
@@ -1660,6 +1745,7 @@ int main(int argc, char **argv) {
     run("own fds", test_own_fds);
     run("out of memory", test_out_of_memory);
     run("no fiber", test_no_fiber);
+    run("fork", test_fork);
 #if TEST_THREADS
     run("wake from the poller", test_wake_from_poller);
     run("destroy cancels", test_destroy_cancels);
