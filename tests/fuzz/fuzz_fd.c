@@ -50,7 +50,9 @@ typedef struct slot {
     int last[2];        /* the numbers they had */
     int socket;         /* a socket pair (both ends read and write) */
     int users;          /* waits under way on it */
+    int endless;        /* of those, waits without a timeout */
     uint64_t since[FZ_USERS];
+    int user_endless[FZ_USERS];
 } slot;
 
 typedef struct request {
@@ -107,12 +109,14 @@ static void slot_open(world *w, slot *sl, int socket) {
 }
 
 
-static int user_add(slot *sl) {
+static int user_add(slot *sl, uint64_t timeout) {
     int k;
     for (k = 0; k < FZ_USERS; k++)
         if (!sl->since[k]) {
             sl->since[k] = fz_now();
             sl->users++;
+            sl->user_endless[k] = fz_endless(timeout);
+            sl->endless += sl->user_endless[k];
             return k;
         }
     return -1;
@@ -122,6 +126,7 @@ static void user_drop(world *w, slot *sl, int k) {
     pthread_mutex_lock(&w->lock);
     sl->since[k] = 0;
     sl->users--;
+    sl->endless -= sl->user_endless[k];
     pthread_mutex_unlock(&w->lock);
 }
 
@@ -172,7 +177,7 @@ static void op_wait(world *w, const fz_op *op) {
     /* a read end is never writable, a pipe's write end never readable: only timed */
     if (!sl->socket && events != (end ? FSCHED_WRITABLE : FSCHED_READABLE) && fz_endless(t))
         t = FZ_MS;
-    user = user_add(sl);
+    user = user_add(sl, t);
     pthread_mutex_unlock(&w->lock);
     if (fd < 0 || user < 0) {
         if (user >= 0) user_drop(w, sl, user);
@@ -235,12 +240,14 @@ static void op_close_bogus(world *w, const fz_op *op) {
 }
 
 /* A number reused after a plain close() (or taken by dup2): the waits of the old file
-   wait on, those on the new one see it. */
+   wait on, those on the new one see it. Not under a wait without a timeout: the kernel
+   drops the old file's registration without a word, and such a wait would wait for ever
+   (as the header says; fsched_close_fd is the way), nothing the rescuer does could end it. */
 static void op_plain_reuse(world *w, const fz_op *op) {
     slot *sl = &w->slots[op->slot];
     int end = op->end & 1;
     pthread_mutex_lock(&w->lock);
-    if (sl->fd[end] >= 0) {
+    if (sl->fd[end] >= 0 && !sl->endless) {
         if (op->variant & 1) {
             int fds[2];
             if (pipe(fds) == 0) { /* the new pipe's read end takes the number */
