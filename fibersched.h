@@ -7582,6 +7582,7 @@ typedef struct fsched__fd {
     uint32_t checked;         /* atomic: fsched__io_fds_gen when fd was last found to be
                                  none of the pollers' own */
     uint32_t added;           /* epoll: registered once (under the list's lock) */
+    uint32_t readers, writers; /* under the list's lock: watched waiters that want each */
 } fsched__fd;
 
 /* How a waiter stands with fsched_close_fd (under its list's lock). */
@@ -7597,6 +7598,8 @@ typedef struct fsched__fd_waiter {
                               (FSCHED_ERR_CANCELLED), or cannot be watched (not open:
                               INVALID_ARGUMENT, OUT_OF_MEMORY, SYSTEM) */
     uint32_t close_state;  /* FSCHED__FD_WATCHED, _HELD or _AGAIN */
+    uint32_t counted;      /* under the list's lock: its events, while counted in its
+                              record's readers and writers */
 } fsched__fd_waiter;
 
 struct fsched__io {
@@ -7971,14 +7974,20 @@ static void fsched__io_release(fsched__io *io, fsched__fd *rec) {
 
 /* ---- watching and answering ---- */
 
-/* What the watched waiters of rec want (under its lock). */
+/* What the watched waiters of rec want (under its lock): counted, not looked up, so that
+   many waits on one fd cost each the same. */
 static uint32_t fsched__fd_wanted(const fsched__fd *rec) {
-    const fsched__waiter *wt;
-    uint32_t want = 0;
-    for (wt = (const fsched__waiter *)rec->waiters.head; wt; wt = wt->next)
-        if (((const fsched__fd_waiter *)wt)->close_state == FSCHED__FD_WATCHED)
-            want |= ((const fsched__fd_waiter *)wt)->events;
-    return want;
+    return (rec->readers ? FSCHED_READABLE : 0u) | (rec->writers ? FSCHED_WRITABLE : 0u);
+}
+
+/* Under rec's lock: counts fw, which is watched, in what rec's waiters want (add), or
+   out of it if it was. */
+static void fsched__fd_count(fsched__fd *rec, fsched__fd_waiter *fw, int add) {
+    uint32_t events = add ? fw->events : fw->counted;
+    uint32_t delta = add ? 1u : (uint32_t)-1;
+    rec->readers += (events & FSCHED_READABLE) ? delta : 0u;
+    rec->writers += (events & FSCHED_WRITABLE) ? delta : 0u;
+    fw->counted = add ? events : 0u;
 }
 
 /* What a refusal to watch an fd (an errno) means to its waiters. EPERM: a regular file
@@ -8030,6 +8039,7 @@ static void fsched__fd_end(fsched__fd *rec, uint32_t found, fsched_result result
             continue;
         fw->ready = fw->events & found;
         fw->result = result;
+        fsched__fd_count(rec, fw, 0);
         fsched__wait_list_end(&rec->waiters, wt, wakes);
     }
 }
@@ -8479,6 +8489,7 @@ static fsched_result fsched__fd_wait(fsched__io *io, fsched__fd_waiter *fw, int 
     }
     fw->ready = 0;
     fw->result = FSCHED_OK;
+    fw->counted = 0;
     fsched__wait_list_lock(&rec->waiters);
     /* under the lock that destroy's cancel takes after it set `closing` */
     if (FSCHED__LOAD(&s->closing, FSCHED__RELAXED)) {
@@ -8486,9 +8497,15 @@ static fsched_result fsched__fd_wait(fsched__io *io, fsched__fd_waiter *fw, int 
     } else {
         fsched__wait_list_append(&rec->waiters, &fw->wt);
         /* under the lock that fsched_close_fd's cancel takes after it listed fd */
-        if (fsched__fd_is_closing(fd)) fw->close_state = FSCHED__FD_HELD;
-        else if ((err = fsched__fd_arm(io, rec)) != 0)
-            fsched__wait_list_remove(&rec->waiters, &fw->wt);
+        if (fsched__fd_is_closing(fd)) {
+            fw->close_state = FSCHED__FD_HELD;
+        } else {
+            fsched__fd_count(rec, fw, 1);
+            if ((err = fsched__fd_arm(io, rec)) != 0) {
+                fsched__fd_count(rec, fw, 0);
+                fsched__wait_list_remove(&rec->waiters, &fw->wt);
+            }
+        }
     }
     if (r != FSCHED_OK || err) {
         fsched__wait_list_unlock(&rec->waiters);
@@ -8516,6 +8533,13 @@ static fsched_result fsched__fd_wait(fsched__io *io, fsched__fd_waiter *fw, int 
 #endif
     r = fsched__wait_commit(&rec->waiters, &fw->wt);
     FSCHED__FETCH_SUB(&s->fd_waits, 1u, FSCHED__RELAXED);
+    /* off the list, whoever ended the wait gone from its lock: still counted only when
+       it did not answer (a timeout) */
+    if (fw->counted) {
+        fsched__wait_list_lock(&rec->waiters);
+        fsched__fd_count(rec, fw, 0);
+        fsched__wait_list_unlock(&rec->waiters);
+    }
     fsched__io_release(io, rec);
     if (r == FSCHED_OK) r = fw->result;
     return r == FSCHED_ERR_INVALID_ARGUMENT ? fsched__fd_not_open(io, fd) : r;
