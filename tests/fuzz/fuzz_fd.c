@@ -366,13 +366,26 @@ static void poke(world *w) {
     device_complete(w, 1);
 }
 
+/* Whether a wait on a slot has been under way for long: a poke may leave it waiting
+   (it drains a full pipe only now and then), and it asks for no other. */
+static int slot_wait_old(world *w) {
+    uint64_t now = fz_now();
+    int k, u, old = 0;
+    pthread_mutex_lock(&w->lock);
+    for (k = 0; k < FZ_SLOTS; k++)
+        for (u = 0; u < FZ_USERS; u++)
+            old |= w->slots[k].since[u] && now - w->slots[k].since[u] > FZ_RESCUE_MS * FZ_MS;
+    pthread_mutex_unlock(&w->lock);
+    return old;
+}
+
 static void *rescuer_main(void *p) {
     world *w = (world *)p;
     fz_actor *me = fz_actor_new();
     while (!w->stop_rescuer) {
         uint64_t since = w->waiting_since;
         fz_nap(2 * FZ_MS);
-        if (since && fz_now() - since > FZ_RESCUE_MS * FZ_MS) {
+        if ((since && fz_now() - since > FZ_RESCUE_MS * FZ_MS) || slot_wait_old(w)) {
             fz_step(me, "rescuer: writing to the pipes", 0);
             w->waiting_since = 0;
             poke(w);
