@@ -8102,8 +8102,9 @@ static void fsched__io_set_room(fsched__io *io) {
 
 /* Under the poller's lock: fills `set` (room for `cap`, the wake pipe first) with the
    fds that waiters want, holding their records; the waiters of an fd it has no room for
-   end for want of memory. Returns how many it filled. */
-static uint32_t fsched__io_set_fill(fsched__io *io, struct pollfd *set, uint32_t cap) {
+   end for want of memory (*ended is set). Returns how many it filled. */
+static uint32_t fsched__io_set_fill(fsched__io *io, struct pollfd *set, uint32_t cap,
+                                    int *ended) {
     uint32_t n = 1, b;
     set[0].fd = io->wake_read;
     set[0].events = POLLIN;
@@ -8118,6 +8119,7 @@ static uint32_t fsched__io_set_fill(fsched__io *io, struct pollfd *set, uint32_t
             if (!want) continue;
             if (n == cap) {
                 fsched__fd_answer(io, rec, want, FSCHED_ERR_OUT_OF_MEMORY);
+                *ended = 1;
                 continue;
             }
             set[n].fd = rec->fd;
@@ -8151,11 +8153,14 @@ static void fsched__io_poll(fsched__io *io, int timeout_ms) {
 #else
     struct pollfd one, *set;
     uint32_t n, i;
-    int k;
+    int k, ended = 0;
     fsched__spin_lock(&io->lock);
     fsched__io_set_room(io);
     set = io->fds ? io->fds : &one;
-    n = fsched__io_set_fill(io, set, io->fds ? io->fds_cap : 1u);
+    n = fsched__io_set_fill(io, set, io->fds ? io->fds_cap : 1u, &ended);
+    /* the waits ended for want of memory may be the caller's own fibers, made ready
+       without a wake: it only looks, and runs them */
+    if (ended) timeout_ms = 0;
     /* under the table's lock, which a new waiter takes after it queued to read this:
        either the set above has its fd, or it sees `blocking` and interrupts the poll */
     io->blocking = timeout_ms != 0;

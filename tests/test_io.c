@@ -1285,13 +1285,16 @@ typedef struct failing_alloc {
     int64_t budget; /* atomic: allocations that still succeed while `failing` */
     int failing;    /* atomic */
     size_t min_size; /* only allocations of this size or more fail (fiber stacks) */
+    size_t only_size; /* if not 0: only allocations of this size fail */
     int64_t live;   /* atomic: blocks not yet freed */
 } failing_alloc;
 
 static void *failing_alloc_fn(size_t size, size_t align, void *user) {
     failing_alloc *a = (failing_alloc *)user;
     void *p;
-    if (size >= a->min_size && LOAD(&a->failing) && SUB(&a->budget, 1) < 0) return NULL;
+    if (size >= a->min_size && (!a->only_size || size == a->only_size) && LOAD(&a->failing) &&
+        SUB(&a->budget, 1) < 0)
+        return NULL;
     p = fsched__default_alloc(size, align, NULL);
     if (p) ADD(&a->live, 1);
     return p;
@@ -1377,6 +1380,53 @@ static void test_out_of_memory(void) {
         }
     }
 }
+
+/* poll(): the poll set cannot be had when the only worker, about to sleep in the poller,
+   builds it: the wait it cannot watch ends for want of memory, its fiber made ready on
+   that very worker, which must run it rather than sleep in a poll that nothing ends (it
+   slept for ever). No look between tasks comes first (the look with a timeout of 0 ran
+   the fiber next). */
+#if !defined(FSCHED__IO_EPOLL)
+static fsched_result set_oom_result;
+
+static void set_oom_wait(void *p) {
+    STORE(&set_oom_result, fsched_wait_fd(*(int *)p, FSCHED_READABLE, FSCHED_FOREVER, NULL));
+}
+
+static void test_poll_set_out_of_memory(void) {
+    failing_alloc a;
+    fsched_desc d;
+    fsched_sched *s;
+    int fds[2], i;
+    memset(&a, 0, sizeof a);
+    a.only_size = 2 * sizeof(struct pollfd); /* the set for the wake pipe and the fd */
+    test_desc_init(&d);
+    d.workers = 1;
+    d.allocator.alloc = failing_alloc_fn;
+    d.allocator.free = failing_free_fn;
+    d.allocator.user = &a;
+    CHECK_OK(fsched_create(&d, &s));
+#if !TEST_THREADS
+    CHECK_OK(fsched_bind(s));
+#endif
+    make_pipe(fds); /* never readable */
+    STORE(&a.failing, 1);
+    FSCHED__STORE(&s->watch_next, UINT64_MAX, FSCHED__RELAXED); /* no looks between tasks */
+    STORE(&set_oom_result, FSCHED_ERR_SYSTEM);
+    CHECK_OK(fsched_spawn(s, set_oom_wait, &fds[0]));
+    for (i = 0; i < 2000 && LOAD(&set_oom_result) == FSCHED_ERR_SYSTEM; i++) {
+        struct timespec ts = {0, 1000000};
+        fsched_yield(); /* runs it if bound */
+        nanosleep(&ts, NULL);
+    }
+    CHECK_RESULT(LOAD(&set_oom_result), FSCHED_ERR_OUT_OF_MEMORY);
+    STORE(&a.failing, 0);
+    test_sched_free(s);
+    CHECK(LOAD(&a.live) == 0);
+    close(fds[0]);
+    close(fds[1]);
+}
+#endif
 
 /* No fiber can be had for the wait (stacks from the allocator, which refuses them): the
    task waits inline, and still learns of its fd; with one worker there is nobody else
@@ -1913,6 +1963,9 @@ int main(int argc, char **argv) {
     run("own fds", test_own_fds);
     run("out of memory", test_out_of_memory);
     run("no fiber", test_no_fiber);
+#if !defined(FSCHED__IO_EPOLL)
+    run("poll set out of memory", test_poll_set_out_of_memory);
+#endif
     run("fork", test_fork);
     run("close among many", test_close_among_many);
     run("many waits on one fd", test_many_waits_on_one_fd);
