@@ -8263,6 +8263,9 @@ static void fsched__io_rearm(fsched__io *io) {
     for (b = 0; b < io->bucket_count; b++)
         for (rec = io->buckets[b]; rec; rec = rec->next) fsched__fd_answer(io, rec, 0, FSCHED_OK);
     fsched__spin_unlock(&io->lock);
+    /* the waits it ended may be the owner's own fibers, made ready without a wake: the
+       poll it is about to make only looks */
+    fsched__io_interrupt(io);
 #else
     (void)io;
 #endif
