@@ -7733,7 +7733,7 @@ static void fsched__io_renew(fsched__io *io) {
         made[1] = (close(made[1]), -1);
     fsched__fd_move(made, own);
 #endif
-    FSCHED__STORE(&io->owner, 0u, FSCHED__RELAXED);
+    FSCHED__STORE(&io->owner, 0u, FSCHED__RELAXED); /* relaxed: the only thread */
 }
 
 static void fsched__io_fork_child(void) {
