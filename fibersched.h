@@ -574,7 +574,10 @@ typedef struct fsched_desc {
                                    that does not work for the scheduler (yet, or any
                                    more): fsched_current() is NULL there, and a spawn
                                    into the scheduler is a plain thread's, refused with
-                                   FSCHED_ERR_WRONG_STATE once fsched_destroy began */
+                                   FSCHED_ERR_WRONG_STATE once fsched_destroy began.
+                                   The thread is a worker all the same: fsched_bind,
+                                   and fsched_destroy of its own scheduler, fail with
+                                   FSCHED_ERR_WRONG_STATE there */
     void *worker_user;
     const char *worker_name;    /* worker threads are named this followed by their index
                                    (up to 15 bytes in all on Linux), as top -H, gdb and
@@ -595,16 +598,16 @@ FIBERSCHED_API fsched_result fsched_create(const fsched_desc *desc, fsched_sched
    its own meanwhile. Spawns, runs and binds from threads outside the scheduler fail
    with FSCHED_ERR_WRONG_STATE once destruction has begun; a call from outside that is
    still inside s is waited for. Returns FSCHED_ERR_WRONG_STATE, destroying nothing, when
-   called from one of the scheduler's own tasks, from a task, worker or bound thread of
-   another scheduler, while another thread is still bound, or while another thread
-   destroys s; FSCHED_ERR_INVALID_ARGUMENT for a scheduler already
+   called from one of the scheduler's own tasks or worker hooks, from a task, worker or
+   bound thread of another scheduler, while another thread is still bound, or while
+   another thread destroys s; FSCHED_ERR_INVALID_ARGUMENT for a scheduler already
    destroyed; NULL is ignored. */
 FIBERSCHED_API fsched_result fsched_destroy(fsched_sched *s);
 
 /* The calling thread takes part in s: its waits run queued tasks on fibers of its own
    (the only way tasks run in single-threaded mode), and its spawns go to its own deque.
-   FSCHED_ERR_WRONG_STATE if the thread is already bound or is a worker,
-   FSCHED_ERR_OUT_OF_MEMORY when all max_bound_threads slots are taken. */
+   FSCHED_ERR_WRONG_STATE if the thread is already bound or is a worker (in its start or
+   stop hook too), FSCHED_ERR_OUT_OF_MEMORY when all max_bound_threads slots are taken. */
 FIBERSCHED_API fsched_result fsched_bind(fsched_sched *s);
 
 /* Ends fsched_bind for the calling thread, after running the tasks left in its own deque.
@@ -1062,7 +1065,9 @@ FIBERSCHED_API uint64_t fsched_clock_ns(void);
    wait; a worker with nothing to run sleeps in it instead of on its own, and busy workers
    look into it between tasks. Libraries that complete work only when asked (MPI_Test, a
    device's queue, a completion ring) plug in through a poll hook. Neither exists under
-   FIBERSCHED_NO_OS or on Windows (FSCHED_ERR_UNSUPPORTED). */
+   FIBERSCHED_NO_OS or on Windows (FSCHED_ERR_UNSUPPORTED). A child of fork() polls apart
+   from its parent (the waits it inherited included), so that the children of a prefork
+   server on a single-threaded scheduler may each wait. */
 
 #define FSCHED_READABLE 1u        /* data to read, a connection to accept, or end of file */
 #define FSCHED_WRITABLE 2u        /* room to write */
@@ -1730,6 +1735,7 @@ static void fsched__trace_buffer_free(const fsched_allocator *a, struct fsched__
 #define FSCHED__IO 1
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h> /* pthread_atfork, also without threads (a fork gives pollers anew) */
 #if defined(__linux__) && !defined(FIBERSCHED_IO_POLL)
 #define FSCHED__IO_EPOLL 1
 #include <sys/epoll.h>
@@ -3158,6 +3164,8 @@ typedef struct fsched__thread {
     uint32_t slab_run;             /* 1 + which run of fresh slab slots it takes; 0: none yet */
     fsched__parker parker;         /* for waits of a thread outside any scheduler */
     const struct fsched_sched *in_hook; /* the scheduler whose poll hook this thread runs */
+    const struct fsched_sched *in_worker_hook; /* the scheduler whose worker_start or
+                                                  worker_stop this thread runs */
     void *altstack; /* alternate signal stack for the overflow handler */
 #if !defined(FSCHED__CTX_ASM)
     void *pass;        /* value carried across a ucontext / Windows fiber switch */
@@ -6168,6 +6176,20 @@ static void fsched__name_worker(const fsched__worker *w) {
     fsched__name_self(name);
 }
 
+/* The hooks run before the thread works for s and after it stopped: their calls are a
+   plain thread's, which s counts, or refuses once it is being destroyed (a spawn queued
+   on the thread's own deque there would be lost to a drain that ended, or that never saw
+   it). But the thread is still s's worker: it may not destroy s (it would free what the
+   thread goes on to use, or wait for itself to end), nor bind (the binding would be
+   overwritten, or outlive the thread). */
+static void fsched__worker_hook(fsched__thread *t, fsched__worker *w,
+                                void (*hook)(void *user, uint32_t worker)) {
+    if (!hook) return;
+    t->in_worker_hook = w->sched;
+    hook(w->sched->worker_user, w->index);
+    t->in_worker_hook = NULL;
+}
+
 static void fsched__worker_main(void *arg) {
     fsched__worker *w = (fsched__worker *)arg;
     fsched__thread *t = fsched__thread_get();
@@ -6183,17 +6205,13 @@ static void fsched__worker_main(void *arg) {
                     (unsigned long)w->index, (long)w->cpu);
 #endif
     fsched__name_worker(w);
-    /* the hooks run before the thread works for s and after it stopped: their calls are
-       a plain thread's, which s counts, or refuses once it is being destroyed (a spawn
-       queued on the thread's own deque there would be lost to a drain that ended, or
-       that never saw it) */
-    if (w->sched->worker_start) w->sched->worker_start(w->sched->worker_user, w->index);
+    fsched__worker_hook(t, w, w->sched->worker_start);
     t->worker = w;
     FSCHED__TRACE(w->root->trace_id = 0;) /* a track of this slot's own numbering */
     fsched__schedule(w, NULL);
     fsched__release_fibers(w);
     t->worker = NULL;
-    if (w->sched->worker_stop) w->sched->worker_stop(w->sched->worker_user, w->index);
+    fsched__worker_hook(t, w, w->sched->worker_stop);
 }
 #endif
 
@@ -6511,6 +6529,9 @@ static void fsched__unbind(fsched__worker *w) {
 FIBERSCHED_API fsched_result fsched_bind(fsched_sched *s) {
     fsched__worker *w;
     fsched_result r;
+    if (fsched__thread_get()->in_worker_hook)
+        return FSCHED__MISUSE(NULL, FSCHED_ERR_WRONG_STATE,
+                              "fsched_bind: called from a worker's start or stop hook");
     /* under the registry's lock: fsched_destroy, which checks for bound threads and
        begins under it exclusively, sees this bind or is seen by it */
     fsched__live_read_lock();
@@ -6582,6 +6603,9 @@ FIBERSCHED_API fsched_result fsched_destroy(fsched_sched *s) {
                              !fsched__in_own_code(t))) {
         r = FSCHED__MISUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
                            "fsched_destroy: called from a task or from another scheduler");
+    } else if (t->in_worker_hook == s) {
+        r = FSCHED__MISUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
+                           "fsched_destroy: called from the scheduler's own worker hook");
     } else {
         for (i = s->n_threads; i < s->n_slots; i++)
             if (s->slots[i] != t->worker && FSCHED__LOAD(&s->slots[i]->in_use, FSCHED__ACQUIRE))
@@ -7848,6 +7872,7 @@ typedef struct fsched__fd {
     uint32_t checked;         /* atomic: fsched__io_fds_gen when fd was last found to be
                                  none of the pollers' own */
     uint32_t added;           /* epoll: registered once (under the list's lock) */
+    uint32_t readers, writers; /* under the list's lock: watched waiters that want each */
 } fsched__fd;
 
 /* How a waiter stands with fsched_close_fd (under its list's lock). */
@@ -7863,6 +7888,8 @@ typedef struct fsched__fd_waiter {
                               (FSCHED_ERR_CANCELLED), or cannot be watched (not open:
                               INVALID_ARGUMENT, OUT_OF_MEMORY, SYSTEM) */
     uint32_t close_state;  /* FSCHED__FD_WATCHED, _HELD or _AGAIN */
+    uint32_t counted;      /* under the list's lock: its events, while counted in its
+                              record's readers and writers */
 } fsched__fd_waiter;
 
 struct fsched__io {
@@ -7878,6 +7905,8 @@ struct fsched__io {
     int wake_read, wake_write; /* the eventfd (both), or a pipe's ends */
 #if defined(FSCHED__IO_EPOLL)
     int epfd;
+    uint32_t rearm;          /* atomic: a fork's child has an epoll set of its own, where
+                                the next owner arms the waits anew */
 #else
     struct pollfd *fds;      /* the owner's poll set, rebuilt for each poll */
     fsched__fd **fds_of;
@@ -7951,6 +7980,66 @@ static fsched_result fsched__fd_not_own(int fd, const fsched_logger *logger, con
                : FSCHED_OK;
 }
 
+/* ---- fork() ----
+   A child shares its parent's epoll set and wake fd: a poll in one would take the other's
+   one-shot events and wakes, and their waits time out or hang (the children of a prefork
+   server on a single-threaded scheduler, say). In the child, every poller gets kernel
+   objects of its own at the same numbers (plain system calls, so that a child of a
+   multithreaded parent that only execs is safe), and its first owner arms the waits
+   there anew. Best effort: a child that cannot have new fds keeps sharing. */
+
+static void fsched__io_fork_prepare(void) { fsched__spin_lock(&fsched__io_all_lock); }
+static void fsched__io_fork_parent(void) { fsched__spin_unlock(&fsched__io_all_lock); }
+
+/* Puts the new fds `made` at the numbers `own` (close-on-exec), if there are both. */
+static void fsched__fd_move(const int made[2], const int own[2]) {
+    int k, ok = made[0] >= 0 && made[1] >= 0;
+    for (k = 0; k < 2; k++) {
+        if (ok && dup2(made[k], own[k]) == own[k]) (void)fcntl(own[k], F_SETFD, FD_CLOEXEC);
+        if (made[k] >= 0) close(made[k]);
+    }
+}
+
+/* In the child, its only thread: io gets a poller of its own (the parent's threads, one
+   of which may have owned it, are not here). */
+static void fsched__io_renew(fsched__io *io) {
+    int made[2] = {-1, -1}, own[2];
+#if defined(FSCHED__IO_EPOLL)
+    struct epoll_event ev;
+    made[0] = epoll_create1(EPOLL_CLOEXEC);
+    made[1] = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    own[0] = io->epfd;
+    own[1] = io->wake_read;
+    fsched__fd_move(made, own);
+    memset(&ev, 0, sizeof ev);
+    ev.events = EPOLLIN;
+    ev.data.u64 = 0; /* the wake fd */
+    (void)epoll_ctl(io->epfd, EPOLL_CTL_ADD, io->wake_read, &ev);
+    FSCHED__STORE(&io->rearm, 1u, FSCHED__RELAXED); /* relaxed: the only thread */
+#else
+    own[0] = io->wake_read;
+    own[1] = io->wake_write;
+    if (pipe(made) == 0 && !(fsched__fd_nonblocking(made[0]) && fsched__fd_nonblocking(made[1])))
+        made[1] = (close(made[1]), -1);
+    fsched__fd_move(made, own);
+#endif
+    FSCHED__STORE(&io->owner, 0u, FSCHED__RELAXED); /* relaxed: the only thread */
+}
+
+static void fsched__io_fork_child(void) {
+    fsched__io *io;
+    for (io = fsched__io_all; io; io = io->next) fsched__io_renew(io);
+    fsched__io_fork_parent();
+}
+
+/* Once, at the first poller. */
+static void fsched__io_fork_hook(void) {
+    static uint32_t hooked;
+    /* relaxed: one caller registers; a fork before that shares, as it did without */
+    if (!FSCHED__EXCHANGE(&hooked, 1u, FSCHED__RELAXED))
+        (void)pthread_atfork(fsched__io_fork_prepare, fsched__io_fork_parent, fsched__io_fork_child);
+}
+
 /* The poller of s, made at the first call; NULL, with *r set, when it cannot be. */
 static fsched__io *fsched__io_get(fsched_sched *s, fsched_result *r) {
     /* acquire: pairs with the CAS that published a poller another thread made */
@@ -7987,6 +8076,7 @@ static fsched__io *fsched__io_get(fsched_sched *s, fsched_result *r) {
     /* acq_rel: publishes the poller; a loser frees its own and takes the winner's */
     if (*r == FSCHED_OK && FSCHED__CAS(&s->io, &none, io, FSCHED__ACQ_REL, FSCHED__ACQUIRE)) {
         FSCHED__STORE(&s->watching, 1u, FSCHED__RELAXED); /* a hint for the loop */
+        fsched__io_fork_hook();
         fsched__spin_lock(&fsched__io_all_lock);
         io->next = fsched__io_all;
         fsched__io_all = io;
@@ -8174,14 +8264,20 @@ static void fsched__io_release(fsched__io *io, fsched__fd *rec) {
 
 /* ---- watching and answering ---- */
 
-/* What the watched waiters of rec want (under its lock). */
+/* What the watched waiters of rec want (under its lock): counted, not looked up, so that
+   many waits on one fd cost each the same. */
 static uint32_t fsched__fd_wanted(const fsched__fd *rec) {
-    const fsched__waiter *wt;
-    uint32_t want = 0;
-    for (wt = (const fsched__waiter *)rec->waiters.head; wt; wt = wt->next)
-        if (((const fsched__fd_waiter *)wt)->close_state == FSCHED__FD_WATCHED)
-            want |= ((const fsched__fd_waiter *)wt)->events;
-    return want;
+    return (rec->readers ? FSCHED_READABLE : 0u) | (rec->writers ? FSCHED_WRITABLE : 0u);
+}
+
+/* Under rec's lock: counts fw, which is watched, in what rec's waiters want (add), or
+   out of it if it was. */
+static void fsched__fd_count(fsched__fd *rec, fsched__fd_waiter *fw, int add) {
+    uint32_t events = add ? fw->events : fw->counted;
+    uint32_t delta = add ? 1u : (uint32_t)-1;
+    rec->readers += (events & FSCHED_READABLE) ? delta : 0u;
+    rec->writers += (events & FSCHED_WRITABLE) ? delta : 0u;
+    fw->counted = add ? events : 0u;
 }
 
 /* What a refusal to watch an fd (an errno) means to its waiters. EPERM: a regular file
@@ -8233,6 +8329,7 @@ static void fsched__fd_end(fsched__fd *rec, uint32_t found, fsched_result result
             continue;
         fw->ready = fw->events & found;
         fw->result = result;
+        fsched__fd_count(rec, fw, 0);
         fsched__wait_list_end(&rec->waiters, wt, wakes);
     }
 }
@@ -8295,8 +8392,9 @@ static void fsched__io_set_room(fsched__io *io) {
 
 /* Under the poller's lock: fills `set` (room for `cap`, the wake pipe first) with the
    fds that waiters want, holding their records; the waiters of an fd it has no room for
-   end for want of memory. Returns how many it filled. */
-static uint32_t fsched__io_set_fill(fsched__io *io, struct pollfd *set, uint32_t cap) {
+   end for want of memory (*ended is set). Returns how many it filled. */
+static uint32_t fsched__io_set_fill(fsched__io *io, struct pollfd *set, uint32_t cap,
+                                    int *ended) {
     uint32_t n = 1, b;
     set[0].fd = io->wake_read;
     set[0].events = POLLIN;
@@ -8311,6 +8409,7 @@ static uint32_t fsched__io_set_fill(fsched__io *io, struct pollfd *set, uint32_t
             if (!want) continue;
             if (n == cap) {
                 fsched__fd_answer(io, rec, want, FSCHED_ERR_OUT_OF_MEMORY);
+                *ended = 1;
                 continue;
             }
             set[n].fd = rec->fd;
@@ -8344,11 +8443,14 @@ static void fsched__io_poll(fsched__io *io, int timeout_ms) {
 #else
     struct pollfd one, *set;
     uint32_t n, i;
-    int k;
+    int k, ended = 0;
     fsched__spin_lock(&io->lock);
     fsched__io_set_room(io);
     set = io->fds ? io->fds : &one;
-    n = fsched__io_set_fill(io, set, io->fds ? io->fds_cap : 1u);
+    n = fsched__io_set_fill(io, set, io->fds ? io->fds_cap : 1u, &ended);
+    /* the waits ended for want of memory may be the caller's own fibers, made ready
+       without a wake: it only looks, and runs them */
+    if (ended) timeout_ms = 0;
     /* under the table's lock, which a new waiter takes after it queued to read this:
        either the set above has its fd, or it sees `blocking` and interrupts the poll */
     io->blocking = timeout_ms != 0;
@@ -8377,16 +8479,17 @@ static void fsched__io_poll(fsched__io *io, int timeout_ms) {
 #endif
 }
 
-/* Ends every wait on fd in io with FSCHED_ERR_CANCELLED (fd < 0: on every fd). */
+/* Ends every wait on fd in io with FSCHED_ERR_CANCELLED (fd < 0: on every fd). One fd's
+   is found by its number: a close costs the same however many fds are waited on. */
 static void fsched__io_cancel(fsched__io *io, int fd) {
     uint32_t b;
+    fsched__fd *rec;
     fsched__spin_lock(&io->lock);
-    for (b = 0; b < io->bucket_count; b++) {
-        fsched__fd *rec;
+    if (fd >= 0 && (rec = fsched__io_find(io, fd)) != NULL)
+        fsched__fd_answer(io, rec, FSCHED_READABLE | FSCHED_WRITABLE, FSCHED_ERR_CANCELLED);
+    for (b = 0; fd < 0 && b < io->bucket_count; b++)
         for (rec = io->buckets[b]; rec; rec = rec->next)
-            if (fd < 0 || rec->fd == fd)
-                fsched__fd_answer(io, rec, FSCHED_READABLE | FSCHED_WRITABLE, FSCHED_ERR_CANCELLED);
-    }
+            fsched__fd_answer(io, rec, FSCHED_READABLE | FSCHED_WRITABLE, FSCHED_ERR_CANCELLED);
     fsched__spin_unlock(&io->lock);
 }
 
@@ -8437,6 +8540,27 @@ static int fsched__fd_is_closing(int fd) {
     return found;
 }
 
+/* The owner, in a fork's child: arms every wait in the child's own epoll set (they were
+   armed in the parent's), ending those it cannot arm. */
+static void fsched__io_rearm(fsched__io *io) {
+#if defined(FSCHED__IO_EPOLL)
+    uint32_t b;
+    fsched__fd *rec;
+    /* relaxed: read and cleared by owners only, ordered by the ownership's CAS */
+    if (FSCHED__LIKELY(!FSCHED__LOAD(&io->rearm, FSCHED__RELAXED))) return;
+    FSCHED__STORE(&io->rearm, 0u, FSCHED__RELAXED);
+    fsched__spin_lock(&io->lock);
+    for (b = 0; b < io->bucket_count; b++)
+        for (rec = io->buckets[b]; rec; rec = rec->next) fsched__fd_answer(io, rec, 0, FSCHED_OK);
+    fsched__spin_unlock(&io->lock);
+    /* the waits it ended may be the owner's own fibers, made ready without a wake: the
+       poll it is about to make only looks */
+    fsched__io_interrupt(io);
+#else
+    (void)io;
+#endif
+}
+
 /* Owns the poller of s, if s has one and no other thread owns it: the poller, or NULL. */
 static fsched__io *fsched__io_own(fsched_sched *s) {
     /* acquire: pairs with the CAS that published the poller */
@@ -8446,6 +8570,7 @@ static fsched__io *fsched__io_own(fsched_sched *s) {
     if (!io || !FSCHED__LOAD(&s->fd_waits, FSCHED__RELAXED) ||
         !FSCHED__CAS(&io->owner, &free, 1u, FSCHED__ACQUIRE, FSCHED__RELAXED))
         return NULL;
+    fsched__io_rearm(io);
     return io;
 }
 
@@ -8662,6 +8787,7 @@ static fsched_result fsched__fd_wait(fsched__io *io, fsched__fd_waiter *fw, int 
     }
     fw->ready = 0;
     fw->result = FSCHED_OK;
+    fw->counted = 0;
     fsched__wait_list_lock(&rec->waiters);
     /* under the lock that destroy's cancel takes after it set `closing` */
     if (FSCHED__LOAD(&s->closing, FSCHED__RELAXED)) {
@@ -8669,9 +8795,15 @@ static fsched_result fsched__fd_wait(fsched__io *io, fsched__fd_waiter *fw, int 
     } else {
         fsched__wait_list_append(&rec->waiters, &fw->wt);
         /* under the lock that fsched_close_fd's cancel takes after it listed fd */
-        if (fsched__fd_is_closing(fd)) fw->close_state = FSCHED__FD_HELD;
-        else if ((err = fsched__fd_arm(io, rec)) != 0)
-            fsched__wait_list_remove(&rec->waiters, &fw->wt);
+        if (fsched__fd_is_closing(fd)) {
+            fw->close_state = FSCHED__FD_HELD;
+        } else {
+            fsched__fd_count(rec, fw, 1);
+            if ((err = fsched__fd_arm(io, rec)) != 0) {
+                fsched__fd_count(rec, fw, 0);
+                fsched__wait_list_remove(&rec->waiters, &fw->wt);
+            }
+        }
     }
     if (r != FSCHED_OK || err) {
         fsched__wait_list_unlock(&rec->waiters);
@@ -8699,6 +8831,13 @@ static fsched_result fsched__fd_wait(fsched__io *io, fsched__fd_waiter *fw, int 
 #endif
     r = fsched__wait_commit(&rec->waiters, &fw->wt);
     FSCHED__FETCH_SUB(&s->fd_waits, 1u, FSCHED__RELAXED);
+    /* off the list, whoever ended the wait gone from its lock: still counted only when
+       it did not answer (a timeout) */
+    if (fw->counted) {
+        fsched__wait_list_lock(&rec->waiters);
+        fsched__fd_count(rec, fw, 0);
+        fsched__wait_list_unlock(&rec->waiters);
+    }
     fsched__io_release(io, rec);
     if (r == FSCHED_OK) r = fw->result;
     return r == FSCHED_ERR_INVALID_ARGUMENT ? fsched__fd_not_open(io, fd) : r;

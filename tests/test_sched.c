@@ -2034,6 +2034,69 @@ static void test_spawn_from_stop_hook(void) {
         CHECK_EQ_U64(LOAD(&st.ran), 0);
     }
 }
+
+/* The worker hooks run on a thread that is the scheduler's worker all the same: a destroy
+   of its own scheduler there would free what the thread goes on to use (it returned
+   FSCHED_OK, then the worker's loop ran on freed memory), and a bind would be overwritten
+   as the worker starts, or outlive the thread (either scheduler could never be destroyed
+   again). Both are refused; another scheduler may still be destroyed from there. */
+typedef struct hook_misuse {
+    fsched_sched *s, *other, *doomed;
+    int wrong; /* atomic: answers other than the expected */
+    int done;  /* atomic: hooks that ran their calls */
+} hook_misuse;
+
+static void hook_misuse_expect(hook_misuse *m, fsched_result got, fsched_result want) {
+    if (got != want) {
+        fprintf(stderr, "a worker hook's call: %s, not %s\n", fsched_result_string(got),
+                fsched_result_string(want));
+        FSCHED__FETCH_ADD(&m->wrong, 1, FSCHED__RELAXED);
+    }
+}
+
+static void misusing_start(void *user, uint32_t worker) {
+    hook_misuse *m = (hook_misuse *)user;
+    fsched_sched *s;
+    if (worker != 0) return;
+    while (!(s = LOAD(&m->s))) fsched__os_yield();
+    hook_misuse_expect(m, fsched_destroy(s), FSCHED_ERR_WRONG_STATE);
+    hook_misuse_expect(m, fsched_bind(s), FSCHED_ERR_WRONG_STATE);
+    hook_misuse_expect(m, fsched_bind(m->other), FSCHED_ERR_WRONG_STATE);
+    hook_misuse_expect(m, fsched_destroy(m->doomed), FSCHED_OK); /* not its own */
+    FSCHED__FETCH_ADD(&m->done, 1, FSCHED__RELAXED);
+}
+
+static void misusing_stop(void *user, uint32_t worker) {
+    hook_misuse *m = (hook_misuse *)user;
+    if (worker != 0) return;
+    hook_misuse_expect(m, fsched_destroy(m->s), FSCHED_ERR_WRONG_STATE);
+    hook_misuse_expect(m, fsched_bind(m->other), FSCHED_ERR_WRONG_STATE);
+    FSCHED__FETCH_ADD(&m->done, 1, FSCHED__RELAXED);
+}
+
+static void test_worker_hook_misuse(void) {
+    static hook_misuse m;
+    fsched_desc d;
+    fsched_sched *s;
+    int round;
+    for (round = 0; round < 10; round++) {
+        memset(&m, 0, sizeof m);
+        CHECK_OK(fsched_create(NULL, &m.other));
+        CHECK_OK(fsched_create(NULL, &m.doomed));
+        test_desc_init(&d);
+        d.workers = 2;
+        d.worker_start = misusing_start;
+        d.worker_stop = misusing_stop;
+        d.worker_user = &m;
+        CHECK_OK(fsched_create(&d, &s));
+        FSCHED__STORE(&m.s, s, FSCHED__RELEASE);
+        while (LOAD(&m.done) < 1) fsched__os_yield();
+        CHECK_OK(fsched_destroy(s));
+        CHECK_EQ_U64(LOAD(&m.done), 2);
+        CHECK_EQ_U64(LOAD(&m.wrong), 0);
+        CHECK_OK(fsched_destroy(m.other)); /* nothing left bound to it */
+    }
+}
 #endif
 
 #if defined(__linux__) && TEST_THREADS
@@ -2192,6 +2255,7 @@ int main(void) {
     test_worker_hooks();
     test_spawn_from_stop_hook();
     test_spawn_from_start_hook();
+    test_worker_hook_misuse();
     test_stats();
 #endif
     printf("test_sched: ok\n");

@@ -49,12 +49,14 @@ static const char *const op_names[OP_COUNT] = {
 
 /* Where an operation runs. */
 enum { CTX_MAIN, CTX_TASK, CTX_NESTED, CTX_THREAD, CTX_WG_TASK, CTX_POLL, CTX_COUNT };
+#define FZ_WORKER_HOOK 2 /* fz_op.in_hook of a worker's start or stop hook */
 
 typedef struct fz_op {
     uint8_t code, ctx, variant;
     uint32_t index;
     uint64_t x, t;
-    int in_hook; /* a hook: no waiting (the poll hook's rule), timeouts 0 */
+    int in_hook; /* a hook: no waiting (the poll hook's rule), timeouts 0; FZ_WORKER_HOOK:
+                    a worker's start or stop hook */
 } fz_op;
 
 typedef struct world {
@@ -560,10 +562,11 @@ static void op_query(world *w, const fz_op *op) {
 }
 
 static void op_destroy_from_task(world *w, const fz_op *op) {
-    (void)op;
     if (fsched_current() == w->s && fsched_worker_index() < (int)w->workers) {
-        /* a task or worker hook of s: refused, destroying nothing */
+        /* a task or poll hook of s: refused, destroying nothing */
         FZ_EXPECT(fsched_destroy(w->s), "fsched_destroy from a task", FSCHED_ERR_WRONG_STATE);
+    } else if (op->in_hook == FZ_WORKER_HOOK) {
+        FZ_EXPECT(fsched_destroy(w->s), "fsched_destroy from a worker hook", FSCHED_ERR_WRONG_STATE);
     }
     FZ_EXPECT(fsched_destroy(NULL), "fsched_destroy(NULL)", FSCHED_OK);
 }
@@ -810,7 +813,7 @@ static void hook(world *w, const fz_op *op, uint32_t worker) {
     /* a start hook may run before fsched_create returned: nothing to call on yet */
     if (!__atomic_load_n(&w->s, __ATOMIC_ACQUIRE)) return;
     FZ_CHECK(fsched_worker_index() == -1 && !fsched_current()); /* outside the scheduler */
-    copy.in_hook = 1;
+    copy.in_hook = FZ_WORKER_HOOK;
     fz_step(me, op_names[copy.code], copy.index);
     run_op(w, &copy, CTX_MAIN);
     fz_step_end(me);
@@ -918,6 +921,8 @@ static void run_op(world *w, const fz_op *op, int ctx) {
     case OP_YIELD: fsched_yield(); break;
     case OP_BIND:
         if (!op->in_hook) op_bind(w, op);
+        else if (op->in_hook == FZ_WORKER_HOOK) /* the thread is a worker all the same */
+            FZ_EXPECT(fsched_bind(w->s), "fsched_bind from a worker hook", FSCHED_ERR_WRONG_STATE);
         break;
     case OP_QUERY: op_query(w, op); break;
     case OP_DESTROY_FROM_TASK: op_destroy_from_task(w, op); break;

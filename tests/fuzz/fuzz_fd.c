@@ -50,7 +50,9 @@ typedef struct slot {
     int last[2];        /* the numbers they had */
     int socket;         /* a socket pair (both ends read and write) */
     int users;          /* waits under way on it */
+    int endless;        /* of those, waits without a timeout */
     uint64_t since[FZ_USERS];
+    int user_endless[FZ_USERS];
 } slot;
 
 typedef struct request {
@@ -107,12 +109,14 @@ static void slot_open(world *w, slot *sl, int socket) {
 }
 
 
-static int user_add(slot *sl) {
+static int user_add(slot *sl, uint64_t timeout) {
     int k;
     for (k = 0; k < FZ_USERS; k++)
         if (!sl->since[k]) {
             sl->since[k] = fz_now();
             sl->users++;
+            sl->user_endless[k] = fz_endless(timeout);
+            sl->endless += sl->user_endless[k];
             return k;
         }
     return -1;
@@ -122,6 +126,7 @@ static void user_drop(world *w, slot *sl, int k) {
     pthread_mutex_lock(&w->lock);
     sl->since[k] = 0;
     sl->users--;
+    sl->endless -= sl->user_endless[k];
     pthread_mutex_unlock(&w->lock);
 }
 
@@ -172,7 +177,7 @@ static void op_wait(world *w, const fz_op *op) {
     /* a read end is never writable, a pipe's write end never readable: only timed */
     if (!sl->socket && events != (end ? FSCHED_WRITABLE : FSCHED_READABLE) && fz_endless(t))
         t = FZ_MS;
-    user = user_add(sl);
+    user = user_add(sl, t);
     pthread_mutex_unlock(&w->lock);
     if (fd < 0 || user < 0) {
         if (user >= 0) user_drop(w, sl, user);
@@ -235,12 +240,14 @@ static void op_close_bogus(world *w, const fz_op *op) {
 }
 
 /* A number reused after a plain close() (or taken by dup2): the waits of the old file
-   wait on, those on the new one see it. */
+   wait on, those on the new one see it. Not under a wait without a timeout: the kernel
+   drops the old file's registration without a word, and such a wait would wait for ever
+   (as the header says; fsched_close_fd is the way), nothing the rescuer does could end it. */
 static void op_plain_reuse(world *w, const fz_op *op) {
     slot *sl = &w->slots[op->slot];
     int end = op->end & 1;
     pthread_mutex_lock(&w->lock);
-    if (sl->fd[end] >= 0) {
+    if (sl->fd[end] >= 0 && !sl->endless) {
         if (op->variant & 1) {
             int fds[2];
             if (pipe(fds) == 0) { /* the new pipe's read end takes the number */
@@ -349,12 +356,27 @@ static void poke(world *w) {
     pthread_mutex_lock(&w->lock);
     for (k = 0; k < FZ_SLOTS; k++) {
         slot *sl = &w->slots[k];
+        /* drained before the writes: a drain after them took the byte a reader waited
+           for, and no reader was left to ask for another rescue */
+        if (sl->fd[0] >= 0 && (fz_now() & 1)) drain(sl->fd[0]); /* writers of full pipes */
         if (sl->fd[1] >= 0) put(sl->fd[1]);
         if (sl->socket && sl->fd[0] >= 0) put(sl->fd[0]);
-        if (sl->fd[0] >= 0 && (fz_now() & 1)) drain(sl->fd[0]); /* writers of full pipes */
     }
     pthread_mutex_unlock(&w->lock);
     device_complete(w, 1);
+}
+
+/* Whether a wait on a slot has been under way for long: a poke may leave it waiting
+   (it drains a full pipe only now and then), and it asks for no other. */
+static int slot_wait_old(world *w) {
+    uint64_t now = fz_now();
+    int k, u, old = 0;
+    pthread_mutex_lock(&w->lock);
+    for (k = 0; k < FZ_SLOTS; k++)
+        for (u = 0; u < FZ_USERS; u++)
+            old |= w->slots[k].since[u] && now - w->slots[k].since[u] > FZ_RESCUE_MS * FZ_MS;
+    pthread_mutex_unlock(&w->lock);
+    return old;
 }
 
 static void *rescuer_main(void *p) {
@@ -363,7 +385,7 @@ static void *rescuer_main(void *p) {
     while (!w->stop_rescuer) {
         uint64_t since = w->waiting_since;
         fz_nap(2 * FZ_MS);
-        if (since && fz_now() - since > FZ_RESCUE_MS * FZ_MS) {
+        if ((since && fz_now() - since > FZ_RESCUE_MS * FZ_MS) || slot_wait_old(w)) {
             fz_step(me, "rescuer: writing to the pipes", 0);
             w->waiting_since = 0;
             poke(w);
