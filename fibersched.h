@@ -9593,11 +9593,15 @@ static void fsched__frame_job_execute(fsched__job *job, fsched__worker *w) {
     fsched_frames *fs = fsched__frames_pop(w); /* there is one: fsched__frames_claim made sure */
     uintptr_t waiting;
     int threw;
+    fsched_fiber *f = fsched__tls_thread.current;
+    fsched__running outer;
     (void)job;
     w->stolen = NULL;
     w->stolen_from = NULL;
-    fsched__frames_hold(w, fs, fsched__tls_thread.current);
+    fsched__frames_hold(w, fs, f);
+    outer = fsched__running_begin(f, FSCHED__CODE(frame->run), NULL);
     threw = frame->run(frame, fs, fs->base);
+    fsched__running_end(f, outer);
     fsched_frames_leave(fs);
     FSCHED__POINT(JOIN);
     /* acq_rel: releases the result (or the exception) to the owner, acquires the fiber it

@@ -331,6 +331,27 @@ static void graph_task_named(void) {
     fsched_graph_wait(g, NULL);
 }
 
+/* a spawned child that another worker took: its run function is static (named by its
+   address, module and offset) */
+FSCHED_VOID_TASK(overflow_in_frame, int, unused) {
+    (void)unused;
+    half_taken = 1;
+    bottomless(0);
+}
+
+FSCHED_VOID_TASK(frame_parent, int, unused) {
+    (void)unused;
+    FSCHED_SPAWN(overflow_in_frame, 0);
+    while (!half_taken) fsched_yield(); /* until the other worker took the child */
+    FSCHED_SYNC(overflow_in_frame);
+}
+
+static void frame_roots(void *arg) {
+    (void)arg;
+    CHECK_OK(FSCHED_RUN(frame_parent, 0, NULL));
+}
+static void frame_named(void) { run_in_task(named_sched(), frame_roots); }
+
 static void test_jobs_named(void) {
     static const struct {
         void (*run)(void);
@@ -347,6 +368,13 @@ static void test_jobs_named(void) {
         child_result r = run_child(cases[i].run);
         snprintf(expected, sizeof expected, "running the task whose function is %s",
                  cases[i].function);
+        expect_signal(&r, SIGSEGV, SIGBUS, expected);
+    }
+    {
+        char expected[128];
+        child_result r = run_child(frame_named);
+        snprintf(expected, sizeof expected, "running the task whose function is at %p",
+                 (void *)FSCHED__CODE(overflow_in_frame_fsched_run));
         expect_signal(&r, SIGSEGV, SIGBUS, expected);
     }
 }
