@@ -752,10 +752,10 @@ FIBERSCHED_API fsched_result fsched_parallel_reduce(
    their scope: sync a child that points at them before anything can throw past it (or
    catch in the task). The type of the exception is kept (std::rethrow_exception). While
    nothing throws the catching runs no code, but its size keeps GCC from unfolding a
-   recursive task into itself: fib with no other work per task takes about 2.5 times as
-   long (with clang, 1.1 times), tasks that do some work less. A unit built without
-   exceptions (or with FIBERSCHED_NO_CPP) has C's speed. In C, and in C++ without
-   exceptions, a child must not throw. */
+   recursive task into itself: fib with no other work per task takes about 3 times as
+   long (bench_fib_cpp against bench_fib), tasks that do some work less. A unit built
+   without exceptions (or with FIBERSCHED_NO_CPP) has C's speed. In C, and in C++
+   without exceptions, a child must not throw. */
 #define FSCHED_FRAME_BYTES 48
 
 typedef struct fsched_frames fsched_frames;
