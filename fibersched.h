@@ -984,7 +984,8 @@ FIBERSCHED_API fsched_result fsched_event_wait_for(fsched_event *e, uint64_t tim
 typedef struct fsched_wait_group {
     fsched_wait_list waiters;
     int64_t count;
-    struct fsched_sched *single; /* private: the single-threaded scheduler of its last spawn */
+    struct fsched_sched *single; /* private: the single-threaded scheduler of its last spawn
+                                    (NULL when that one has worker threads) */
 } fsched_wait_group;
 
 FIBERSCHED_API fsched_result fsched_wait_group_init(fsched_wait_group *wg);
@@ -8969,8 +8970,10 @@ static fsched_result fsched__spawn(fsched_sched *s, fsched_wait_group *wg, void 
         fsched__task_free(s, w, t);
         goto out;
     }
-    /* relaxed: a hint for a waiter that no thread would run these tasks */
-    if (wg && !s->n_threads) FSCHED__STORE(&wg->single, s, FSCHED__RELAXED);
+    /* relaxed: a hint for a waiter that no thread would run these tasks; cleared by a
+       spawn into a scheduler with workers, so that a group used before in a
+       single-threaded one is not refused for it (on the line the count is on) */
+    if (wg) FSCHED__STORE(&wg->single, s->n_threads ? NULL : s, FSCHED__RELAXED);
     if (!w && FSCHED__DEBUG && fsched__sched_unattended(s)) fsched__say_unattended(s);
     job = &t->job;
     r = FSCHED_OK;
