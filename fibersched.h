@@ -13622,15 +13622,19 @@ private:
 
 /* Tasks spawned into a group, waited for together. wait rethrows the first exception of
    the group's tasks. The destructor waits for the tasks still counted (they use their
-   captures and this group), and hands an exception nobody took to the unobserved-
-   exception handler. Neither copyable nor movable: tasks point at it. */
+   captures and this group) however long that takes: also when its wait is refused as
+   no thread would run them yet (a single-threaded scheduler nobody is bound to), until
+   a thread that binds, or fsched_destroy, runs them. It hands an exception nobody took
+   to the unobserved-exception handler. Neither copyable nor movable: tasks point at it. */
 class wait_group {
 public:
     wait_group() noexcept : wg_() { (void)fsched_wait_group_init(&wg_); }
     wait_group(const wait_group &) = delete;
     wait_group &operator=(const wait_group &) = delete;
     ~wait_group() {
-        (void)fsched_wait_group_wait(&wg_);
+        if (fsched_wait_group_wait(&wg_) != FSCHED_OK) /* refused: looks every millisecond */
+            while (fsched_wait_group_wait_for(&wg_, 0) == FSCHED_ERR_TIMEOUT)
+                fsched_sleep_for(1000000u);
 #if FSCHED__CPP_EXCEPTIONS
         std::exception_ptr e = errors_.take();
         if (e) detail::report_unobserved(std::move(e));
