@@ -672,7 +672,8 @@ FIBERSCHED_API fsched_result fsched_spawn_named(fsched_sched *s, void (*fn)(void
    fiber suspends until b finishes; its worker runs other work meanwhile, on other fibers
    (nothing else runs on the caller's stack, where it could block the caller).
    FSCHED_ERR_INVALID_ARGUMENT (a or b NULL) or FSCHED_ERR_WRONG_STATE (the caller is not
-   a task or bound thread of a scheduler), running nothing. */
+   a task or bound thread of a scheduler, or is a poll hook, which must not wait),
+   running nothing. */
 FIBERSCHED_API fsched_result fsched_join(void (*a)(void *arg), void *arg_a,
                                          void (*b)(void *arg), void *arg_b);
 
@@ -936,8 +937,8 @@ FIBERSCHED_API void fsched_frames_full(fsched_frames *fs);
 
 /* From a task or bound thread: runs name(arg) as the root of a tree of tasks, stores its
    result in *out (a pointer to the task's result type, or NULL) and returns FSCHED_OK;
-   FSCHED_ERR_WRONG_STATE when called from elsewhere, FSCHED_ERR_OUT_OF_MEMORY when no
-   frame stack can be had (running nothing). */
+   FSCHED_ERR_WRONG_STATE when called from elsewhere (a poll hook too),
+   FSCHED_ERR_OUT_OF_MEMORY when no frame stack can be had (running nothing). */
 #define FSCHED_RUN(name, arg, out) name##_fsched_root((arg), (out))
 
 /* ---- fiber-aware synchronisation --------------------------------------------------
@@ -1105,7 +1106,9 @@ FIBERSCHED_API fsched_result fsched_close_fd(int fd);
 
 /* A poll hook finds out whether work it waits for outside the scheduler has completed,
    and ends the waits for it (by setting events, releasing semaphores, spawning). It must
-   not wait itself: a wait from it fails with FSCHED_ERR_WRONG_STATE, fsched_yield yields
+   not wait itself: a wait from it fails with FSCHED_ERR_WRONG_STATE, and so do
+   fsched_join, the parallel loops and FSCHED_RUN (which wait for work other workers
+   take); a wait group's wait runs none of the group's tasks there; fsched_yield yields
    only the thread, and fsched_sleep_for blocks it. Returns nonzero while something is
    still outstanding, 0 when nothing is. */
 typedef int (*fsched_poll_fn)(void *user);
@@ -7366,7 +7369,8 @@ static FSCHED__ALWAYS_INLINE fsched__job *fsched__wait_group_take_public(
 static FSCHED__ALWAYS_INLINE void fsched__wait_group_help(fsched_wait_group *wg) {
     fsched__worker *w = fsched__tls_thread.worker;
     fsched__deque *d;
-    if (!w || fsched__tls_thread.current == w->root) return;
+    /* nor does a poll hook, whose tasks would run where their waits fail */
+    if (!w || fsched__tls_thread.current == w->root || fsched__tls_thread.in_hook) return;
     d = &w->deque;
     while (FSCHED__LOAD(&wg->count, FSCHED__ACQUIRE) > 0) {
         fsched__job *job;
@@ -9092,6 +9096,10 @@ static void fsched__join_finish(fsched__worker *w, fsched__join_job *j) {
     fsched__latch_wait(w, &j->latch);
 }
 
+/* Whether a fork-join call (join, a parallel loop, a spawn/sync tree) may run here: from a
+   task or bound thread, and not from a poll hook, which must not wait (for a half, a
+   chunk or a child that another worker took: the hook would hold its lock, and its
+   thread's mark, while its fiber is suspended). */
 static fsched_result fsched__join_check(fsched__worker *w, int null_function, const char *what) {
     if (null_function)
         return FSCHED__MISUSE(w ? &w->sched->logger : NULL, FSCHED_ERR_INVALID_ARGUMENT,
@@ -9099,6 +9107,9 @@ static fsched_result fsched__join_check(fsched__worker *w, int null_function, co
     if (!w)
         return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
                               "%s: not called from a task or a bound thread", what);
+    if (fsched__tls_thread.in_hook)
+        return FSCHED__MISUSE(&w->sched->logger, FSCHED_ERR_WRONG_STATE,
+                              "%s: called from a poll hook, which must not wait", what);
     return FSCHED_OK;
 }
 
@@ -9121,7 +9132,7 @@ FIBERSCHED_API fsched_result fsched_join(void (*a)(void *arg), void *arg_a,
     fsched__worker *w = fsched__tls_thread.worker;
     fsched__deque *d;
     fsched__join_job j;
-    if (FSCHED__UNLIKELY(!a || !b || !w))
+    if (FSCHED__UNLIKELY(!a || !b || !w || fsched__tls_thread.in_hook))
         return fsched__join_check(w, !a || !b, "fsched_join");
     j.job.execute = fsched__join_execute;
     j.fn = b;
@@ -9410,10 +9421,9 @@ static void fsched__frames_hold(fsched__worker *w, fsched_frames *fs, fsched_fib
 FIBERSCHED_API fsched_result fsched_frames_enter(fsched_frames **out) {
     fsched__worker *w = fsched__tls_thread.worker;
     fsched_frames *fs;
+    fsched_result refused = fsched__join_check(w, 0, "FSCHED_RUN");
     *out = NULL;
-    if (!w)
-        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
-                              "FSCHED_RUN: not called from a task or a bound thread");
+    if (refused != FSCHED_OK) return refused;
     if (!(fs = fsched__frames_pop(w)) && !(fs = fsched__frames_new(w)))
         return FSCHED_ERR_OUT_OF_MEMORY;
     /* a tree starts only with another stack at hand, for a frame it offers when it blocks:
@@ -9748,9 +9758,8 @@ static fsched_result fsched__range_start(fsched__range *r, size_t begin, size_t 
                                          const char *what) {
     fsched__worker *w = fsched__tls_thread.worker;
     fsched__range_part p;
-    if (!w)
-        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
-                              "%s: not called from a task or a bound thread", what);
+    fsched_result refused = fsched__join_check(w, 0, what);
+    if (refused != FSCHED_OK) return refused;
     if (end < begin)
         return FSCHED__MISUSE(&w->sched->logger, FSCHED_ERR_INVALID_ARGUMENT,
                               "%s: end is before begin", what);
