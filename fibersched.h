@@ -728,10 +728,11 @@ FIBERSCHED_API fsched_result fsched_parallel_reduce(
    types and structs of up to FSCHED_FRAME_BYTES (a compile-time error otherwise); pass
    a pointer for more. Every spawn must be synced before its task returns. A task tree
    may block (its fiber is suspended, and its children not yet taken are offered to
-   other workers first). At most a frame per 8 bytes of the scheduler's stack size (per
-   64 bytes without an OS) can be spawned and not yet synced in one tree: more stops the
-   program with a message (as a stack overflow does). Use fsched_join or wait groups
-   where the children are not known at compile time or need not be synced in order.
+   other workers first). A frame per 8 bytes of the scheduler's stack size (rounded up
+   to whole pages; per 64 bytes without an OS) can be spawned and not yet synced in one
+   tree, and no more: more stops the program with a message (as a stack overflow
+   does). Use fsched_join or wait groups where the children are not known at compile
+   time or need not be synced in order.
 
    Any number of trees may be blocked at once, on one worker or many (a server may run
    each of ten thousand requests as a tree that waits for I/O). A blocked tree holds its
@@ -9209,6 +9210,12 @@ static inline uint32_t fsched__lowest_bit(uintptr_t x) {
 /* ---- the memory of frames ---- */
 
 #if defined(FSCHED__HAVE_PAGES)
+/* The bytes of a stack of n frames: whole pages, so that a free stack gives its pages back
+   (fsched__frames_memory_discard) without touching the next stack of its mapping. */
+static size_t fsched__frames_bytes(size_t n) {
+    return fsched__round_up(n * sizeof(fsched_frame), fsched__page_size());
+}
+
 /* Owner: frames for fs, carved from the slot's newest mapping, or from a new one: as many
    stacks as the slot made so far (up to the fanout, and 1 GiB), 1 if that fails. */
 static int fsched__frames_memory(fsched__worker *w, fsched_frames *fs) {
@@ -9243,6 +9250,8 @@ static void fsched__frames_memory_discard(fsched_frames *fs) {
     fsched__pages_discard(fs->base, fs->bytes);
 }
 #else
+static size_t fsched__frames_bytes(size_t n) { return n * sizeof(fsched_frame); }
+
 static int fsched__frames_memory(fsched__worker *w, fsched_frames *fs) {
     fs->base = (fsched_frame *)fsched__alloc(&w->sched->allocator, fs->bytes, 16);
     if (!fs->base) return 0;
@@ -9347,12 +9356,12 @@ static fsched_frames *fsched__frames_new(fsched__worker *w) {
     fsched_frames *fs;
     if (!c || !(fs = (fsched_frames *)fsched__alloc(&s->allocator, sizeof *fs, 64))) return NULL;
     memset(fs, 0, sizeof *fs);
-    fs->bytes = n * sizeof(fsched_frame);
+    fs->bytes = fsched__frames_bytes(n);
     if (!fsched__frames_memory(w, fs)) {
         fsched__free(&s->allocator, fs, sizeof *fs, 64);
         return NULL;
     }
-    fs->end = fs->base + n;
+    fs->end = fs->base + fs->bytes / sizeof(fsched_frame);
     fs->split = fs->base;
     fs->worker = w;
     fs->chunk = c;
