@@ -672,7 +672,8 @@ FIBERSCHED_API fsched_result fsched_spawn_named(fsched_sched *s, void (*fn)(void
    fiber suspends until b finishes; its worker runs other work meanwhile, on other fibers
    (nothing else runs on the caller's stack, where it could block the caller).
    FSCHED_ERR_INVALID_ARGUMENT (a or b NULL) or FSCHED_ERR_WRONG_STATE (the caller is not
-   a task or bound thread of a scheduler), running nothing. */
+   a task or bound thread of a scheduler, or is a poll hook, which must not wait),
+   running nothing. */
 FIBERSCHED_API fsched_result fsched_join(void (*a)(void *arg), void *arg_a,
                                          void (*b)(void *arg), void *arg_b);
 
@@ -727,10 +728,11 @@ FIBERSCHED_API fsched_result fsched_parallel_reduce(
    types and structs of up to FSCHED_FRAME_BYTES (a compile-time error otherwise); pass
    a pointer for more. Every spawn must be synced before its task returns. A task tree
    may block (its fiber is suspended, and its children not yet taken are offered to
-   other workers first). At most a frame per 8 bytes of the scheduler's stack size (per
-   64 bytes without an OS) can be spawned and not yet synced in one tree: more stops the
-   program with a message (as a stack overflow does). Use fsched_join or wait groups
-   where the children are not known at compile time or need not be synced in order.
+   other workers first). A frame per 8 bytes of the scheduler's stack size (rounded up
+   to whole pages; per 64 bytes without an OS) can be spawned and not yet synced in one
+   tree, and no more: more stops the program with a message (as a stack overflow
+   does). Use fsched_join or wait groups where the children are not known at compile
+   time or need not be synced in order.
 
    Any number of trees may be blocked at once, on one worker or many (a server may run
    each of ten thousand requests as a tree that waits for I/O). A blocked tree holds its
@@ -936,8 +938,8 @@ FIBERSCHED_API void fsched_frames_full(fsched_frames *fs);
 
 /* From a task or bound thread: runs name(arg) as the root of a tree of tasks, stores its
    result in *out (a pointer to the task's result type, or NULL) and returns FSCHED_OK;
-   FSCHED_ERR_WRONG_STATE when called from elsewhere, FSCHED_ERR_OUT_OF_MEMORY when no
-   frame stack can be had (running nothing). */
+   FSCHED_ERR_WRONG_STATE when called from elsewhere (a poll hook too),
+   FSCHED_ERR_OUT_OF_MEMORY when no frame stack can be had (running nothing). */
 #define FSCHED_RUN(name, arg, out) name##_fsched_root((arg), (out))
 
 /* ---- fiber-aware synchronisation --------------------------------------------------
@@ -984,7 +986,8 @@ FIBERSCHED_API fsched_result fsched_event_wait_for(fsched_event *e, uint64_t tim
 typedef struct fsched_wait_group {
     fsched_wait_list waiters;
     int64_t count;
-    struct fsched_sched *single; /* private: the single-threaded scheduler of its last spawn */
+    struct fsched_sched *single; /* private: the single-threaded scheduler of its last spawn
+                                    (NULL when that one has worker threads) */
 } fsched_wait_group;
 
 FIBERSCHED_API fsched_result fsched_wait_group_init(fsched_wait_group *wg);
@@ -1104,7 +1107,9 @@ FIBERSCHED_API fsched_result fsched_close_fd(int fd);
 
 /* A poll hook finds out whether work it waits for outside the scheduler has completed,
    and ends the waits for it (by setting events, releasing semaphores, spawning). It must
-   not wait itself: a wait from it fails with FSCHED_ERR_WRONG_STATE, fsched_yield yields
+   not wait itself: a wait from it fails with FSCHED_ERR_WRONG_STATE, and so do
+   fsched_join, the parallel loops and FSCHED_RUN (which wait for work other workers
+   take); a wait group's wait runs none of the group's tasks there; fsched_yield yields
    only the thread, and fsched_sleep_for blocks it. Returns nonzero while something is
    still outstanding, 0 when nothing is. */
 typedef int (*fsched_poll_fn)(void *user);
@@ -7365,7 +7370,8 @@ static FSCHED__ALWAYS_INLINE fsched__job *fsched__wait_group_take_public(
 static FSCHED__ALWAYS_INLINE void fsched__wait_group_help(fsched_wait_group *wg) {
     fsched__worker *w = fsched__tls_thread.worker;
     fsched__deque *d;
-    if (!w || fsched__tls_thread.current == w->root) return;
+    /* nor does a poll hook, whose tasks would run where their waits fail */
+    if (!w || fsched__tls_thread.current == w->root || fsched__tls_thread.in_hook) return;
     d = &w->deque;
     while (FSCHED__LOAD(&wg->count, FSCHED__ACQUIRE) > 0) {
         fsched__job *job;
@@ -8969,8 +8975,10 @@ static fsched_result fsched__spawn(fsched_sched *s, fsched_wait_group *wg, void 
         fsched__task_free(s, w, t);
         goto out;
     }
-    /* relaxed: a hint for a waiter that no thread would run these tasks */
-    if (wg && !s->n_threads) FSCHED__STORE(&wg->single, s, FSCHED__RELAXED);
+    /* relaxed: a hint for a waiter that no thread would run these tasks; cleared by a
+       spawn into a scheduler with workers, so that a group used before in a
+       single-threaded one is not refused for it (on the line the count is on) */
+    if (wg) FSCHED__STORE(&wg->single, s->n_threads ? NULL : s, FSCHED__RELAXED);
     if (!w && FSCHED__DEBUG && fsched__sched_unattended(s)) fsched__say_unattended(s);
     job = &t->job;
     r = FSCHED_OK;
@@ -9089,6 +9097,10 @@ static void fsched__join_finish(fsched__worker *w, fsched__join_job *j) {
     fsched__latch_wait(w, &j->latch);
 }
 
+/* Whether a fork-join call (join, a parallel loop, a spawn/sync tree) may run here: from a
+   task or bound thread, and not from a poll hook, which must not wait (for a half, a
+   chunk or a child that another worker took: the hook would hold its lock, and its
+   thread's mark, while its fiber is suspended). */
 static fsched_result fsched__join_check(fsched__worker *w, int null_function, const char *what) {
     if (null_function)
         return FSCHED__MISUSE(w ? &w->sched->logger : NULL, FSCHED_ERR_INVALID_ARGUMENT,
@@ -9096,6 +9108,9 @@ static fsched_result fsched__join_check(fsched__worker *w, int null_function, co
     if (!w)
         return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
                               "%s: not called from a task or a bound thread", what);
+    if (fsched__tls_thread.in_hook)
+        return FSCHED__MISUSE(&w->sched->logger, FSCHED_ERR_WRONG_STATE,
+                              "%s: called from a poll hook, which must not wait", what);
     return FSCHED_OK;
 }
 
@@ -9118,7 +9133,7 @@ FIBERSCHED_API fsched_result fsched_join(void (*a)(void *arg), void *arg_a,
     fsched__worker *w = fsched__tls_thread.worker;
     fsched__deque *d;
     fsched__join_job j;
-    if (FSCHED__UNLIKELY(!a || !b || !w))
+    if (FSCHED__UNLIKELY(!a || !b || !w || fsched__tls_thread.in_hook))
         return fsched__join_check(w, !a || !b, "fsched_join");
     j.job.execute = fsched__join_execute;
     j.fn = b;
@@ -9195,6 +9210,12 @@ static inline uint32_t fsched__lowest_bit(uintptr_t x) {
 /* ---- the memory of frames ---- */
 
 #if defined(FSCHED__HAVE_PAGES)
+/* The bytes of a stack of n frames: whole pages, so that a free stack gives its pages back
+   (fsched__frames_memory_discard) without touching the next stack of its mapping. */
+static size_t fsched__frames_bytes(size_t n) {
+    return fsched__round_up(n * sizeof(fsched_frame), fsched__page_size());
+}
+
 /* Owner: frames for fs, carved from the slot's newest mapping, or from a new one: as many
    stacks as the slot made so far (up to the fanout, and 1 GiB), 1 if that fails. */
 static int fsched__frames_memory(fsched__worker *w, fsched_frames *fs) {
@@ -9229,6 +9250,8 @@ static void fsched__frames_memory_discard(fsched_frames *fs) {
     fsched__pages_discard(fs->base, fs->bytes);
 }
 #else
+static size_t fsched__frames_bytes(size_t n) { return n * sizeof(fsched_frame); }
+
 static int fsched__frames_memory(fsched__worker *w, fsched_frames *fs) {
     fs->base = (fsched_frame *)fsched__alloc(&w->sched->allocator, fs->bytes, 16);
     if (!fs->base) return 0;
@@ -9333,12 +9356,12 @@ static fsched_frames *fsched__frames_new(fsched__worker *w) {
     fsched_frames *fs;
     if (!c || !(fs = (fsched_frames *)fsched__alloc(&s->allocator, sizeof *fs, 64))) return NULL;
     memset(fs, 0, sizeof *fs);
-    fs->bytes = n * sizeof(fsched_frame);
+    fs->bytes = fsched__frames_bytes(n);
     if (!fsched__frames_memory(w, fs)) {
         fsched__free(&s->allocator, fs, sizeof *fs, 64);
         return NULL;
     }
-    fs->end = fs->base + n;
+    fs->end = fs->base + fs->bytes / sizeof(fsched_frame);
     fs->split = fs->base;
     fs->worker = w;
     fs->chunk = c;
@@ -9407,10 +9430,9 @@ static void fsched__frames_hold(fsched__worker *w, fsched_frames *fs, fsched_fib
 FIBERSCHED_API fsched_result fsched_frames_enter(fsched_frames **out) {
     fsched__worker *w = fsched__tls_thread.worker;
     fsched_frames *fs;
+    fsched_result refused = fsched__join_check(w, 0, "FSCHED_RUN");
     *out = NULL;
-    if (!w)
-        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
-                              "FSCHED_RUN: not called from a task or a bound thread");
+    if (refused != FSCHED_OK) return refused;
     if (!(fs = fsched__frames_pop(w)) && !(fs = fsched__frames_new(w)))
         return FSCHED_ERR_OUT_OF_MEMORY;
     /* a tree starts only with another stack at hand, for a frame it offers when it blocks:
@@ -9745,9 +9767,8 @@ static fsched_result fsched__range_start(fsched__range *r, size_t begin, size_t 
                                          const char *what) {
     fsched__worker *w = fsched__tls_thread.worker;
     fsched__range_part p;
-    if (!w)
-        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
-                              "%s: not called from a task or a bound thread", what);
+    fsched_result refused = fsched__join_check(w, 0, what);
+    if (refused != FSCHED_OK) return refused;
     if (end < begin)
         return FSCHED__MISUSE(&w->sched->logger, FSCHED_ERR_INVALID_ARGUMENT,
                               "%s: end is before begin", what);
@@ -13619,15 +13640,19 @@ private:
 
 /* Tasks spawned into a group, waited for together. wait rethrows the first exception of
    the group's tasks. The destructor waits for the tasks still counted (they use their
-   captures and this group), and hands an exception nobody took to the unobserved-
-   exception handler. Neither copyable nor movable: tasks point at it. */
+   captures and this group) however long that takes: also when its wait is refused as
+   no thread would run them yet (a single-threaded scheduler nobody is bound to), until
+   a thread that binds, or fsched_destroy, runs them. It hands an exception nobody took
+   to the unobserved-exception handler. Neither copyable nor movable: tasks point at it. */
 class wait_group {
 public:
     wait_group() noexcept : wg_() { (void)fsched_wait_group_init(&wg_); }
     wait_group(const wait_group &) = delete;
     wait_group &operator=(const wait_group &) = delete;
     ~wait_group() {
-        (void)fsched_wait_group_wait(&wg_);
+        if (fsched_wait_group_wait(&wg_) != FSCHED_OK) /* refused: looks every millisecond */
+            while (fsched_wait_group_wait_for(&wg_, 0) == FSCHED_ERR_TIMEOUT)
+                fsched_sleep_for(1000000u);
 #if FSCHED__CPP_EXCEPTIONS
         std::exception_ptr e = errors_.take();
         if (e) detail::report_unobserved(std::move(e));

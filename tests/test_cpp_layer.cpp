@@ -3,7 +3,8 @@
 // caught where tasks run and rethrown at the join or wait that observes them, or handed to
 // the unobserved-exception handler; captured objects destroyed exactly once;
 // std::lock_guard / std::unique_lock with fsched::mutex under contention; condition
-// variables, timed locks, events and semaphores. Written in C++11; the exception checks
+// variables, timed locks, events and semaphores; a group's destructor that waits for a
+// task nothing runs yet. Written in C++11; the exception checks
 // are compiled only when the compiler has exceptions on. Also runs without threads.
 #define FIBERSCHED_IMPLEMENTATION
 #include "../fibersched.h"
@@ -686,6 +687,46 @@ void test_scheduler_owner() {
     fsched::scheduler again(raw); // destroys it at the end of the scope
 }
 
+#if TEST_THREADS
+// A group whose task waits in a single-threaded scheduler that no thread is bound to: the
+// destructor's wait is refused (nothing would run the task yet), and the destructor waits
+// all the same, until a thread that binds runs the task (which uses the group and its
+// captures).
+struct late_binder {
+    fsched_sched *s;
+    fsched_event done;
+};
+
+void bind_late(void *p) {
+    late_binder *b = static_cast<late_binder *>(p);
+    fsched_sleep_for(50000000u); // once the destructor waits
+    CHECK_OK(fsched_bind(b->s));
+    CHECK_OK(fsched_event_wait(&b->done)); // runs the queued task meanwhile
+    CHECK_OK(fsched_unbind());
+}
+
+void test_wait_group_unattended() {
+    late_binder b;
+    fsched_desc d;
+    test_desc_init(&d);
+    d.single_threaded = 1;
+    CHECK_OK(fsched_create(&d, &b.s));
+    CHECK_OK(fsched_event_init(&b.done, 0, 0));
+    std::atomic<int> ran(0);
+    test_thread t;
+    {
+        fsched::wait_group wg;
+        CHECK_OK(wg.spawn(b.s, [&ran] { ran++; }));
+        t = thread_run(bind_late, &b);
+    }
+    CHECK(ran.load() == 1);
+    CHECK_OK(fsched_event_set(&b.done));
+    thread_join(t);
+    CHECK_OK(fsched_event_destroy(&b.done));
+    CHECK_OK(fsched_destroy(b.s));
+}
+#endif
+
 } // namespace
 
 int main() {
@@ -708,6 +749,9 @@ int main() {
     test_event_semaphore(s);
     test_sched_free(s);
     test_scheduler_owner();
+#if TEST_THREADS
+    test_wait_group_unattended();
+#endif
     CHECK_EQ_U64(live_objects.load(), 0);
     std::printf("test_cpp_layer: ok%s\n", FSCHED__CPP_EXCEPTIONS ? "" : " (without exceptions)");
     return 0;

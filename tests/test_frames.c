@@ -4,8 +4,10 @@
    stay as many as the trees hold, thieves find offered frames among thousands of
    stacks that offer none, trees run one after another reuse a few stacks, and a tree
    that cannot have a frame stack fails with FSCHED_ERR_OUT_OF_MEMORY instead of
-   hanging; and (with schedule fuzzing) a thief that unmarks a stack while its owner
-   offers frames on it. Also built with FIBERSCHED_NO_THREADS. */
+   hanging; frame stacks of a size that is not a whole number of pages leave their
+   neighbours alone when they give pages back; and (with schedule fuzzing) a thief that
+   unmarks a stack while its owner offers frames on it. Also built with
+   FIBERSCHED_NO_THREADS. */
 #define FIBERSCHED_IMPLEMENTATION
 #include "../fibersched.h"
 #include "check.h"
@@ -333,6 +335,96 @@ static void test_out_of_memory(uint32_t workers, uint32_t n, int setters_wait) {
     end_sched(s, workers);
 }
 
+/* ---- frame stacks of a size that is not a whole number of pages ----
+   Fiber stacks of 100,000 bytes made frame stacks of 800,000, carved one after the other
+   from shared mappings: a free one that gave its pages back (beyond the first 32 of a
+   slot) gave back the whole page at its end, and with it the first frames of the next
+   stack, which a blocked tree held: its taken child's latch was cleared, and the tree
+   waited at its sync forever. Half the trees (the even ones, or the odd ones: the
+   neighbour of a stack is the tree started next, before or after it) end while the
+   others stay blocked, then those end too. */
+#define UNEVEN_TREES 200u
+
+typedef struct uneven uneven;
+typedef struct uneven_arg {
+    uneven *u;
+    uint32_t i;
+} uneven_arg;
+
+struct uneven {
+    fsched_event wake[UNEVEN_TREES], all_blocked, half_done;
+    uneven_arg args[UNEVEN_TREES];
+    fsched_wait_group wg;
+    uint32_t first; /* the trees woken first: i % 2 == first */
+    uint32_t blocked, done; /* atomic */
+};
+
+FSCHED_TASK(uint32_t, uneven_child, uint32_t, i) { return i + 1u; }
+
+FSCHED_TASK(uint32_t, uneven_tree, uneven_arg, a) {
+    uint32_t r;
+    FSCHED_SPAWN(uneven_child, a.i); /* offered as the tree blocks, and run meanwhile */
+    if (ADD(&a.u->blocked, 1u) == UNEVEN_TREES) CHECK_OK(fsched_event_set(&a.u->all_blocked));
+    CHECK_OK(fsched_event_wait(&a.u->wake[a.i])); /* holding its frame stack */
+    r = FSCHED_SYNC(uneven_child);
+    if (ADD(&a.u->done, 1u) == UNEVEN_TREES / 2) CHECK_OK(fsched_event_set(&a.u->half_done));
+    return r;
+}
+
+static void uneven_root(void *p) {
+    uneven_arg *a = (uneven_arg *)p;
+    uint32_t r = 0;
+    CHECK_OK(FSCHED_RUN(uneven_tree, *a, &r));
+    CHECK(r == a->i + 1u);
+}
+
+/* Starts the trees, then wakes half of them, and the others once those ended. */
+static void uneven_release(void *p) {
+    uneven *u = (uneven *)p;
+    uint32_t i;
+    for (i = 0; i < UNEVEN_TREES; i++)
+        CHECK_OK(fsched_wait_group_spawn(&u->wg, fsched_current(), uneven_root, &u->args[i]));
+    CHECK_OK(fsched_event_wait(&u->all_blocked));
+    for (i = u->first; i < UNEVEN_TREES; i += 2) CHECK_OK(fsched_event_set(&u->wake[i]));
+    CHECK_OK(fsched_event_wait(&u->half_done));
+    for (i = 1 - u->first; i < UNEVEN_TREES; i += 2) CHECK_OK(fsched_event_set(&u->wake[i]));
+}
+
+static void test_uneven_stacks(uint32_t workers, uint32_t first) {
+    static uneven u;
+    fsched_sched *s = NULL;
+    fsched_desc d;
+    uint32_t i;
+    test_desc_init(&d);
+    d.workers = workers;
+    d.single_threaded = workers == 0;
+    d.stack_size = 100000; /* 24.4 pages of 4 KiB */
+#if defined(FIBERSCHED_NO_OS)
+    d.clock = test_clock;
+    d.clock_user = &test_clock_now;
+#endif
+    CHECK_OK(fsched_create(&d, &s));
+    if (!workers) CHECK_OK(fsched_bind(s));
+    memset(&u, 0, sizeof u);
+    u.first = first;
+    for (i = 0; i < UNEVEN_TREES; i++) {
+        CHECK_OK(fsched_event_init(&u.wake[i], 0, 0));
+        u.args[i].u = &u;
+        u.args[i].i = i;
+    }
+    CHECK_OK(fsched_event_init(&u.all_blocked, 1, 0));
+    CHECK_OK(fsched_event_init(&u.half_done, 1, 0));
+    CHECK_OK(fsched_wait_group_init(&u.wg));
+    CHECK_OK(fsched_wait_group_spawn(&u.wg, s, uneven_release, &u));
+    CHECK_OK(fsched_wait_group_wait(&u.wg));
+    CHECK_EQ_U64(LOAD(&u.done), UNEVEN_TREES);
+    CHECK_OK(fsched_wait_group_destroy(&u.wg));
+    for (i = 0; i < UNEVEN_TREES; i++) CHECK_OK(fsched_event_destroy(&u.wake[i]));
+    CHECK_OK(fsched_event_destroy(&u.all_blocked));
+    CHECK_OK(fsched_event_destroy(&u.half_done));
+    end_sched(s, workers);
+}
+
 /* ---- forced: a thief unmarks a stack while its owner offers on it ----
    (FIBERSCHED_CHAOS builds, whose schedule-fuzzing points call a hook.) The tree's first
    child is taken by the other worker, which, looking for work again, finds the tree's
@@ -449,6 +541,10 @@ int main(void) {
     test_out_of_memory(1, 400, 0);
     test_out_of_memory(1, 400, 1);
     test_out_of_memory(2, 400, 1);
+    test_uneven_stacks(1, 0);
+    test_uneven_stacks(1, 1);
+    test_uneven_stacks(2, 0);
+    test_uneven_stacks(2, 1);
 #endif
     /* single-threaded: the bound thread runs the trees while it waits */
     test_crowd(0, n, 0);
@@ -456,6 +552,8 @@ int main(void) {
     test_crowd_mappings(0, n);
     test_sequence(0, n);
     test_out_of_memory(0, 400, 1);
+    test_uneven_stacks(0, 0);
+    test_uneven_stacks(0, 1);
     printf("frames: ok\n");
     return 0;
 }

@@ -981,15 +981,33 @@ static void test_poll_intervals(void) {
 /* ---- a poll hook that waits, yields or changes the hook ----
    A hook must not wait (it holds the hook's lock, which a task on its own worker may wait
    for in fsched_set_poll): its waits fail with FSCHED_ERR_WRONG_STATE, a look (timeout 0)
-   works, and a yield yields only the thread. From inside, fsched_set_poll replaces the
-   hook at once; from another thread it waits for the call in progress. */
+   works, and a yield yields only the thread; a join, a parallel loop and a spawn/sync
+   tree, which may wait for work another worker took, are refused, running nothing; a
+   wait group's wait runs none of the group's tasks in the hook, where their own waits
+   would fail. From inside, fsched_set_poll replaces the hook at once; from another
+   thread it waits for the call in progress. */
 
 typedef struct hook_case {
     int fds[2];
     int calls;
     int stage;        /* what the next call does */
+    int ran;          /* what the hook's joins and loops ran */
     fsched_event done;
+    fsched_wait_group group;
 } hook_case;
+
+static void hook_join_side(void *p) { ADD(&((hook_case *)p)->ran, 1); }
+static void hook_range(void *p, size_t lo, size_t hi) { ADD(&((hook_case *)p)->ran, (int)(hi - lo)); }
+FSCHED_TASK(int, hook_tree, int, n) { return n; }
+
+/* A task of the hook's group: it runs on a fiber of its own, where it may wait. */
+static void hook_group_task(void *p) {
+    fsched_event e;
+    (void)p;
+    CHECK_OK(fsched_event_init(&e, 0, 0));
+    CHECK_RESULT(fsched_event_wait_for(&e, MS), FSCHED_ERR_TIMEOUT);
+    CHECK_OK(fsched_event_destroy(&e));
+}
 
 static int second_hook(void *user) {
     hook_case *h = (hook_case *)user;
@@ -1001,6 +1019,8 @@ static int waiting_hook(void *user) {
     hook_case *h = (hook_case *)user;
     fsched_event e;
     uint32_t ready = 0;
+    int result = 0;
+    fsched_result r;
     if (LOAD(&h->stage) != 1) return 0;
     STORE(&h->stage, 2);
     CHECK_RESULT(fsched_wait_fd(h->fds[0], FSCHED_READABLE, 10 * MS, NULL), FSCHED_ERR_WRONG_STATE);
@@ -1012,6 +1032,13 @@ static int waiting_hook(void *user) {
     CHECK_RESULT(fsched_event_wait_for(&e, 10 * MS), FSCHED_ERR_WRONG_STATE);
     CHECK_RESULT(fsched_event_wait(&e), FSCHED_ERR_WRONG_STATE);
     CHECK_OK(fsched_event_destroy(&e));
+    CHECK_RESULT(fsched_join(hook_join_side, h, hook_join_side, h), FSCHED_ERR_WRONG_STATE);
+    CHECK_RESULT(fsched_parallel_for(0, 100, 1, hook_range, h), FSCHED_ERR_WRONG_STATE);
+    CHECK_RESULT(FSCHED_RUN(hook_tree, 1, &result), FSCHED_ERR_WRONG_STATE);
+    CHECK(LOAD(&h->ran) == 0 && result == 0);
+    CHECK_OK(fsched_wait_group_spawn(&h->group, sched, hook_group_task, NULL));
+    r = fsched_wait_group_wait(&h->group);
+    CHECK(r == FSCHED_ERR_WRONG_STATE || r == FSCHED_OK); /* OK: another worker ran it */
     fsched_yield();
     fsched_sleep_for(1000); /* blocks the thread, briefly */
     /* replaced from inside, with another interval: no wait for itself */
@@ -1041,9 +1068,12 @@ static void test_hook_misuse(void) {
     make_pipe(h.fds);
     put_byte(h.fds[1], 'h');
     CHECK_OK(fsched_event_init(&h.done, 1, 0));
+    CHECK_OK(fsched_wait_group_init(&h.group));
     CHECK_OK(fsched_set_poll(sched, waiting_hook, &h, 0));
     run_task(start_hook_work, &h);
     CHECK_OK(fsched_event_wait_for(&h.done, 5000 * MS));
+    CHECK_OK(fsched_wait_group_wait(&h.group));
+    CHECK_OK(fsched_wait_group_destroy(&h.group));
     /* the second hook is called from now on */
     run_task(busy_task, NULL);
     while (!LOAD(&h.calls)) run_task(busy_task, NULL);

@@ -1131,7 +1131,8 @@ static void keep_message(fsched_log_level level, const char *message, void *user
 #if TEST_THREADS
 /* A single-threaded scheduler that no thread is bound to: a wait on a group whose tasks
    wait there, from a thread not bound to it, is refused (it would hang: nothing runs
-   them); with a thread bound and waiting, the same wait ends. */
+   them); with a thread bound and waiting, the same wait ends; and the group, reused for
+   tasks of a scheduler with workers, is waited for as any other. */
 typedef struct unattended {
     fsched_sched *s;
     fsched_event bound, done;
@@ -1139,6 +1140,11 @@ typedef struct unattended {
 } unattended;
 
 static void unattended_task(void *arg) { FSCHED__FETCH_ADD(&((unattended *)arg)->ran, 1, FSCHED__RELAXED); }
+
+static void unattended_slow_task(void *arg) {
+    fsched_sleep_for(100000000u);
+    unattended_task(arg);
+}
 
 static void unattended_binder(void *arg) {
     unattended *u = (unattended *)arg;
@@ -1150,6 +1156,7 @@ static void unattended_binder(void *arg) {
 
 static void test_unattended(void) {
     unattended u;
+    fsched_sched *pool;
     fsched_desc d;
     fsched_wait_group wg;
     test_thread t;
@@ -1185,6 +1192,15 @@ static void test_unattended(void) {
     thread_join(t);
     /* unbound again; a group whose tasks all ran waits for nothing */
     CHECK_OK(fsched_wait_group_wait(&wg));
+    /* the group reused for a scheduler with workers: its wait is not refused for the
+       single-threaded one (the task is still counted when the wait begins) */
+    test_desc_init(&d);
+    d.workers = 1;
+    CHECK_OK(fsched_create(&d, &pool));
+    CHECK_OK(fsched_wait_group_spawn(&wg, pool, unattended_slow_task, &u));
+    CHECK_OK(fsched_wait_group_wait(&wg));
+    CHECK(LOAD(&u.ran) == 2);
+    CHECK_OK(fsched_destroy(pool));
     CHECK_OK(fsched_wait_group_destroy(&wg));
     CHECK_OK(fsched_event_destroy(&u.bound));
     CHECK_OK(fsched_event_destroy(&u.done));
