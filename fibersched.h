@@ -7781,7 +7781,7 @@ FIBERSCHED_API void fsched_sleep_for(uint64_t ns) {
         fsched_yield();
         return;
     }
-    if (w) {
+    if (w && !fsched__tls_thread.in_hook) { /* a poll hook stays on its fiber */
         /* a timer that cannot be set (out of memory) falls back to blocking the thread */
         if (fsched__wait_begin(&wt, fsched__deadline_after(ns), "sleep", NULL) == FSCHED_OK) {
             fsched__wait_commit(NULL, &wt);
