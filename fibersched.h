@@ -1120,7 +1120,9 @@ typedef int (*fsched_poll_fn)(void *user);
    run out of work. The interval does not pace the fd waits. The new hook and interval
    count from this call. The cost: from the first hook or fd wait on, workers read the
    clock between tasks. Removing it waits for a call in progress (unless made from the
-   hook). FSCHED_ERR_INVALID_ARGUMENT for a scheduler that is not live. Any thread. */
+   hook). FSCHED_ERR_INVALID_ARGUMENT for a scheduler that is not live;
+   FSCHED_ERR_WRONG_STATE from another scheduler's poll hook while s's is being called
+   (a hook must not wait, and that call may be waiting for it). Any thread. */
 FIBERSCHED_API fsched_result fsched_set_poll(fsched_sched *s, fsched_poll_fn fn, void *user,
                                              uint64_t interval_ns);
 
@@ -4931,7 +4933,8 @@ struct fsched_sched {
     void *poll_user;                       /* written under poll_busy */
     uint64_t poll_interval;
     uint32_t poll_busy;                    /* bit 0: a lock, held by a call of the hook or by
-                                              fsched_set_poll; 2 more for each
+                                              fsched_set_poll (FSCHED__POLL_CALLING too
+                                              during a call); 2 more for each
                                               fsched_set_poll waiting for it, which calls
                                               give way to */
 #if FIBERSCHED_TRACE
@@ -7858,6 +7861,7 @@ FIBERSCHED_API uint64_t fsched_clock_ns(void) { return fsched__clock_ns(); }
    since finds nothing, one of an older file is a hint for the new. */
 
 #define FSCHED__WATCH_INTERVAL 50000u /* ns between looks by busy workers, by default */
+#define FSCHED__POLL_CALLING 0x80000000u /* in poll_busy: a call of the hook holds it */
 
 #if defined(FSCHED__IO)
 
@@ -8603,15 +8607,40 @@ static int fsched__poll_call(fsched_sched *s) {
     int pending = 0;
     if (!FSCHED__LOAD(&s->poll_fn, FSCHED__RELAXED)) return 0;
     /* acquire: the hook and its user as fsched_set_poll left them, under this lock */
-    if (!FSCHED__CAS(&s->poll_busy, &free, 1u, FSCHED__ACQUIRE, FSCHED__RELAXED)) return 1;
+    if (!FSCHED__CAS(&s->poll_busy, &free, 1u | FSCHED__POLL_CALLING, FSCHED__ACQUIRE,
+                     FSCHED__RELAXED))
+        return 1;
     if (s->poll_fn) {
         /* the hook cannot wait or yield (it holds this lock): it ends on this thread */
         fsched__tls_thread.in_hook = s;
         pending = s->poll_fn(s->poll_user) != 0;
         fsched__tls_thread.in_hook = NULL;
     }
-    FSCHED__FETCH_SUB(&s->poll_busy, 1u, FSCHED__RELEASE);
+    FSCHED__FETCH_SUB(&s->poll_busy, 1u | FSCHED__POLL_CALLING, FSCHED__RELEASE);
     return pending;
+}
+
+/* Takes the hook's lock for fsched_set_poll: waits for a call in progress, saying so
+   first, so that no call begins meanwhile (a hook that keeps workers calling it would
+   keep the lock taken). From another scheduler's hook it does not wait for a call
+   (FSCHED_ERR_WRONG_STATE): that call may be waiting for the caller's own, and a hook
+   must not wait. Relaxed: the CAS takes the lock. */
+static fsched_result fsched__poll_lock(fsched_sched *s) {
+    uint32_t spins = 0, busy;
+    FSCHED__FETCH_ADD(&s->poll_busy, 2u, FSCHED__RELAXED);
+    for (;;) {
+        busy = FSCHED__LOAD(&s->poll_busy, FSCHED__RELAXED);
+        if ((busy & FSCHED__POLL_CALLING) && fsched__tls_thread.in_hook) {
+            FSCHED__FETCH_SUB(&s->poll_busy, 2u, FSCHED__RELAXED); /* took nothing */
+            return FSCHED__MISUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
+                                  "fsched_set_poll: from a poll hook, while another "
+                                  "scheduler's hook is being called");
+        }
+        busy &= ~1u;
+        if (FSCHED__CAS(&s->poll_busy, &busy, busy | 1u, FSCHED__ACQUIRE, FSCHED__RELAXED))
+            return FSCHED_OK;
+        fsched__backoff(&spins);
+    }
 }
 
 /* Between tasks: calls the hook once its interval has passed since the last call by any
@@ -8701,21 +8730,13 @@ static void fsched__watch_close(fsched_sched *s) {
 FIBERSCHED_API fsched_result fsched_set_poll(fsched_sched *s, fsched_poll_fn fn, void *user,
                                              uint64_t interval_ns) {
     fsched_result r = fsched__sched_enter(s, 0, "fsched_set_poll");
-    uint32_t spins = 0, busy;
     int inside;
     if (r != FSCHED_OK) return r;
+    /* the hook's own lock, unless this is the call that holds it */
     inside = fsched__tls_thread.in_hook == s;
-    /* the hook's own lock: waits for a call in progress, unless this is that call; says
-       so first, so that no call begins meanwhile (a hook that keeps workers calling it
-       would keep the lock taken). Relaxed: the CAS below takes the lock. */
-    if (!inside) {
-        FSCHED__FETCH_ADD(&s->poll_busy, 2u, FSCHED__RELAXED);
-        for (;;) {
-            busy = FSCHED__LOAD(&s->poll_busy, FSCHED__RELAXED) & ~1u;
-            if (FSCHED__CAS(&s->poll_busy, &busy, busy | 1u, FSCHED__ACQUIRE, FSCHED__RELAXED))
-                break;
-            fsched__backoff(&spins);
-        }
+    if (!inside && (r = fsched__poll_lock(s)) != FSCHED_OK) {
+        fsched__sched_release(s);
+        return r;
     }
     s->poll_user = user;
     FSCHED__STORE(&s->poll_interval, interval_ns, FSCHED__RELAXED);

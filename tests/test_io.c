@@ -1605,6 +1605,45 @@ static void test_worker_hooks(void) {
     close(hooks_fds[0]);
     close(hooks_fds[1]);
 }
+
+/* ---- two schedulers' hooks, each changing the other's while both are being called ----
+   Each would wait for the other's call to end: a hook must not wait, so at least one
+   change is refused, and neither hangs. */
+
+typedef struct cross_hook {
+    fsched_sched *sched;
+    struct cross_hook *peer;
+    int arrived, done;
+    fsched_result r;
+} cross_hook;
+
+static int cross_hook_fn(void *p) {
+    cross_hook *h = (cross_hook *)p;
+    uint64_t until = now_ns() + 2000 * MS;
+    if (LOAD(&h->done)) return 0;
+    STORE(&h->arrived, 1);
+    while (!LOAD(&h->peer->arrived) && now_ns() < until) fsched__os_yield();
+    h->r = fsched_set_poll(h->peer->sched, cross_hook_fn, h->peer, 0);
+    STORE(&h->done, 1);
+    return 0;
+}
+
+static void test_hooks_cross(void) {
+    cross_hook h[2];
+    int k;
+    memset(h, 0, sizeof h);
+    for (k = 0; k < 2; k++) {
+        h[k].sched = test_sched_new(1);
+        h[k].peer = &h[1 - k];
+    }
+    for (k = 0; k < 2; k++) CHECK_OK(fsched_set_poll(h[k].sched, cross_hook_fn, &h[k], 0));
+    while (!LOAD(&h[0].done) || !LOAD(&h[1].done))
+        for (k = 0; k < 2; k++) run_task_on(h[k].sched, busy_task, NULL);
+    for (k = 0; k < 2; k++)
+        CHECK(h[k].r == FSCHED_OK || h[k].r == FSCHED_ERR_WRONG_STATE);
+    CHECK(h[0].r == FSCHED_ERR_WRONG_STATE || h[1].r == FSCHED_ERR_WRONG_STATE);
+    for (k = 0; k < 2; k++) CHECK_OK(fsched_destroy(h[k].sched));
+}
 #endif
 
 /* ---- fsched_close_fd on what nobody waits on, what is not open ---- */
@@ -1973,6 +2012,7 @@ int main(int argc, char **argv) {
     run("wake from the poller", test_wake_from_poller);
     run("destroy cancels", test_destroy_cancels);
     run("worker hooks", test_worker_hooks);
+    run("hooks cross", test_hooks_cross);
 #endif
     printf("test_io: ok\n");
     return 0;
