@@ -8033,6 +8033,12 @@ static void fsched__io_renew(fsched__io *io) {
 static void fsched__io_fork_child(void) {
     fsched__io *io;
     for (io = fsched__io_all; io; io = io->next) fsched__io_renew(io);
+    /* the closes under way are the parent's other threads', which are not here: their
+       fds stay open in the child, where waits on them must not be held for those closes.
+       Relaxed: the only thread. */
+    fsched__fd_closings = NULL;
+    FSCHED__STORE(&fsched__fd_closings_count, 0u, FSCHED__RELAXED);
+    FSCHED__STORE(&fsched__fd_closings_lock, 0u, FSCHED__RELAXED);
     fsched__io_fork_parent();
 }
 
