@@ -1074,10 +1074,12 @@ FIBERSCHED_API uint64_t fsched_clock_ns(void);
 #define FSCHED_FOREVER UINT64_MAX /* a timeout that never expires */
 
 /* Waits until fd is ready for any of `events` or timeout_ns pass (0: only looks;
-   FSCHED_FOREVER: no limit; a timeout too long for the clock never expires either). A
-   task or bound thread suspends only its fiber; any other thread blocks as in poll(). On
-   FSCHED_OK, *ready (if not NULL) holds what was found; an error or hang-up on fd counts
-   as every event asked for, so that the read or write that follows reports it.
+   FSCHED_FOREVER: no limit; a timeout too long for the clock never expires either; as
+   with poll(), an fd found ready when the time is up, however short, is reported ready,
+   not timed out). A task or bound thread suspends only its fiber; any other thread
+   blocks as in poll(). On FSCHED_OK, *ready (if not NULL) holds what was found; an
+   error or hang-up on fd counts as every event asked for, so that the read or write
+   that follows reports it.
    Readiness is a hint, as with poll(): another fiber may have taken the data first. Many
    fibers may wait on one fd; each wakes for its own events. A number that a new file
    took (after close() or dup2()) is watched as that file. The memory a scheduler keeps
@@ -8759,6 +8761,32 @@ FIBERSCHED_API fsched_result fsched_set_poll(fsched_sched *s, fsched_poll_fn fn,
 /* ---- fd waits ---- */
 
 #if defined(FSCHED__IO)
+/* What poll() found of `events` (an error or hang-up: all of them). */
+static uint32_t fsched__fd_found(uint32_t events, short revents) {
+    return (revents & (POLLERR | POLLHUP))
+               ? events
+               : (uint32_t)(((revents & POLLIN) ? FSCHED_READABLE : 0u) |
+                            ((revents & POLLOUT) ? FSCHED_WRITABLE : 0u));
+}
+
+static short fsched__fd_poll_events(uint32_t events) {
+    return (short)(((events & FSCHED_READABLE) ? POLLIN : 0) |
+                   ((events & FSCHED_WRITABLE) ? POLLOUT : 0));
+}
+
+/* A wait of a fiber that timed out looks once more, as poll() does before its timeout
+   runs: an fd ready all along (a regular file, or data already there) is reported ready
+   even when the timer came before the poller's look. */
+static fsched_result fsched__fd_last_look(int fd, uint32_t events, uint32_t *ready) {
+    struct pollfd p;
+    p.fd = fd;
+    p.events = fsched__fd_poll_events(events);
+    p.revents = 0;
+    if (poll(&p, 1, 0) != 1 || (p.revents & POLLNVAL)) return FSCHED_ERR_TIMEOUT;
+    *ready = fsched__fd_found(events, p.revents);
+    return FSCHED_OK;
+}
+
 /* poll(): for a thread outside any scheduler, or a wait that only looks. */
 static fsched_result fsched__fd_poll_thread(int fd, uint32_t events, uint64_t timeout_ns,
                                             uint32_t *ready) {
@@ -8767,8 +8795,7 @@ static fsched_result fsched__fd_poll_thread(int fd, uint32_t events, uint64_t ti
     fsched_result r = fsched__fd_not_own(fd, NULL, "fsched_wait_fd");
     if (r != FSCHED_OK) return r;
     p.fd = fd;
-    p.events = (short)(((events & FSCHED_READABLE) ? POLLIN : 0) |
-                       ((events & FSCHED_WRITABLE) ? POLLOUT : 0));
+    p.events = fsched__fd_poll_events(events);
     for (;;) {
         int ms = -1, k;
         if (timeout_ns != FSCHED_FOREVER) {
@@ -8787,11 +8814,7 @@ static fsched_result fsched__fd_poll_thread(int fd, uint32_t events, uint64_t ti
                 return FSCHED_ERR_TIMEOUT;
             continue;
         }
-        if (ready)
-            *ready = (p.revents & (POLLERR | POLLHUP))
-                         ? events
-                         : (uint32_t)(((p.revents & POLLIN) ? FSCHED_READABLE : 0u) |
-                                      ((p.revents & POLLOUT) ? FSCHED_WRITABLE : 0u));
+        if (ready) *ready = fsched__fd_found(events, p.revents);
         return FSCHED_OK;
     }
 }
@@ -8889,6 +8912,7 @@ FIBERSCHED_API fsched_result fsched_wait_fd(int fd, uint32_t events, uint64_t ti
     fw.events = events;
     do r = fsched__fd_wait(io, &fw, fd, deadline);
     while (r == FSCHED_OK && fw.close_state == FSCHED__FD_AGAIN);
+    if (r == FSCHED_ERR_TIMEOUT) r = fsched__fd_last_look(fd, events, &fw.ready);
     if (r == FSCHED_OK && ready) *ready = fw.ready;
     return r;
 #else

@@ -113,8 +113,10 @@ static void test_readable(void) {
 
 static void timed_reader(void *p) {
     pipe_case *c = (pipe_case *)p;
-    uint64_t t0 = now_ns();
+    uint64_t t0 = now_ns(), k;
     uint32_t ready = 99;
+    FILE *file = tmpfile();
+    CHECK(file != NULL);
     CHECK_RESULT(fsched_wait_fd(c->fds[0], FSCHED_READABLE, 0, &ready), FSCHED_ERR_TIMEOUT);
     CHECK_RESULT(fsched_wait_fd(c->fds[0], FSCHED_READABLE, 30 * MS, &ready), FSCHED_ERR_TIMEOUT);
     CHECK(now_ns() - t0 >= 30 * MS);
@@ -126,9 +128,20 @@ static void timed_reader(void *p) {
     CHECK(ready == FSCHED_READABLE);
     CHECK_OK(fsched_wait_fd(c->fds[0], FSCHED_READABLE, 1000 * MS, &ready));
     CHECK(ready == FSCHED_READABLE);
+    /* ready all along, with timeouts too short for the poller to look before the timer
+       ends the wait: ready, as poll() says, never timed out; a regular file too (which
+       poll() backends learn of only from the poller) */
+    for (k = 1; k <= 50; k++) {
+        CHECK_OK(fsched_wait_fd(c->fds[0], FSCHED_READABLE, k, &ready));
+        CHECK(ready == FSCHED_READABLE);
+        ready = 0;
+        CHECK_OK(fsched_wait_fd(fileno(file), FSCHED_READABLE, k, &ready));
+        CHECK(ready == FSCHED_READABLE);
+    }
     /* a pipe's write end is writable at once */
     CHECK_OK(fsched_wait_fd(c->fds[1], FSCHED_WRITABLE | FSCHED_READABLE, FSCHED_FOREVER, &ready));
     CHECK(ready == FSCHED_WRITABLE);
+    fclose(file);
 }
 
 static void test_timeouts(void) {
