@@ -8775,14 +8775,16 @@ static short fsched__fd_poll_events(uint32_t events) {
 }
 
 /* A wait of a fiber that timed out looks once more, as poll() does before its timeout
-   runs: an fd ready all along (a regular file, or data already there) is reported ready
-   even when the timer came before the poller's look. */
-static fsched_result fsched__fd_last_look(int fd, uint32_t events, uint32_t *ready) {
+   runs: an fd ready all along (a regular file, or data already there) is reported ready,
+   and one not open refused, even when the timer came before the poller's look. */
+static fsched_result fsched__fd_last_look(const fsched__io *io, int fd, uint32_t events,
+                                          uint32_t *ready) {
     struct pollfd p;
     p.fd = fd;
     p.events = fsched__fd_poll_events(events);
     p.revents = 0;
-    if (poll(&p, 1, 0) != 1 || (p.revents & POLLNVAL)) return FSCHED_ERR_TIMEOUT;
+    if (poll(&p, 1, 0) != 1) return FSCHED_ERR_TIMEOUT;
+    if (p.revents & POLLNVAL) return fsched__fd_not_open(io, fd);
     *ready = fsched__fd_found(events, p.revents);
     return FSCHED_OK;
 }
@@ -8912,7 +8914,7 @@ FIBERSCHED_API fsched_result fsched_wait_fd(int fd, uint32_t events, uint64_t ti
     fw.events = events;
     do r = fsched__fd_wait(io, &fw, fd, deadline);
     while (r == FSCHED_OK && fw.close_state == FSCHED__FD_AGAIN);
-    if (r == FSCHED_ERR_TIMEOUT) r = fsched__fd_last_look(fd, events, &fw.ready);
+    if (r == FSCHED_ERR_TIMEOUT) r = fsched__fd_last_look(io, fd, events, &fw.ready);
     if (r == FSCHED_OK && ready) *ready = fw.ready;
     return r;
 #else

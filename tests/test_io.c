@@ -317,6 +317,7 @@ static void reuse_check(void *p) {
 static void bad_args(void *p) {
     int fds[2];
     uint32_t ready = 0;
+    uint64_t k;
     FILE *f;
     (void)p;
     CHECK_RESULT(fsched_wait_fd(-1, FSCHED_READABLE, 10 * MS, NULL), FSCHED_ERR_INVALID_ARGUMENT);
@@ -328,6 +329,16 @@ static void bad_args(void *p) {
     /* a closed fd, waited for by a task and by looking */
     CHECK_RESULT(fsched_wait_fd(fds[0], FSCHED_READABLE, 10 * MS, NULL), FSCHED_ERR_INVALID_ARGUMENT);
     CHECK_RESULT(fsched_wait_fd(fds[0], FSCHED_READABLE, 0, NULL), FSCHED_ERR_INVALID_ARGUMENT);
+    /* ... one waited for while it was open, then closed: refused too, however short the
+       timeout (poll() backends learn of it from the poller, after the timer) */
+    make_pipe(fds);
+    put_byte(fds[1], 'c');
+    CHECK_OK(fsched_wait_fd(fds[0], FSCHED_READABLE, 1000 * MS, NULL));
+    close(fds[0]);
+    close(fds[1]);
+    for (k = 1; k <= 20; k++)
+        CHECK_RESULT(fsched_wait_fd(fds[0], FSCHED_READABLE, k * 1000, NULL),
+                     FSCHED_ERR_INVALID_ARGUMENT);
     CHECK_RESULT(fsched_close_fd(-3), FSCHED_ERR_INVALID_ARGUMENT);
     /* a regular file is always ready, as poll() says */
     f = tmpfile();
