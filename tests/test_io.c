@@ -1793,12 +1793,14 @@ static void test_close_among_many(void) {
         CHECK((waited[i] = dup(fds[0])) >= 0);
         CHECK_OK(fsched_wait_group_spawn(&wg, s, many_wait, (void *)(intptr_t)waited[i]));
     }
-    do { /* runs them if bound */
-        fsched_yield();
-        fsched__spin_lock(&poller_of(s)->lock);
-        records = poller_of(s)->records;
-        fsched__spin_unlock(&poller_of(s)->lock);
-    } while (records < (uint32_t)n);
+    /* every wait queued and watched, not only its record made: a close before that
+       would refuse the wait as one on an fd not open */
+    do fsched_yield(); /* runs them if bound */
+    while (FSCHED__LOAD(&s->fd_waits, FSCHED__RELAXED) < (uint32_t)n);
+    fsched__spin_lock(&poller_of(s)->lock);
+    records = poller_of(s)->records;
+    fsched__spin_unlock(&poller_of(s)->lock);
+    CHECK(records >= (uint32_t)n);
     lots = spare_closes(fds[0]);
     for (i = 0; i < n; i++) CHECK_OK(fsched_close_fd(waited[i]));
     CHECK_OK(fsched_wait_group_wait(&wg));
