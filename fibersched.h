@@ -1120,9 +1120,10 @@ typedef int (*fsched_poll_fn)(void *user);
    (1 ns, say) makes idle workers call it without sleeping, a processor each, for the
    lowest latency; one too long for the clock (FSCHED_FOREVER) calls it only as workers
    run out of work. The interval does not pace the fd waits. The new hook and interval
-   count from this call. The cost: from the first hook or fd wait on, workers read the
-   clock between tasks. Removing it waits for a call in progress (unless made from the
-   hook). FSCHED_ERR_INVALID_ARGUMENT for a scheduler that is not live;
+   count from this call (made from the hook, the next call comes an interval later). The
+   cost: from the first hook or fd wait on, workers read the clock between tasks.
+   Removing it waits for a call in progress (unless made from the hook).
+   FSCHED_ERR_INVALID_ARGUMENT for a scheduler that is not live;
    FSCHED_ERR_WRONG_STATE from another scheduler's poll hook while s's is being called
    (a hook must not wait, and that call may be waiting for it). Any thread. */
 FIBERSCHED_API fsched_result fsched_set_poll(fsched_sched *s, fsched_poll_fn fn, void *user,
@@ -8613,16 +8614,20 @@ static int fsched__watch_due(uint64_t *next, uint64_t now, uint64_t interval) {
 static int fsched__poll_call(fsched_sched *s) {
     uint32_t free = 0;
     int pending = 0;
+    fsched_poll_fn fn;
     if (!FSCHED__LOAD(&s->poll_fn, FSCHED__RELAXED)) return 0;
     /* acquire: the hook and its user as fsched_set_poll left them, under this lock */
     if (!FSCHED__CAS(&s->poll_busy, &free, 1u | FSCHED__POLL_CALLING, FSCHED__ACQUIRE,
                      FSCHED__RELAXED))
         return 1;
-    if (s->poll_fn) {
+    if ((fn = s->poll_fn) != NULL) {
         /* the hook cannot wait or yield (it holds this lock): it ends on this thread */
         fsched__tls_thread.in_hook = s;
-        pending = s->poll_fn(s->poll_user) != 0;
+        pending = fn(s->poll_user) != 0;
         fsched__tls_thread.in_hook = NULL;
+        /* replaced from inside (which wakes no sleeper): the caller calls the new hook
+           after an interval */
+        pending |= s->poll_fn != fn;
     }
     FSCHED__FETCH_SUB(&s->poll_busy, 1u | FSCHED__POLL_CALLING, FSCHED__RELEASE);
     return pending;
@@ -8748,12 +8753,18 @@ FIBERSCHED_API fsched_result fsched_set_poll(fsched_sched *s, fsched_poll_fn fn,
     }
     s->poll_user = user;
     FSCHED__STORE(&s->poll_interval, interval_ns, FSCHED__RELAXED);
-    FSCHED__STORE(&s->hook_next, (uint64_t)0, FSCHED__RELAXED); /* the new interval from now */
+    /* the new interval from now: due at once (busy workers call a new hook at their next
+       look), or from the hook an interval after this call */
+    FSCHED__STORE(&s->hook_next,
+                  inside ? fsched__time_add(fsched__sched_now(s), fsched__watch_interval(s)) : 0,
+                  FSCHED__RELAXED);
     FSCHED__STORE(&s->poll_fn, fn, FSCHED__RELAXED);
     FSCHED__STORE(&s->watching, fn || FSCHED__LOAD(&s->io, FSCHED__RELAXED), FSCHED__RELAXED);
     if (!inside) FSCHED__FETCH_SUB(&s->poll_busy, 3u, FSCHED__RELEASE);
-    /* a sleeping worker calls the new hook soon, and from then on at every interval */
-    if (fn) fsched__wake_sleepers(s, 1);
+    /* a sleeping worker calls the new hook soon, and from then on at every interval;
+       from the hook, its caller does (a hook that sets itself again at every call, to
+       change its interval, say, would have each call wake a worker for the next) */
+    if (fn && !inside) fsched__wake_sleepers(s, 1);
     fsched__sched_release(s);
     return FSCHED_OK;
 }
