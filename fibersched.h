@@ -8627,7 +8627,7 @@ static int fsched__poll_call(fsched_sched *s) {
         fsched__tls_thread.in_hook = NULL;
         /* replaced from inside (which wakes no sleeper): the caller calls the new hook
            after an interval */
-        pending |= s->poll_fn != fn;
+        pending |= s->poll_fn && s->poll_fn != fn;
     }
     FSCHED__FETCH_SUB(&s->poll_busy, 1u | FSCHED__POLL_CALLING, FSCHED__RELEASE);
     return pending;
