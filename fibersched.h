@@ -1077,10 +1077,12 @@ FIBERSCHED_API uint64_t fsched_clock_ns(void);
 #define FSCHED_FOREVER UINT64_MAX /* a timeout that never expires */
 
 /* Waits until fd is ready for any of `events` or timeout_ns pass (0: only looks;
-   FSCHED_FOREVER: no limit; a timeout too long for the clock never expires either). A
-   task or bound thread suspends only its fiber; any other thread blocks as in poll(). On
-   FSCHED_OK, *ready (if not NULL) holds what was found; an error or hang-up on fd counts
-   as every event asked for, so that the read or write that follows reports it.
+   FSCHED_FOREVER: no limit; a timeout too long for the clock never expires either; as
+   with poll(), an fd found ready when the time is up, however short, is reported ready,
+   not timed out). A task or bound thread suspends only its fiber; any other thread
+   blocks as in poll(). On FSCHED_OK, *ready (if not NULL) holds what was found; an
+   error or hang-up on fd counts as every event asked for, so that the read or write
+   that follows reports it.
    Readiness is a hint, as with poll(): another fiber may have taken the data first. Many
    fibers may wait on one fd; each wakes for its own events. A number that a new file
    took (after close() or dup2()) is watched as that file. The memory a scheduler keeps
@@ -1123,9 +1125,12 @@ typedef int (*fsched_poll_fn)(void *user);
    (1 ns, say) makes idle workers call it without sleeping, a processor each, for the
    lowest latency; one too long for the clock (FSCHED_FOREVER) calls it only as workers
    run out of work. The interval does not pace the fd waits. The new hook and interval
-   count from this call. The cost: from the first hook or fd wait on, workers read the
-   clock between tasks. Removing it waits for a call in progress (unless made from the
-   hook). FSCHED_ERR_INVALID_ARGUMENT for a scheduler that is not live. Any thread. */
+   count from this call (made from the hook, the next call comes an interval later). The
+   cost: from the first hook or fd wait on, workers read the clock between tasks.
+   Removing it waits for a call in progress (unless made from the hook).
+   FSCHED_ERR_INVALID_ARGUMENT for a scheduler that is not live;
+   FSCHED_ERR_WRONG_STATE from another scheduler's poll hook while s's is being called
+   (a hook must not wait, and that call may be waiting for it). Any thread. */
 FIBERSCHED_API fsched_result fsched_set_poll(fsched_sched *s, fsched_poll_fn fn, void *user,
                                              uint64_t interval_ns);
 
@@ -4936,7 +4941,8 @@ struct fsched_sched {
     void *poll_user;                       /* written under poll_busy */
     uint64_t poll_interval;
     uint32_t poll_busy;                    /* bit 0: a lock, held by a call of the hook or by
-                                              fsched_set_poll; 2 more for each
+                                              fsched_set_poll (FSCHED__POLL_CALLING too
+                                              during a call); 2 more for each
                                               fsched_set_poll waiting for it, which calls
                                               give way to */
 #if FIBERSCHED_TRACE
@@ -7864,6 +7870,7 @@ FIBERSCHED_API uint64_t fsched_clock_ns(void) { return fsched__clock_ns(); }
    since finds nothing, one of an older file is a hint for the new. */
 
 #define FSCHED__WATCH_INTERVAL 50000u /* ns between looks by busy workers, by default */
+#define FSCHED__POLL_CALLING 0x80000000u /* in poll_busy: a call of the hook holds it */
 
 #if defined(FSCHED__IO)
 
@@ -8035,6 +8042,12 @@ static void fsched__io_renew(fsched__io *io) {
 static void fsched__io_fork_child(void) {
     fsched__io *io;
     for (io = fsched__io_all; io; io = io->next) fsched__io_renew(io);
+    /* the closes under way are the parent's other threads', which are not here: their
+       fds stay open in the child, where waits on them must not be held for those closes.
+       Relaxed: the only thread. */
+    fsched__fd_closings = NULL;
+    FSCHED__STORE(&fsched__fd_closings_count, 0u, FSCHED__RELAXED);
+    FSCHED__STORE(&fsched__fd_closings_lock, 0u, FSCHED__RELAXED);
     fsched__io_fork_parent();
 }
 
@@ -8607,17 +8620,46 @@ static int fsched__watch_due(uint64_t *next, uint64_t now, uint64_t interval) {
 static int fsched__poll_call(fsched_sched *s) {
     uint32_t free = 0;
     int pending = 0;
+    fsched_poll_fn fn;
     if (!FSCHED__LOAD(&s->poll_fn, FSCHED__RELAXED)) return 0;
     /* acquire: the hook and its user as fsched_set_poll left them, under this lock */
-    if (!FSCHED__CAS(&s->poll_busy, &free, 1u, FSCHED__ACQUIRE, FSCHED__RELAXED)) return 1;
-    if (s->poll_fn) {
+    if (!FSCHED__CAS(&s->poll_busy, &free, 1u | FSCHED__POLL_CALLING, FSCHED__ACQUIRE,
+                     FSCHED__RELAXED))
+        return 1;
+    if ((fn = s->poll_fn) != NULL) {
         /* the hook cannot wait or yield (it holds this lock): it ends on this thread */
         fsched__tls_thread.in_hook = s;
-        pending = s->poll_fn(s->poll_user) != 0;
+        pending = fn(s->poll_user) != 0;
         fsched__tls_thread.in_hook = NULL;
+        /* replaced from inside (which wakes no sleeper): the caller calls the new hook
+           after an interval */
+        pending |= s->poll_fn && s->poll_fn != fn;
     }
-    FSCHED__FETCH_SUB(&s->poll_busy, 1u, FSCHED__RELEASE);
+    FSCHED__FETCH_SUB(&s->poll_busy, 1u | FSCHED__POLL_CALLING, FSCHED__RELEASE);
     return pending;
+}
+
+/* Takes the hook's lock for fsched_set_poll: waits for a call in progress, saying so
+   first, so that no call begins meanwhile (a hook that keeps workers calling it would
+   keep the lock taken). From another scheduler's hook it does not wait for a call
+   (FSCHED_ERR_WRONG_STATE): that call may be waiting for the caller's own, and a hook
+   must not wait. Relaxed: the CAS takes the lock. */
+static fsched_result fsched__poll_lock(fsched_sched *s) {
+    uint32_t spins = 0, busy;
+    FSCHED__FETCH_ADD(&s->poll_busy, 2u, FSCHED__RELAXED);
+    for (;;) {
+        busy = FSCHED__LOAD(&s->poll_busy, FSCHED__RELAXED);
+        if ((busy & FSCHED__POLL_CALLING) && fsched__tls_thread.in_hook) {
+            FSCHED__FETCH_SUB(&s->poll_busy, 2u, FSCHED__RELAXED); /* took nothing */
+            return FSCHED__MISUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
+                                  "fsched_set_poll: from a poll hook, while another "
+                                  "scheduler's hook is being called");
+        }
+        busy &= ~1u;
+        if (FSCHED__CAS(&s->poll_busy, &busy, busy | 1u, FSCHED__ACQUIRE, FSCHED__RELAXED))
+            return FSCHED_OK;
+        fsched__backoff(&spins);
+    }
 }
 
 /* Between tasks: calls the hook once its interval has passed since the last call by any
@@ -8707,30 +8749,28 @@ static void fsched__watch_close(fsched_sched *s) {
 FIBERSCHED_API fsched_result fsched_set_poll(fsched_sched *s, fsched_poll_fn fn, void *user,
                                              uint64_t interval_ns) {
     fsched_result r = fsched__sched_enter(s, 0, "fsched_set_poll");
-    uint32_t spins = 0, busy;
     int inside;
     if (r != FSCHED_OK) return r;
+    /* the hook's own lock, unless this is the call that holds it */
     inside = fsched__tls_thread.in_hook == s;
-    /* the hook's own lock: waits for a call in progress, unless this is that call; says
-       so first, so that no call begins meanwhile (a hook that keeps workers calling it
-       would keep the lock taken). Relaxed: the CAS below takes the lock. */
-    if (!inside) {
-        FSCHED__FETCH_ADD(&s->poll_busy, 2u, FSCHED__RELAXED);
-        for (;;) {
-            busy = FSCHED__LOAD(&s->poll_busy, FSCHED__RELAXED) & ~1u;
-            if (FSCHED__CAS(&s->poll_busy, &busy, busy | 1u, FSCHED__ACQUIRE, FSCHED__RELAXED))
-                break;
-            fsched__backoff(&spins);
-        }
+    if (!inside && (r = fsched__poll_lock(s)) != FSCHED_OK) {
+        fsched__sched_release(s);
+        return r;
     }
     s->poll_user = user;
     FSCHED__STORE(&s->poll_interval, interval_ns, FSCHED__RELAXED);
-    FSCHED__STORE(&s->hook_next, (uint64_t)0, FSCHED__RELAXED); /* the new interval from now */
+    /* the new interval from now: due at once (busy workers call a new hook at their next
+       look), or from the hook an interval after this call */
+    FSCHED__STORE(&s->hook_next,
+                  inside ? fsched__time_add(fsched__sched_now(s), fsched__watch_interval(s)) : 0,
+                  FSCHED__RELAXED);
     FSCHED__STORE(&s->poll_fn, fn, FSCHED__RELAXED);
     FSCHED__STORE(&s->watching, fn || FSCHED__LOAD(&s->io, FSCHED__RELAXED), FSCHED__RELAXED);
     if (!inside) FSCHED__FETCH_SUB(&s->poll_busy, 3u, FSCHED__RELEASE);
-    /* a sleeping worker calls the new hook soon, and from then on at every interval */
-    if (fn) fsched__wake_sleepers(s, 1);
+    /* a sleeping worker calls the new hook soon, and from then on at every interval;
+       from the hook, its caller does (a hook that sets itself again at every call, to
+       change its interval, say, would have each call wake a worker for the next) */
+    if (fn && !inside) fsched__wake_sleepers(s, 1);
     fsched__sched_release(s);
     return FSCHED_OK;
 }
@@ -8738,6 +8778,34 @@ FIBERSCHED_API fsched_result fsched_set_poll(fsched_sched *s, fsched_poll_fn fn,
 /* ---- fd waits ---- */
 
 #if defined(FSCHED__IO)
+/* What poll() found of `events` (an error or hang-up: all of them). */
+static uint32_t fsched__fd_found(uint32_t events, short revents) {
+    return (revents & (POLLERR | POLLHUP))
+               ? events
+               : (uint32_t)(((revents & POLLIN) ? FSCHED_READABLE : 0u) |
+                            ((revents & POLLOUT) ? FSCHED_WRITABLE : 0u));
+}
+
+static short fsched__fd_poll_events(uint32_t events) {
+    return (short)(((events & FSCHED_READABLE) ? POLLIN : 0) |
+                   ((events & FSCHED_WRITABLE) ? POLLOUT : 0));
+}
+
+/* A wait of a fiber that timed out looks once more, as poll() does before its timeout
+   runs: an fd ready all along (a regular file, or data already there) is reported ready,
+   and one not open refused, even when the timer came before the poller's look. */
+static fsched_result fsched__fd_last_look(const fsched__io *io, int fd, uint32_t events,
+                                          uint32_t *ready) {
+    struct pollfd p;
+    p.fd = fd;
+    p.events = fsched__fd_poll_events(events);
+    p.revents = 0;
+    if (poll(&p, 1, 0) != 1) return FSCHED_ERR_TIMEOUT;
+    if (p.revents & POLLNVAL) return fsched__fd_not_open(io, fd);
+    *ready = fsched__fd_found(events, p.revents);
+    return FSCHED_OK;
+}
+
 /* poll(): for a thread outside any scheduler, or a wait that only looks. */
 static fsched_result fsched__fd_poll_thread(int fd, uint32_t events, uint64_t timeout_ns,
                                             uint32_t *ready) {
@@ -8746,8 +8814,7 @@ static fsched_result fsched__fd_poll_thread(int fd, uint32_t events, uint64_t ti
     fsched_result r = fsched__fd_not_own(fd, NULL, "fsched_wait_fd");
     if (r != FSCHED_OK) return r;
     p.fd = fd;
-    p.events = (short)(((events & FSCHED_READABLE) ? POLLIN : 0) |
-                       ((events & FSCHED_WRITABLE) ? POLLOUT : 0));
+    p.events = fsched__fd_poll_events(events);
     for (;;) {
         int ms = -1, k;
         if (timeout_ns != FSCHED_FOREVER) {
@@ -8766,11 +8833,7 @@ static fsched_result fsched__fd_poll_thread(int fd, uint32_t events, uint64_t ti
                 return FSCHED_ERR_TIMEOUT;
             continue;
         }
-        if (ready)
-            *ready = (p.revents & (POLLERR | POLLHUP))
-                         ? events
-                         : (uint32_t)(((p.revents & POLLIN) ? FSCHED_READABLE : 0u) |
-                                      ((p.revents & POLLOUT) ? FSCHED_WRITABLE : 0u));
+        if (ready) *ready = fsched__fd_found(events, p.revents);
         return FSCHED_OK;
     }
 }
@@ -8868,6 +8931,7 @@ FIBERSCHED_API fsched_result fsched_wait_fd(int fd, uint32_t events, uint64_t ti
     fw.events = events;
     do r = fsched__fd_wait(io, &fw, fd, deadline);
     while (r == FSCHED_OK && fw.close_state == FSCHED__FD_AGAIN);
+    if (r == FSCHED_ERR_TIMEOUT) r = fsched__fd_last_look(io, fd, events, &fw.ready);
     if (r == FSCHED_OK && ready) *ready = fw.ready;
     return r;
 #else

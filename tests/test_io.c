@@ -113,8 +113,10 @@ static void test_readable(void) {
 
 static void timed_reader(void *p) {
     pipe_case *c = (pipe_case *)p;
-    uint64_t t0 = now_ns();
+    uint64_t t0 = now_ns(), k;
     uint32_t ready = 99;
+    FILE *file = tmpfile();
+    CHECK(file != NULL);
     CHECK_RESULT(fsched_wait_fd(c->fds[0], FSCHED_READABLE, 0, &ready), FSCHED_ERR_TIMEOUT);
     CHECK_RESULT(fsched_wait_fd(c->fds[0], FSCHED_READABLE, 30 * MS, &ready), FSCHED_ERR_TIMEOUT);
     CHECK(now_ns() - t0 >= 30 * MS);
@@ -126,9 +128,20 @@ static void timed_reader(void *p) {
     CHECK(ready == FSCHED_READABLE);
     CHECK_OK(fsched_wait_fd(c->fds[0], FSCHED_READABLE, 1000 * MS, &ready));
     CHECK(ready == FSCHED_READABLE);
+    /* ready all along, with timeouts too short for the poller to look before the timer
+       ends the wait: ready, as poll() says, never timed out; a regular file too (which
+       poll() backends learn of only from the poller) */
+    for (k = 1; k <= 50; k++) {
+        CHECK_OK(fsched_wait_fd(c->fds[0], FSCHED_READABLE, k, &ready));
+        CHECK(ready == FSCHED_READABLE);
+        ready = 0;
+        CHECK_OK(fsched_wait_fd(fileno(file), FSCHED_READABLE, k, &ready));
+        CHECK(ready == FSCHED_READABLE);
+    }
     /* a pipe's write end is writable at once */
     CHECK_OK(fsched_wait_fd(c->fds[1], FSCHED_WRITABLE | FSCHED_READABLE, FSCHED_FOREVER, &ready));
     CHECK(ready == FSCHED_WRITABLE);
+    fclose(file);
 }
 
 static void test_timeouts(void) {
@@ -304,6 +317,7 @@ static void reuse_check(void *p) {
 static void bad_args(void *p) {
     int fds[2];
     uint32_t ready = 0;
+    uint64_t k;
     FILE *f;
     (void)p;
     CHECK_RESULT(fsched_wait_fd(-1, FSCHED_READABLE, 10 * MS, NULL), FSCHED_ERR_INVALID_ARGUMENT);
@@ -315,6 +329,16 @@ static void bad_args(void *p) {
     /* a closed fd, waited for by a task and by looking */
     CHECK_RESULT(fsched_wait_fd(fds[0], FSCHED_READABLE, 10 * MS, NULL), FSCHED_ERR_INVALID_ARGUMENT);
     CHECK_RESULT(fsched_wait_fd(fds[0], FSCHED_READABLE, 0, NULL), FSCHED_ERR_INVALID_ARGUMENT);
+    /* ... one waited for while it was open, then closed: refused too, however short the
+       timeout (poll() backends learn of it from the poller, after the timer) */
+    make_pipe(fds);
+    put_byte(fds[1], 'c');
+    CHECK_OK(fsched_wait_fd(fds[0], FSCHED_READABLE, 1000 * MS, NULL));
+    close(fds[0]);
+    close(fds[1]);
+    for (k = 1; k <= 20; k++)
+        CHECK_RESULT(fsched_wait_fd(fds[0], FSCHED_READABLE, k * 1000, NULL),
+                     FSCHED_ERR_INVALID_ARGUMENT);
     CHECK_RESULT(fsched_close_fd(-3), FSCHED_ERR_INVALID_ARGUMENT);
     /* a regular file is always ready, as poll() says */
     f = tmpfile();
@@ -860,13 +884,19 @@ static int always_pending(void *user) {
     return 1;
 }
 
-/* Hook calls in `ms` milliseconds of an idle scheduler whose hook is always pending. */
-static int idle_hook_calls(uint64_t interval, int ms, uint64_t *elapsed) {
+/* Always pending too, and sets itself again at every call (an interval of 20 ms). */
+static int reinstalling_hook(void *user) {
+    CHECK_OK(fsched_set_poll(sched, reinstalling_hook, user, 20 * MS));
+    return always_pending(user);
+}
+
+/* Hook calls in `ms` milliseconds of an idle scheduler whose hook fn is always pending. */
+static int idle_calls_of(fsched_poll_fn fn, uint64_t interval, int ms, uint64_t *elapsed) {
     uint64_t t0;
     int n;
     STORE(&hook_calls, 0);
     t0 = now_ns();
-    CHECK_OK(fsched_set_poll(sched, always_pending, NULL, interval));
+    CHECK_OK(fsched_set_poll(sched, fn, NULL, interval));
     run_task(busy_task, NULL); /* a worker ran something, and ran out of work */
 #if TEST_THREADS
     {
@@ -882,6 +912,10 @@ static int idle_hook_calls(uint64_t interval, int ms, uint64_t *elapsed) {
     n = LOAD(&hook_calls);
     *elapsed = now_ns() - t0;
     return n;
+}
+
+static int idle_hook_calls(uint64_t interval, int ms, uint64_t *elapsed) {
+    return idle_calls_of(always_pending, interval, ms, elapsed);
 }
 
 static void set_event_task(void *p) { CHECK_OK(fsched_event_set((fsched_event *)p)); }
@@ -945,6 +979,15 @@ static void test_poll_intervals(void) {
     n = idle_hook_calls(0, 300, &elapsed);
     CHECK(n >= 1);
     CHECK((uint64_t)n <= 2 * (elapsed / 50000 + 20));
+    /* a hook that sets itself again at every call: at its interval too (each call woke
+       a sleeping worker to call it again: 4,660 calls in 0.5 s at 10 ms) */
+    n = idle_calls_of(reinstalling_hook, 20 * MS, 300, &elapsed);
+    CHECK(n >= 1);
+    if ((uint64_t)n > 2 * (elapsed / (20 * MS) + 20)) {
+        fprintf(stderr, "a hook that sets itself again: %d calls in %.0f ms\n", n,
+                (double)elapsed / 1e6);
+        CHECK(0);
+    }
     /* 1 ns: as often as the workers can, and the scheduler still runs tasks */
     {
         fsched_event e;
@@ -1654,6 +1697,45 @@ static void test_worker_hooks(void) {
     close(hooks_fds[0]);
     close(hooks_fds[1]);
 }
+
+/* ---- two schedulers' hooks, each changing the other's while both are being called ----
+   Each would wait for the other's call to end: a hook must not wait, so at least one
+   change is refused, and neither hangs. */
+
+typedef struct cross_hook {
+    fsched_sched *sched;
+    struct cross_hook *peer;
+    int arrived, done;
+    fsched_result r;
+} cross_hook;
+
+static int cross_hook_fn(void *p) {
+    cross_hook *h = (cross_hook *)p;
+    uint64_t until = now_ns() + 2000 * MS;
+    if (LOAD(&h->done)) return 0;
+    STORE(&h->arrived, 1);
+    while (!LOAD(&h->peer->arrived) && now_ns() < until) fsched__os_yield();
+    h->r = fsched_set_poll(h->peer->sched, cross_hook_fn, h->peer, 0);
+    STORE(&h->done, 1);
+    return 0;
+}
+
+static void test_hooks_cross(void) {
+    cross_hook h[2];
+    int k;
+    memset(h, 0, sizeof h);
+    for (k = 0; k < 2; k++) {
+        h[k].sched = test_sched_new(1);
+        h[k].peer = &h[1 - k];
+    }
+    for (k = 0; k < 2; k++) CHECK_OK(fsched_set_poll(h[k].sched, cross_hook_fn, &h[k], 0));
+    while (!LOAD(&h[0].done) || !LOAD(&h[1].done))
+        for (k = 0; k < 2; k++) run_task_on(h[k].sched, busy_task, NULL);
+    for (k = 0; k < 2; k++)
+        CHECK(h[k].r == FSCHED_OK || h[k].r == FSCHED_ERR_WRONG_STATE);
+    CHECK(h[0].r == FSCHED_ERR_WRONG_STATE || h[1].r == FSCHED_ERR_WRONG_STATE);
+    for (k = 0; k < 2; k++) CHECK_OK(fsched_destroy(h[k].sched));
+}
 #endif
 
 /* ---- fsched_close_fd on what nobody waits on, what is not open ---- */
@@ -1779,12 +1861,14 @@ static void test_close_among_many(void) {
         CHECK((waited[i] = dup(fds[0])) >= 0);
         CHECK_OK(fsched_wait_group_spawn(&wg, s, many_wait, (void *)(intptr_t)waited[i]));
     }
-    do { /* runs them if bound */
-        fsched_yield();
-        fsched__spin_lock(&poller_of(s)->lock);
-        records = poller_of(s)->records;
-        fsched__spin_unlock(&poller_of(s)->lock);
-    } while (records < (uint32_t)n);
+    /* every wait queued and watched, not only its record made: a close before that
+       would refuse the wait as one on an fd not open */
+    do fsched_yield(); /* runs them if bound */
+    while (FSCHED__LOAD(&s->fd_waits, FSCHED__RELAXED) < (uint32_t)n);
+    fsched__spin_lock(&poller_of(s)->lock);
+    records = poller_of(s)->records;
+    fsched__spin_unlock(&poller_of(s)->lock);
+    CHECK(records >= (uint32_t)n);
     lots = spare_closes(fds[0]);
     for (i = 0; i < n; i++) CHECK_OK(fsched_close_fd(waited[i]));
     CHECK_OK(fsched_wait_group_wait(&wg));
@@ -2022,6 +2106,7 @@ int main(int argc, char **argv) {
     run("wake from the poller", test_wake_from_poller);
     run("destroy cancels", test_destroy_cancels);
     run("worker hooks", test_worker_hooks);
+    run("hooks cross", test_hooks_cross);
 #endif
     printf("test_io: ok\n");
     return 0;

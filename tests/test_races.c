@@ -36,6 +36,9 @@
        wait on the fd is set up: that wait must end too (armed on the file being closed,
        it waited forever); and a wait on a new file that took the number after the close,
        before fsched_close_fd returned, must not be cancelled.
+   18. fork() while another thread's fsched_close_fd is about to close an fd: in the
+       child the fd stays open, and a wait on it must not be held for a close that no
+       thread there makes (it waited until its timeout).
 
    Seed 0 (FIBERSCHED_CHAOS_SEED=0) runs only the stalls; any other seed adds random
    perturbation at every point. */
@@ -54,6 +57,7 @@ int main(void) {
 #else
 
 #include <sched.h>
+#include <sys/wait.h>
 #include <time.h>
 
 static void stall_ms(unsigned ms) {
@@ -1326,6 +1330,80 @@ static void test_wait_while_closing(void) {
     CHECK_OK(fsched_destroy(s));
 }
 
+/* ---- 18: fork() while fsched_close_fd closes an fd ---- */
+
+static int t18_armed, t18_stalled, t18_go;
+
+static void t18_hook(fsched__point at) {
+    int one = 1;
+    if (at == FSCHED__AT_FD_CLOSE &&
+        __atomic_compare_exchange_n(&t18_armed, &one, 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+        STORE(&t18_stalled, 1);
+        await_flag(&t18_go);
+    }
+}
+
+typedef struct t18_wait_case {
+    int fd;
+    int ended;
+    fsched_result r;
+} t18_wait_case;
+
+static void t18_close(void *arg) { CHECK_OK(fsched_close_fd(*(int *)arg)); }
+
+static void t18_wait(void *arg) {
+    t18_wait_case *c = (t18_wait_case *)arg;
+    c->r = fsched_wait_fd(c->fd, FSCHED_WRITABLE, 2000000000ull, NULL);
+    c->ended = 1;
+}
+
+/* A wait on fd (an empty pipe's write end: writable) by a task of s, the bound thread's. */
+static fsched_result t18_wait_on(fsched_sched *s, int fd) {
+    t18_wait_case c;
+    c.fd = fd;
+    c.ended = 0;
+    CHECK_OK(fsched_spawn(s, t18_wait, &c));
+    while (!c.ended) fsched_sleep_for(1000000);
+    return c.r;
+}
+
+static void test_fork_while_closing(void) {
+    fsched_desc d;
+    fsched_sched *s;
+    test_thread closer;
+    int fds[2], status;
+    pid_t pid;
+    begin("18. fork() while fsched_close_fd closes an fd");
+#if defined(FSCHED__TSAN)
+    printf("test_races: 18 skipped (ThreadSanitizer sees a fork's child's fiber switches race)\n");
+    return;
+#endif
+    memset(&d, 0, sizeof d); /* the C library's allocator: its locks are fork-safe */
+    d.single_threaded = 1;
+    CHECK_OK(fsched_create(&d, &s));
+    CHECK_OK(fsched_bind(s));
+    CHECK(pipe(fds) == 0);
+    CHECK_OK(t18_wait_on(s, fds[1])); /* the poller is made */
+    STORE(&t18_stalled, 0);
+    STORE(&t18_go, 0);
+    STORE(&t18_armed, 1);
+    set_hook(t18_hook);
+    closer = thread_run(t18_close, &fds[1]);
+    await_flag(&t18_stalled);
+    fflush(stdout);
+    fflush(stderr);
+    CHECK((pid = fork()) >= 0);
+    if (pid == 0) _exit(t18_wait_on(s, fds[1]) == FSCHED_OK ? 0 : 1);
+    STORE(&t18_go, 1);
+    thread_join(closer);
+    set_hook(NULL);
+    CHECK(waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    close(fds[0]);
+    CHECK_OK(fsched_unbind());
+    CHECK_OK(fsched_destroy(s));
+}
+
 /* Usage: test_races [N ...] runs the tests numbered N, such as 3 or 3b (default: all). */
 int main(int argc, char **argv) {
     static void (*const tests[])(void) = {
@@ -1335,9 +1413,9 @@ int main(int argc, char **argv) {
         test_graph_rerun_races, test_woken_while_lock_held, test_mutex_no_convoy,
         test_bind_races_destroy, test_batch_published_while_searching, test_one_job_one_wake,
         test_frame_taken_back_or_claimed, test_slab_mapped_twice, test_wake_after_return, test_work_for_poller,
-        test_wait_while_closing};
+        test_wait_while_closing, test_fork_while_closing};
     static const char *const labels[] = {"1", "2", "3a", "3b", "3c", "4", "5",
-                                         "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16", "17"};
+                                         "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16", "17", "18"};
     size_t i;
     int k;
     test_watchdog(600);
