@@ -36,6 +36,8 @@
    FSCHED_ERR_OUT_OF_MEMORY), not a report. */
 FZ_EXTERN_C const char *__asan_default_options(void);
 FZ_EXTERN_C const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
+FZ_EXTERN_C const char *__tsan_default_options(void);
+FZ_EXTERN_C const char *__tsan_default_options(void) { return "allocator_may_return_null=1"; }
 
 /* ---- time ---- */
 
