@@ -265,17 +265,18 @@ void overflow_in_task(void *arg) {
     bottomless(0);
 }
 
-static volatile int half_taken;
+static int half_taken; /* atomic (relaxed: a flag that only says when to go on) */
 
 void overflow_in_join_half(void *arg) {
     (void)arg;
-    half_taken = 1;
+    FSCHED__STORE(&half_taken, 1, FSCHED__RELAXED);
     bottomless(0);
 }
 
 static void wait_until_taken(void *arg) {
     (void)arg;
-    while (!half_taken) fsched_yield(); /* until the other worker took the second half */
+    /* until the other worker took the second half */
+    while (!FSCHED__LOAD(&half_taken, FSCHED__RELAXED)) fsched_yield();
 }
 
 void overflow_in_loop(void *ctx, size_t lo, size_t hi) {
@@ -335,14 +336,15 @@ static void graph_task_named(void) {
    address, module and offset) */
 FSCHED_VOID_TASK(overflow_in_frame, int, unused) {
     (void)unused;
-    half_taken = 1;
+    FSCHED__STORE(&half_taken, 1, FSCHED__RELAXED);
     bottomless(0);
 }
 
 FSCHED_VOID_TASK(frame_parent, int, unused) {
     (void)unused;
     FSCHED_SPAWN(overflow_in_frame, 0);
-    while (!half_taken) fsched_yield(); /* until the other worker took the child */
+    /* until the other worker took the child */
+    while (!FSCHED__LOAD(&half_taken, FSCHED__RELAXED)) fsched_yield();
     FSCHED_SYNC(overflow_in_frame);
 }
 
