@@ -528,6 +528,9 @@ int main(void) {
 #endif
     /* Valgrind gives a program 128 GiB of address space: about 1,800 such trees */
     if (test_under_valgrind()) n /= 16;
+#if FIBERSCHED_CHAOS
+    n /= 4; /* perturbed, every step is slow: what counts here is the interleavings */
+#endif
     test_watchdog(600);
 #if FIBERSCHED_CHAOS && TEST_THREADS && (defined(__unix__) || defined(__APPLE__))
     test_unmark_while_offered();
