@@ -146,6 +146,13 @@ static void expect_signal(const child_result *r, int sig1, int sig2, const char 
 
 /* ---- overflow into the guard region ---- */
 
+/* Under qemu-user (the cross builds' tests) dladdr names neither symbol nor module in the
+   report, which then gives the address alone. */
+static int emulated(void) {
+    const char *e = getenv("FIBERSCHED_TEST_EMULATED");
+    return e && *e && strcmp(e, "0") != 0;
+}
+
 static volatile unsigned long long depth_limit = ~0ull; /* never reached */
 
 static FSCHED__NOINLINE unsigned long long bottomless(unsigned long long depth) {
@@ -369,7 +376,7 @@ static void test_jobs_named(void) {
         char expected[128];
         child_result r = run_child(cases[i].run);
         snprintf(expected, sizeof expected, "running the task whose function is %s",
-                 cases[i].function);
+                 emulated() ? "" : cases[i].function);
         expect_signal(&r, SIGSEGV, SIGBUS, expected);
     }
     {
@@ -377,6 +384,7 @@ static void test_jobs_named(void) {
         child_result r = run_child(frame_named);
         snprintf(expected, sizeof expected, "running the task whose function is at %p",
                  (void *)FSCHED__CODE(overflow_in_frame_fsched_run));
+        if (emulated()) expected[strlen("running the task whose function is ")] = 0;
         expect_signal(&r, SIGSEGV, SIGBUS, expected);
     }
 }
@@ -390,7 +398,7 @@ static void test_task_overflow(void) {
              "(a stack of %lu bytes) running the task whose function is at 0x",
              (unsigned long)(64 * 1024));
     expect_signal(&r, SIGSEGV, SIGBUS, expected);
-    CHECK(strstr(r.output, "test-overflow+0x"));
+    if (!emulated()) CHECK(strstr(r.output, "test-overflow+0x"));
     r = run_child(task_overflow_unhandled); /* opted out: a plain fault */
     expect_signal(&r, SIGSEGV, SIGBUS, NULL);
     CHECK(!strstr(r.output, "stack overflow"));
