@@ -15,7 +15,7 @@
    receive every item once, in order. Linear pipelines: 1 to 4 stages of every mode and
    odd max_in_flight, checked for every item once and serial stages in order.
 
-   Input: a header (the scheduler), then operations (see op_read). */
+   Input: a header (the scheduler), then operations (see drive). */
 #define _GNU_SOURCE
 #define FIBERSCHED_IMPLEMENTATION
 #include "../../fibersched.h"
