@@ -3,10 +3,11 @@
    Graphs: tasks with odd descs (priorities, costs, worker sets the scheduler may lack,
    on_caller), edges checked against a reachability oracle kept here (an edge is
    refused exactly when it would close a cycle), runs, waits with timeouts, cancels and
-   re-runs from the driver, plain threads and tasks; tasks that fail, publish results,
-   add tasks and edges while running and misuse their own graph (wait, run, destroy
-   from inside). After each run every edge held (a task started after each predecessor
-   finished), the outcome's counts add up, and the states follow the policy.
+   re-runs from the driver, plain threads (waiting at once, or only once joined) and
+   tasks; tasks that fail, publish results, add tasks and edges while running and
+   misuse their own graph (wait, run, destroy from inside). After each run every edge
+   held (a task started after each predecessor finished), the outcome's counts add up,
+   and the states follow the policy.
 
    Pipelines: a chain producer -> [modify | peek]* -> consumer over hubs of 1 to 3
    envelopes, advances completed inline or later from another thread, run by the
@@ -14,7 +15,7 @@
    receive every item once, in order. Linear pipelines: 1 to 4 stages of every mode and
    odd max_in_flight, checked for every item once and serial stages in order.
 
-   Input: a header (the scheduler), then operations (see op_read). */
+   Input: a header (the scheduler), then operations (see drive). */
 #define _GNU_SOURCE
 #define FIBERSCHED_IMPLEMENTATION
 #include "../../fibersched.h"
@@ -60,6 +61,7 @@ struct world {
     FZ_ATOMIC(int) results_live;
     fz_thread threads[FZ_THREADS_MAX];
     int n_threads;
+    FZ_ATOMIC(int) joining; /* the driver joins the plain threads */
     fz_actor *driver;
 };
 
@@ -549,6 +551,32 @@ static void *wait_thread(void *p) {
     return NULL;
 }
 
+/* A plain thread that begins its wait as late as it can: when the driver joins it. */
+static void *late_wait_thread(void *p) {
+    world *w = (world *)p;
+    while (!w->joining) fz_nap(20 * FZ_US);
+    return wait_thread(p);
+}
+
+/* Joins the plain threads. A thread's wait describes the run that is current when the
+   wait begins, which may be a run the driver began after it started the thread; on a
+   single-threaded scheduler only the driver's own waits run that run's tasks, so the
+   driver ends the run before it joins. */
+static void join_threads(world *w) {
+    fz_actor *d = w->driver;
+    const char *step = d->step;
+    int k;
+    if (!w->n_threads) return;
+    fz_step(d, "the last wait before joining the plain threads", d->op);
+    if (w->running) graph_wait(w, 0, 0);
+    fz_step(d, "joining the plain threads", d->op);
+    w->joining = 1;
+    for (k = 0; k < w->n_threads; k++) fz_thread_join(&w->threads[k]);
+    w->joining = 0;
+    w->n_threads = 0;
+    fz_step(d, step, d->op);
+}
+
 static void drive(world *w, fz_in *in) {
     uint32_t i;
     for (i = 1; i <= FZ_OPS_MAX && !fz_done(in); i++) {
@@ -561,7 +589,8 @@ static void drive(world *w, fz_in *in) {
         case OP_WAIT: {
             uint8_t how = fz_u8(in);
             if (how & 1 && w->running && w->n_threads < FZ_THREADS_MAX)
-                FZ_CHECK(fz_thread_start(&w->threads[w->n_threads++], wait_thread, w));
+                FZ_CHECK(fz_thread_start(&w->threads[w->n_threads++],
+                                         how & 4 ? late_wait_thread : wait_thread, w));
             graph_wait(w, fz_timeout(in), how & 2);
             break;
         }
@@ -573,9 +602,7 @@ static void drive(world *w, fz_in *in) {
             break;
         case OP_DESTROY_GRAPH: {
             fsched_result r;
-            int k;
-            for (k = 0; k < w->n_threads; k++) fz_thread_join(&w->threads[k]);
-            w->n_threads = 0;
+            join_threads(w);
             r = fsched_graph_destroy(w->g);
             /* a run not yet waited for may have ended */
             if (w->running) FZ_EXPECT(r, "fsched_graph_destroy", FSCHED_OK, FSCHED_ERR_WRONG_STATE);
@@ -630,7 +657,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fsched_graph_desc gd;
     fsched_allocator a;
     uint8_t shape;
-    int k;
     FZ_CHECK(w != NULL);
     fz_input_begin();
     w->driver = fz_actor_new();
@@ -660,7 +686,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         drive(w, &in);
         fz_step(w->driver, "the last wait", 0);
         if (w->running) graph_wait(w, 0, 0);
-        for (k = 0; k < w->n_threads; k++) fz_thread_join(&w->threads[k]);
+        join_threads(w);
         FZ_EXPECT(fsched_graph_destroy(w->g), "fsched_graph_destroy", FSCHED_OK);
     } else {
         FZ_CHECK(w->failing);

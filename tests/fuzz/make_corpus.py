@@ -132,6 +132,9 @@ def graph():
         seeds.append(multi + [LINEAR, how, 25])
     seeds.append(single + [LINEAR, 0x15, 10])
     seeds.append([0x05, 1, 20, 0] + diamond(1, 1, 1, 1) + [RUN, WAIT, 0, PIPE, 1, 0, 4])
+    # a plain thread that begins its wait only when joined, during a later run
+    for head in (multi, single):
+        seeds.append(head + diamond() + [RUN, WAIT, 5, 0, RUN, DESTROY])
     write("graph", seeds)
 
 
