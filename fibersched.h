@@ -1257,7 +1257,9 @@ FIBERSCHED_API fsched_result fsched_graph_run(fsched_graph *g, fsched_sched *s);
    NULL. Returns how the run ended (out->result: FSCHED_OK when every task finished), or
    an error of the call itself, out left alone: FSCHED_ERR_WRONG_STATE when g never ran
    or when called from one of g's own tasks, FSCHED_ERR_INVALID_ARGUMENT. A task waits by
-   suspending; any other thread blocks. */
+   suspending; any other thread blocks. On a single-threaded scheduler the run's tasks run
+   only while its bound thread waits, so another thread's wait ends once that thread has
+   waited (for this run, or for anything else long enough). */
 FIBERSCHED_API fsched_result fsched_graph_wait(fsched_graph *g, fsched_graph_outcome *out);
 
 /* fsched_graph_wait with a relative timeout: FSCHED_ERR_TIMEOUT when the run goes on. */
