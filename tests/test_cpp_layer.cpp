@@ -409,6 +409,28 @@ void test_graph(fsched_sched *s) {
         CHECK(ran.load() == 101);
     }
 
+    // a running task adds to its own graph (a task of that run only); a callable copied
+    // from a const lvalue
+    {
+        fsched::graph g;
+        CHECK_OK(g.create());
+        std::atomic<int> added_ran(0), adder_ran(0);
+        const auto count_added = [&added_ran] { added_ran++; };
+        CHECK_OK(g.add([&](fsched_graph_task *self) {
+            fsched_graph_task *added = nullptr;
+            CHECK(fsched_graph_task_graph(self) == g.get());
+            CHECK_OK(g.add(count_added, &added, "added"));
+            CHECK(added != nullptr);
+            adder_ran++;
+        }));
+        for (int run = 1; run <= 3; run++) {
+            CHECK_OK(g.run(s));
+            CHECK_OK(g.wait());
+            CHECK(adder_ran.load() == run && added_ran.load() == run);
+            CHECK(fsched_graph_task_count(g.get()) == 2);
+        }
+    }
+
     // wait_for while a task blocks, then cancel: what has not started does not
     {
         fsched::graph g;
