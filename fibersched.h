@@ -28,9 +28,10 @@
    - a single-threaded mode, and builds without threads (FIBERSCHED_NO_THREADS) or without
      any operating system (FIBERSCHED_NO_OS);
    - for C++ (11 or later), an optional layer in namespace fsched, at the end of the
-     file: spawn, join, parallel_for and wait groups taking any callable (capturing
-     lambdas, move-only ones), owners for the scheduler and the synchronisation objects
-     (fsched::mutex works with std::lock_guard and std::unique_lock), and exceptions
+     file: spawn, join, parallel_for, parallel_reduce, wait groups and graphs taking any
+     callable (capturing lambdas, move-only ones), owners for the scheduler, a thread's
+     binding and the synchronisation objects (fsched::mutex works with std::lock_guard
+     and std::unique_lock), and exceptions
      that escape a task rethrown at the join or wait that observes them;
    - for gdb, tools/fibersched-gdb.py: `info fibers` and `fiber bt`.
 
