@@ -28,9 +28,10 @@
    - a single-threaded mode, and builds without threads (FIBERSCHED_NO_THREADS) or without
      any operating system (FIBERSCHED_NO_OS);
    - for C++ (11 or later), an optional layer in namespace fsched, at the end of the
-     file: spawn, join, parallel_for and wait groups taking any callable (capturing
-     lambdas, move-only ones), owners for the scheduler and the synchronisation objects
-     (fsched::mutex works with std::lock_guard and std::unique_lock), and exceptions
+     file: spawn, join, parallel_for, parallel_reduce, wait groups and graphs taking any
+     callable (capturing lambdas, move-only ones), owners for the scheduler, a thread's
+     binding and the synchronisation objects (fsched::mutex works with std::lock_guard
+     and std::unique_lock), and exceptions
      that escape a task rethrown at the join or wait that observes them;
    - for gdb, tools/fibersched-gdb.py: `info fibers` and `fiber bt`.
 
@@ -13203,21 +13204,32 @@ FIBERSCHED_API const char *fsched_version_string(void) {
        fsched_result spawn(fsched_sched *s, F &&f, const char *name = nullptr);
        fsched_result join(A &&a, B &&b);
        fsched_result parallel_for(size_t begin, size_t end, size_t grain, F &&body);
-       class scheduler, wait_group, mutex, condition_variable, event, semaphore;
+       fsched_result parallel_reduce(size_t begin, size_t end, size_t grain,
+                                     const T &identity, Body &&body, Combine &&combine,
+                                     T &result);
+       class scheduler, bind_guard, wait_group, graph, mutex, condition_variable, event,
+             semaphore;
        void sleep_for(std::chrono::duration), yield();
 
-   Tasks take any callable: capturing lambdas, move-only ones, function pointers. join and
-   parallel_for are synchronous and call the caller's callables where they are (no
-   allocation); spawn and wait_group::spawn move (or copy) the callable into a block of
-   their own (operator new), which the task destroys once it has run. The parallel_for
-   body takes one index, `(size_t i)`, or a subrange, `(size_t lo, size_t hi)`.
+   Tasks take any callable: capturing lambdas, move-only ones, function pointers. join,
+   parallel_for and parallel_reduce are synchronous and call the caller's callables where
+   they are (no allocation, but for reduction accumulators over 256 bytes); spawn,
+   wait_group::spawn and graph::add move (or copy) the callable into a block of their own
+   (operator new), which a spawned task destroys once it has run and a graph when it is
+   destroyed. Shapes: a task is called as f() (a graph task also as f(fsched_graph_task
+   *self), returning void or an int status); a parallel_for body takes `(size_t i)` or
+   `(size_t lo, size_t hi)`; a parallel_reduce body the same followed by `T &acc`, and its
+   combine `(T &acc, T &&other)`. A callable of another shape is a compile error from a
+   static_assert that names the shapes.
 
    Failures are results, as in C: fsched_result, [[nodiscard]] under C++17 for the calls
    whose failure means that something did not run or did not wait. mutex and
    condition_variable, shaped after the standard ones so that std::lock_guard and
    std::unique_lock work with them, report a failed lock or wait (misuse only) as those
    do, with std::system_error (result_category() names the fsched_result); without
-   exceptions they print a line and abort.
+   exceptions they print a line and abort. bind_guard, whose constructor has no result to
+   return either, throws std::system_error when the bind fails; without exceptions it
+   keeps the failure for its result().
 
    EXCEPTIONS (when the compiler has them on). An exception that escapes a callable is
    caught on the fiber that ran it, never unwinding through the library's C frames, and
@@ -13225,15 +13237,18 @@ FIBERSCHED_API const char *fsched_version_string(void) {
    - join(a, b): once both have returned; a's exception when both threw;
    - parallel_for: once every call has returned, the first exception; the calls that
      begin after one threw skip the body (calls already running go on);
+   - parallel_reduce: as parallel_for, for the body, combine and the copies of identity;
    - wait_group::wait, and a wait_for that returns FSCHED_OK: the first exception of the
      group's tasks since the last wait;
+   - graph::wait, and a wait_for that finds the run ended: the exception of the run's
+     first failed task (the outcome's `failed`) when that task threw;
    - FSCHED_SYNC: the child's exception, wherever it ran; FSCHED_RUN: the root's. A task
      that an exception leaves first waits for the children other workers took from it,
      dropping their exceptions, and drops those nobody took, unrun (see spawn and sync);
    - spawn: nothing observes a detached task. Its exception goes to the unobserved-
      exception handler (set_unobserved_exception_handler), whose default prints one line
      to stderr (with what() for a std::exception) and drops it. So does an exception
-     that a wait_group still holds when it is destroyed.
+     that a wait_group, or a graph's last run, still holds when it is destroyed.
    The exceptions not rethrown are dropped. Nothing here calls std::terminate. Under
    -fno-exceptions (in every translation unit of the program alike) the layer is the
    same, without the catching and without the handler.
@@ -13337,6 +13352,17 @@ inline void check(fsched_result r, const char *what) {
     if (r != FSCHED_OK) fail(r, what);
 }
 
+/* A failure where the caller keeps r for the user to query: thrown as fail throws it
+   when exceptions are on; without them, left to the query. */
+inline void throw_or_keep(fsched_result r, const char *what) {
+#if FSCHED__CPP_EXCEPTIONS
+    fail(r, what);
+#else
+    (void)r;
+    (void)what;
+#endif
+}
+
 /* A timed call: true when it succeeded, false when it timed out. */
 inline bool timed(fsched_result r, const char *what) {
     if (r == FSCHED_ERR_TIMEOUT) return false;
@@ -13356,12 +13382,133 @@ std::uint64_t to_ns(const std::chrono::duration<Rep, Period> &d) noexcept {
     return static_cast<std::uint64_t>(ns.count());
 }
 
+/* ---- the shapes of callables ----
+   Told apart by what a callable can be called with (an index is a declval<size_t>(), not
+   size_t(), which GCC takes for a null pointer). A call that matches no shape is left out
+   (it does nothing), so that the public call's static_assert, which names the shapes it
+   takes, is the only error. */
+
+template <int N> struct shape : std::integral_constant<int, N> {};
+
+template <class F, class = void> struct takes_nothing : std::false_type {};
+template <class F>
+struct takes_nothing<F, decltype(void(std::declval<F &>()()))> : std::true_type {};
+
+/* A task: f(). */
+template <class F> void call_task(F &f, std::true_type) { f(); }
+template <class F> void call_task(F &, std::false_type) {}
+template <class F> void call_task(F &f) { call_task(f, takes_nothing<F>()); }
+
+/* A loop body: body(lo, hi) for a subrange (2), else body(i) for each index (1). */
+template <class F, class = void> struct takes_range : std::false_type {};
+template <class F>
+struct takes_range<F, decltype(void(std::declval<F &>()(std::declval<std::size_t>(),
+                                                        std::declval<std::size_t>())))>
+    : std::true_type {};
+template <class F, class = void> struct takes_index : std::false_type {};
+template <class F>
+struct takes_index<F, decltype(void(std::declval<F &>()(std::declval<std::size_t>())))>
+    : std::true_type {};
+template <class F>
+struct body_shape : shape<takes_range<F>::value ? 2 : takes_index<F>::value ? 1 : 0> {};
+
+template <class F> void call_body(F &body, std::size_t lo, std::size_t hi, shape<2>) {
+    body(lo, hi);
+}
+template <class F> void call_body(F &body, std::size_t lo, std::size_t hi, shape<1>) {
+    for (; lo < hi; ++lo) body(lo);
+}
+template <class F> void call_body(F &, std::size_t, std::size_t, shape<0>) {}
+
+/* A reduction's body: body(lo, hi, acc) for a subrange (2), else body(i, acc) (1). */
+template <class F, class T, class = void> struct folds_range : std::false_type {};
+template <class F, class T>
+struct folds_range<F, T,
+                   decltype(void(std::declval<F &>()(std::declval<std::size_t>(),
+                                                     std::declval<std::size_t>(),
+                                                     std::declval<T &>())))>
+    : std::true_type {};
+template <class F, class T, class = void> struct folds_index : std::false_type {};
+template <class F, class T>
+struct folds_index<F, T,
+                   decltype(void(std::declval<F &>()(std::declval<std::size_t>(),
+                                                     std::declval<T &>())))>
+    : std::true_type {};
+template <class F, class T>
+struct fold_shape : shape<folds_range<F, T>::value ? 2 : folds_index<F, T>::value ? 1 : 0> {};
+
+template <class F, class T>
+void call_fold(F &body, std::size_t lo, std::size_t hi, T &acc, shape<2>) {
+    body(lo, hi, acc);
+}
+template <class F, class T>
+void call_fold(F &body, std::size_t lo, std::size_t hi, T &acc, shape<1>) {
+    for (; lo < hi; ++lo) body(lo, acc);
+}
+template <class F, class T> void call_fold(F &, std::size_t, std::size_t, T &, shape<0>) {}
+
+/* A reduction's combine: combine(acc, std::move(other)) merges into acc and returns
+   nothing (1), or returns the merged value, assigned to acc (2). */
+template <class T, class R>
+struct merge_result
+    : shape<std::is_void<R>::value ? 1 : std::is_assignable<T &, R>::value ? 2 : 0> {};
+template <class C, class T, class = void> struct merge_shape : shape<0> {};
+template <class C, class T>
+struct merge_shape<C, T,
+                   decltype(void(std::declval<C &>()(std::declval<T &>(), std::declval<T &&>())))>
+    : merge_result<T, decltype(std::declval<C &>()(std::declval<T &>(), std::declval<T &&>()))> {};
+
+template <class C, class T> void call_merge(C &combine, T &acc, T &other, shape<1>) {
+    combine(acc, std::move(other));
+}
+template <class C, class T> void call_merge(C &combine, T &acc, T &other, shape<2>) {
+    acc = combine(acc, std::move(other));
+}
+template <class C, class T> void call_merge(C &, T &, T &, shape<0>) {}
+
+/* A graph task: f(self) or f(), returning nothing (success) or a status (an int; not a
+   bool, whose true would read as a failure). Shapes 4 and 3: f(self), returning nothing
+   or a status; 2 and 1: f(), likewise. */
+template <class R>
+struct returns : shape<std::is_void<R>::value ? 2
+                       : std::is_convertible<R, int>::value &&
+                               !std::is_same<typename std::decay<R>::type, bool>::value
+                           ? 1
+                           : 0> {};
+template <class F, class = void> struct self_shape : shape<0> {};
+template <class F>
+struct self_shape<F, decltype(void(std::declval<F &>()(std::declval<fsched_graph_task *>())))>
+    : returns<decltype(std::declval<F &>()(std::declval<fsched_graph_task *>()))> {};
+template <class F, class = void> struct plain_shape : shape<0> {};
+template <class F>
+struct plain_shape<F, decltype(void(std::declval<F &>()()))>
+    : returns<decltype(std::declval<F &>()())> {};
+template <class F>
+struct graph_shape
+    : shape<self_shape<F>::value ? self_shape<F>::value + 2 : plain_shape<F>::value> {};
+
+template <class F> int call_graph_task(F &f, fsched_graph_task *self, shape<4>) {
+    f(self);
+    return 0;
+}
+template <class F> int call_graph_task(F &f, fsched_graph_task *self, shape<3>) {
+    return static_cast<int>(f(self));
+}
+template <class F> int call_graph_task(F &f, fsched_graph_task *, shape<2>) {
+    f();
+    return 0;
+}
+template <class F> int call_graph_task(F &f, fsched_graph_task *, shape<1>) {
+    return static_cast<int>(f());
+}
+template <class F> int call_graph_task(F &, fsched_graph_task *, shape<0>) { return 0; }
+
 #if FSCHED__CPP_EXCEPTIONS
-/* Calls f and keeps what it throws in *thrown. The catch block only takes the exception:
+/* Calls f() and keeps what it throws in *thrown. The catch block only takes the exception:
    it must not wait (see the caveat above). */
 template <class F> void call_catching(F &f, std::exception_ptr *thrown) noexcept {
     try {
-        f();
+        call_task(f);
     } catch (...) {
         *thrown = std::current_exception();
     }
@@ -13431,8 +13578,26 @@ inline void report_unobserved(std::exception_ptr error) noexcept {
     }
 }
 #else
-struct first_error {}; /* nothing is caught: nothing to keep */
+struct first_error { /* nothing is caught: nothing to keep */
+    bool failed() const noexcept { return false; }
+};
 #endif
+
+/* Calls f(); with exceptions, what it throws is offered to `errors` instead. Whether f
+   returned. */
+template <class F> bool call_offering(F f, first_error &errors) noexcept {
+#if FSCHED__CPP_EXCEPTIONS
+    std::exception_ptr e;
+    call_catching(f, &e);
+    if (!e) return true;
+    errors.offer(std::move(e));
+    return false;
+#else
+    (void)errors;
+    call_task(f);
+    return true;
+#endif
+}
 
 #if FSCHED__CPP_EXCEPTIONS
 /* ---- spawn and sync (FSCHED_TASK): what the macros call ---- */
@@ -13526,26 +13691,10 @@ template <class F> struct join_side {
 #if FSCHED__CPP_EXCEPTIONS
         call_catching(side->fn, &side->error);
 #else
-        side->fn();
+        call_task(side->fn);
 #endif
     }
 };
-
-/* The two shapes of a loop body, told apart by what it can be called with. */
-template <class F, class = void> struct takes_range : std::false_type {};
-template <class F>
-struct takes_range<F, decltype(void(std::declval<F &>()(std::size_t(), std::size_t())))>
-    : std::true_type {};
-template <class F, class = void> struct takes_index : std::false_type {};
-template <class F>
-struct takes_index<F, decltype(void(std::declval<F &>()(std::size_t())))> : std::true_type {};
-
-template <class F> void call_body(F &body, std::size_t lo, std::size_t hi, std::true_type) {
-    body(lo, hi);
-}
-template <class F> void call_body(F &body, std::size_t lo, std::size_t hi, std::false_type) {
-    for (; lo < hi; ++lo) body(lo);
-}
 
 template <class F> struct loop {
     F &body;
@@ -13553,16 +13702,8 @@ template <class F> struct loop {
     explicit loop(F &f) noexcept : body(f) {}
     static void run(void *p, std::size_t lo, std::size_t hi) noexcept {
         loop *l = static_cast<loop *>(p);
-#if FSCHED__CPP_EXCEPTIONS
         if (l->errors.failed()) return; /* cancelled: a call threw */
-        auto subrange = [&] { call_body(l->body, lo, hi, takes_range<F>()); };
-        std::exception_ptr e;
-        call_catching(subrange, &e);
-        /* every call returns before fsched_parallel_for does, and the take after it */
-        if (e) l->errors.offer(std::move(e));
-#else
-        call_body(l->body, lo, hi, takes_range<F>());
-#endif
+        (void)call_offering([&] { call_body(l->body, lo, hi, body_shape<F>()); }, l->errors);
     }
 };
 
@@ -13583,7 +13724,7 @@ template <class F> struct owned_task {
         if (errors) errors->offer(std::move(e));
         else report_unobserved(std::move(e));
 #else
-        t->fn();
+        call_task(t->fn);
         delete t;
 #endif
     }
@@ -13600,6 +13741,111 @@ fsched_result spawn_owned(fsched_wait_group *wg, first_error *errors, fsched_sch
     if (r != FSCHED_OK) delete t;
     return r;
 }
+
+/* ---- reductions ---- */
+
+template <class T> struct exactly {
+    typedef T type; /* a parameter of this type takes no part in deducing T */
+};
+
+/* An accumulator in the bytes fsched_parallel_reduce gives it: a byte that says whether
+   its T was constructed (not when copying the identity threw, nor after a failure), then
+   the T at its alignment (the C call aligns the bytes to 16 only: size leaves room). */
+template <class T> struct accumulator {
+    static const std::size_t size = alignof(T) + sizeof(T);
+    static unsigned char &live(void *acc) noexcept { return *static_cast<unsigned char *>(acc); }
+    static T &value(void *acc) noexcept {
+        std::uintptr_t at = reinterpret_cast<std::uintptr_t>(acc) + 1;
+        return *reinterpret_cast<T *>((at + alignof(T) - 1) / alignof(T) * alignof(T));
+    }
+    /* Destroys the reduction's own accumulator however the call ends. */
+    struct root {
+        unsigned char bytes[size];
+        root() noexcept { bytes[0] = 0; }
+        ~root() {
+            if (live(bytes)) value(bytes).~T();
+        }
+    };
+};
+
+/* The callbacks of fsched_parallel_reduce over the caller's callables. After a call threw,
+   those that begin later do nothing: no copies of the identity, no folds, no combines. */
+template <class T, class Body, class Combine> struct reduction {
+    typedef accumulator<T> acc;
+    const T &identity;
+    Body &body;
+    Combine &combine;
+    first_error errors;
+    reduction(const T &i, Body &b, Combine &c) noexcept : identity(i), body(b), combine(c) {}
+
+    static void init(void *ctx, void *a) noexcept {
+        reduction *r = static_cast<reduction *>(ctx);
+        acc::live(a) = 0;
+        if (r->errors.failed()) return;
+        acc::live(a) =
+            r->attempt([&] { new (static_cast<void *>(&acc::value(a))) T(r->identity); });
+    }
+    static void fold(void *ctx, std::size_t lo, std::size_t hi, void *a) noexcept {
+        reduction *r = static_cast<reduction *>(ctx);
+        if (!acc::live(a) || r->errors.failed()) return;
+        (void)r->attempt([&] { call_fold(r->body, lo, hi, acc::value(a), fold_shape<Body, T>()); });
+    }
+    static void merge(void *ctx, void *a, const void *o) noexcept {
+        reduction *r = static_cast<reduction *>(ctx);
+        void *other = const_cast<void *>(o); /* our bytes, which the C call reads no more */
+        if (!acc::live(other)) return;
+        if (acc::live(a) && !r->errors.failed())
+            (void)r->attempt([&] {
+                call_merge(r->combine, acc::value(a), acc::value(other), merge_shape<Combine, T>());
+            });
+        acc::value(other).~T();
+    }
+
+private:
+    /* 1 when f returned, 0 when it threw (offered to errors) */
+    template <class F> unsigned char attempt(F f) noexcept {
+        return call_offering(f, errors) ? 1 : 0;
+    }
+};
+
+/* ---- graphs ---- */
+
+/* A graph task's callable, owned by the fsched::graph it was added to, on the graph's
+   list until the graph is destroyed. `thrown` keeps what the callable threw in the task's
+   last run until a wait takes it (emptied as the task starts again). */
+struct graph_callable {
+    graph_callable *next;
+    fsched_graph_task *task;
+    first_error thrown;
+    graph_callable() noexcept : next(nullptr), task(nullptr) {}
+    graph_callable(const graph_callable &) = delete;
+    graph_callable &operator=(const graph_callable &) = delete;
+    virtual ~graph_callable() {}
+};
+
+/* A task that throws fails with this status, its exception kept for the wait. */
+const int graph_task_threw = static_cast<int>(FSCHED_ERR_TASK_FAILED);
+
+template <class F> struct graph_task final : graph_callable {
+    F fn;
+    template <class G> explicit graph_task(G &&g) : fn(std::forward<G>(g)) {}
+    static int run(fsched_graph_task *self, void *p) noexcept {
+        graph_task *t = static_cast<graph_task *>(p);
+        int status = 0;
+        t->forget_thrown();
+        if (!call_offering([&] { status = call_graph_task(t->fn, self, graph_shape<F>()); },
+                           t->thrown))
+            return graph_task_threw;
+        return status;
+    }
+
+private:
+    void forget_thrown() noexcept {
+#if FSCHED__CPP_EXCEPTIONS
+        if (thrown.failed()) (void)thrown.take(); /* the last run's, which nobody took */
+#endif
+    }
+};
 
 } // namespace detail
 
@@ -13621,12 +13867,17 @@ set_unobserved_exception_handler(unobserved_exception_handler h) noexcept {
    is destroyed and the task does not run. Any thread. */
 template <class F>
 FSCHED__NODISCARD fsched_result spawn(fsched_sched *s, F &&f, const char *name = nullptr) {
+    static_assert(detail::takes_nothing<typename std::decay<F>::type>::value,
+                  "fsched::spawn: the task is called with no arguments, as f()");
     return detail::spawn_owned(nullptr, nullptr, s, std::forward<F>(f), name);
 }
 
 /* Runs a() and b(), possibly in parallel, as fsched_join (from a task or bound thread),
    then rethrows a's exception, else b's. No allocation. */
 template <class A, class B> FSCHED__NODISCARD fsched_result join(A &&a, B &&b) {
+    static_assert(detail::takes_nothing<typename std::remove_reference<A>::type>::value &&
+                      detail::takes_nothing<typename std::remove_reference<B>::type>::value,
+                  "fsched::join: both callables are called with no arguments, as a() and b()");
     detail::join_side<typename std::remove_reference<A>::type> side_a(a);
     detail::join_side<typename std::remove_reference<B>::type> side_b(b);
     fsched_result r = fsched_join(&side_a.run, &side_a, &side_b.run, &side_b);
@@ -13645,7 +13896,7 @@ template <class F>
 FSCHED__NODISCARD fsched_result parallel_for(std::size_t begin, std::size_t end,
                                              std::size_t grain, F &&body) {
     typedef typename std::remove_reference<F>::type body_type;
-    static_assert(detail::takes_range<body_type>::value || detail::takes_index<body_type>::value,
+    static_assert(detail::body_shape<body_type>::value != 0,
                   "fsched::parallel_for: the body takes (size_t i) or (size_t lo, size_t hi)");
     detail::loop<body_type> l(body);
     fsched_result r = fsched_parallel_for(begin, end, grain, &l.run, &l);
@@ -13653,6 +13904,45 @@ FSCHED__NODISCARD fsched_result parallel_for(std::size_t begin, std::size_t end,
     std::exception_ptr e = l.errors.take();
     if (e) std::rethrow_exception(e);
 #endif
+    return r;
+}
+
+/* Reduces [begin, end) in parallel into result, split as fsched_parallel_reduce splits
+   (from a task or bound thread). Each piece folds into an accumulator of its own, a copy
+   of identity: body(lo, hi, acc) for each subrange when body can be called so, else
+   body(i, acc) for each index. combine(acc, std::move(other)) merges a right-hand
+   accumulator into a left-hand one, always in range order (so it need only be
+   associative): in place, returning nothing, or returning the merged value, which is
+   assigned to acc (std::plus<T>() does). The accumulators live on the stack where they
+   fit in 256 bytes with their alignment; larger ones are allocated. result gets the
+   reduced value (identity for an empty range) when the call returns FSCHED_OK, and is
+   left alone when it fails or throws. T is result's type; identity converts to it.
+   After a call (of the body, of combine, or a copy of identity) threw, the calls not yet
+   begun do nothing, and the first exception is rethrown once all calls have returned. */
+template <class T, class Body, class Combine>
+FSCHED__NODISCARD fsched_result parallel_reduce(std::size_t begin, std::size_t end,
+                                                std::size_t grain,
+                                                const typename detail::exactly<T>::type &identity,
+                                                Body &&body, Combine &&combine, T &result) {
+    typedef typename std::remove_reference<Body>::type body_type;
+    typedef typename std::remove_reference<Combine>::type combine_type;
+    static_assert(detail::fold_shape<body_type, T>::value != 0,
+                  "fsched::parallel_reduce: the body takes (size_t i, T &acc) or "
+                  "(size_t lo, size_t hi, T &acc)");
+    static_assert(detail::merge_shape<combine_type, T>::value != 0,
+                  "fsched::parallel_reduce: combine takes (T &acc, T &&other) and merges other "
+                  "into acc, or returns the merged T");
+    typedef detail::reduction<T, body_type, combine_type> reduction;
+    typedef detail::accumulator<T> acc;
+    reduction red(identity, body, combine);
+    typename acc::root root;
+    fsched_result r = fsched_parallel_reduce(begin, end, grain, acc::size, &reduction::init,
+                                             &reduction::fold, &reduction::merge, &red, root.bytes);
+#if FSCHED__CPP_EXCEPTIONS
+    std::exception_ptr e = red.errors.take();
+    if (e) std::rethrow_exception(e);
+#endif
+    if (r == FSCHED_OK) result = std::move(acc::value(root.bytes));
     return r;
 }
 
@@ -13704,6 +13994,30 @@ private:
     fsched_sched *s_;
 };
 
+/* Binds the calling thread to s for the guard's scope (fsched_bind) and unbinds it at the
+   end (fsched_unbind, which first runs the tasks left in the thread's own deque). When
+   the bind fails (the thread is already bound or is a worker; no slot left), the
+   constructor throws std::system_error with the fsched_result as its code; without
+   exceptions, the guard keeps the failure for result() and unbinds nothing. Neither
+   copyable nor movable: it belongs to its thread's scope. */
+class bind_guard {
+public:
+    explicit bind_guard(fsched_sched *s) : r_(fsched_bind(s)) {
+        if (r_ != FSCHED_OK) detail::throw_or_keep(r_, "fsched::bind_guard");
+    }
+    bind_guard(const bind_guard &) = delete;
+    bind_guard &operator=(const bind_guard &) = delete;
+    ~bind_guard() {
+        if (r_ == FSCHED_OK) (void)fsched_unbind();
+    }
+    /* FSCHED_OK while the thread is bound by this guard, else why the bind failed. */
+    fsched_result result() const noexcept { return r_; }
+    explicit operator bool() const noexcept { return r_ == FSCHED_OK; }
+
+private:
+    fsched_result r_;
+};
+
 /* Tasks spawned into a group, waited for together. wait rethrows the first exception of
    the group's tasks. The destructor waits for the tasks still counted (they use their
    captures and this group) however long that takes: also when its wait is refused as
@@ -13729,6 +14043,8 @@ public:
     /* Runs f() as a task on s counted by this group; as fsched::spawn otherwise. */
     template <class F>
     FSCHED__NODISCARD fsched_result spawn(fsched_sched *s, F &&f, const char *name = nullptr) {
+        static_assert(detail::takes_nothing<typename std::decay<F>::type>::value,
+                      "fsched::wait_group::spawn: the task is called with no arguments, as f()");
         return detail::spawn_owned(&wg_, &errors_, s, std::forward<F>(f), name);
     }
     /* fsched_wait_group_wait; then, on FSCHED_OK, rethrows the first exception. */
@@ -13751,6 +14067,196 @@ private:
     }
     fsched_wait_group wg_;
     detail::first_error errors_;
+};
+
+/* Owns a dependency graph (fsched_graph, see "dependency graphs") whose tasks are
+   callables. create makes the C graph; add takes a callable, moved or copied into a
+   block the graph owns until it is destroyed, called as f(self) when it can be called so
+   (self: the running fsched_graph_task, for fsched_graph_cancelled, results, ...), else
+   as f(); it returns nothing (success) or a status, an int (0: success; anything else
+   fails the task, as in C). Building, running, waiting and cancelling follow the C
+   calls, on the same threads; a running task may add to its own graph (its callable is
+   kept until the graph is destroyed).
+
+   Exceptions: one that escapes a task fails it (with status FSCHED_ERR_TASK_FAILED, as
+   the outcome shows; dependents are skipped or the run cancelled, per the graph's
+   policy) and is kept. wait, and a wait_for that finds the run ended, rethrow the
+   exception of the run's first failure (fsched_graph_outcome::failed, which *out names)
+   when that task threw, once the whole run has ended; when several tasks threw, the
+   others' exceptions are dropped, as the outcome reports only the first failure's
+   status. When the first failure is a status or a task that could not be queued, wait
+   returns its result and rethrows nothing. A wait takes the exception: a second wait for
+   the same run only returns.
+
+   The destructor (and a move assignment) cancels a run still in flight, waits for it to
+   end (its running tasks use their callables) however long that takes, hands an
+   exception of the last run that no wait took to the unobserved-exception handler, and
+   destroys the graph and the callables. Destroyed from one of its own running tasks, it
+   can do none of that (the C calls refuse, and log it in debug builds): the graph and
+   its callables are then left to the run, never freed. Movable, not copyable. */
+class graph {
+public:
+    graph() noexcept : g_(nullptr), callables_(nullptr), ran_(false) {}
+    graph(graph &&other) noexcept
+        : g_(other.g_), callables_(other.callables_.exchange(nullptr, std::memory_order_relaxed)),
+          ran_(other.ran_.load(std::memory_order_relaxed)) {
+        other.g_ = nullptr;
+    }
+    graph &operator=(graph &&other) noexcept {
+        if (this != &other) {
+            close();
+            g_ = other.g_;
+            other.g_ = nullptr;
+            callables_.store(other.callables_.exchange(nullptr, std::memory_order_relaxed),
+                             std::memory_order_relaxed);
+            ran_.store(other.ran_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+        }
+        return *this;
+    }
+    graph(const graph &) = delete;
+    graph &operator=(const graph &) = delete;
+    ~graph() { close(); }
+
+    /* fsched_graph_create (desc nullptr: all defaults); FSCHED_ERR_WRONG_STATE when this
+       already owns one. */
+    FSCHED__NODISCARD fsched_result create(const fsched_graph_desc *desc = nullptr) noexcept {
+        fsched_graph *g = nullptr;
+        if (g_) return FSCHED_ERR_WRONG_STATE;
+        fsched_result r = fsched_graph_create(desc, &g);
+        if (r == FSCHED_OK) g_ = g;
+        return r;
+    }
+
+    /* Adds a task that calls f, as fsched_graph_add; *out (when out is not null) is its
+       handle, for precede and the C queries, or null when the add fails.
+       FSCHED_ERR_OUT_OF_MEMORY when the block for
+       f cannot be allocated; when the add fails, that copy of f is destroyed. */
+    template <class F>
+    FSCHED__NODISCARD fsched_result add(F &&f, fsched_graph_task **out = nullptr,
+                                        const char *name = nullptr) {
+        fsched_graph_task_desc desc = fsched_graph_task_desc();
+        desc.name = name;
+        return add(std::forward<F>(f), out, desc);
+    }
+    template <class F>
+    FSCHED__NODISCARD fsched_result add(F &&f, fsched_graph_task **out,
+                                        const fsched_graph_task_desc &desc) {
+        typedef typename std::decay<F>::type fn_type;
+        static_assert(detail::graph_shape<fn_type>::value != 0,
+                      "fsched::graph::add: the task is called as f(fsched_graph_task *self) "
+                      "or f(), and returns void or an int status");
+        typedef detail::graph_task<fn_type> task;
+        if (out) *out = nullptr;
+        task *t = new (std::nothrow) task(std::forward<F>(f));
+        if (!t) return FSCHED_ERR_OUT_OF_MEMORY;
+        fsched_result r = fsched_graph_add(g_, &task::run, t, &desc, &t->task);
+        if (r != FSCHED_OK) {
+            delete t;
+            return r;
+        }
+        keep(t);
+        if (out) *out = t->task;
+        return r;
+    }
+    /* fsched_graph_precede: `before` finishes before `after` starts. */
+    FSCHED__NODISCARD fsched_result precede(fsched_graph_task *before,
+                                            fsched_graph_task *after) noexcept {
+        return fsched_graph_precede(g_, before, after);
+    }
+    /* fsched_graph_run: starts a run on s and returns at once. */
+    FSCHED__NODISCARD fsched_result run(fsched_sched *s) noexcept {
+        fsched_result r = fsched_graph_run(g_, s);
+        /* relaxed: read by the destructor, which the owner orders after every call */
+        if (r == FSCHED_OK) ran_.store(true, std::memory_order_relaxed);
+        return r;
+    }
+    /* fsched_graph_wait; then rethrows the first failure's exception (see above). */
+    FSCHED__NODISCARD fsched_result wait(fsched_graph_outcome *out = nullptr) {
+        fsched_graph_outcome o;
+        if (!out) out = &o;
+        return rethrow_after(fsched_graph_wait(g_, out), *out);
+    }
+    /* fsched_graph_wait_for: FSCHED_ERR_TIMEOUT while the run goes on; else as wait. */
+    template <class Rep, class Period>
+    FSCHED__NODISCARD fsched_result wait_for(const std::chrono::duration<Rep, Period> &timeout,
+                                             fsched_graph_outcome *out = nullptr) {
+        fsched_graph_outcome o;
+        if (!out) out = &o;
+        return rethrow_after(fsched_graph_wait_for(g_, detail::to_ns(timeout), out), *out);
+    }
+    /* fsched_graph_cancel: the tasks of the current run that have not started do not. */
+    fsched_result cancel() noexcept { return fsched_graph_cancel(g_); }
+    fsched_graph *get() const noexcept { return g_; }
+
+private:
+    void keep(detail::graph_callable *c) noexcept {
+        c->next = callables_.load(std::memory_order_relaxed);
+        /* release: a wait that finds c on the list sees its task */
+        while (!callables_.compare_exchange_weak(c->next, c, std::memory_order_release,
+                                                 std::memory_order_relaxed)) {
+        }
+    }
+    /* The callable of task t, or null (a task added with the C calls). */
+    detail::graph_callable *callable_of(const fsched_graph_task *t) const noexcept {
+        detail::graph_callable *c = callables_.load(std::memory_order_acquire);
+        while (c && c->task != t) c = c->next;
+        return c;
+    }
+    fsched_result rethrow_after(fsched_result r, const fsched_graph_outcome &o) {
+#if FSCHED__CPP_EXCEPTIONS
+        detail::graph_callable *c;
+        /* the result of the outcome alone: a call's own errors are never this one */
+        if (r == FSCHED_ERR_TASK_FAILED && (c = callable_of(o.failed)) != nullptr) {
+            std::exception_ptr e = c->thrown.take();
+            if (e) std::rethrow_exception(e);
+        }
+#else
+        (void)o;
+#endif
+        return r;
+    }
+    /* Ends the last run as the destructor does (see above): a thrown exception no wait
+       took goes to the unobserved-exception handler. Whether the run ended. */
+    bool end_run() noexcept {
+        fsched_graph_outcome o = fsched_graph_outcome();
+        (void)fsched_graph_cancel(g_); /* nothing when the run has ended */
+        fsched_result r = fsched_graph_wait(g_, &o);
+#if FSCHED__CPP_EXCEPTIONS
+        detail::graph_callable *c;
+        if (r == FSCHED_ERR_TASK_FAILED && (c = callable_of(o.failed)) != nullptr) {
+            std::exception_ptr e = c->thrown.take();
+            if (e) detail::report_unobserved(std::move(e));
+        }
+#else
+        (void)r;
+#endif
+        return fsched_graph_destroy(g_) == FSCHED_OK;
+    }
+    void close() noexcept {
+        if (!g_) return;
+        /* a graph never run through this owner is destroyed at once (unless the C calls
+           run it) */
+        bool destroyed =
+            !ran_.load(std::memory_order_relaxed) && fsched_graph_destroy(g_) == FSCHED_OK;
+        if (!destroyed && !end_run()) { /* destroyed by its own task: left to the run */
+            g_ = nullptr;
+            callables_.store(nullptr, std::memory_order_relaxed);
+            return;
+        }
+        g_ = nullptr;
+        ran_.store(false, std::memory_order_relaxed);
+        /* acquire: the callables that running tasks added */
+        detail::graph_callable *c = callables_.exchange(nullptr, std::memory_order_acquire);
+        while (c) {
+            detail::graph_callable *next = c->next;
+            delete c;
+            c = next;
+        }
+    }
+
+    fsched_graph *g_;
+    std::atomic<detail::graph_callable *> callables_;
+    std::atomic<bool> ran_;
 };
 
 /* A fiber-aware mutex (fsched_mutex) with the standard's Lockable and TimedLockable

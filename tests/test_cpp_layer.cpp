@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -223,6 +224,332 @@ void test_parallel_for(fsched_sched *s) {
 #endif
 }
 
+// ---- parallel_reduce ----
+
+// An accumulator that counts itself (every copy of the identity destroyed once) and
+// keeps the indices it folded, in order.
+struct Indices {
+    Tracked tracked;
+    std::vector<size_t> seen;
+    Indices() : tracked(0) {}
+    Indices(const Indices &) = default;
+    Indices &operator=(Indices &&o) {
+        seen = std::move(o.seen);
+        return *this;
+    }
+};
+
+// Aligned beyond the 16 bytes the C call gives an accumulator, and one too large for the
+// stack (allocated).
+struct alignas(64) Wide {
+    long value;
+};
+struct Large {
+    long value;
+    long pad[63];
+};
+
+void test_parallel_reduce(fsched_sched *s) {
+    const size_t n = 50000 / TEST_SCALE;
+    for (size_t grain : {size_t(0), size_t(1), size_t(7), size_t(1000)}) {
+        run_in(s, [&] {
+            long before = allocations.load();
+            // an index per call, combine returning the sum; the identity converts to T
+            long sum = -1;
+            CHECK_OK(fsched::parallel_reduce(0, n, grain, 0,
+                                             [](size_t i, long &acc) { acc += (long)i; },
+                                             std::plus<long>(), sum));
+            CHECK(sum == (long)(n * (n - 1) / 2));
+            // a subrange per call, combine in place
+            long squares = 0;
+            CHECK_OK(fsched::parallel_reduce(
+                1, 1001, grain, 0L,
+                [](size_t lo, size_t hi, long &acc) {
+                    for (size_t i = lo; i < hi; i++) acc += (long)(i * i);
+                },
+                [](long &acc, const long &other) { acc += other; }, squares));
+            CHECK(squares == 333833500L);
+            CHECK(allocations.load() == before); // small accumulators live on the stack
+            // an empty range: the identity
+            long empty = -1;
+            CHECK_OK(fsched::parallel_reduce(5, 5, grain, 42L, [](size_t, long &) {
+                CHECK(!"empty range");
+            }, std::plus<long>(), empty));
+            CHECK(empty == 42);
+        });
+        // accumulators that own memory: combined in range order, moved from, destroyed once
+        Indices all;
+        run_in(s, [&] {
+            CHECK_OK(fsched::parallel_reduce(
+                0, n, grain, Indices(),
+                [](size_t lo, size_t hi, Indices &acc) {
+                    for (size_t i = lo; i < hi; i++) acc.seen.push_back(i);
+                },
+                [](Indices &acc, Indices &&other) {
+                    acc.seen.insert(acc.seen.end(), other.seen.begin(), other.seen.end());
+                    other.seen.clear();
+                },
+                all));
+        });
+        CHECK(all.seen.size() == n);
+        for (size_t i = 0; i < n; i++) CHECK(all.seen[i] == i);
+        CHECK_EQ_U64(live_objects.load(), 1); // `all` alone
+    }
+    run_in(s, [&] {
+        Wide wide = {0};
+        CHECK_OK(fsched::parallel_reduce(0, 1000, 1, Wide{0},
+                                         [](size_t i, Wide &acc) {
+                                             CHECK(reinterpret_cast<uintptr_t>(&acc) % 64 == 0);
+                                             acc.value += (long)i;
+                                         },
+                                         [](Wide &acc, Wide &&other) { acc.value += other.value; },
+                                         wide));
+        CHECK(wide.value == 499500);
+        Large large = Large();
+        Large zero = Large();
+        CHECK_OK(fsched::parallel_reduce(
+            0, 1000, 1, zero, [](size_t i, Large &acc) { acc.value += (long)i; },
+            [](Large &acc, const Large &other) {
+                Large merged = acc;
+                merged.value += other.value;
+                return merged;
+            },
+            large));
+        CHECK(large.value == 499500);
+    });
+#if TEST_THREADS
+    // outside any task: refused, nothing runs, the result is left alone
+    long untouched = 7;
+    CHECK_RESULT(fsched::parallel_reduce(0, 10, 1, 0L, [](size_t, long &) { CHECK(!"ran"); },
+                                         std::plus<long>(), untouched),
+                 FSCHED_ERR_WRONG_STATE);
+    CHECK(untouched == 7);
+#endif
+    CHECK_EQ_U64(live_objects.load(), 0);
+}
+
+// ---- graphs ----
+
+// A graph's tasks from callables of every shape, edges, runs again, statuses, the
+// callables (move-only ones too) destroyed once with the graph, and a moved graph.
+void test_graph(fsched_sched *s) {
+    std::atomic<int> order(0), first(-1), second(-1), third(-1), with_self(0);
+    std::atomic<int> moved_sum(0);
+    {
+        fsched::graph g;
+        CHECK(g.get() == nullptr);
+        fsched_graph_task *a = nullptr, *b = nullptr, *c = nullptr, *d = nullptr, *e = nullptr;
+        Tracked capture(3);
+        // no graph yet: refused, the callable destroyed, out cleared
+        fsched_graph_task *none = a;
+        CHECK_RESULT(g.add([capture] {}, &none), FSCHED_ERR_INVALID_ARGUMENT);
+        CHECK(none == nullptr);
+        CHECK_OK(g.create());
+        CHECK_RESULT(g.create(), FSCHED_ERR_WRONG_STATE);
+        CHECK_OK(g.add([&] { first = order++; }, &a, "first"));
+        CHECK_OK(g.add([&, capture]() -> int {
+            second = order++;
+            return capture.value - 3; // 0: success
+        }, &b));
+        CHECK_OK(g.add([&](fsched_graph_task *self) {
+            CHECK(std::strcmp(fsched_graph_task_name(self), "third") == 0);
+            CHECK(fsched_graph_pred_count(self) == 2);
+            with_self++;
+            third = order++;
+        }, &c, "third"));
+        fsched_graph_task_desc high = fsched_graph_task_desc();
+        high.priority = FSCHED_PRIORITY_HIGH;
+        CHECK_OK(g.add(MoveOnlyTask(5, &moved_sum), &d, high));
+        struct Plain {
+            static int run() { return 0; }
+        };
+        CHECK_OK(g.add(Plain::run, &e));
+        CHECK_OK(g.precede(a, b));
+        CHECK_OK(g.precede(a, c));
+        CHECK_OK(g.precede(b, c));
+        CHECK_RESULT(g.precede(c, a), FSCHED_ERR_INVALID_ARGUMENT); // a cycle
+        for (int run = 0; run < 3; run++) {
+            order = 0;
+            CHECK_OK(g.run(s));
+            fsched_graph_outcome o;
+            CHECK_OK(g.wait(&o));
+            CHECK(o.finished == 5 && o.failed == nullptr);
+            CHECK(first.load() == 0 && second.load() == 1 && third.load() == 2);
+        }
+        CHECK(with_self.load() == 3);
+        CHECK(moved_sum.load() == 15);
+        CHECK_EQ_U64(live_objects.load(), 3); // `capture`, the graph's copy, MoveOnlyTask's
+        // moved: the new owner runs it, the old one owns nothing
+        fsched::graph h(std::move(g));
+        CHECK(g.get() == nullptr);
+        CHECK_RESULT(g.run(s), FSCHED_ERR_INVALID_ARGUMENT);
+        fsched::graph k;
+        k = std::move(h);
+        CHECK_OK(k.run(s));
+        CHECK_OK(k.wait());
+        CHECK(moved_sum.load() == 20);
+    }
+    CHECK_EQ_U64(live_objects.load(), 0); // the callables went with the graph
+
+    // a status fails its task: dependents skipped, the outcome names it; statuses of
+    // other integral types convert
+    {
+        fsched::graph g;
+        CHECK_OK(g.create());
+        fsched_graph_task *bad = nullptr, *after = nullptr, *aside = nullptr;
+        std::atomic<int> ran(0);
+        CHECK_OK(g.add([&] { ran++; return 7L; }, &bad, "bad"));
+        CHECK_OK(g.add([&] { ran += 10; }, &after));
+        CHECK_OK(g.add([&]() -> fsched_result { ran += 100; return FSCHED_OK; }, &aside));
+        CHECK_OK(g.precede(bad, after));
+        CHECK_OK(g.run(s));
+        fsched_graph_outcome o;
+        CHECK_RESULT(g.wait(&o), FSCHED_ERR_TASK_FAILED);
+        CHECK(o.failed == bad && o.status == 7 && o.skipped == 1 && o.finished == 1);
+        CHECK(ran.load() == 101);
+    }
+
+    // a running task adds to its own graph (a task of that run only); a callable copied
+    // from a const lvalue
+    {
+        fsched::graph g;
+        CHECK_OK(g.create());
+        std::atomic<int> added_ran(0), adder_ran(0);
+        const auto count_added = [&added_ran] { added_ran++; };
+        CHECK_OK(g.add([&](fsched_graph_task *self) {
+            fsched_graph_task *added = nullptr;
+            CHECK(fsched_graph_task_graph(self) == g.get());
+            CHECK_OK(g.add(count_added, &added, "added"));
+            CHECK(added != nullptr);
+            adder_ran++;
+        }));
+        for (int run = 1; run <= 3; run++) {
+            CHECK_OK(g.run(s));
+            CHECK_OK(g.wait());
+            CHECK(adder_ran.load() == run && added_ran.load() == run);
+            CHECK(fsched_graph_task_count(g.get()) == 2);
+        }
+    }
+
+    // wait_for while a task blocks, then cancel: what has not started does not
+    {
+        fsched::graph g;
+        CHECK_OK(g.create());
+        fsched::event release;
+        fsched_graph_task *blocked = nullptr, *later = nullptr;
+        std::atomic<int> later_ran(0);
+        CHECK_OK(g.add([&] { CHECK_OK(release.wait()); }, &blocked));
+        CHECK_OK(g.add([&] { later_ran++; }, &later));
+        CHECK_OK(g.precede(blocked, later));
+        CHECK_OK(g.run(s));
+        CHECK_RESULT(g.wait_for(std::chrono::milliseconds(5)), FSCHED_ERR_TIMEOUT);
+        CHECK_OK(g.cancel());
+        CHECK_OK(release.set());
+        fsched_graph_outcome o;
+        CHECK_RESULT(g.wait_for(std::chrono::seconds(60), &o), FSCHED_ERR_CANCELLED);
+        CHECK(o.cancelled == 1 && later_ran.load() == 0);
+    }
+
+    // an add that cannot allocate the callable's block returns the code
+    if (new_counted()) {
+        fsched::graph g;
+        CHECK_OK(g.create());
+        Tracked t(1);
+        fail_nothrow_new = true;
+        fsched_result r = g.add([t] { CHECK(!"ran"); });
+        fail_nothrow_new = false;
+        CHECK_RESULT(r, FSCHED_ERR_OUT_OF_MEMORY);
+        CHECK_EQ_U64(live_objects.load(), 1);
+    }
+    CHECK_EQ_U64(live_objects.load(), 0);
+}
+
+// The destructor of a graph whose run is still in flight: it cancels what has not
+// started, waits for the running task (which uses its captures), then frees everything.
+void test_graph_destroyed_running(fsched_sched *s) {
+    std::atomic<int> finished(0), later_ran(0);
+    fsched::event started, release;
+    {
+        fsched::graph g;
+        CHECK_OK(g.create());
+        fsched_graph_task *blocked = nullptr, *later = nullptr;
+        Tracked capture(9);
+        CHECK_OK(g.add([&, capture] {
+            started.set();
+            CHECK_OK(release.wait());
+            fsched::sleep_for(std::chrono::milliseconds(2));
+            CHECK(capture.value == 9); // not destroyed under it
+            finished++;
+        }, &blocked));
+        CHECK_OK(g.add([&] { later_ran++; }, &later));
+        CHECK_OK(g.precede(blocked, later));
+        CHECK_OK(g.run(s));
+        CHECK_OK(started.wait()); // else the destructor's cancel would keep it from starting
+        // released a little after the destructor begins to wait (a task: without threads
+        // this thread is the one that runs it, in the destructor's wait)
+        CHECK_OK(fsched::spawn(s, [&release] {
+            fsched::sleep_for(std::chrono::milliseconds(20));
+            release.set();
+        }));
+    }
+    CHECK(finished.load() == 1);
+    CHECK(later_ran.load() == 0);
+    CHECK_EQ_U64(live_objects.load(), 0);
+}
+
+// ---- binding ----
+
+void test_bind_guard(fsched_sched *s) {
+#if !TEST_THREADS
+    CHECK_OK(fsched_unbind()); // bound by test_sched_new: this test binds it itself
+#endif
+    CHECK(fsched_current() == nullptr);
+    fsched_desc d;
+    test_desc_init(&d);
+    d.single_threaded = 1;
+    fsched_sched *single = nullptr;
+    CHECK_OK(fsched_create(&d, &single));
+    {
+        fsched::bind_guard bound(single);
+        CHECK(bound && bound.result() == FSCHED_OK);
+        CHECK(fsched_current() == single);
+        // this thread runs the scheduler's tasks while it waits, and joins as a task does
+        std::atomic<int> ran(0);
+        fsched::wait_group wg;
+        CHECK_OK(wg.spawn(single, [&] { ran++; }));
+        CHECK_OK(wg.wait());
+        long sum = 0;
+        CHECK_OK(fsched::parallel_reduce(0, 100, 1, 0L, [](size_t i, long &acc) { acc += (long)i; },
+                                         std::plus<long>(), sum));
+        CHECK(ran.load() == 1 && sum == 4950);
+        // bound already: the second guard fails and unbinds nothing
+#if FSCHED__CPP_EXCEPTIONS
+        bool caught = false;
+        try {
+            fsched::bind_guard again(s);
+            CHECK(!"bound twice");
+        } catch (const std::system_error &e) {
+            CHECK(e.code() == fsched::make_error_code(FSCHED_ERR_WRONG_STATE));
+            caught = true;
+        }
+        CHECK(caught);
+#else
+        {
+            fsched::bind_guard again(s);
+            CHECK(!again && again.result() == FSCHED_ERR_WRONG_STATE);
+        }
+#endif
+        CHECK(fsched_current() == single);
+    }
+    CHECK(fsched_current() == nullptr);
+    CHECK_OK(fsched_destroy(single));
+#if !TEST_THREADS
+    CHECK_OK(fsched_bind(s));
+#else
+    (void)s;
+#endif
+}
+
 // ---- exceptions ----
 
 #if FSCHED__CPP_EXCEPTIONS
@@ -369,6 +696,225 @@ void test_parallel_for_exceptions(fsched_sched *s) {
 #endif
 }
 
+// An accumulator whose copies throw once `copies_left` runs out.
+std::atomic<int> copies_left(1 << 30);
+struct Fragile {
+    Tracked tracked;
+    long value;
+    Fragile() : tracked(0), value(0) {}
+    Fragile(const Fragile &o) : tracked(o.tracked), value(o.value) {
+        if (copies_left-- <= 0) throw std::bad_alloc();
+    }
+    Fragile &operator=(const Fragile &o) {
+        value = o.value;
+        return *this;
+    }
+};
+
+void test_parallel_reduce_exceptions(fsched_sched *s) {
+    const size_t n = 1 << 16;
+    // from the body, many workers: the first exception, the result left alone, every
+    // accumulator destroyed (their count), every index folded at most once
+    for (int round = 0; round < 20; round++) {
+        std::vector<std::atomic<int>> hits(n);
+        for (auto &h : hits) h = 0;
+        Indices result;
+        result.seen.push_back(12345);
+        bool caught = false;
+        run_in(s, [&] {
+            try {
+                CHECK_OK(fsched::parallel_reduce(0, n, 16, Indices(),
+                    [&](size_t i, Indices &acc) {
+                        if (i == 1000 || i == n - 1000)
+                            throw TaskError("index " + std::to_string(i), 0);
+                        hits[i]++;
+                        acc.seen.push_back(i);
+                    },
+                    [](Indices &acc, Indices &&other) {
+                        acc.seen.insert(acc.seen.end(), other.seen.begin(), other.seen.end());
+                    },
+                    result));
+            } catch (const TaskError &e) {
+                CHECK(std::string(e.what()) == "index 1000" ||
+                      std::string(e.what()) == "index " + std::to_string(n - 1000));
+                caught = true;
+            }
+        });
+        CHECK(caught);
+        CHECK(result.seen.size() == 1 && result.seen[0] == 12345);
+        for (size_t i = 0; i < n; i++) CHECK(hits[i].load() <= 1);
+        CHECK_EQ_U64(live_objects.load(), 1); // `result` alone
+    }
+    // from combine, and from a copy of the identity
+    for (int which = 0; which < 2; which++) {
+        long result = -1;
+        bool caught = false;
+        copies_left = which ? 1 : 1 << 30; // the root's copy, then a split's throws
+        run_in(s, [&] {
+            try {
+                Fragile sum;
+                CHECK_OK(fsched::parallel_reduce(0, n, 64, Fragile(),
+                    [](size_t i, Fragile &acc) { acc.value += (long)i; },
+                    [&](Fragile &acc, Fragile &&other) {
+                        if (!which) throw std::logic_error("combine");
+                        acc.value += other.value;
+                    },
+                    sum));
+                result = sum.value;
+            } catch (const std::logic_error &e) {
+                CHECK(which == 0 && std::string(e.what()) == "combine");
+                caught = true;
+            } catch (const std::bad_alloc &) {
+                CHECK(which == 1);
+                caught = true;
+            }
+        });
+        copies_left = 1 << 30;
+        CHECK(caught && result == -1);
+        CHECK_EQ_U64(live_objects.load(), 0);
+    }
+    // one worker: the caller folds the left half first; the right half, which it then
+    // pops from its own deque, copies no identity and folds nothing
+#if TEST_THREADS
+    fsched_sched *one_worker = test_sched_new(1);
+#else
+    fsched_sched *one_worker = s;
+#endif
+    std::atomic<size_t> calls(0), indices(0);
+    long untouched = 3;
+    bool caught = false;
+    run_in(one_worker, [&] {
+        try {
+            CHECK_OK(fsched::parallel_reduce(0, n, 1, 0L,
+                [&](size_t lo, size_t hi, long &) {
+                    calls++;
+                    if (lo == 0) throw std::runtime_error("first");
+                    indices += hi - lo;
+                },
+                std::plus<long>(), untouched));
+        } catch (const std::runtime_error &) {
+            caught = true;
+        }
+    });
+    CHECK(caught && untouched == 3);
+    CHECK_EQ_U64(calls.load(), 1);
+    CHECK_EQ_U64(indices.load(), 0);
+#if TEST_THREADS
+    test_sched_free(one_worker);
+#endif
+}
+
+// Waits until task t of a running graph has failed.
+void await_failed(fsched_graph_task *t) {
+    while (fsched_graph_task_state(t) != FSCHED_TASK_FAILED)
+        fsched::sleep_for(std::chrono::microseconds(100));
+}
+
+void test_graph_exceptions(fsched_sched *s) {
+    // a task that throws fails; its dependents are skipped; wait rethrows once the run
+    // has ended, and a second wait only returns
+    {
+        fsched::graph g;
+        CHECK_OK(g.create());
+        fsched_graph_task *thrower = nullptr, *after = nullptr, *aside = nullptr;
+        std::atomic<int> after_ran(0), aside_done(0);
+        CHECK_OK(g.add([] { throw TaskError("from the graph", 1); }, &thrower, "thrower"));
+        CHECK_OK(g.add([&] { after_ran++; }, &after));
+        CHECK_OK(g.add([&] {
+            fsched::sleep_for(std::chrono::milliseconds(5));
+            aside_done++;
+        }, &aside));
+        CHECK_OK(g.precede(thrower, after));
+        for (int run = 0; run < 3; run++) {
+            CHECK_OK(g.run(s));
+            fsched_graph_outcome o;
+            bool caught = false;
+            try {
+                (void)g.wait(&o);
+                CHECK(!"wait did not throw");
+            } catch (const TaskError &e) {
+                CHECK(std::string(e.what()) == "from the graph");
+                caught = true;
+            }
+            CHECK(caught);
+            CHECK(aside_done.load() == run + 1); // the run had ended
+            CHECK(o.failed == thrower && o.status == (int)FSCHED_ERR_TASK_FAILED);
+            CHECK(o.skipped == 1 && after_ran.load() == 0);
+            CHECK_RESULT(g.wait(), FSCHED_ERR_TASK_FAILED); // taken: nothing more
+        }
+    }
+    CHECK_EQ_U64(live_objects.load(), 0);
+    // several throw: the first failure's exception; the others' are dropped
+    {
+        fsched::graph g;
+        CHECK_OK(g.create());
+        fsched_graph_task *one = nullptr, *two = nullptr;
+        CHECK_OK(g.add([] { throw TaskError("first", 1); }, &one));
+        CHECK_OK(g.add([&] {
+            await_failed(one);
+            throw TaskError("second", 2);
+        }, &two));
+        CHECK_OK(g.run(s));
+        fsched_graph_outcome o;
+        bool caught = false;
+        try {
+            (void)g.wait(&o);
+        } catch (const TaskError &e) {
+            CHECK(std::string(e.what()) == "first");
+            caught = true;
+        }
+        CHECK(caught && o.failed == one && o.failed_count == 2);
+    }
+    CHECK_EQ_U64(live_objects.load(), 0);
+    // the first failure is a status: wait returns it and rethrows nothing, neither a later
+    // task's exception nor the exception the same task threw in an earlier run
+    {
+        fsched::graph g;
+        CHECK_OK(g.create());
+        fsched_graph_task *one = nullptr, *two = nullptr;
+        std::atomic<bool> throw_now(true);
+        CHECK_OK(g.add([&]() -> int {
+            if (throw_now) throw TaskError("earlier run", 1);
+            return 5;
+        }, &one));
+        CHECK_OK(g.run(s));
+        CHECK_RESULT(fsched_graph_wait(g.get(), nullptr), FSCHED_ERR_TASK_FAILED); // not taken
+        throw_now = false;
+        CHECK_OK(g.add([&] {
+            await_failed(one);
+            throw TaskError("after the status", 2);
+        }, &two));
+        CHECK_OK(g.run(s));
+        fsched_graph_outcome o;
+        CHECK_RESULT(g.wait(&o), FSCHED_ERR_TASK_FAILED);
+        CHECK(o.failed == one && o.status == 5);
+    }
+    CHECK_EQ_U64(live_objects.load(), 0);
+    // fail-fast: the exception cancels what has not started
+    {
+        fsched_graph_desc desc = fsched_graph_desc();
+        desc.on_failure = FSCHED_GRAPH_FAIL_FAST;
+        fsched::graph g;
+        CHECK_OK(g.create(&desc));
+        fsched_graph_task *thrower = nullptr, *gate = nullptr, *later = nullptr;
+        std::atomic<int> later_ran(0);
+        CHECK_OK(g.add([] { throw std::out_of_range("fail fast"); }, &thrower));
+        CHECK_OK(g.add([&] { await_failed(thrower); }, &gate));
+        CHECK_OK(g.add([&] { later_ran++; }, &later));
+        CHECK_OK(g.precede(gate, later));
+        CHECK_OK(g.run(s));
+        bool caught = false;
+        fsched_graph_outcome o;
+        try {
+            (void)g.wait_for(std::chrono::seconds(60), &o);
+        } catch (const std::out_of_range &) {
+            caught = true;
+        }
+        CHECK(caught && o.failed == thrower && later_ran.load() == 0);
+        CHECK(fsched_graph_task_state(later) == FSCHED_TASK_CANCELLED); // gate may be too
+    }
+}
+
 // A wait group that goes out of scope while an exception passes waits for its tasks,
 // whose captures refer to the scope, also while other tasks of the same worker throw and
 // catch exceptions of their own meanwhile.
@@ -429,6 +975,44 @@ void test_unobserved(fsched_sched *s) {
     CHECK_OK(seen.wait());
     CHECK(unobserved_count.load() == 2);
     CHECK(unobserved_what == "never waited for");
+    // a graph destroyed after a run nobody waited for, and one destroyed while its run
+    // goes on (the destructor waits for it: the handler has run when it returns)
+    {
+        fsched::graph g;
+        CHECK_OK(g.create());
+        CHECK_OK(g.add([] { throw std::range_error("graph never waited for"); }));
+        CHECK_OK(g.run(s));
+        CHECK_RESULT(fsched_graph_wait(g.get(), nullptr), FSCHED_ERR_TASK_FAILED);
+    }
+    CHECK(unobserved_count.load() == 3);
+    CHECK(unobserved_what == "graph never waited for");
+    CHECK_OK(seen.wait());
+    {
+        fsched::event started;
+        fsched::graph g;
+        CHECK_OK(g.create());
+        CHECK_OK(g.add([&started] {
+            started.set();
+            fsched::sleep_for(std::chrono::milliseconds(10));
+            throw std::range_error("graph destroyed running");
+        }));
+        CHECK_OK(g.run(s));
+        CHECK_OK(started.wait());
+    }
+    CHECK(unobserved_count.load() == 4);
+    CHECK(unobserved_what == "graph destroyed running");
+    CHECK_OK(seen.wait());
+    {
+        fsched::graph g; // the exception was taken: nothing to report
+        CHECK_OK(g.create());
+        CHECK_OK(g.add([] { throw std::range_error("taken"); }));
+        CHECK_OK(g.run(s));
+        try {
+            (void)g.wait();
+        } catch (const std::range_error &) {
+        }
+    }
+    CHECK(unobserved_count.load() == 4);
     // a handler that throws: dropped as well
     struct Rethrow {
         static void handler(std::exception_ptr e) {
@@ -735,10 +1319,16 @@ int main() {
     test_spawn_callables(s);
     test_join(s);
     test_parallel_for(s);
+    test_parallel_reduce(s);
+    test_graph(s);
+    test_graph_destroyed_running(s);
+    test_bind_guard(s);
 #if FSCHED__CPP_EXCEPTIONS
     test_join_exceptions(s);
     test_wait_group_exceptions(s);
     test_parallel_for_exceptions(s);
+    test_parallel_reduce_exceptions(s);
+    test_graph_exceptions(s);
     test_unwinding_scope(s);
     test_unobserved(s);
     test_system_error();
