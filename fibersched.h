@@ -1656,7 +1656,8 @@ typedef struct fsched_parallel_pipeline_desc {
     void *log_user;
     uint64_t stall_report_ns;   /* when no item has moved for this long, where the items
                                    are is reported (log, and logger as a warning), once per
-                                   stall; 0: 10 s; UINT64_MAX: never */
+                                   stall; 0: 10 s; UINT64_MAX: never (nor without a clock:
+                                   FIBERSCHED_NO_OS and no desc.clock) */
     fsched_logger logger;       /* misuse and stall reports; zero: the scheduler's */
 } fsched_parallel_pipeline_desc;
 
@@ -13259,6 +13260,7 @@ FIBERSCHED_API fsched_result fsched_parallel_pipeline_run(const fsched_parallel_
     max_in_flight = d.max_in_flight;
     if (!max_in_flight) max_in_flight = 4u * (w->sched->n_threads ? w->sched->n_threads : 1u);
     period = d.stall_report_ns ? d.stall_report_ns : (uint64_t)10000000000ull;
+    if (!fsched__have_clock()) period = UINT64_MAX; /* no clock to time a stall by */
     a = w->sched->allocator;
     memset(&lp, 0, sizeof lp);
     lp.stages = stages;
