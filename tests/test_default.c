@@ -551,8 +551,7 @@ static void racer(void *p) {
     a.where = b.where = &where;
     a.ran = b.ran = 0;
     ADD(&racers_ready, 1u);
-    while (LOAD(&racers_ready) < RACERS) {
-    }
+    while (LOAD(&racers_ready) < RACERS) fsched_yield();
     switch (k % 4) {
     case 0: CHECK_OK(fsched_join(side_run, &a, side_run, &b)); break;
     case 1: CHECK_OK(FSCHED_RUN(tree_place, 0, &where.seen)); break;
@@ -572,11 +571,23 @@ static void racer(void *p) {
     racer_saw[k] = s;
 }
 
+/* The first allocation of the default's making takes 20 ms: every racer arrives while
+   the default is being made. */
+static uint32_t race_allocs;
+static void *slow_first_alloc(size_t size, size_t align, void *user) {
+    if (ADD(&race_allocs, 1u) == 1u) {
+        uint32_t i;
+        for (i = 0; i < 20; i++) nap();
+    }
+    return counting_alloc(size, align, user);
+}
+
 static void child_race(void) {
     fsched_desc d;
     test_thread t[RACERS];
     uint32_t k;
     counted_desc(&d, 2);
+    d.allocator.alloc = slow_first_alloc;
     CHECK_OK(fsched_default_configure(&d));
     for (k = 0; k < RACERS; k++) t[k] = thread_run(racer, (void *)(uintptr_t)k);
     for (k = 0; k < RACERS; k++) thread_join(t[k]);
