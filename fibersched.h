@@ -9624,7 +9624,7 @@ FIBERSCHED_API fsched_result fsched_join(void (*a)(void *arg), void *arg_a,
     fsched__worker *w = fsched__tls_thread.worker;
     fsched__deque *d;
     fsched__join_job j;
-    if (FSCHED__UNLIKELY(!a || !b || !w || fsched__tls_thread.in_hook))
+    if (FSCHED__UNLIKELY(!w || fsched__tls_thread.in_hook || !a || !b))
         return fsched__join_elsewhere(a, arg_a, b, arg_b);
     j.job.execute = fsched__join_execute;
     j.fn = b;
