@@ -9431,7 +9431,9 @@ FIBERSCHED_API fsched_result fsched_wait_group_spawn_named(fsched_wait_group *wg
    has returned: a worker takes the task (woken if all slept), and the task's end wakes
    the caller. The thread does not take a slot to help: a slot also runs other threads'
    work, and a fiber of that work which blocked there could resume only on this thread,
-   which would have to wait for it before returning. Without worker threads
+   which would have to wait for it before returning. Nor does it spin before it blocks:
+   that saves its wake only where a processor is free for it, and where none is, it holds
+   the one the task's worker needs (bench_wake, on a loaded machine). Without worker threads
    (FIBERSCHED_NO_THREADS, or a single-threaded default) nothing else would run the
    task: the thread binds to the default for the call and runs it itself. */
 
@@ -9466,21 +9468,6 @@ static fsched_result fsched__call_bound(fsched_sched *s, fsched__outside_call *c
     return fsched_unbind();
 }
 
-/* Before it blocks, the caller looks for the end of its call for about as long as a
-   wake-up takes (a few microseconds): a short call then costs it no wake, only its
-   task's (bench_wake's "main adds"); a long one, a few microseconds of a processor. */
-#ifndef FSCHED__OUTSIDE_LOOK_NS
-#define FSCHED__OUTSIDE_LOOK_NS 20000u
-#endif
-
-static void fsched__outside_look(const fsched_wait_group *wg) {
-    uint64_t until = fsched__clock_ns() + FSCHED__OUTSIDE_LOOK_NS;
-    uint32_t i;
-    /* relaxed: a hint; the wait that follows reads the count with acquire */
-    while (FSCHED__LOAD(&wg->count, FSCHED__RELAXED) != 0 && fsched__clock_ns() < until)
-        for (i = 0; i < 32; i++) fsched__cpu_relax();
-}
-
 /* Runs call(arg), a fork-join call made from a thread outside every scheduler, on the
    default scheduler (made now if there is none), and returns what it returned, or why it
    could not run. The calling thread blocks meanwhile. */
@@ -9501,10 +9488,7 @@ static FSCHED__NOINLINE fsched_result fsched__call_outside(fsched_result (*call)
         fsched_wait_group_init(&wg);
         r = fsched__spawn(s, &wg, fsched__outside_task, &c, NULL, 0, what);
         fsched__sched_release(s);
-        if (r == FSCHED_OK) {
-            fsched__outside_look(&wg);
-            r = fsched_wait_group_wait(&wg);
-        }
+        if (r == FSCHED_OK) r = fsched_wait_group_wait(&wg);
         fsched_wait_group_destroy(&wg);
     }
     fsched__default_leave();
