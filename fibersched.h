@@ -279,19 +279,19 @@
 
    Scheduler functions may be called from any thread unless their declaration says
    otherwise. Fork-join calls (fsched_join, the parallel loops, FSCHED_RUN, linear
-   pipelines) run on the caller's scheduler from a task or bound thread, and on the
-   default scheduler from any other thread, which blocks until the call is done (see
+   pipelines) run on the caller's scheduler from a task or bound thread, and on the default
+   scheduler from any other thread, which blocks until the call is done (see
    fsched_default_configure); they are refused only where no wait is allowed (interrupt
-   handlers, poll hooks, workers' start and stop hooks). fsched_destroy must not be called from one of the scheduler's own tasks, nor while
-   other threads are bound (it refuses both with a code). Calls from other threads may
-   race fsched_destroy: a spawn, run or bind either finds the scheduler and counts (the
-   drain waits for it) or fails with FSCHED_ERR_WRONG_STATE, and after destroy has
-   returned with FSCHED_ERR_INVALID_ARGUMENT. Synchronisation objects may be shared by
-   tasks of any scheduler and by plain threads. fsched_fiber_switch() and
-   fsched_fiber_current() act on the calling thread; a fiber may be switched to from any
-   thread while it is suspended, but by one thread at a time. Stack pools are
-   thread-safe. Graphs are built from any thread and run, waited for and cancelled from
-   any thread; pipelines are built from one thread at a time and run from one (their
+   handlers, poll hooks, workers' start and stop hooks). fsched_destroy must not be called
+   from one of the scheduler's own tasks, nor while other threads are bound (it refuses both
+   with a code). Calls from other threads may race fsched_destroy: a spawn, run or bind
+   either finds the scheduler and counts (the drain waits for it) or fails with
+   FSCHED_ERR_WRONG_STATE, and after destroy has returned with FSCHED_ERR_INVALID_ARGUMENT.
+   Synchronisation objects may be shared by tasks of any scheduler and by plain threads.
+   fsched_fiber_switch() and fsched_fiber_current() act on the calling thread; a fiber may
+   be switched to from any thread while it is suspended, but by one thread at a time. Stack
+   pools are thread-safe. Graphs are built from any thread and run, waited for and cancelled
+   from any thread; pipelines are built from one thread at a time and run from one (their
    sections say more). Each function says more where it is declared.
 
    INTERRUPT HANDLERS (FIBERSCHED_NO_OS)
@@ -689,8 +689,9 @@ FIBERSCHED_API int fsched_worker_index(void);
 
 /* Sets the desc the default scheduler will be made with: copied (NULL: all defaults);
    what its pointers name (worker_name, worker_cpus...) must live until the default is
-   made. Its errors come back from the first call, as fsched_create's. FSCHED_ERR_WRONG_STATE
-   once the default exists (made, set or gotten) or the process exits. Any thread. */
+   made. Its errors come back from the first call, as fsched_create's.
+   FSCHED_ERR_WRONG_STATE once the default exists (made, set or gotten) or the process
+   exits. Any thread. */
 FIBERSCHED_API fsched_result fsched_default_configure(const fsched_desc *desc);
 
 /* Makes s the default scheduler, so that calls from outside every scheduler run on it
@@ -870,7 +871,8 @@ struct fsched_frames {
 };
 
 FIBERSCHED_API fsched_result fsched_frames_enter(fsched_frames **out);
-FIBERSCHED_API fsched_result fsched_frames_outside(fsched_result (*root)(void *call), void *call);
+FIBERSCHED_API fsched_result fsched_frames_outside(fsched_result (*root)(void *call),
+                                                   void *call);
 FIBERSCHED_API void fsched_frames_leave(fsched_frames *fs);
 FIBERSCHED_API void fsched_frames_share(fsched_frames *fs, fsched_frame *head);
 FIBERSCHED_API int fsched_frames_reclaim(fsched_frames *fs, fsched_frame *frame);
@@ -1217,13 +1219,13 @@ FIBERSCHED_API fsched_result fsched_wait_fd(int fd, uint32_t events, uint64_t ti
    own; FSCHED_ERR_SYSTEM when close() failed otherwise (errno). Any thread. */
 FIBERSCHED_API fsched_result fsched_close_fd(int fd);
 
-/* A poll hook finds out whether work it waits for outside the scheduler has completed,
-   and ends the waits for it (by setting events, releasing semaphores, spawning). It must
-   not wait itself: a wait from it fails with FSCHED_ERR_WRONG_STATE, and so do
-   fsched_join, the parallel loops, FSCHED_RUN and linear pipelines (which wait for work
-   other workers take); a wait group's wait runs none of the group's tasks there; fsched_yield yields
-   only the thread, and fsched_sleep_for blocks it. Returns nonzero while something is
-   still outstanding, 0 when nothing is. */
+/* A poll hook finds out whether work it waits for outside the scheduler has completed, and
+   ends the waits for it (by setting events, releasing semaphores, spawning). It must not
+   wait itself: a wait from it fails with FSCHED_ERR_WRONG_STATE, and so do fsched_join, the
+   parallel loops, FSCHED_RUN and linear pipelines (which wait for work other workers take);
+   a wait group's wait runs none of the group's tasks there; fsched_yield yields only the
+   thread, and fsched_sleep_for blocks it. Returns nonzero while something is still
+   outstanding, 0 when nothing is. */
 typedef int (*fsched_poll_fn)(void *user);
 
 /* Installs fn as s's poll hook, replacing any other (NULL removes it). The scheduler
@@ -6931,7 +6933,8 @@ static void fsched__default_hook(void) {
 /* Under the claim: makes the default. A failure leaves none, for a later call to try. */
 static fsched_result fsched__default_make(fsched_sched **out, const char *what) {
     fsched_sched *s;
-    fsched_result r = fsched_create(fsched__default_configured ? &fsched__default_desc : NULL, &s);
+    const fsched_desc *d = fsched__default_configured ? &fsched__default_desc : NULL;
+    fsched_result r = fsched_create(d, &s);
     if (r != FSCHED_OK) {
         if (FSCHED__DEBUG)
             fsched__log(&fsched__default_desc.logger, FSCHED_LOG_ERROR,
@@ -9424,18 +9427,18 @@ FIBERSCHED_API fsched_result fsched_wait_group_spawn_named(fsched_wait_group *wg
 }
 
 /* ---- calls from outside every scheduler ----
-   A fork-join call (join, a parallel loop, a spawn/sync tree, a linear pipeline) runs on
-   a slot of a scheduler: it queues its halves on the slot's deque and waits for those
-   that others took on a fiber. Made from a thread that works for no scheduler, it runs
-   instead as one task of the default scheduler, and the thread blocks until that task
-   has returned: a worker takes the task (woken if all slept), and the task's end wakes
-   the caller. The thread does not take a slot to help: a slot also runs other threads'
-   work, and a fiber of that work which blocked there could resume only on this thread,
-   which would have to wait for it before returning. Nor does it spin before it blocks:
-   that saves its wake only where a processor is free for it, and where none is, it holds
-   the one the task's worker needs (bench_wake, on a loaded machine). Without worker threads
-   (FIBERSCHED_NO_THREADS, or a single-threaded default) nothing else would run the
-   task: the thread binds to the default for the call and runs it itself. */
+   A fork-join call (join, a parallel loop, a spawn/sync tree, a linear pipeline) runs on a
+   slot of a scheduler: it queues its halves on the slot's deque and waits for those that
+   others took on a fiber. Made from a thread that works for no scheduler, it runs instead
+   as one task of the default scheduler, and the thread blocks until that task has returned:
+   a worker takes the task (woken if all slept), and the task's end wakes the caller. The
+   thread does not take a slot to help: a slot also runs other threads' work, and a fiber of
+   that work which blocked there could resume only on this thread, which would have to wait
+   for it before returning. Nor does it spin before it blocks: that saves its wake only
+   where a processor is free for it, and where none is, it holds the one the task's worker
+   needs (bench_wake, on a loaded machine). Without worker threads (FIBERSCHED_NO_THREADS,
+   or a single-threaded default) nothing else would run the task: the thread binds to the
+   default for the call and runs it itself. */
 
 typedef struct fsched__outside_call {
     fsched_result (*call)(void *arg); /* the fork-join call, made again on a slot */
@@ -9942,7 +9945,8 @@ FIBERSCHED_API fsched_result fsched_frames_enter(fsched_frames **out) {
     return FSCHED_OK;
 }
 
-FIBERSCHED_API fsched_result fsched_frames_outside(fsched_result (*root)(void *call), void *call) {
+FIBERSCHED_API fsched_result fsched_frames_outside(fsched_result (*root)(void *call),
+                                                   void *call) {
     return fsched__call_outside(root, call, "FSCHED_RUN");
 }
 
@@ -13242,8 +13246,8 @@ FIBERSCHED_API fsched_result fsched_parallel_pipeline_run(const fsched_parallel_
     else memset(&d, 0, sizeof d);
     logger = d.logger.func ? &d.logger : w ? &w->sched->logger : NULL;
     if (w && fsched__tls_thread.in_hook)
-        return FSCHED__MISUSE(logger, FSCHED_ERR_WRONG_STATE,
-                              "fsched_parallel_pipeline: called from a poll hook, which must not wait");
+        return FSCHED__MISUSE(logger, FSCHED_ERR_WRONG_STATE, "fsched_parallel_pipeline: "
+                              "called from a poll hook, which must not wait");
     if (!stages || !n_stages)
         return FSCHED__MISUSE(logger, FSCHED_ERR_INVALID_ARGUMENT,
                               "fsched_parallel_pipeline: no stages");
