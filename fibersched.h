@@ -704,9 +704,9 @@ FIBERSCHED_API fsched_result fsched_default_set(fsched_sched *s);
 
 /* The default scheduler in *out, made now if there is none: for spawns into it, its
    stats, graph runs. FSCHED_ERR_INVALID_ARGUMENT (out NULL), FSCHED_ERR_WRONG_STATE once
-   the process exits, or fsched_create's errors when it cannot be made. Destroying the
-   default the library made is allowed (calls from outside then fail as said above).
-   Any thread. */
+   the process exits or the default was destroyed (the program may destroy the one the
+   library made too: calls from outside then fail so), or fsched_create's errors when it
+   cannot be made. Any thread. */
 FIBERSCHED_API fsched_result fsched_default_get(fsched_sched **out);
 
 /* ---- tasks ----------------------------------------------------------------------- */
@@ -5025,6 +5025,7 @@ static void fsched__frames_destroy(fsched__worker *w);
 
 struct fsched_sched {
     uint32_t magic;
+    uint32_t is_default;  /* the process's default scheduler (written under its claim) */
     uint32_t n_threads;   /* worker threads */
     uint32_t n_slots;     /* worker threads, bound slots, and one for fsched_destroy */
     uint32_t started;     /* worker threads started */
@@ -6863,6 +6864,20 @@ static void fsched__default_unclaim(uint32_t state) {
     FSCHED__STORE(&fsched__default_state, state, FSCHED__RELEASE);
 }
 
+/* Under the registry's lock: whether s is the default, still live (not another
+   scheduler made since at the address of one the program destroyed). */
+static int fsched__default_live_locked(const fsched_sched *s) {
+    return fsched__live_has(s) && s->magic == FSCHED__SCHED_LIVE && s->is_default;
+}
+
+static int fsched__default_live(const fsched_sched *s) {
+    int live;
+    fsched__live_read_lock();
+    live = fsched__default_live_locked(s);
+    fsched__live_read_unlock();
+    return live;
+}
+
 /* At exit: no default from now on; the library's own is destroyed, unless the exiting
    thread works for a scheduler (a task that called exit) or a call from outside still
    runs on it (it is then left to the end of the process, as its other threads are). */
@@ -6880,7 +6895,7 @@ static void fsched__default_at_exit(void) {
     if (state != FSCHED__DEFAULT_MADE || t->worker || t->in_worker_hook ||
         FSCHED__LOAD(&fsched__default_calls, FSCHED__SEQ_CST))
         return;
-    if (fsched__live_check(fsched__default_sched)) /* the program may have destroyed it */
+    if (fsched__default_live(fsched__default_sched)) /* the program may have destroyed it */
         (void)fsched_destroy(fsched__default_sched);
 }
 
@@ -6944,6 +6959,7 @@ static fsched_result fsched__default_make(fsched_sched **out, const char *what) 
         return r;
     }
     fsched__default_hook();
+    s->is_default = 1; /* read only after the unclaim's release, as the pointer */
     fsched__default_sched = s;
     fsched__default_unclaim(FSCHED__DEFAULT_MADE);
     *out = s;
@@ -6969,6 +6985,15 @@ static fsched_result fsched__default_find(fsched_sched **out, const char *what) 
     }
 }
 
+/* The default in *out, made now if there is none, and still live. */
+static fsched_result fsched__default_find_live(fsched_sched **out, const char *what) {
+    fsched_result r = fsched__default_find(out, what);
+    if (r == FSCHED_OK && !fsched__default_live(*out))
+        r = FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
+                           "%s: the default scheduler was destroyed", what);
+    return r;
+}
+
 /* A call from outside leaves the default (release: its last touch of it). */
 static void fsched__default_leave(void) {
     FSCHED__FETCH_SUB(&fsched__default_calls, 1u, FSCHED__RELEASE);
@@ -6982,7 +7007,7 @@ static fsched_result fsched__default_enter(fsched_sched **out, const char *what)
     FSCHED__FETCH_ADD(&fsched__default_calls, 1u, FSCHED__SEQ_CST);
     if ((r = fsched__default_find(out, what)) == FSCHED_OK) {
         fsched__live_read_lock();
-        if (!fsched__live_has(*out) || (*out)->magic != FSCHED__SCHED_LIVE)
+        if (!fsched__default_live_locked(*out))
             r = FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
                                "%s: the default scheduler was destroyed", what);
         else if ((r = fsched__sched_refuse_closing(*out, what)) == FSCHED_OK)
@@ -7011,6 +7036,7 @@ FIBERSCHED_API fsched_result fsched_default_set(fsched_sched *s) {
     if (r != FSCHED_OK) return r;
     if (fsched__default_claim()) {
         fsched__default_hook();
+        s->is_default = 1; /* read only after the unclaim's release, as the pointer */
         fsched__default_sched = s;
         fsched__default_unclaim(FSCHED__DEFAULT_SET);
     } else {
@@ -7023,11 +7049,14 @@ FIBERSCHED_API fsched_result fsched_default_set(fsched_sched *s) {
 }
 
 FIBERSCHED_API fsched_result fsched_default_get(fsched_sched **out) {
+    fsched_sched *s = NULL;
+    fsched_result r;
     if (!out)
         return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
                               "fsched_default_get: out is NULL");
-    *out = NULL;
-    return fsched__default_find(out, "fsched_default_get");
+    r = fsched__default_find_live(&s, "fsched_default_get");
+    *out = r == FSCHED_OK ? s : NULL;
+    return r;
 }
 
 /* ===================================================================================== */
@@ -11501,7 +11530,7 @@ FIBERSCHED_API fsched_result fsched_graph_run(fsched_graph *g, fsched_sched *s) 
     uint32_t i;
     if ((r = fsched__graph_check(g, "fsched_graph_run")) != FSCHED_OK) return r;
     if (!s && !(s = fsched_current()) &&
-        (r = fsched__default_find(&s, "fsched_graph_run")) != FSCHED_OK)
+        (r = fsched__default_find_live(&s, "fsched_graph_run")) != FSCHED_OK)
         return r;
     if (w && w->sched != s) w = NULL; /* a task of another scheduler: from outside */
     if (!w && (r = fsched__sched_enter(s, 1, "fsched_graph_run")) != FSCHED_OK) return r;

@@ -507,15 +507,64 @@ static void child_configure(void) {
     free(c);
 }
 
-/* The program's own scheduler installed as the default, then destroyed. */
+/* An allocator that gives a freed block back for the next request of its size and
+   alignment: a scheduler made after another was destroyed gets its address. */
+#define RECYCLED 256
+static struct { void *p; size_t size, align; } recycled[RECYCLED];
+static int recycled_lock;
+
+static void recycled_take(void) {
+    while (__atomic_exchange_n(&recycled_lock, 1, __ATOMIC_ACQUIRE)) {
+    }
+}
+
+static void recycled_give(void) { __atomic_store_n(&recycled_lock, 0, __ATOMIC_RELEASE); }
+
+static void *recycling_alloc(size_t size, size_t align, void *user) {
+    void *p = NULL;
+    int k;
+    recycled_take();
+    for (k = 0; k < RECYCLED && !p; k++)
+        if (recycled[k].p && recycled[k].size == size && recycled[k].align == align) {
+            p = recycled[k].p;
+            recycled[k].p = NULL;
+        }
+    recycled_give();
+    return p ? p : counting_alloc(size, align, user);
+}
+
+static void recycling_free(void *ptr, size_t size, size_t align, void *user) {
+    int k;
+    recycled_take();
+    for (k = 0; k < RECYCLED && ptr; k++)
+        if (!recycled[k].p) {
+            recycled[k].p = ptr;
+            recycled[k].size = size;
+            recycled[k].align = align;
+            ptr = NULL;
+        }
+    recycled_give();
+    if (ptr) counting_free(ptr, size, align, user);
+}
+
+static void recycling_drop(void) {
+    int k;
+    for (k = 0; k < RECYCLED; k++)
+        if (recycled[k].p) counting_free(recycled[k].p, recycled[k].size, 0, NULL);
+}
+
+/* The program's own scheduler installed as the default, then destroyed: calls from
+   outside are refused, also once another scheduler took its address. */
 static void child_set(void) {
     fsched_desc d;
-    fsched_sched *s, *got;
+    fsched_sched *s, *got, *again;
     cover *c = (cover *)calloc(1, sizeof *c);
     side a, b;
     CHECK(c != NULL);
     test_desc_init(&d);
     d.workers = 2;
+    d.allocator.alloc = recycling_alloc;
+    d.allocator.free = recycling_free;
     CHECK_OK(fsched_create(&d, &s));
     CHECK_RESULT(fsched_default_set(NULL), FSCHED_ERR_INVALID_ARGUMENT);
     CHECK_OK(fsched_default_configure(NULL)); /* still free to choose */
@@ -531,8 +580,19 @@ static void child_set(void) {
     a.ran = b.ran = 0;
     CHECK_RESULT(fsched_parallel_for(0, 100, 1, cover_body, c), FSCHED_ERR_WRONG_STATE);
     CHECK_RESULT(fsched_join(side_run, &a, side_run, &b), FSCHED_ERR_WRONG_STATE);
+    CHECK_RESULT(fsched_default_get(&got), FSCHED_ERR_WRONG_STATE);
+    CHECK(got == NULL);
+    /* a scheduler at the same address is not the default */
+    CHECK_OK(fsched_create(&d, &again));
+    CHECK(again == s);
+    CHECK_RESULT(fsched_parallel_for(0, 100, 1, cover_body, c), FSCHED_ERR_WRONG_STATE);
+    CHECK_RESULT(fsched_join(side_run, &a, side_run, &b), FSCHED_ERR_WRONG_STATE);
+    CHECK_RESULT(fsched_default_get(&got), FSCHED_ERR_WRONG_STATE);
     cover_check(c, 0);
     CHECK(a.ran == 0 && b.ran == 0);
+    CHECK_OK(fsched_destroy(again));
+    recycling_drop();
+    CHECK_EQ_U64(LOAD(&live_bytes), 0);
     free(c);
 }
 
