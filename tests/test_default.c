@@ -508,7 +508,9 @@ static void child_configure(void) {
 }
 
 /* An allocator that gives a freed block back for the next request of its size and
-   alignment: a scheduler made after another was destroyed gets its address. */
+   alignment: a scheduler made after another was destroyed gets its address. Small
+   blocks only: a heap stack (FIBERSCHED_NO_OS) keeps what Valgrind marked while it was
+   a stack, which only a free and a new allocation reset. */
 #define RECYCLED 256
 static struct { void *p; size_t size, align; } recycled[RECYCLED];
 static int recycled_lock;
@@ -536,7 +538,7 @@ static void *recycling_alloc(size_t size, size_t align, void *user) {
 static void recycling_free(void *ptr, size_t size, size_t align, void *user) {
     int k;
     recycled_take();
-    for (k = 0; k < RECYCLED && ptr; k++)
+    for (k = 0; k < RECYCLED && ptr && size < 65536; k++)
         if (!recycled[k].p) {
             recycled[k].p = ptr;
             recycled[k].size = size;
