@@ -43,7 +43,21 @@
        #include "fibersched.h"
 
    Everywhere else, include "fibersched.h" without the define. Keep fibersched_asm.h next to
-   fibersched.h. Build with `cc -O2 -pthread`. Parallel work:
+   fibersched.h. Build with `cc -O2 -pthread`. A parallel loop, from any thread, with no
+   setup (the first call makes a default scheduler, one worker per CPU, released at exit):
+
+       static void square(void *ctx, size_t lo, size_t hi) {
+           double *v = ctx;
+           for (size_t i = lo; i < hi; i++) v[i] = v[i] * v[i];
+       }
+       int main(void) {
+           static double v[1000000];
+           fsched_parallel_for(0, 1000000, 4096, square, v);   // returns when all is done
+       }
+
+   fsched_join, fsched_parallel_reduce, FSCHED_RUN and linear pipelines work from any
+   thread too. For control over the workers (how many, their stacks, their hooks), make a
+   scheduler and give it work (or fsched_default_configure the default):
 
        static void fib(void *p) {                 // p points at {n, result}
            long *a = p, x[2] = {a[0] - 1}, y[2] = {a[0] - 2};
@@ -265,17 +279,20 @@
    THREAD SAFETY
 
    Scheduler functions may be called from any thread unless their declaration says
-   otherwise: fsched_join and the parallel loops need a task or a bound thread;
-   fsched_destroy must not be called from one of the scheduler's own tasks, nor while
-   other threads are bound (it refuses both with a code). Calls from other threads may
-   race fsched_destroy: a spawn, run or bind either finds the scheduler and counts (the
-   drain waits for it) or fails with FSCHED_ERR_WRONG_STATE, and after destroy has
-   returned with FSCHED_ERR_INVALID_ARGUMENT. Synchronisation objects may be shared by
-   tasks of any scheduler and by plain threads. fsched_fiber_switch() and
-   fsched_fiber_current() act on the calling thread; a fiber may be switched to from any
-   thread while it is suspended, but by one thread at a time. Stack pools are
-   thread-safe. Graphs are built from any thread and run, waited for and cancelled from
-   any thread; pipelines are built from one thread at a time and run from one (their
+   otherwise. Fork-join calls (fsched_join, the parallel loops, FSCHED_RUN, linear
+   pipelines) run on the caller's scheduler from a task or bound thread, and on the default
+   scheduler from any other thread, which blocks until the call is done (see
+   fsched_default_configure); they are refused only where no wait is allowed (interrupt
+   handlers, poll hooks, workers' start and stop hooks). fsched_destroy must not be called
+   from one of the scheduler's own tasks, nor while other threads are bound (it refuses both
+   with a code). Calls from other threads may race fsched_destroy: a spawn, run or bind
+   either finds the scheduler and counts (the drain waits for it) or fails with
+   FSCHED_ERR_WRONG_STATE, and after destroy has returned with FSCHED_ERR_INVALID_ARGUMENT.
+   Synchronisation objects may be shared by tasks of any scheduler and by plain threads.
+   fsched_fiber_switch() and fsched_fiber_current() act on the calling thread; a fiber may
+   be switched to from any thread while it is suspended, but by one thread at a time. Stack
+   pools are thread-safe. Graphs are built from any thread and run, waited for and cancelled
+   from any thread; pipelines are built from one thread at a time and run from one (their
    sections say more). Each function says more where it is declared.
 
    INTERRUPT HANDLERS (FIBERSCHED_NO_OS)
@@ -577,7 +594,8 @@ typedef struct fsched_desc {
                                    into the scheduler is a plain thread's, refused with
                                    FSCHED_ERR_WRONG_STATE once fsched_destroy began.
                                    The thread is a worker all the same: fsched_bind,
-                                   and fsched_destroy of its own scheduler, fail with
+                                   fsched_destroy of its own scheduler, and fork-join
+                                   calls (which would wait) fail with
                                    FSCHED_ERR_WRONG_STATE there */
     void *worker_user;
     const char *worker_name;    /* worker threads are named this followed by their index
@@ -645,6 +663,53 @@ FIBERSCHED_API fsched_result fsched_get_stats(const fsched_sched *s, fsched_stat
    then the bound threads; -1 outside any scheduler. */
 FIBERSCHED_API int fsched_worker_index(void);
 
+/* ---- the default scheduler ---------------------------------------------------------
+   Fork-join calls (fsched_join, fsched_parallel_for, fsched_parallel_reduce, FSCHED_RUN,
+   fsched_parallel_pipeline, and the C++ layer's join and parallel_for) work from any
+   thread, with no setup. From a task or a bound thread they run on that thread's
+   scheduler. From any other thread (main, say) they run on the process's default
+   scheduler, and the calling thread blocks until the whole call is done: the call runs
+   as one task there, which costs the wake-up of a worker (when all sleep) and, at its
+   end, the caller's (bench_wake measures it). Without threads (FIBERSCHED_NO_THREADS,
+   FIBERSCHED_NO_OS) the default is single-threaded and the calling thread runs the call
+   itself, bound to it meanwhile.
+
+   The default is made at the first such call (or fsched_default_get, or a graph run with
+   no scheduler): with one worker per CPU unless fsched_default_configure says otherwise,
+   once, however many threads race to make it. When it cannot be made (out of memory, a
+   thread that cannot start) the call returns the error (as fsched_create's, with a log
+   line in debug builds) and a later call tries again. At exit (atexit) the default the
+   library made is destroyed, after what was spawned onto it has finished, unless the
+   exiting thread works for a scheduler or a call from another thread still runs on it
+   (the default is then left to the end of the process, as that thread is); calls from
+   outside every scheduler fail with FSCHED_ERR_WRONG_STATE from then on. In the child of
+   a fork(), the parent's default is left alone (its workers are not in the child) and the
+   child's first call makes a new one, from the same configuration. Calls from interrupt
+   handlers, poll hooks and workers' start and stop hooks are refused with
+   FSCHED_ERR_WRONG_STATE: they must not wait. */
+
+/* Sets the desc the default scheduler will be made with: copied (NULL: all defaults);
+   what its pointers name (worker_name, worker_cpus...) must live until the default is
+   made. Its errors come back from the first call, as fsched_create's.
+   FSCHED_ERR_WRONG_STATE once the default exists (made, set or gotten) or the process
+   exits. Any thread. */
+FIBERSCHED_API fsched_result fsched_default_configure(const fsched_desc *desc);
+
+/* Makes s the default scheduler, so that calls from outside every scheduler run on it
+   and no second pool of workers is made. s stays the caller's: it is not destroyed at
+   exit; once the caller destroys it, those calls fail with FSCHED_ERR_WRONG_STATE.
+   FSCHED_ERR_INVALID_ARGUMENT for a scheduler that is not live, FSCHED_ERR_WRONG_STATE
+   while it is being destroyed and once a default exists (made, set or gotten) or the
+   process exits. Any thread. */
+FIBERSCHED_API fsched_result fsched_default_set(fsched_sched *s);
+
+/* The default scheduler in *out, made now if there is none: for spawns into it, its
+   stats, graph runs. FSCHED_ERR_INVALID_ARGUMENT (out NULL), FSCHED_ERR_WRONG_STATE once
+   the process exits or the default was destroyed (the program may destroy the one the
+   library made too: calls from outside then fail so), or fsched_create's errors when it
+   cannot be made. Any thread. */
+FIBERSCHED_API fsched_result fsched_default_get(fsched_sched **out);
+
 /* ---- tasks ----------------------------------------------------------------------- */
 
 /* Runs fn(arg) as a detached task. From a task of s the task goes to the caller's deque,
@@ -671,10 +736,13 @@ FIBERSCHED_API fsched_result fsched_spawn_named(fsched_sched *s, void (*fn)(void
    b is offered to other workers while a runs on the caller; if nobody took it, the
    caller runs it too (no allocation, no atomic operation). If b was taken, the caller's
    fiber suspends until b finishes; its worker runs other work meanwhile, on other fibers
-   (nothing else runs on the caller's stack, where it could block the caller).
-   FSCHED_ERR_INVALID_ARGUMENT (a or b NULL) or FSCHED_ERR_WRONG_STATE (the caller is not
-   a task or bound thread of a scheduler, or is a poll hook, which must not wait),
-   running nothing. */
+   (nothing else runs on the caller's stack, where it could block the caller). Any
+   thread: from one outside every scheduler, the join runs as a task of the default
+   scheduler and the thread blocks until it is done (see fsched_default_configure).
+   FSCHED_ERR_INVALID_ARGUMENT (a or b NULL) or FSCHED_ERR_WRONG_STATE (from a poll
+   hook, a worker's start or stop hook or an interrupt handler, which must not wait; no
+   default scheduler, as the process exits), running nothing; fsched_create's errors
+   when the default scheduler cannot be made. */
 FIBERSCHED_API fsched_result fsched_join(void (*a)(void *arg), void *arg_a,
                                          void (*b)(void *arg), void *arg_b);
 
@@ -682,8 +750,9 @@ FIBERSCHED_API fsched_result fsched_join(void (*a)(void *arg), void *arg_a,
    Ranges are split in halves, further only while other workers take the halves
    (adaptive splitting), and only while longer than `grain` elements (0: 1): a piece
    that comes from a split has at least half that many. Returns when all calls
-   have returned. Errors as fsched_join, and FSCHED_ERR_INVALID_ARGUMENT when end is
-   before begin (an empty range, end == begin, calls nothing). */
+   have returned. Any thread, as fsched_join (from main: on the default scheduler).
+   Errors as fsched_join, and FSCHED_ERR_INVALID_ARGUMENT when end is before begin (an
+   empty range, end == begin, calls nothing). */
 FIBERSCHED_API fsched_result fsched_parallel_for(size_t begin, size_t end, size_t grain,
                                                  void (*body)(void *ctx, size_t lo, size_t hi),
                                                  void *ctx);
@@ -722,7 +791,7 @@ FIBERSCHED_API fsched_result fsched_parallel_reduce(
        }
        ...
        long r;
-       fsched_result e = FSCHED_RUN(fib, 30, &r);   // from a task or bound thread
+       fsched_result e = FSCHED_RUN(fib, 30, &r);   // from any thread
 
    FSCHED_VOID_TASK(name, type, arg) defines one without a result (FSCHED_RUN's last
    argument is then NULL). The argument and result are copied with assignment: plain C
@@ -803,6 +872,8 @@ struct fsched_frames {
 };
 
 FIBERSCHED_API fsched_result fsched_frames_enter(fsched_frames **out);
+FIBERSCHED_API fsched_result fsched_frames_outside(fsched_result (*root)(void *call),
+                                                   void *call);
 FIBERSCHED_API void fsched_frames_leave(fsched_frames *fs);
 FIBERSCHED_API void fsched_frames_share(fsched_frames *fs, fsched_frame *head);
 FIBERSCHED_API int fsched_frames_reclaim(fsched_frames *fs, fsched_frame *frame);
@@ -831,6 +902,17 @@ FIBERSCHED_API void fsched_frames_full(fsched_frames *fs);
 #define FSCHED__TASK_ROOT(fs, root_call)                                                   \
     fsched::detail::frames_lease fsched__lease(fs);                                        \
     root_call
+/* a root run on the default scheduler, from outside: its exception is rethrown here */
+#define FSCHED__TASK_THROWN std::exception_ptr thrown;
+#define FSCHED__TASK_OUTSIDE(call, run_root)                                               \
+    try {                                                                                  \
+        run_root;                                                                          \
+    } catch (...) {                                                                        \
+        (call)->thrown = std::current_exception();                                         \
+    }                                                                                      \
+    return FSCHED_OK
+#define FSCHED__TASK_RETHROW(call)                                                         \
+    if ((call).thrown) std::rethrow_exception((call).thrown)
 #define FSCHED__TASK_BODY(rtype, name, atype, aname)                                       \
     static inline rtype name##_fsched_user(fsched_frames *fsched__fs,                      \
                                            fsched_frame *fsched__head, atype aname);       \
@@ -855,6 +937,9 @@ FIBERSCHED_API void fsched_frames_full(fsched_frames *fs);
 #define FSCHED__TASK_ROOT(fs, root_call)                                                   \
     root_call;                                                                             \
     fsched_frames_leave(fs)
+#define FSCHED__TASK_THROWN
+#define FSCHED__TASK_OUTSIDE(call, run_root) run_root
+#define FSCHED__TASK_RETHROW(call) (void)0
 #define FSCHED__TASK_BODY(rtype, name, atype, aname)                                       \
     static inline rtype name##_fsched_body(fsched_frames *fsched__fs __attribute__((unused)), \
                                            fsched_frame *fsched__head __attribute__((unused)), \
@@ -889,11 +974,36 @@ FIBERSCHED_API void fsched_frames_full(fsched_frames *fs);
             sync_taken;                                                                      \
         }                                                                                    \
     }                                                                                        \
+    /* outside every scheduler, the root runs as a task of the default scheduler */        \
+    typedef struct name##_fsched_call {                                                      \
+        atype arg;                                                                           \
+        void *out;                                                                           \
+        FSCHED__TASK_THROWN                                                                  \
+    } name##_fsched_call;                                                                    \
+    FSCHED__TASK_FN inline fsched_result name##_fsched_root(atype fsched__arg,               \
+                                                            void *fsched__out);              \
+    FSCHED__TASK_FN fsched_result name##_fsched_outside(void *fsched__p) {                   \
+        name##_fsched_call *fsched__c = (name##_fsched_call *)fsched__p;                     \
+        FSCHED__TASK_OUTSIDE(fsched__c, return name##_fsched_root(fsched__c->arg,            \
+                                                                  fsched__c->out));          \
+    }                                                                                        \
+    FSCHED__TASK_FN fsched_result name##_fsched_root_outside(atype fsched__arg,              \
+                                                             void *fsched__out) {            \
+        name##_fsched_call fsched__c;                                                        \
+        fsched_result fsched__r;                                                             \
+        fsched__c.arg = fsched__arg;                                                         \
+        fsched__c.out = fsched__out;                                                         \
+        fsched__r = fsched_frames_outside(name##_fsched_outside, &fsched__c);                \
+        FSCHED__TASK_RETHROW(fsched__c);                                                     \
+        return fsched__r;                                                                    \
+    }                                                                                        \
     FSCHED__TASK_FN inline fsched_result name##_fsched_root(atype fsched__arg,               \
                                                             void *fsched__out) {             \
         fsched_frames *fsched__fs;                                                           \
         fsched_result fsched__r = fsched_frames_enter(&fsched__fs);                          \
         if (fsched__r != FSCHED_OK) return fsched__r;                                        \
+        if (__builtin_expect(!fsched__fs, 0))                                                \
+            return name##_fsched_root_outside(fsched__arg, fsched__out);                     \
         FSCHED__TASK_ROOT(fsched__fs, root_call);                                            \
         (void)fsched__out;                                                                   \
         return FSCHED_OK;                                                                    \
@@ -937,10 +1047,12 @@ FIBERSCHED_API void fsched_frames_full(fsched_frames *fs);
 /* Inside a task: the result of the newest child not yet synced (which must be a `name`). */
 #define FSCHED_SYNC(name) (--fsched__head, name##_fsched_sync(fsched__fs, fsched__head))
 
-/* From a task or bound thread: runs name(arg) as the root of a tree of tasks, stores its
-   result in *out (a pointer to the task's result type, or NULL) and returns FSCHED_OK;
-   FSCHED_ERR_WRONG_STATE when called from elsewhere (a poll hook too),
-   FSCHED_ERR_OUT_OF_MEMORY when no frame stack can be had (running nothing). */
+/* Runs name(arg) as the root of a tree of tasks, stores its result in *out (a pointer to
+   the task's result type, or NULL) and returns FSCHED_OK. Any thread, as fsched_join:
+   from one outside every scheduler the tree runs on the default scheduler, the thread
+   blocking meanwhile (in C++, the root's exception is rethrown in the caller).
+   FSCHED_ERR_WRONG_STATE where fsched_join is refused; FSCHED_ERR_OUT_OF_MEMORY when no
+   frame stack can be had (running nothing). */
 #define FSCHED_RUN(name, arg, out) name##_fsched_root((arg), (out))
 
 /* ---- fiber-aware synchronisation --------------------------------------------------
@@ -1108,13 +1220,13 @@ FIBERSCHED_API fsched_result fsched_wait_fd(int fd, uint32_t events, uint64_t ti
    own; FSCHED_ERR_SYSTEM when close() failed otherwise (errno). Any thread. */
 FIBERSCHED_API fsched_result fsched_close_fd(int fd);
 
-/* A poll hook finds out whether work it waits for outside the scheduler has completed,
-   and ends the waits for it (by setting events, releasing semaphores, spawning). It must
-   not wait itself: a wait from it fails with FSCHED_ERR_WRONG_STATE, and so do
-   fsched_join, the parallel loops and FSCHED_RUN (which wait for work other workers
-   take); a wait group's wait runs none of the group's tasks there; fsched_yield yields
-   only the thread, and fsched_sleep_for blocks it. Returns nonzero while something is
-   still outstanding, 0 when nothing is. */
+/* A poll hook finds out whether work it waits for outside the scheduler has completed, and
+   ends the waits for it (by setting events, releasing semaphores, spawning). It must not
+   wait itself: a wait from it fails with FSCHED_ERR_WRONG_STATE, and so do fsched_join, the
+   parallel loops, FSCHED_RUN and linear pipelines (which wait for work other workers take);
+   a wait group's wait runs none of the group's tasks there; fsched_yield yields only the
+   thread, and fsched_sleep_for blocks it. Returns nonzero while something is still
+   outstanding, 0 when nothing is. */
 typedef int (*fsched_poll_fn)(void *user);
 
 /* Installs fn as s's poll hook, replacing any other (NULL removes it). The scheduler
@@ -1249,8 +1361,11 @@ FIBERSCHED_API fsched_result fsched_graph_precede(fsched_graph *g, fsched_graph_
                                                   fsched_graph_task *after);
 
 /* Starts a run of g on s and returns at once. Results and tasks added by the previous
-   run are released first. FSCHED_ERR_WRONG_STATE (already running; on_caller tasks but
-   the caller is no task or bound thread of s; s being destroyed),
+   run are released first. s NULL: the scheduler the caller works for, else the default
+   scheduler (see fsched_default_configure; without threads its runs wait for a thread
+   bound to it, as any single-threaded scheduler's). FSCHED_ERR_WRONG_STATE (already
+   running; on_caller tasks but the caller is no task or bound thread of s; s being
+   destroyed; no default scheduler, as the process exits),
    FSCHED_ERR_INVALID_ARGUMENT (a task names only workers s does not have). Any thread. */
 FIBERSCHED_API fsched_result fsched_graph_run(fsched_graph *g, fsched_sched *s);
 
@@ -1546,16 +1661,18 @@ typedef struct fsched_parallel_pipeline_desc {
     void *log_user;
     uint64_t stall_report_ns;   /* when no item has moved for this long, where the items
                                    are is reported (log, and logger as a warning), once per
-                                   stall; 0: 10 s; UINT64_MAX: never */
+                                   stall; 0: 10 s; UINT64_MAX: never (nor without a clock:
+                                   FIBERSCHED_NO_OS and no desc.clock) */
     fsched_logger logger;       /* misuse and stall reports; zero: the scheduler's */
 } fsched_parallel_pipeline_desc;
 
 /* Runs items through the stages until the first stage stops and every item has passed.
    desc may be NULL (the defaults). A stall report names, per stage, the items running in
    it and those waiting for a serial stage, e.g. "stage 2 'write' (serial, in order): 1
-   running, 7 waiting": a stage function that never returns is found there. From a task
-   or bound thread (FSCHED_ERR_WRONG_STATE otherwise); FSCHED_ERR_INVALID_ARGUMENT for no
-   stages, a NULL fn or an unknown mode; FSCHED_ERR_OUT_OF_MEMORY. */
+   running, 7 waiting": a stage function that never returns is found there. Any thread,
+   as fsched_join (from main: on the default scheduler, the thread blocking meanwhile);
+   FSCHED_ERR_WRONG_STATE where fsched_join is refused; FSCHED_ERR_INVALID_ARGUMENT for
+   no stages, a NULL fn or an unknown mode; FSCHED_ERR_OUT_OF_MEMORY. */
 FIBERSCHED_API fsched_result fsched_parallel_pipeline_run(const fsched_parallel_pipeline_desc *desc,
                                                           const fsched_stage *stages,
                                                           size_t n_stages);
@@ -2489,6 +2606,7 @@ typedef enum fsched__point {
     FSCHED__AT_FD_CLOSE,     /* fsched_close_fd ended the waits on an fd it is about to close */
     FSCHED__AT_FD_CLOSED,    /* ... and closed it; waits that came meanwhile are held */
     FSCHED__AT_UNMARK,       /* a thief saw a frame stack offer nothing, about to unmark it */
+    FSCHED__AT_DEFAULT,      /* a call from outside every scheduler looks for the default */
     FSCHED__AT_COUNT
 } fsched__point;
 /* Called, when set, at every point before the random perturbation (tests stall here). */
@@ -2919,11 +3037,15 @@ static void fsched__unpark(fsched__parker *p) {
    under a reader-writer lock; its table comes from FIBERSCHED_MALLOC and is freed when
    the last object leaves. */
 
+/* fsched__live_fork_child: in the child of a fork() whose parent held the lock for
+   writing (it was taken before the fork, so that no other thread was inside), the lock
+   of the child, whose only thread is not the one that took it, set free anew. */
 #if defined(FIBERSCHED_NO_THREADS)
 static void fsched__live_read_lock(void) { fsched__critical_enter(); }
 static void fsched__live_read_unlock(void) { fsched__critical_exit(); }
 static void fsched__live_write_lock(void) { fsched__critical_enter(); }
 static void fsched__live_write_unlock(void) { fsched__critical_exit(); }
+FSCHED__UNUSED static void fsched__live_fork_child(void) { fsched__critical_exit(); }
 #elif defined(FSCHED__OS_WINDOWS)
 static SRWLOCK fsched__live_lock = SRWLOCK_INIT;
 static void fsched__live_read_lock(void) { AcquireSRWLockShared(&fsched__live_lock); }
@@ -2937,12 +3059,16 @@ static void fsched__live_read_lock(void) { pthread_mutex_lock(&fsched__live_lock
 static void fsched__live_read_unlock(void) { pthread_mutex_unlock(&fsched__live_lock); }
 static void fsched__live_write_lock(void) { pthread_mutex_lock(&fsched__live_lock); }
 static void fsched__live_write_unlock(void) { pthread_mutex_unlock(&fsched__live_lock); }
+static void fsched__live_fork_child(void) { pthread_mutex_init(&fsched__live_lock, NULL); }
 #else
 static pthread_rwlock_t fsched__live_lock = PTHREAD_RWLOCK_INITIALIZER;
 static void fsched__live_read_lock(void) { pthread_rwlock_rdlock(&fsched__live_lock); }
 static void fsched__live_read_unlock(void) { pthread_rwlock_unlock(&fsched__live_lock); }
 static void fsched__live_write_lock(void) { pthread_rwlock_wrlock(&fsched__live_lock); }
 static void fsched__live_write_unlock(void) { pthread_rwlock_unlock(&fsched__live_lock); }
+/* (an rwlock records its writer: unlocked by another thread, it would take the reader's
+   path) */
+static void fsched__live_fork_child(void) { pthread_rwlock_init(&fsched__live_lock, NULL); }
 #endif
 #endif
 
@@ -4902,6 +5028,7 @@ static void fsched__frames_destroy(fsched__worker *w);
 
 struct fsched_sched {
     uint32_t magic;
+    uint32_t is_default;  /* the process's default scheduler (written under its claim) */
     uint32_t n_threads;   /* worker threads */
     uint32_t n_slots;     /* worker threads, bound slots, and one for fsched_destroy */
     uint32_t started;     /* worker threads started */
@@ -6695,6 +6822,244 @@ FIBERSCHED_API fsched_result fsched_get_stats(const fsched_sched *s, fsched_stat
 FIBERSCHED_API int fsched_worker_index(void) {
     fsched__worker *w = fsched__tls_thread.worker;
     return w ? (int)w->index : -1;
+}
+
+/* ---- the default scheduler ----
+   The scheduler that fork-join calls from threads outside every scheduler run on: made
+   at the first such call, by one thread, from the desc fsched_default_configure kept (or
+   installed by fsched_default_set). A state word says where it stands; BUSY is a lock,
+   held by the thread that makes, configures or installs it (others wait, briefly), so
+   the desc and the pointer are written under it and published by the store that ends
+   it. At exit the library's own default is destroyed unless a call from outside is still
+   running on it (such calls count themselves in `calls`); in the child of a fork() the
+   parent's is forgotten, its workers not being there. */
+
+#define FSCHED__DEFAULT_NONE 0u /* not made: it may still be configured or installed */
+#define FSCHED__DEFAULT_BUSY 1u /* a thread makes, configures or installs it */
+#define FSCHED__DEFAULT_MADE 2u /* made by the library, destroyed at exit */
+#define FSCHED__DEFAULT_SET 3u  /* the program's own (fsched_default_set) */
+#define FSCHED__DEFAULT_GONE 4u /* the process exits: no default any more */
+
+static uint32_t fsched__default_state;
+static fsched_sched *fsched__default_sched;
+static fsched_desc fsched__default_desc; /* fsched_default_configure's copy */
+static int fsched__default_configured;
+static uint32_t fsched__default_calls;   /* calls from outside running on the default */
+static uint32_t fsched__default_hooked;  /* the exit and fork handlers are registered */
+
+/* Takes the state from NONE to BUSY: 1; 0 when it holds a default (or the process
+   exits). Waits while another thread holds it. */
+static int fsched__default_claim(void) {
+    uint32_t spins = 0;
+    for (;;) {
+        uint32_t expected = FSCHED__DEFAULT_NONE;
+        /* acquire: what the last holder wrote (the desc) */
+        if (FSCHED__CAS(&fsched__default_state, &expected, FSCHED__DEFAULT_BUSY,
+                        FSCHED__ACQUIRE, FSCHED__RELAXED))
+            return 1;
+        if (expected != FSCHED__DEFAULT_BUSY) return 0;
+        fsched__backoff(&spins);
+    }
+}
+
+/* Ends a claim with `state` (release: publishes what was written under it). */
+static void fsched__default_unclaim(uint32_t state) {
+    FSCHED__STORE(&fsched__default_state, state, FSCHED__RELEASE);
+}
+
+/* Under the registry's lock: whether s is the default, still live (not another
+   scheduler made since at the address of one the program destroyed). */
+static int fsched__default_live_locked(const fsched_sched *s) {
+    return fsched__live_has(s) && s->magic == FSCHED__SCHED_LIVE && s->is_default;
+}
+
+static int fsched__default_live(const fsched_sched *s) {
+    int live;
+    fsched__live_read_lock();
+    live = fsched__default_live_locked(s);
+    fsched__live_read_unlock();
+    return live;
+}
+
+/* At exit: no default from now on; the library's own is destroyed, unless the exiting
+   thread works for a scheduler (a task that called exit) or a call from outside still
+   runs on it (it is then left to the end of the process, as its other threads are). */
+static void fsched__default_at_exit(void) {
+    const fsched__thread *t = fsched__thread_get();
+    uint32_t state = FSCHED__DEFAULT_NONE, spins = 0;
+    /* seq_cst: against a call's count and read of the state (fsched__default_enter):
+       either the call sees GONE, or this reads its count */
+    while (!FSCHED__CAS(&fsched__default_state, &state, FSCHED__DEFAULT_GONE, FSCHED__SEQ_CST,
+                        FSCHED__SEQ_CST))
+        if (state == FSCHED__DEFAULT_BUSY) { /* being made: wait for its end */
+            state = FSCHED__DEFAULT_NONE;
+            fsched__backoff(&spins);
+        }
+    if (state != FSCHED__DEFAULT_MADE || t->worker || t->in_worker_hook ||
+        FSCHED__LOAD(&fsched__default_calls, FSCHED__SEQ_CST))
+        return;
+    if (fsched__default_live(fsched__default_sched)) /* the program may have destroyed it */
+        (void)fsched_destroy(fsched__default_sched);
+}
+
+#if defined(FSCHED__OS_POSIX)
+/* fork(): the state is claimed (no thread makes or configures the default meanwhile) and
+   the registry locked (no thread is inside it) across the fork, so that the child, whose
+   only thread is the forking one, finds neither held by a thread it does not have. */
+static int fsched__default_fork_claimed;
+static fsched_sched *fsched__default_forsaken; /* a parent's, kept reachable */
+
+static void fsched__default_fork_prepare(void) {
+    fsched__default_fork_claimed = fsched__default_claim();
+    fsched__live_write_lock();
+}
+
+static void fsched__default_fork_parent(void) {
+    fsched__live_write_unlock();
+    if (fsched__default_fork_claimed) fsched__default_unclaim(FSCHED__DEFAULT_NONE);
+}
+
+/* The parent's default has no workers here: the child makes its own at its first call.
+   Relaxed: the only thread. */
+static void fsched__default_fork_child(void) {
+    uint32_t state = FSCHED__LOAD(&fsched__default_state, FSCHED__RELAXED);
+    fsched__live_fork_child();
+    if (state == FSCHED__DEFAULT_MADE) fsched__default_forsaken = fsched__default_sched;
+    if (state != FSCHED__DEFAULT_GONE) {
+        fsched__default_sched = NULL;
+        FSCHED__STORE(&fsched__default_state, FSCHED__DEFAULT_NONE, FSCHED__RELAXED);
+    }
+    FSCHED__STORE(&fsched__default_calls, 0u, FSCHED__RELAXED);
+}
+
+static void fsched__default_fork_hook(void) {
+    (void)pthread_atfork(fsched__default_fork_prepare, fsched__default_fork_parent,
+                         fsched__default_fork_child);
+}
+#else
+static void fsched__default_fork_hook(void) {}
+#endif
+
+/* Under the claim: the exit and fork handlers, once per process. */
+static void fsched__default_hook(void) {
+    if (fsched__default_hooked) return;
+    fsched__default_hooked = 1;
+    (void)atexit(fsched__default_at_exit);
+    fsched__default_fork_hook();
+}
+
+/* Under the claim: makes the default. A failure leaves none, for a later call to try. */
+static fsched_result fsched__default_make(fsched_sched **out, const char *what) {
+    fsched_sched *s;
+    const fsched_desc *d = fsched__default_configured ? &fsched__default_desc : NULL;
+    fsched_result r = fsched_create(d, &s);
+    if (r != FSCHED_OK) {
+        if (FSCHED__DEBUG)
+            fsched__log(&fsched__default_desc.logger, FSCHED_LOG_ERROR,
+                        "%s: the default scheduler cannot be made: %s", what,
+                        fsched_result_string(r));
+        fsched__default_unclaim(FSCHED__DEFAULT_NONE);
+        return r;
+    }
+    fsched__default_hook();
+    s->is_default = 1; /* read only after the unclaim's release, as the pointer */
+    fsched__default_sched = s;
+    fsched__default_unclaim(FSCHED__DEFAULT_MADE);
+    *out = s;
+    return FSCHED_OK;
+}
+
+/* The default in *out, made now if there is none. */
+static fsched_result fsched__default_find(fsched_sched **out, const char *what) {
+    FSCHED__POINT(DEFAULT);
+    for (;;) {
+        /* seq_cst: see fsched__default_at_exit; it acquires the pointer published with
+           MADE or SET */
+        uint32_t state = FSCHED__LOAD(&fsched__default_state, FSCHED__SEQ_CST);
+        if (state == FSCHED__DEFAULT_MADE || state == FSCHED__DEFAULT_SET) {
+            *out = fsched__default_sched;
+            return FSCHED_OK;
+        }
+        if (state == FSCHED__DEFAULT_GONE)
+            return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
+                                  "%s: the process is exiting: there is no default scheduler",
+                                  what);
+        if (fsched__default_claim()) return fsched__default_make(out, what);
+    }
+}
+
+/* The default in *out, made now if there is none, and still live. */
+static fsched_result fsched__default_find_live(fsched_sched **out, const char *what) {
+    fsched_result r = fsched__default_find(out, what);
+    if (r == FSCHED_OK && !fsched__default_live(*out))
+        r = FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
+                           "%s: the default scheduler was destroyed", what);
+    return r;
+}
+
+/* A call from outside leaves the default (release: its last touch of it). */
+static void fsched__default_leave(void) {
+    FSCHED__FETCH_SUB(&fsched__default_calls, 1u, FSCHED__RELEASE);
+}
+
+/* A call from outside enters the default, made now if there is none: FSCHED_OK, counted
+   in `calls` and holding *out (live and not being destroyed), or why not. */
+static fsched_result fsched__default_enter(fsched_sched **out, const char *what) {
+    fsched_result r;
+    /* seq_cst: counted before the state is read (see fsched__default_at_exit) */
+    FSCHED__FETCH_ADD(&fsched__default_calls, 1u, FSCHED__SEQ_CST);
+    if ((r = fsched__default_find(out, what)) == FSCHED_OK) {
+        fsched__live_read_lock();
+        if (!fsched__default_live_locked(*out))
+            r = FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
+                               "%s: the default scheduler was destroyed", what);
+        else if ((r = fsched__sched_refuse_closing(*out, what)) == FSCHED_OK)
+            /* relaxed: the registry's lock orders it against destroy */
+            FSCHED__FETCH_ADD(&(*out)->holds, 1u, FSCHED__RELAXED);
+        fsched__live_read_unlock();
+    }
+    if (r != FSCHED_OK) fsched__default_leave();
+    return r;
+}
+
+FIBERSCHED_API fsched_result fsched_default_configure(const fsched_desc *desc) {
+    if (!fsched__default_claim())
+        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
+                              "fsched_default_configure: the default scheduler exists already "
+                              "(made, set or gotten), or the process is exiting");
+    if (desc) fsched__default_desc = *desc;
+    else memset(&fsched__default_desc, 0, sizeof fsched__default_desc);
+    fsched__default_configured = desc != NULL;
+    fsched__default_unclaim(FSCHED__DEFAULT_NONE);
+    return FSCHED_OK;
+}
+
+FIBERSCHED_API fsched_result fsched_default_set(fsched_sched *s) {
+    fsched_result r = fsched__sched_enter(s, 1, "fsched_default_set");
+    if (r != FSCHED_OK) return r;
+    if (fsched__default_claim()) {
+        fsched__default_hook();
+        s->is_default = 1; /* read only after the unclaim's release, as the pointer */
+        fsched__default_sched = s;
+        fsched__default_unclaim(FSCHED__DEFAULT_SET);
+    } else {
+        r = FSCHED__MISUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
+                           "fsched_default_set: the default scheduler exists already (made, "
+                           "set or gotten), or the process is exiting");
+    }
+    fsched__sched_release(s);
+    return r;
+}
+
+FIBERSCHED_API fsched_result fsched_default_get(fsched_sched **out) {
+    fsched_sched *s = NULL;
+    fsched_result r;
+    if (!out)
+        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "fsched_default_get: out is NULL");
+    r = fsched__default_find_live(&s, "fsched_default_get");
+    *out = r == FSCHED_OK ? s : NULL;
+    return r;
 }
 
 /* ===================================================================================== */
@@ -9093,6 +9458,78 @@ FIBERSCHED_API fsched_result fsched_wait_group_spawn_named(fsched_wait_group *wg
     return fsched__spawn(s, wg, fn, arg, NULL, 0, name);
 }
 
+/* ---- calls from outside every scheduler ----
+   A fork-join call (join, a parallel loop, a spawn/sync tree, a linear pipeline) runs on a
+   slot of a scheduler: it queues its halves on the slot's deque and waits for those that
+   others took on a fiber. Made from a thread that works for no scheduler, it runs instead
+   as one task of the default scheduler, and the thread blocks until that task has returned:
+   a worker takes the task (woken if all slept), and the task's end wakes the caller. The
+   thread does not take a slot to help: a slot also runs other threads' work, and a fiber of
+   that work which blocked there could resume only on this thread, which would have to wait
+   for it before returning. Nor does it spin before it blocks: that saves its wake only
+   where a processor is free for it, and where none is, it holds the one the task's worker
+   needs (bench_wake, on a loaded machine). Without worker threads (FIBERSCHED_NO_THREADS,
+   or a single-threaded default) nothing else would run the task: the thread binds to the
+   default for the call and runs it itself. */
+
+typedef struct fsched__outside_call {
+    fsched_result (*call)(void *arg); /* the fork-join call, made again on a slot */
+    void *arg;
+    fsched_result result;
+} fsched__outside_call;
+
+static void fsched__outside_task(void *p) {
+    fsched__outside_call *c = (fsched__outside_call *)p;
+    c->result = c->call(c->arg);
+}
+
+/* Whether the calling thread may wait for a call from outside: not from an interrupt
+   handler, a worker's start or stop hook or a poll hook, which must not wait. */
+static fsched_result fsched__outside_refused(const char *what) {
+    const char *where = fsched__in_interrupt()              ? "an interrupt handler"
+                        : fsched__tls_thread.in_worker_hook ? "a worker's start or stop hook"
+                        : fsched__tls_thread.in_hook        ? "a poll hook"
+                                                            : NULL;
+    if (!where) return FSCHED_OK;
+    return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
+                          "%s: called from %s, which must not wait", what, where);
+}
+
+/* The single-threaded default: the calling thread takes part for the call. */
+static fsched_result fsched__call_bound(fsched_sched *s, fsched__outside_call *c) {
+    fsched_result r = fsched_bind(s);
+    if (r != FSCHED_OK) return r;
+    fsched__outside_task(c);
+    return fsched_unbind();
+}
+
+/* Runs call(arg), a fork-join call made from a thread outside every scheduler, on the
+   default scheduler (made now if there is none), and returns what it returned, or why it
+   could not run. The calling thread blocks meanwhile. */
+static FSCHED__NOINLINE fsched_result fsched__call_outside(fsched_result (*call)(void *arg),
+                                                          void *arg, const char *what) {
+    fsched__outside_call c;
+    fsched_wait_group wg;
+    fsched_sched *s;
+    fsched_result r = fsched__outside_refused(what);
+    if (r != FSCHED_OK || (r = fsched__default_enter(&s, what)) != FSCHED_OK) return r;
+    c.call = call;
+    c.arg = arg;
+    c.result = FSCHED_OK;
+    if (!s->n_threads) {
+        fsched__sched_release(s); /* binding enters s anew */
+        r = fsched__call_bound(s, &c);
+    } else {
+        fsched_wait_group_init(&wg);
+        r = fsched__spawn(s, &wg, fsched__outside_task, &c, NULL, 0, what);
+        fsched__sched_release(s);
+        if (r == FSCHED_OK) r = fsched_wait_group_wait(&wg);
+        fsched_wait_group_destroy(&wg);
+    }
+    fsched__default_leave();
+    return r != FSCHED_OK ? r : c.result;
+}
+
 /* ---- join ---- */
 
 /* The second half of a join: a job on the joiner's stack. Its latch is 0 while pending,
@@ -9164,21 +9601,45 @@ static void fsched__join_finish(fsched__worker *w, fsched__join_job *j) {
     fsched__latch_wait(w, &j->latch);
 }
 
-/* Whether a fork-join call (join, a parallel loop, a spawn/sync tree) may run here: from a
-   task or bound thread, and not from a poll hook, which must not wait (for a half, a
-   chunk or a child that another worker took: the hook would hold its lock, and its
-   thread's mark, while its fiber is suspended). */
+/* Whether a fork-join call (join, a parallel loop, a spawn/sync tree) may run on w, the
+   caller's slot (a call from outside every scheduler goes to fsched__call_outside first):
+   not from a poll hook, which must not wait (for a half, a chunk or a child that another
+   worker took: the hook would hold its lock, and its thread's mark, while its fiber is
+   suspended). */
 static fsched_result fsched__join_check(fsched__worker *w, int null_function, const char *what) {
     if (null_function)
         return FSCHED__MISUSE(w ? &w->sched->logger : NULL, FSCHED_ERR_INVALID_ARGUMENT,
                               "%s: NULL function", what);
-    if (!w)
-        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
-                              "%s: not called from a task or a bound thread", what);
     if (fsched__tls_thread.in_hook)
         return FSCHED__MISUSE(&w->sched->logger, FSCHED_ERR_WRONG_STATE,
                               "%s: called from a poll hook, which must not wait", what);
     return FSCHED_OK;
+}
+
+/* fsched_join from anywhere but a task or bound thread, or with bad arguments: kept out
+   of line, so that fsched_join's own path stays short. */
+typedef struct fsched__join_args {
+    void (*a)(void *);
+    void *arg_a;
+    void (*b)(void *);
+    void *arg_b;
+} fsched__join_args;
+
+static fsched_result fsched__join_again(void *p) {
+    const fsched__join_args *j = (const fsched__join_args *)p;
+    return fsched_join(j->a, j->arg_a, j->b, j->arg_b);
+}
+
+static FSCHED__NOINLINE fsched_result fsched__join_elsewhere(void (*a)(void *), void *arg_a,
+                                                            void (*b)(void *), void *arg_b) {
+    fsched__join_args j;
+    fsched__worker *w = fsched__tls_thread.worker;
+    if (!a || !b || w) return fsched__join_check(w, !a || !b, "fsched_join"); /* a hook */
+    j.a = a;
+    j.arg_a = arg_a;
+    j.b = b;
+    j.arg_b = arg_b;
+    return fsched__call_outside(fsched__join_again, &j, "fsched_join");
 }
 
 /* The rest of a join when its job could not simply go to the ring (full, or a share
@@ -9200,8 +9661,8 @@ FIBERSCHED_API fsched_result fsched_join(void (*a)(void *arg), void *arg_a,
     fsched__worker *w = fsched__tls_thread.worker;
     fsched__deque *d;
     fsched__join_job j;
-    if (FSCHED__UNLIKELY(!a || !b || !w || fsched__tls_thread.in_hook))
-        return fsched__join_check(w, !a || !b, "fsched_join");
+    if (FSCHED__UNLIKELY(!w || fsched__tls_thread.in_hook || !a || !b))
+        return fsched__join_elsewhere(a, arg_a, b, arg_b);
     j.job.execute = fsched__join_execute;
     j.fn = b;
     j.arg = arg_b;
@@ -9494,12 +9955,15 @@ static void fsched__frames_hold(fsched__worker *w, fsched_frames *fs, fsched_fib
     FSCHED__STORE(&w->frames_current, fs, FSCHED__RELEASE);
 }
 
+/* FSCHED_OK with *out NULL outside every scheduler: the macro then runs the tree through
+   fsched_frames_outside. */
 FIBERSCHED_API fsched_result fsched_frames_enter(fsched_frames **out) {
     fsched__worker *w = fsched__tls_thread.worker;
     fsched_frames *fs;
-    fsched_result refused = fsched__join_check(w, 0, "FSCHED_RUN");
+    fsched_result refused;
     *out = NULL;
-    if (refused != FSCHED_OK) return refused;
+    if (!w) return fsched__outside_refused("FSCHED_RUN");
+    if ((refused = fsched__join_check(w, 0, "FSCHED_RUN")) != FSCHED_OK) return refused;
     if (!(fs = fsched__frames_pop(w)) && !(fs = fsched__frames_new(w)))
         return FSCHED_ERR_OUT_OF_MEMORY;
     /* a tree starts only with another stack at hand, for a frame it offers when it blocks:
@@ -9511,6 +9975,11 @@ FIBERSCHED_API fsched_result fsched_frames_enter(fsched_frames **out) {
     fsched__frames_hold(w, fs, fsched__tls_thread.current);
     *out = fs;
     return FSCHED_OK;
+}
+
+FIBERSCHED_API fsched_result fsched_frames_outside(fsched_result (*root)(void *call),
+                                                   void *call) {
+    return fsched__call_outside(root, call, "FSCHED_RUN");
 }
 
 FIBERSCHED_API void fsched_frames_leave(fsched_frames *fs) {
@@ -9830,15 +10299,39 @@ static void fsched__range_run(fsched__range_part *p, int stolen) {
     else r->body(r->ctx, p->lo, p->hi);
 }
 
+typedef struct fsched__range_call {
+    fsched__range *r;
+    size_t begin, end;
+    void *acc;
+    const char *what;
+} fsched__range_call;
+
+static fsched_result fsched__range_start(fsched__range *r, size_t begin, size_t end, void *acc,
+                                         const char *what);
+
+static fsched_result fsched__range_again(void *p) {
+    const fsched__range_call *c = (const fsched__range_call *)p;
+    return fsched__range_start(c->r, c->begin, c->end, c->acc, c->what);
+}
+
 static fsched_result fsched__range_start(fsched__range *r, size_t begin, size_t end, void *acc,
                                          const char *what) {
     fsched__worker *w = fsched__tls_thread.worker;
     fsched__range_part p;
-    fsched_result refused = fsched__join_check(w, 0, what);
-    if (refused != FSCHED_OK) return refused;
+    fsched_result refused;
+    if (w && (refused = fsched__join_check(w, 0, what)) != FSCHED_OK) return refused;
     if (end < begin)
-        return FSCHED__MISUSE(&w->sched->logger, FSCHED_ERR_INVALID_ARGUMENT,
+        return FSCHED__MISUSE(w ? &w->sched->logger : NULL, FSCHED_ERR_INVALID_ARGUMENT,
                               "%s: end is before begin", what);
+    if (!w) {
+        fsched__range_call c;
+        c.r = r;
+        c.begin = begin;
+        c.end = end;
+        c.acc = acc;
+        c.what = what;
+        return fsched__call_outside(fsched__range_again, &c, what);
+    }
     r->threads = w->sched->n_threads ? w->sched->n_threads : 1;
     r->grain = r->grain ? r->grain : 1;
     r->allocator = w->sched->allocator;
@@ -11039,6 +11532,9 @@ FIBERSCHED_API fsched_result fsched_graph_run(fsched_graph *g, fsched_sched *s) 
     fsched_result r;
     uint32_t i;
     if ((r = fsched__graph_check(g, "fsched_graph_run")) != FSCHED_OK) return r;
+    if (!s && !(s = fsched_current()) &&
+        (r = fsched__default_find_live(&s, "fsched_graph_run")) != FSCHED_OK)
+        return r;
     if (w && w->sched != s) w = NULL; /* a task of another scheduler: from outside */
     if (!w && (r = fsched__sched_enter(s, 1, "fsched_graph_run")) != FSCHED_OK) return r;
     fsched__mutex_lock(&g->lock);
@@ -12757,6 +13253,17 @@ static void fsched__lp_report(const fsched__lp *lp, const fsched_parallel_pipeli
     }
 }
 
+typedef struct fsched__lp_call {
+    const fsched_parallel_pipeline_desc *desc;
+    const fsched_stage *stages;
+    size_t n_stages;
+} fsched__lp_call;
+
+static fsched_result fsched__lp_again(void *p) {
+    const fsched__lp_call *c = (const fsched__lp_call *)p;
+    return fsched_parallel_pipeline_run(c->desc, c->stages, c->n_stages);
+}
+
 FIBERSCHED_API fsched_result fsched_parallel_pipeline_run(const fsched_parallel_pipeline_desc *desc,
                                                           const fsched_stage *stages,
                                                           size_t n_stages) {
@@ -12770,9 +13277,9 @@ FIBERSCHED_API fsched_result fsched_parallel_pipeline_run(const fsched_parallel_
     if (desc) d = *desc;
     else memset(&d, 0, sizeof d);
     logger = d.logger.func ? &d.logger : w ? &w->sched->logger : NULL;
-    if (!w)
-        return FSCHED__MISUSE(logger, FSCHED_ERR_WRONG_STATE,
-                              "fsched_parallel_pipeline: not called from a task or a bound thread");
+    if (w && fsched__tls_thread.in_hook)
+        return FSCHED__MISUSE(logger, FSCHED_ERR_WRONG_STATE, "fsched_parallel_pipeline: "
+                              "called from a poll hook, which must not wait");
     if (!stages || !n_stages)
         return FSCHED__MISUSE(logger, FSCHED_ERR_INVALID_ARGUMENT,
                               "fsched_parallel_pipeline: no stages");
@@ -12781,9 +13288,17 @@ FIBERSCHED_API fsched_result fsched_parallel_pipeline_run(const fsched_parallel_
             return FSCHED__MISUSE(logger, FSCHED_ERR_INVALID_ARGUMENT,
                                   "fsched_parallel_pipeline: stage %lu has no fn or an unknown mode",
                                   (unsigned long)i);
+    if (!w) {
+        fsched__lp_call c;
+        c.desc = desc;
+        c.stages = stages;
+        c.n_stages = n_stages;
+        return fsched__call_outside(fsched__lp_again, &c, "fsched_parallel_pipeline");
+    }
     max_in_flight = d.max_in_flight;
     if (!max_in_flight) max_in_flight = 4u * (w->sched->n_threads ? w->sched->n_threads : 1u);
     period = d.stall_report_ns ? d.stall_report_ns : (uint64_t)10000000000ull;
+    if (!fsched__have_clock()) period = UINT64_MAX; /* no clock to time a stall by */
     a = w->sched->allocator;
     memset(&lp, 0, sizeof lp);
     lp.stages = stages;

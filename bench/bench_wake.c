@@ -16,6 +16,16 @@
    of the repetitions, and the ratio to pthread. Every round trip is counted on both sides;
    a wrong count, a wake left over, a failed call, or no round trip for 10 s (a lost wake)
    ends the program with an error. Target: at most 100 us per round trip on one CPU.
+
+   Then what a fork-join call from a thread outside every scheduler costs: main calls
+   fsched_join (two empty halves) or fsched_parallel_for (two elements, one per call) on
+   the default scheduler, which runs the call as one task while main blocks, against the
+   same calls from a task of the default; back to back (the workers still look for work
+   between the calls), and after 2 ms of sleep each (the workers sleep: the call wakes
+   one, and its end wakes main). Unpinned only: the default's workers keep the CPUs they
+   were started with. Reported: microseconds per call, and what a call from main adds to
+   the same call from a task, in wakes: halves of the unpinned fibersched round trip
+   above (a round trip is two wakes).
    Usage: bench_wake [--quick] [--reps=N] [--trips=N] */
 #define _GNU_SOURCE 1
 #define FIBERSCHED_IMPLEMENTATION
@@ -173,10 +183,111 @@ static double pt_run(void *ctx) {
     return t1 - t0;
 }
 
+/* ---- fork-join calls from main on the default scheduler, and from a task ---- */
+
+typedef struct outside_case {
+    int use_loop;   /* fsched_parallel_for instead of fsched_join */
+    int in_task;    /* the calls from a task of the default instead of from main */
+    int asleep;     /* 2 ms of sleep before each call (timed apart) */
+    long calls;
+    long ran;       /* halves or elements run: checked */
+    double elapsed; /* set by the task */
+} outside_case;
+
+static void outside_half(void *p) { __atomic_fetch_add((long *)p, 1, __ATOMIC_RELAXED); }
+
+static void outside_body(void *p, size_t lo, size_t hi) {
+    __atomic_fetch_add((long *)p, (long)(hi - lo), __ATOMIC_RELAXED);
+}
+
+/* The case's calls from the calling thread: the seconds they took (sleeps left out). */
+static double outside_calls(outside_case *c) {
+    double total = 0;
+    long i;
+    for (i = 0; i < c->calls; i++) {
+        double t0;
+        fsched_result r;
+        if (c->asleep) bench_sleep_ms(2);
+        t0 = bench_now();
+        r = c->use_loop ? fsched_parallel_for(0, 2, 1, outside_body, &c->ran)
+                        : fsched_join(outside_half, &c->ran, outside_half, &c->ran);
+        total += bench_now() - t0;
+        if (r != FSCHED_OK) bench_fail("a call on the default: %s", fsched_result_string(r));
+        if (!c->asleep && i % 64 == 63) count_trip();
+    }
+    return total;
+}
+
+static void outside_task(void *p) {
+    outside_case *c = (outside_case *)p;
+    c->elapsed = outside_calls(c);
+}
+
+static double outside_run(void *ctx) {
+    outside_case *c = (outside_case *)ctx;
+    double elapsed;
+    c->ran = 0;
+    if (c->in_task) {
+        fsched_sched *s;
+        fsched_wait_group wg;
+        if (fsched_default_get(&s) != FSCHED_OK || fsched_wait_group_init(&wg) != FSCHED_OK ||
+            fsched_wait_group_spawn(&wg, s, outside_task, c) != FSCHED_OK ||
+            fsched_wait_group_wait(&wg) != FSCHED_OK || fsched_wait_group_destroy(&wg) != FSCHED_OK)
+            bench_fail("cannot run a task on the default scheduler");
+        elapsed = c->elapsed;
+    } else {
+        elapsed = outside_calls(c);
+    }
+    if (c->ran != 2 * c->calls) bench_fail("%ld halves or elements ran for %ld calls", c->ran, c->calls);
+    return elapsed;
+}
+
+/* The table of calls from main; `wake` is the time of one wake, in microseconds. */
+static void outside_table(int reps, double wake) {
+    static const char *const names[8] = {
+        "join, main",        "join, task",        "parallel_for, main", "parallel_for, task",
+        "join, main, asleep", "join, task, asleep", "parallel_for, main, asleep",
+        "parallel_for, task, asleep"};
+    outside_case oc[8];
+    bench_case c[8];
+    int i;
+    memset(oc, 0, sizeof oc);
+    memset(c, 0, sizeof c);
+    atomic_store(&stage, 0);
+    for (i = 0; i < 8; i++) {
+        oc[i].use_loop = (i / 2) % 2;
+        oc[i].in_task = i % 2;
+        oc[i].asleep = i >= 4;
+        oc[i].calls = oc[i].asleep ? (trips / 10 > 0 ? trips / 10 : 1) : trips;
+        c[i].name = names[i];
+        c[i].run = outside_run;
+        c[i].ctx = &oc[i];
+    }
+    printf("\nfork-join calls on the default scheduler (%u workers), from main (blocked until "
+           "the call is done) and from a task; median of %d repetitions\n\n",
+           (unsigned)bench_cpu_count(), reps);
+    printf("| %-8s | %-26s | %12s | %8s | %8s | %16s |\n", "threads", "candidate",
+           "median us/call", "min us", "max us", "main adds, wakes");
+    printf("|%s|%s|%s|%s|%s|%s|\n", "----------", "----------------------------",
+           "----------------", "----------", "----------", "------------------");
+    bench_run_cases(c, 8, reps, 5, 1);
+    for (i = 0; i < 8; i++) {
+        double per = c[i].median / (double)oc[i].calls * 1e6;
+        char added[32] = "-";
+        if (!oc[i].in_task) {
+            double task = c[i + 1].median / (double)oc[i + 1].calls * 1e6;
+            snprintf(added, sizeof added, "%.2f", (per - task) / wake);
+        }
+        printf("| %-8s | %-26s | %14.2f | %8.2f | %8.2f | %16s |\n", "unpinned", c[i].name, per,
+               c[i].min / (double)oc[i].calls * 1e6, c[i].max / (double)oc[i].calls * 1e6, added);
+    }
+    printf("\n(a wake: %.2f us, half the unpinned fibersched round trip)\n", wake);
+}
+
 int main(int argc, char **argv) {
     int quick = bench_quick(argc, argv), reps = bench_reps(argc, argv, quick ? 3 : 9);
     int ncpus = bench_cpu_count();
-    double one_cpu = 0;
+    double one_cpu = 0, unpinned = 0;
     pthread_t dog;
     trips = bench_option(argc, argv, "--trips=", quick ? 200 : 2000);
     if (trips < 1) bench_fail("--trips must be at least 1");
@@ -221,7 +332,9 @@ int main(int argc, char **argv) {
                    c[i].min / (double)trips * 1e6, c[i].max / (double)trips * 1e6,
                    bench_ratio(ratio, sizeof ratio, &c[i], &c[1]));
         if (pinned) one_cpu = c[0].median / (double)trips * 1e6;
+        else unpinned = c[0].median / (double)trips * 1e6;
     }
+    outside_table(reps, unpinned / 2); /* unpinned: the CPUs the process started with */
     atomic_store(&watch_stop, 1);
     pthread_join(dog, NULL);
     printf("\n");
