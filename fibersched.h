@@ -1565,13 +1565,20 @@ FIBERSCHED_API fsched_result fsched_parallel_pipeline(size_t max_in_flight,
 /* ---- tracing ----------------------------------------------------------------------
    Built with FIBERSCHED_TRACE=1 in the implementation's translation unit, every slot of
    a scheduler (worker thread, bound thread, the thread in fsched_destroy) records, with
-   the scheduler's clock: each detached task, stolen join half, graph task (by name),
-   pipeline advance (by node label) and linear-pipeline stage it runs; each time one of
-   its fibers is blocked; each sleep; each steal. A slot keeps its first trace_events
-   events (see fsched_desc) and counts the rest as dropped; recording takes no lock. In
-   the output a slot is a process ("worker 0", "bound slot 2", "fsched_destroy") and each
-   of its fibers a thread, so that the spans of a track always nest. Without
-   FIBERSCHED_TRACE these calls return FSCHED_ERR_UNSUPPORTED. */
+   the scheduler's clock: each detached task, join half or piece of a parallel loop that
+   ran as a job of its own (another worker took it), spawn/sync child another worker
+   took, graph task, pipeline advance and linear-pipeline stage it runs; each time one of
+   its fibers is blocked (and on what); each sleep; each steal. A slot keeps its first
+   trace_events events (see fsched_desc) and counts the rest as dropped; recording takes
+   no lock. In the output a slot is a process ("worker 0", "bound slot 2",
+   "fsched_destroy") and each of its fibers a thread, so that the spans of a track always
+   nest. Each event's category ("cat") is its kind: task, join, child, graph task,
+   advance, stage, blocked, sleep or steal. A span of work is named by the name the user
+   gave (fsched_spawn_named, a graph task's or stage's name, a node's label; up to 30
+   bytes), else by its kind, and its args.fn is the address of the user's function it
+   ran (a loop's body, a join's function; for a spawn/sync task `name`, its
+   name_fsched_run), never one of the scheduler's own: tools/trace_summary.py --exe names
+   it. Without FIBERSCHED_TRACE these calls return FSCHED_ERR_UNSUPPORTED. */
 
 /* Writes the events recorded so far as Chrome trace-event JSON (for Perfetto or
    chrome://tracing) through write, in pieces. Any thread, also while tasks run (events
@@ -1683,20 +1690,24 @@ FIBERSCHED_API fsched_result fsched_trace_count(const fsched_sched *s, uint64_t 
 #if FIBERSCHED_TRACE
 #define FSCHED__TRACE(...) __VA_ARGS__
 /* What a span or instant records: the export names each kind and its argument. */
+/* Spans of work record the user's code (the function it runs: never a wrapper of the
+   scheduler's) and the name the user gave it, if any. */
 typedef enum fsched__trace_kind {
-    FSCHED__TRACE_TASK,       /* a detached task; arg: its function */
-    FSCHED__TRACE_JOIN,       /* the half of a join another worker took; arg: its function */
-    FSCHED__TRACE_GRAPH_TASK, /* name: the task's; arg: the status it returned */
+    FSCHED__TRACE_TASK,       /* a detached task */
+    FSCHED__TRACE_JOIN,       /* a join's second half, or a piece of a parallel loop, run
+                                 as a job of its own (another worker took it) */
+    FSCHED__TRACE_CHILD,      /* a spawn/sync child another worker took */
+    FSCHED__TRACE_GRAPH_TASK, /* arg: the status the task returned */
     FSCHED__TRACE_ADVANCE,    /* a pipeline node's advance; name: the node's label */
     FSCHED__TRACE_STAGE,      /* a linear pipeline's stage; arg: its index */
-    FSCHED__TRACE_BLOCKED,    /* the fiber waited (suspended) */
+    FSCHED__TRACE_BLOCKED,    /* the fiber waited (suspended); name: on what */
     FSCHED__TRACE_SLEEP,      /* the worker slept */
     FSCHED__TRACE_STEAL       /* an instant: a job taken from another slot; arg: its index */
 } fsched__trace_kind;
 #define FSCHED__TRACE_INSTANT UINT64_MAX /* a `begin` that means "now, no duration" */
 static uint64_t fsched__trace_now(void);
-static void fsched__trace_record(fsched__trace_kind kind, uint64_t begin, const char *name,
-                                 uint64_t arg);
+static void fsched__trace_record(fsched__trace_kind kind, uint64_t begin, uintptr_t code,
+                                 const char *name, uint32_t arg);
 struct fsched__trace_buffer;
 static struct fsched__trace_buffer *fsched__trace_buffer_new(const fsched_allocator *a,
                                                               uint32_t capacity);
@@ -5317,7 +5328,7 @@ static void fsched__suspend(fsched__worker *w, fsched_fiber *next, const char *w
     fsched__switch_to(w, next);
     self->wait_what = NULL;
     w->blocked--;
-    FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_BLOCKED, trace_begin, NULL, 0);)
+    FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_BLOCKED, trace_begin, 0, what, 0);)
 }
 
 /* Owner: the fiber to switch to when the running one blocks, or NULL when no fiber can be
@@ -5586,8 +5597,8 @@ static void fsched__task_execute(fsched__job *job, fsched__worker *w) {
     f = fsched__tls_thread.current;
     if (FSCHED__DEBUG) fsched__stack_check(f, NULL);
     fsched__running_end(f, outer);
-    FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_TASK, trace_begin, t->name,
-                                       (uint64_t)(uintptr_t)t->fn);)
+    FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_TASK, trace_begin, FSCHED__CODE(t->fn),
+                                       t->name, 0);)
     wg = t->wait_group;
     fsched__task_free(w->sched, w, t);
     if (wg) fsched__wait_group_finish(wg);
@@ -5837,8 +5848,8 @@ static fsched__job *fsched__steal(fsched__worker *w) {
         if (v == w || (v->bound && !FSCHED__LOAD(&v->in_use, FSCHED__RELAXED))) continue;
         if ((job = fsched__steal_one(w, v))) {
             fsched__count(w->steals, 1);
-            FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_STEAL, FSCHED__TRACE_INSTANT, NULL,
-                                               v->index);)
+            FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_STEAL, FSCHED__TRACE_INSTANT, 0,
+                                               NULL, v->index);)
             fsched__pass_search_on(s);
             return job;
         }
@@ -6019,7 +6030,7 @@ static void fsched__sleep(fsched__worker *w, fsched__idle *idle) {
         FSCHED__TRACE(uint64_t trace_begin = fsched__trace_now();)
         fsched__count(w->sleeps, 1);
         fsched__block(w, deadline);
-        FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_SLEEP, trace_begin, NULL, 0);)
+        FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_SLEEP, trace_begin, 0, NULL, 0);)
         FSCHED__POINT(WOKEN);
         expected = FSCHED__LATCH_SLEEPING;
         FSCHED__CAS(&w->latch, &expected, FSCHED__LATCH_UNSET, FSCHED__RELAXED, FSCHED__RELAXED);
@@ -9102,22 +9113,27 @@ typedef struct fsched__join_job {
     uintptr_t latch;
 } fsched__join_job;
 
-static void fsched__join_execute(fsched__job *job, fsched__worker *w) {
-    fsched__join_job *j = (fsched__join_job *)job;
+/* Runs the second half as a job of its own (another worker took it, or the worker's loop
+   runs it while the joiner waits), named by `code`: the user's function it runs. */
+static void fsched__join_run(fsched__join_job *j, uintptr_t code) {
     fsched__worker *owner = j->owner; /* after the latch is set, j may be gone */
     fsched_fiber *f = fsched__tls_thread.current;
-    fsched__running outer = fsched__running_begin(f, FSCHED__CODE(j->fn), NULL);
+    fsched__running outer = fsched__running_begin(f, code, NULL);
     uintptr_t waiting;
     FSCHED__TRACE(uint64_t trace_begin = fsched__trace_now();)
-    (void)w;
     j->fn(j->arg);
     fsched__running_end(f, outer);
-    FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_JOIN, trace_begin, NULL,
-                                       (uint64_t)(uintptr_t)j->fn);)
+    FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_JOIN, trace_begin, code, NULL, 0);)
     FSCHED__POINT(JOIN);
     /* acq_rel: releases fn's effects to the joiner, acquires the fiber it left there */
     waiting = FSCHED__EXCHANGE(&j->latch, (uintptr_t)1, FSCHED__ACQ_REL);
     if (waiting > 1) fsched__make_ready(owner, (fsched_fiber *)waiting);
+}
+
+static void fsched__join_execute(fsched__job *job, fsched__worker *w) {
+    fsched__join_job *j = (fsched__join_job *)job;
+    (void)w;
+    fsched__join_run(j, FSCHED__CODE(j->fn));
 }
 
 /* The waiting side of a latch set by another worker (0 pending, 1 set, else the fiber
@@ -9685,9 +9701,12 @@ static void fsched__frame_job_execute(fsched__job *job, fsched__worker *w) {
     w->stolen = NULL;
     w->stolen_from = NULL;
     fsched__frames_hold(w, fs, f);
+    FSCHED__TRACE(uint64_t trace_begin = fsched__trace_now();)
     outer = fsched__running_begin(f, FSCHED__CODE(frame->run), NULL);
     threw = frame->run(frame, fs, fs->base);
     fsched__running_end(f, outer);
+    FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_CHILD, trace_begin, FSCHED__CODE(frame->run),
+                                       NULL, 0);)
     fsched_frames_leave(fs);
     FSCHED__POINT(JOIN);
     /* acq_rel: releases the result (or the exception) to the owner, acquires the fiber it
@@ -9776,14 +9795,26 @@ static int fsched__split_more(uint32_t *splits, int stolen, uint32_t threads) {
 
 static void fsched__range_run(fsched__range_part *p, int stolen);
 
+static uintptr_t fsched__range_code(const fsched__range *r) {
+    return r->rbody ? FSCHED__CODE(r->rbody) : FSCHED__CODE(r->body);
+}
+
+/* The right half, named by the loop's body wherever it runs (an overflow report then
+   names the body, also when the piece runs inline on the loop's own fiber). */
 static void fsched__range_right(void *arg) {
     fsched__range_part *p = (fsched__range_part *)arg;
     fsched_fiber *f = fsched__tls_thread.current;
-    /* named by the loop's body, not by this function */
-    fsched__running outer = fsched__running_begin(
-        f, p->r->rbody ? FSCHED__CODE(p->r->rbody) : FSCHED__CODE(p->r->body), NULL);
+    fsched__running outer = fsched__running_begin(f, fsched__range_code(p->r), NULL);
     fsched__range_run(p, fsched__tls_thread.worker != p->origin);
     fsched__running_end(f, outer);
+}
+
+/* The right half as a job of its own: a join's second half named by the loop's body
+   (for the trace and gdb), not by fsched__range_right. */
+static void fsched__range_execute(fsched__job *job, fsched__worker *w) {
+    fsched__join_job *j = (fsched__join_job *)job;
+    (void)w;
+    fsched__join_run(j, fsched__range_code(((const fsched__range_part *)j->arg)->r));
 }
 
 #define FSCHED__ACC_INLINE 256u
@@ -9807,7 +9838,7 @@ static void fsched__range_run(fsched__range_part *p, int stolen) {
             if (!right.acc) break; /* no memory for a split: fold the whole range here */
             r->init(r->ctx, right.acc);
         }
-        j.job.execute = fsched__join_execute;
+        j.job.execute = fsched__range_execute;
         j.fn = fsched__range_right;
         j.arg = &right;
         j.owner = w;
@@ -10942,8 +10973,8 @@ static void fsched__graph_process(fsched_graph_task *t, fsched__worker *w,
         t->status = t->fn(t, t->arg);
         if (FSCHED__DEBUG) fsched__stack_check(f, NULL);
         fsched__running_end(f, outer_running);
-        FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_GRAPH_TASK, trace_begin, t->name,
-                                           (uint64_t)(int64_t)t->status);)
+        FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_GRAPH_TASK, trace_begin,
+                                           FSCHED__CODE(t->fn), t->name, (uint32_t)t->status);)
         /* the task may have suspended: it resumes on the same fiber and worker */
         f->graph_task = outer;
         state = t->status ? FSCHED_TASK_FAILED : FSCHED_TASK_FINISHED;
@@ -11886,7 +11917,8 @@ static int fsched__node_start_advance(fsched_node *n, fsched__worker *w) {
     } else {
         fsched__node_advance(n);
     }
-    FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_ADVANCE, trace_begin, n->label, 0);)
+    FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_ADVANCE, trace_begin,
+                                       FSCHED__CODE(n->desc.advance), n->label, 0);)
     /* acq_rel: decides with fsched_node_complete who finishes; acquires its `advanced` */
     return !FSCHED__CAS(&n->phase, &expected, FSCHED__ADV_RETURNED, FSCHED__ACQ_REL,
                         FSCHED__ACQUIRE);
@@ -12612,7 +12644,8 @@ static void fsched__lp_carry(fsched__lp *lp, fsched__lp_item *it, fsched__worker
                       FSCHED__RELAXED);
         FSCHED__TRACE(trace_begin = fsched__trace_now();)
         it->data = fsched__lp_stage_call(sg, it->data, &stop);
-        FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_STAGE, trace_begin, NULL, k);)
+        FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_STAGE, trace_begin, FSCHED__CODE(sg->fn),
+                                           sg->name, (uint32_t)k);)
         if (serial) fsched__lp_leave(lp, k, it->seq, w);
         it->stage++;
     }
@@ -12656,7 +12689,8 @@ static void fsched__lp_input(fsched__job *job, fsched__worker *w) {
         FSCHED__STORE(&lp->input_where, FSCHED__LP_RUNNING, FSCHED__RELAXED);
         data = fsched__lp_stage_call(&lp->stages[0], NULL, &stop);
         FSCHED__STORE(&lp->input_where, 0u, FSCHED__RELAXED);
-        FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_STAGE, trace_begin, NULL, 0);)
+        FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_STAGE, trace_begin,
+                                           FSCHED__CODE(lp->stages[0].fn), lp->stages[0].name, 0);)
     }
     if (stop) {
         fsched__spin_lock(&lp->lock);
@@ -12860,12 +12894,14 @@ FIBERSCHED_API fsched_result fsched_parallel_pipeline(size_t max_in_flight,
 
 #if FIBERSCHED_TRACE
 
+/* 64 bytes: a cache line */
 typedef struct fsched__trace_event {
     uint64_t begin, end; /* the scheduler's clock; equal for an instant */
-    uint64_t arg;
-    uint32_t kind;
-    uint32_t fiber; /* the track: the fiber's number in its slot, from 1 */
-    char name[FSCHED__NAME_BYTES];
+    uint64_t code;       /* the user's function a span of work ran; 0: none */
+    uint32_t arg;        /* see fsched__trace_kind */
+    uint32_t fiber;      /* the track: the fiber's number in its slot, from 1 */
+    uint8_t kind;
+    char name[FSCHED__NAME_BYTES - 1];
 } fsched__trace_event;
 
 /* Written by the slot's thread alone, so recording takes no lock. A reader sees the
@@ -12912,8 +12948,8 @@ static uint64_t fsched__trace_now(void) {
 
 /* Records a span from `begin` to now (or an instant) on the running fiber's track of the
    calling thread's slot. Threads outside any scheduler record nothing. */
-static void fsched__trace_record(fsched__trace_kind kind, uint64_t begin, const char *name,
-                                 uint64_t arg) {
+static void fsched__trace_record(fsched__trace_kind kind, uint64_t begin, uintptr_t code,
+                                 const char *name, uint32_t arg) {
     fsched__thread *t = fsched__thread_get();
     fsched__worker *w = t->worker;
     fsched__trace_buffer *b;
@@ -12931,8 +12967,9 @@ static void fsched__trace_record(fsched__trace_kind kind, uint64_t begin, const 
     e = &b->events[n];
     e->end = fsched__sched_now(w->sched);
     e->begin = begin == FSCHED__TRACE_INSTANT ? e->end : begin;
+    e->code = (uint64_t)code;
     e->arg = arg;
-    e->kind = (uint32_t)kind;
+    e->kind = (uint8_t)kind;
     if (!t->current->trace_id) t->current->trace_id = ++b->fibers;
     e->fiber = t->current->trace_id;
     if (name)
@@ -12986,12 +13023,13 @@ static void fsched__line_hex(fsched__line *l, uint64_t v) {
     fsched__line_add(l, digits + i);
 }
 
-static const char *const fsched__trace_names[] = {"task",    "join",    "graph task",
-                                                  "advance", "stage",   "blocked",
-                                                  "sleep",   "steal"};
-/* the argument's name per kind; NULL: none */
-static const char *const fsched__trace_arg_names[] = {"fn",   "fn",   "status", NULL,
-                                                      "stage", NULL, NULL,     "victim"};
+/* each kind's category (and the name of a span the user named not) */
+static const char *const fsched__trace_names[] = {"task",    "join",  "child",   "graph task",
+                                                  "advance", "stage", "blocked", "sleep",
+                                                  "steal"};
+/* the name of the number a kind records in `arg`; NULL: none */
+static const char *const fsched__trace_arg_names[] = {NULL, NULL,    NULL, "status", NULL,
+                                                      "stage", NULL, NULL, "victim"};
 
 /* Begins a line of the event list: the separator, then `{"name":"`. */
 static void fsched__trace_line_begin(fsched__line *l, int *first) {
@@ -13051,15 +13089,28 @@ static void fsched__trace_write_anchor(void (*write)(const char *, size_t, void 
     write(l.text, l.n, user);
 }
 
+/* Opens the event's args, or adds a separator when they are open. */
+static void fsched__trace_arg(fsched__line *l, int *open, const char *name) {
+    fsched__line_add(l, *open ? ",\"" : ",\"args\":{\"");
+    fsched__line_add(l, name);
+    fsched__line_add(l, "\":");
+    *open = 1;
+}
+
+/* An event: named by the user's name, else by its kind (its category); args: the user's
+   function (fn), the kind's number, and what a blocked fiber waited on. */
 static void fsched__trace_write_event(const fsched_sched *s, uint32_t slot,
                                       const fsched__trace_event *e,
                                       void (*write)(const char *, size_t, void *), void *user,
                                       int *first) {
     fsched__line l;
     uint64_t origin = s->trace_origin;
-    const char *arg_name = fsched__trace_arg_names[e->kind];
+    const char *kind = fsched__trace_names[e->kind], *arg_name = fsched__trace_arg_names[e->kind];
+    int blocked = e->kind == FSCHED__TRACE_BLOCKED, open = 0; /* a blocked span's name: on what */
     fsched__trace_line_begin(&l, first);
-    fsched__line_json(&l, e->name[0] ? e->name : fsched__trace_names[e->kind]);
+    fsched__line_json(&l, e->name[0] && !blocked ? e->name : kind);
+    fsched__line_add(&l, "\",\"cat\":\"");
+    fsched__line_add(&l, kind);
     if (e->kind == FSCHED__TRACE_STEAL) {
         fsched__line_add(&l, "\",\"ph\":\"i\",\"s\":\"t\",\"ts\":");
         fsched__line_us(&l, e->begin > origin ? e->begin - origin : 0);
@@ -13070,23 +13121,28 @@ static void fsched__trace_write_event(const fsched_sched *s, uint32_t slot,
         fsched__line_us(&l, e->end > e->begin ? e->end - e->begin : 0);
     }
     fsched__trace_line_ids(&l, slot, e->fiber);
+    if (e->code) {
+        fsched__trace_arg(&l, &open, "fn");
+        fsched__line_add(&l, "\"");
+        fsched__line_hex(&l, e->code);
+        fsched__line_add(&l, "\"");
+    }
     if (arg_name) {
-        fsched__line_add(&l, ",\"args\":{\"");
-        fsched__line_add(&l, arg_name);
-        fsched__line_add(&l, "\":");
-        if (e->kind == FSCHED__TRACE_TASK || e->kind == FSCHED__TRACE_JOIN) {
-            fsched__line_add(&l, "\"");
-            fsched__line_hex(&l, e->arg);
-            fsched__line_add(&l, "\"");
-        } else if (e->kind == FSCHED__TRACE_GRAPH_TASK && (int64_t)e->arg < 0) {
+        fsched__trace_arg(&l, &open, arg_name);
+        if (e->kind == FSCHED__TRACE_GRAPH_TASK && (int32_t)e->arg < 0) {
             fsched__line_add(&l, "-");
-            fsched__line_num(&l, (uint64_t)0 - e->arg);
+            fsched__line_num(&l, (uint64_t)0 - (uint64_t)(int64_t)(int32_t)e->arg);
         } else {
             fsched__line_num(&l, e->arg);
         }
-        fsched__line_add(&l, "}");
     }
-    fsched__line_add(&l, "}");
+    if (blocked && e->name[0]) {
+        fsched__trace_arg(&l, &open, "waits_on");
+        fsched__line_add(&l, "\"");
+        fsched__line_json(&l, e->name);
+        fsched__line_add(&l, "\"");
+    }
+    fsched__line_add(&l, open ? "}}" : "}");
     write(l.text, l.n, user);
 }
 
