@@ -13278,6 +13278,8 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("SCHED_LIVE = 0x46534348  # fsched_sched.magic while the scheduler lives ('FSCH')")
     FSCHED__GDB_LINE("TASK_SUFFIX = '_fsched_run'  # a spawn/sync task NAME runs as NAME_fsched_run")
+    FSCHED__GDB_LINE("# the names of pc and sp, generic and per architecture (ppc64's sp is r1)")
+    FSCHED__GDB_LINE("PC_SP_NAMES = ('pc', 'sp', 'rip', 'rsp', 'eip', 'esp', 'r1')")
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("def _int(value):")
@@ -13301,12 +13303,12 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("    '''The symbol table's name for address: (name, offset), or (None, 0).'''")
     FSCHED__GDB_LINE("    text = gdb.execute('info symbol 0x%x' % address, to_string=True)")
     FSCHED__GDB_LINE("    if text.startswith('No symbol'):")
+    ".popsection\n");
+__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("        return None, 0")
     FSCHED__GDB_LINE("    name = text.split(' in section')[0].strip()")
     FSCHED__GDB_LINE("    if ' + ' in name:")
     FSCHED__GDB_LINE("        name, offset = name.rsplit(' + ', 1)")
-    ".popsection\n");
-__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("        return name, int(offset)")
     FSCHED__GDB_LINE("    return name, 0")
     FSCHED__GDB_LINE("")
@@ -13366,12 +13368,12 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("        self.sched = sched")
     FSCHED__GDB_LINE("        self.slot = slot")
     FSCHED__GDB_LINE("        self.record = record")
+    ".popsection\n");
+__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("        self.is_root = is_root")
     FSCHED__GDB_LINE("        self.number = int(record['id'])")
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("    def ident(self, many):")
-    ".popsection\n");
-__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("        return '%d.%d' % (self.sched_number, self.number) if many else str(self.number)")
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("    def saved_sp(self):")
@@ -13429,14 +13431,14 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("            f = w['live']")
     FSCHED__GDB_LINE("            while _int(f):")
     FSCHED__GDB_LINE("                yield Fiber(n, s, w, f.dereference(), False)")
+    ".popsection\n");
+__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("                f = f['live_next']")
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("def _idle_records(slot):")
     FSCHED__GDB_LINE("    found = set()")
     FSCHED__GDB_LINE("    f = slot['idle']")
-    ".popsection\n");
-__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("    while _int(f):")
     FSCHED__GDB_LINE("        found.add(_int(f))")
     FSCHED__GDB_LINE("        f = f['link']")
@@ -13495,13 +13497,13 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("        head = ('Id', 'Slot', 'State', 'Waits on', 'Task')")
     FSCHED__GDB_LINE("        widths = [max(len(r[i]) for r in rows + [head]) for i in range(4)]")
     FSCHED__GDB_LINE("        for r in [head] + rows:")
+    ".popsection\n");
+__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("            print(('  '.join(r[i].ljust(widths[i]) for i in range(4)) + '  ' + r[4]).rstrip())")
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("def find_fiber(ident):")
     FSCHED__GDB_LINE("    all_fibers = list(fibers())")
-    ".popsection\n");
-__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("    many = len(set(f.sched_number for f in all_fibers)) > 1")
     FSCHED__GDB_LINE("    for f in all_fibers:")
     FSCHED__GDB_LINE("        if f.ident(many) == ident or (not many and ident == '1.%d' % f.number):")
@@ -13527,23 +13529,38 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("    def __init__(self):")
     FSCHED__GDB_LINE("        super(FiberUnwinder, self).__init__('fibersched fiber')")
     FSCHED__GDB_LINE("        self.context = None  # (sp, pc) while armed")
+    FSCHED__GDB_LINE("        self.level = 0  # the frame's level: the innermost that is not inlined")
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("    def __call__(self, pending_frame):")
-    FSCHED__GDB_LINE("        if self.context is None:")
+    FSCHED__GDB_LINE("        context = self.context")
+    FSCHED__GDB_LINE("        if context is None:")
     FSCHED__GDB_LINE("            return None")
-    FSCHED__GDB_LINE("        sp, pc = self.context")
-    FSCHED__GDB_LINE("        self.context = None  # only the innermost frame")
+    FSCHED__GDB_LINE("        if hasattr(pending_frame, 'level'):  # asked again whenever gdb rebuilds its frames")
+    FSCHED__GDB_LINE("            if pending_frame.level() != self.level:")
+    FSCHED__GDB_LINE("                return None")
+    FSCHED__GDB_LINE("        else:")
+    FSCHED__GDB_LINE("            self.context = None  # gdb before 11: the first frame asked about, once")
+    FSCHED__GDB_LINE("        sp, pc = context")
     FSCHED__GDB_LINE("        info = pending_frame.create_unwind_info(")
     FSCHED__GDB_LINE("            _FrameId(_pointer(sp), pending_frame.read_register('pc')))")
+    FSCHED__GDB_LINE("        info.add_saved_register('pc', _pointer(pc))")
+    FSCHED__GDB_LINE("        info.add_saved_register('sp', _pointer(sp))")
     FSCHED__GDB_LINE("        # the other registers as in this frame (the status register tells Arm's unwinder")
     FSCHED__GDB_LINE("        # the instruction set); the switch's unwind information restores those it saved")
     FSCHED__GDB_LINE("        registers = getattr(pending_frame.architecture(), 'registers', None)")
     FSCHED__GDB_LINE("        for register in registers('general') if registers else ():")
-    FSCHED__GDB_LINE("            if register.name not in ('pc', 'sp'):")
-    FSCHED__GDB_LINE("                info.add_saved_register(register.name,")
-    FSCHED__GDB_LINE("                                        pending_frame.read_register(register.name))")
-    FSCHED__GDB_LINE("        info.add_saved_register('pc', _pointer(pc))")
-    FSCHED__GDB_LINE("        info.add_saved_register('sp', _pointer(sp))")
+    FSCHED__GDB_LINE("            if register.name in PC_SP_NAMES:")
+    FSCHED__GDB_LINE("                continue")
+    FSCHED__GDB_LINE("            try:")
+    FSCHED__GDB_LINE("                value = pending_frame.read_register(register.name)")
+    ".popsection\n");
+__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
+    FSCHED__GDB_LINE("                # gdb fails the whole frame for a register the core file has not (a")
+    FSCHED__GDB_LINE("                # register set cut short): those are left out")
+    FSCHED__GDB_LINE("                if str(value) != '<unavailable>':")
+    FSCHED__GDB_LINE("                    info.add_saved_register(register.name, value)")
+    FSCHED__GDB_LINE("            except (gdb.error, ValueError):")
+    FSCHED__GDB_LINE("                pass")
     FSCHED__GDB_LINE("        return info")
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("")
@@ -13560,8 +13577,6 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("    def filter(self, frames):")
     FSCHED__GDB_LINE("        if self.context is None:")
     FSCHED__GDB_LINE("            return frames")
-    ".popsection\n");
-__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("        return self._fiber_frames(frames, self.context)")
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("    @staticmethod")
@@ -13595,11 +13610,20 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("gdb.frame_filters[_filter.name] = _filter")
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("def _innermost_real_level():")
+    FSCHED__GDB_LINE("    frame, level = gdb.newest_frame(), 0")
+    FSCHED__GDB_LINE("    while frame.type() == gdb.INLINE_FRAME and frame.older() is not None:")
+    FSCHED__GDB_LINE("        frame, level = frame.older(), level + 1")
+    FSCHED__GDB_LINE("    return level")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("def _selected_depth():")
     FSCHED__GDB_LINE("    '''How many frames are newer than the selected one (to select it again).'''")
     FSCHED__GDB_LINE("    depth = 0")
     FSCHED__GDB_LINE("    try:")
     FSCHED__GDB_LINE("        frame = gdb.selected_frame()")
+    ".popsection\n");
+__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("        while frame.newer() is not None:")
     FSCHED__GDB_LINE("            frame = frame.newer()")
     FSCHED__GDB_LINE("            depth += 1")
@@ -13629,8 +13653,6 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("                           'AArch64, Arm, RISC-V 64 and ppc64le), and this program saves '")
     FSCHED__GDB_LINE("                           'contexts with ucontext or Windows fibers.' % ident)")
     FSCHED__GDB_LINE("    try:")
-    ".popsection\n");
-__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("        gdb.selected_inferior().read_memory(sp, 8)")
     FSCHED__GDB_LINE("    except gdb.MemoryError:")
     FSCHED__GDB_LINE("        raise gdb.GdbError('Fiber %s saved its registers at 0x%x, which this process or '")
@@ -13638,6 +13660,7 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("                           '(anonymous private memory: bit 0 of /proc/PID/coredump_filter, '")
     FSCHED__GDB_LINE("                           'on by default; gcore writes them).' % (ident, chr(39), sp))")
     FSCHED__GDB_LINE("    depth = _selected_depth()")
+    FSCHED__GDB_LINE("    _unwinder.level = _innermost_real_level()")
     FSCHED__GDB_LINE("    _unwinder.context = _filter.context = (sp, resume)")
     FSCHED__GDB_LINE("    gdb.invalidate_cached_frames()")
     FSCHED__GDB_LINE("    try:")
@@ -13662,6 +13685,8 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("thread's innermost one, which `bt` hides.'''")
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("    def __init__(self):")
+    ".popsection\n");
+__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("        super(FiberBacktrace, self).__init__('fiber bt', gdb.COMMAND_STACK)")
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("    def invoke(self, arg, from_tty):")

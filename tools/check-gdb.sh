@@ -2,11 +2,11 @@
 # gdb sees fibers: builds tests/gdb/blocked.c (tasks blocked on an event, a mutex, a sleep,
 # a wait group, a join, a parallel loop and a spawn/sync child) and checks `info fibers`
 # and `fiber bt` on it with tests/gdb/check.py. Natively with gcc and clang at -O0 and
-# -O2, each on the live process and then on a core file gdb wrote of it there; then with
-# the extension auto-loaded from the text the program embeds in its .debug_gdb_scripts
-# section (no file next to it, gdb started elsewhere), live and on its core; then on every
-# other ABI of the assembly switch under qemu-user's gdb stub with gdb-multiarch. One
-# line per check.
+# -O2, each on the live process and then on a core file gdb wrote of it there, and on a
+# core file of a crash (where the kernel writes one); then with the extension auto-loaded
+# from the text the program embeds in its .debug_gdb_scripts section (no file next to it,
+# gdb started elsewhere), live and on its core; then on every other ABI of the assembly
+# switch under qemu-user's gdb stub with gdb-multiarch. One line per check.
 #
 #   tools/check-gdb.sh          (needs gdb; skips an ABI whose compiler, qemu or
 #                                gdb-multiarch is missing)
@@ -53,6 +53,21 @@ for cc in gcc clang; do
     rm -f "$exe.core"
   done
 done
+
+# a core file the kernel wrote when the program crashed (aborted where check.py stops it),
+# where its pattern writes one in the current directory
+mkdir "$work/crash"
+exe=$work/crash/blocked
+gcc -g -O2 -pthread -DCRASH_WHEN_READY -o "$exe" "$src"
+(cd "$work/crash" && ulimit -c unlimited && "$exe") >/dev/null 2>&1 || true
+core=$(find "$work/crash" -maxdepth 1 -name 'core*' | head -n 1)
+if [ -n "$core" ]; then
+  check "core file of a crash" gdb -nx -batch -x "$tool" "$exe" "$core"
+  rm -f "$core"
+else
+  echo "check-gdb: core file of a crash: skipped (none written: the kernel's core_pattern" \
+    "is $(cat /proc/sys/kernel/core_pattern 2>/dev/null || echo unknown))"
+fi
 
 # the program embeds the extension: gdb, started in an empty directory with only the
 # program allowed to auto-load, has no file to find

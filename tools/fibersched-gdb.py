@@ -26,6 +26,8 @@ from gdb.unwinder import Unwinder, register_unwinder
 
 SCHED_LIVE = 0x46534348  # fsched_sched.magic while the scheduler lives ('FSCH')
 TASK_SUFFIX = '_fsched_run'  # a spawn/sync task NAME runs as NAME_fsched_run
+# the names of pc and sp, generic and per architecture (ppc64's sp is r1)
+PC_SP_NAMES = ('pc', 'sp', 'rip', 'rsp', 'eip', 'esp', 'r1')
 
 
 def _int(value):
@@ -267,23 +269,36 @@ class FiberUnwinder(Unwinder):
     def __init__(self):
         super(FiberUnwinder, self).__init__('fibersched fiber')
         self.context = None  # (sp, pc) while armed
+        self.level = 0  # the frame's level: the innermost that is not inlined
 
     def __call__(self, pending_frame):
-        if self.context is None:
+        context = self.context
+        if context is None:
             return None
-        sp, pc = self.context
-        self.context = None  # only the innermost frame
+        if hasattr(pending_frame, 'level'):  # asked again whenever gdb rebuilds its frames
+            if pending_frame.level() != self.level:
+                return None
+        else:
+            self.context = None  # gdb before 11: the first frame asked about, once
+        sp, pc = context
         info = pending_frame.create_unwind_info(
             _FrameId(_pointer(sp), pending_frame.read_register('pc')))
+        info.add_saved_register('pc', _pointer(pc))
+        info.add_saved_register('sp', _pointer(sp))
         # the other registers as in this frame (the status register tells Arm's unwinder
         # the instruction set); the switch's unwind information restores those it saved
         registers = getattr(pending_frame.architecture(), 'registers', None)
         for register in registers('general') if registers else ():
-            if register.name not in ('pc', 'sp'):
-                info.add_saved_register(register.name,
-                                        pending_frame.read_register(register.name))
-        info.add_saved_register('pc', _pointer(pc))
-        info.add_saved_register('sp', _pointer(sp))
+            if register.name in PC_SP_NAMES:
+                continue
+            try:
+                value = pending_frame.read_register(register.name)
+                # gdb fails the whole frame for a register the core file has not (a
+                # register set cut short): those are left out
+                if str(value) != '<unavailable>':
+                    info.add_saved_register(register.name, value)
+            except (gdb.error, ValueError):
+                pass
         return info
 
 
@@ -333,6 +348,13 @@ register_unwinder(None, _unwinder, replace=True)
 gdb.frame_filters[_filter.name] = _filter
 
 
+def _innermost_real_level():
+    frame, level = gdb.newest_frame(), 0
+    while frame.type() == gdb.INLINE_FRAME and frame.older() is not None:
+        frame, level = frame.older(), level + 1
+    return level
+
+
 def _selected_depth():
     '''How many frames are newer than the selected one (to select it again).'''
     depth = 0
@@ -374,6 +396,7 @@ def suspended_backtrace(fiber, ident, args, from_tty):
                            '(anonymous private memory: bit 0 of /proc/PID/coredump_filter, '
                            'on by default; gcore writes them).' % (ident, chr(39), sp))
     depth = _selected_depth()
+    _unwinder.level = _innermost_real_level()
     _unwinder.context = _filter.context = (sp, resume)
     gdb.invalidate_cached_frames()
     try:

@@ -97,9 +97,15 @@ static FSCHED__NOINLINE void runs_tree(void *p) {
     FSCHED__FETCH_ADD(&ended, 1, FSCHED__RELAXED);
 }
 
-/* The test's breakpoint. */
+/* The test's breakpoint. Built with CRASH_WHEN_READY, the program aborts there instead,
+   for a core file as a crash leaves it. */
 FSCHED__NOINLINE void fibers_ready(void);
-FSCHED__NOINLINE void fibers_ready(void) { __asm__ volatile("" ::: "memory"); }
+FSCHED__NOINLINE void fibers_ready(void) {
+#if defined(CRASH_WHEN_READY)
+    abort();
+#endif
+    __asm__ volatile("" ::: "memory");
+}
 
 /* Suspended fibers of every slot (a look from outside: good enough to know when to stop). */
 static uint32_t blocked(fsched_sched *s) {
