@@ -171,7 +171,7 @@
                                    .debug_gdb_scripts section: gdb runs it when it loads
                                    the program (live or a core file), no file needed,
                                    once `add-auto-load-safe-path PROGRAM` allows it (in
-                                   gdbinit; ELF only; 15 KB not loaded at run time)
+                                   gdbinit; ELF only; 17 KB not loaded at run time)
 
    PLATFORMS
 
