@@ -181,9 +181,12 @@
                                    environment variable FIBERSCHED_CHAOS_SEED (or the
                                    clock; printed once; 0 turns it off). For testing
                                    programs under unlucky timing (default 0: no code)
-   FIBERSCHED_GDB_SCRIPT           names tools/fibersched-gdb.py (`info fibers`, `fiber
-                                   bt`) in the program's .debug_gdb_scripts section, so
-                                   that gdb loads it from its auto-load path (ELF only)
+   FIBERSCHED_GDB_SCRIPT           embeds the text of tools/fibersched-gdb.py (`info
+                                   fibers`, `fiber bt`) in the program's
+                                   .debug_gdb_scripts section: gdb runs it when it loads
+                                   the program (live or a core file), no file needed,
+                                   once `add-auto-load-safe-path PROGRAM` allows it (in
+                                   gdbinit; ELF only; 17 KB not loaded at run time)
 
    PLATFORMS
 
@@ -1685,13 +1688,20 @@ FIBERSCHED_API fsched_result fsched_parallel_pipeline(size_t max_in_flight,
 /* ---- tracing ----------------------------------------------------------------------
    Built with FIBERSCHED_TRACE=1 in the implementation's translation unit, every slot of
    a scheduler (worker thread, bound thread, the thread in fsched_destroy) records, with
-   the scheduler's clock: each detached task, stolen join half, graph task (by name),
-   pipeline advance (by node label) and linear-pipeline stage it runs; each time one of
-   its fibers is blocked; each sleep; each steal. A slot keeps its first trace_events
-   events (see fsched_desc) and counts the rest as dropped; recording takes no lock. In
-   the output a slot is a process ("worker 0", "bound slot 2", "fsched_destroy") and each
-   of its fibers a thread, so that the spans of a track always nest. Without
-   FIBERSCHED_TRACE these calls return FSCHED_ERR_UNSUPPORTED. */
+   the scheduler's clock: each detached task, join half or piece of a parallel loop that
+   ran as a job of its own (another worker took it), spawn/sync child another worker
+   took, graph task, pipeline advance and linear-pipeline stage it runs; each time one of
+   its fibers is blocked (and on what); each sleep; each steal. A slot keeps its first
+   trace_events events (see fsched_desc) and counts the rest as dropped; recording takes
+   no lock. In the output a slot is a process ("worker 0", "bound slot 2",
+   "fsched_destroy") and each of its fibers a thread, so that the spans of a track always
+   nest. Each event's category ("cat") is its kind: task, join, child, graph task,
+   advance, stage, blocked, sleep or steal. A span of work is named by the name the user
+   gave (fsched_spawn_named, a graph task's or stage's name, a node's label; up to 30
+   bytes), else by its kind, and its args.fn is the address of the user's function it
+   ran (a loop's body, a join's function; for a spawn/sync task `name`, its
+   name_fsched_run), never one of the scheduler's own: tools/trace_summary.py --exe names
+   it. Without FIBERSCHED_TRACE these calls return FSCHED_ERR_UNSUPPORTED. */
 
 /* Writes the events recorded so far as Chrome trace-event JSON (for Perfetto or
    chrome://tracing) through write, in pieces. Any thread, also while tasks run (events
@@ -1803,20 +1813,24 @@ FIBERSCHED_API fsched_result fsched_trace_count(const fsched_sched *s, uint64_t 
 #if FIBERSCHED_TRACE
 #define FSCHED__TRACE(...) __VA_ARGS__
 /* What a span or instant records: the export names each kind and its argument. */
+/* Spans of work record the user's code (the function it runs: never a wrapper of the
+   scheduler's) and the name the user gave it, if any. */
 typedef enum fsched__trace_kind {
-    FSCHED__TRACE_TASK,       /* a detached task; arg: its function */
-    FSCHED__TRACE_JOIN,       /* the half of a join another worker took; arg: its function */
-    FSCHED__TRACE_GRAPH_TASK, /* name: the task's; arg: the status it returned */
+    FSCHED__TRACE_TASK,       /* a detached task */
+    FSCHED__TRACE_JOIN,       /* a join's second half, or a piece of a parallel loop, run
+                                 as a job of its own (another worker took it) */
+    FSCHED__TRACE_CHILD,      /* a spawn/sync child another worker took */
+    FSCHED__TRACE_GRAPH_TASK, /* arg: the status the task returned */
     FSCHED__TRACE_ADVANCE,    /* a pipeline node's advance; name: the node's label */
     FSCHED__TRACE_STAGE,      /* a linear pipeline's stage; arg: its index */
-    FSCHED__TRACE_BLOCKED,    /* the fiber waited (suspended) */
+    FSCHED__TRACE_BLOCKED,    /* the fiber waited (suspended); name: on what */
     FSCHED__TRACE_SLEEP,      /* the worker slept */
     FSCHED__TRACE_STEAL       /* an instant: a job taken from another slot; arg: its index */
 } fsched__trace_kind;
 #define FSCHED__TRACE_INSTANT UINT64_MAX /* a `begin` that means "now, no duration" */
 static uint64_t fsched__trace_now(void);
-static void fsched__trace_record(fsched__trace_kind kind, uint64_t begin, const char *name,
-                                 uint64_t arg);
+static void fsched__trace_record(fsched__trace_kind kind, uint64_t begin, uintptr_t code,
+                                 const char *name, uint32_t arg);
 struct fsched__trace_buffer;
 static struct fsched__trace_buffer *fsched__trace_buffer_new(const fsched_allocator *a,
                                                               uint32_t capacity);
@@ -1906,15 +1920,6 @@ long syscall(long number, ...);
 #endif
 
 #include "fibersched_asm.h"
-
-/* gdb reads entries of this section, each a kind byte (1: a Python file) and a file name
-   to look for; "MS" lets the linker keep one copy when several units name it. */
-#if defined(FIBERSCHED_GDB_SCRIPT) && defined(__ELF__) && defined(__GNUC__)
-__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
-        ".byte 1\n"
-        ".asciz \"fibersched-gdb.py\"\n"
-        ".popsection\n");
-#endif
 
 #if defined(FSCHED__CTX_UCONTEXT)
 #include <ucontext.h>
@@ -5447,7 +5452,7 @@ static void fsched__suspend(fsched__worker *w, fsched_fiber *next, const char *w
     fsched__switch_to(w, next);
     self->wait_what = NULL;
     w->blocked--;
-    FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_BLOCKED, trace_begin, NULL, 0);)
+    FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_BLOCKED, trace_begin, 0, what, 0);)
 }
 
 /* Owner: the fiber to switch to when the running one blocks, or NULL when no fiber can be
@@ -5716,8 +5721,8 @@ static void fsched__task_execute(fsched__job *job, fsched__worker *w) {
     f = fsched__tls_thread.current;
     if (FSCHED__DEBUG) fsched__stack_check(f, NULL);
     fsched__running_end(f, outer);
-    FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_TASK, trace_begin, t->name,
-                                       (uint64_t)(uintptr_t)t->fn);)
+    FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_TASK, trace_begin, FSCHED__CODE(t->fn),
+                                       t->name, 0);)
     wg = t->wait_group;
     fsched__task_free(w->sched, w, t);
     if (wg) fsched__wait_group_finish(wg);
@@ -5967,8 +5972,8 @@ static fsched__job *fsched__steal(fsched__worker *w) {
         if (v == w || (v->bound && !FSCHED__LOAD(&v->in_use, FSCHED__RELAXED))) continue;
         if ((job = fsched__steal_one(w, v))) {
             fsched__count(w->steals, 1);
-            FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_STEAL, FSCHED__TRACE_INSTANT, NULL,
-                                               v->index);)
+            FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_STEAL, FSCHED__TRACE_INSTANT, 0,
+                                               NULL, v->index);)
             fsched__pass_search_on(s);
             return job;
         }
@@ -6149,7 +6154,7 @@ static void fsched__sleep(fsched__worker *w, fsched__idle *idle) {
         FSCHED__TRACE(uint64_t trace_begin = fsched__trace_now();)
         fsched__count(w->sleeps, 1);
         fsched__block(w, deadline);
-        FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_SLEEP, trace_begin, NULL, 0);)
+        FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_SLEEP, trace_begin, 0, NULL, 0);)
         FSCHED__POINT(WOKEN);
         expected = FSCHED__LATCH_SLEEPING;
         FSCHED__CAS(&w->latch, &expected, FSCHED__LATCH_UNSET, FSCHED__RELAXED, FSCHED__RELAXED);
@@ -9542,22 +9547,27 @@ typedef struct fsched__join_job {
     uintptr_t latch;
 } fsched__join_job;
 
-static void fsched__join_execute(fsched__job *job, fsched__worker *w) {
-    fsched__join_job *j = (fsched__join_job *)job;
+/* Runs the second half as a job of its own (another worker took it, or the worker's loop
+   runs it while the joiner waits), named by `code`: the user's function it runs. */
+static void fsched__join_run(fsched__join_job *j, uintptr_t code) {
     fsched__worker *owner = j->owner; /* after the latch is set, j may be gone */
     fsched_fiber *f = fsched__tls_thread.current;
-    fsched__running outer = fsched__running_begin(f, FSCHED__CODE(j->fn), NULL);
+    fsched__running outer = fsched__running_begin(f, code, NULL);
     uintptr_t waiting;
     FSCHED__TRACE(uint64_t trace_begin = fsched__trace_now();)
-    (void)w;
     j->fn(j->arg);
     fsched__running_end(f, outer);
-    FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_JOIN, trace_begin, NULL,
-                                       (uint64_t)(uintptr_t)j->fn);)
+    FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_JOIN, trace_begin, code, NULL, 0);)
     FSCHED__POINT(JOIN);
     /* acq_rel: releases fn's effects to the joiner, acquires the fiber it left there */
     waiting = FSCHED__EXCHANGE(&j->latch, (uintptr_t)1, FSCHED__ACQ_REL);
     if (waiting > 1) fsched__make_ready(owner, (fsched_fiber *)waiting);
+}
+
+static void fsched__join_execute(fsched__job *job, fsched__worker *w) {
+    fsched__join_job *j = (fsched__join_job *)job;
+    (void)w;
+    fsched__join_run(j, FSCHED__CODE(j->fn));
 }
 
 /* The waiting side of a latch set by another worker (0 pending, 1 set, else the fiber
@@ -10157,9 +10167,12 @@ static void fsched__frame_job_execute(fsched__job *job, fsched__worker *w) {
     w->stolen = NULL;
     w->stolen_from = NULL;
     fsched__frames_hold(w, fs, f);
+    FSCHED__TRACE(uint64_t trace_begin = fsched__trace_now();)
     outer = fsched__running_begin(f, FSCHED__CODE(frame->run), NULL);
     threw = frame->run(frame, fs, fs->base);
     fsched__running_end(f, outer);
+    FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_CHILD, trace_begin, FSCHED__CODE(frame->run),
+                                       NULL, 0);)
     fsched_frames_leave(fs);
     FSCHED__POINT(JOIN);
     /* acq_rel: releases the result (or the exception) to the owner, acquires the fiber it
@@ -10248,14 +10261,26 @@ static int fsched__split_more(uint32_t *splits, int stolen, uint32_t threads) {
 
 static void fsched__range_run(fsched__range_part *p, int stolen);
 
+static uintptr_t fsched__range_code(const fsched__range *r) {
+    return r->rbody ? FSCHED__CODE(r->rbody) : FSCHED__CODE(r->body);
+}
+
+/* The right half, named by the loop's body wherever it runs (an overflow report then
+   names the body, also when the piece runs inline on the loop's own fiber). */
 static void fsched__range_right(void *arg) {
     fsched__range_part *p = (fsched__range_part *)arg;
     fsched_fiber *f = fsched__tls_thread.current;
-    /* named by the loop's body, not by this function */
-    fsched__running outer = fsched__running_begin(
-        f, p->r->rbody ? FSCHED__CODE(p->r->rbody) : FSCHED__CODE(p->r->body), NULL);
+    fsched__running outer = fsched__running_begin(f, fsched__range_code(p->r), NULL);
     fsched__range_run(p, fsched__tls_thread.worker != p->origin);
     fsched__running_end(f, outer);
+}
+
+/* The right half as a job of its own: a join's second half named by the loop's body
+   (for the trace and gdb), not by fsched__range_right. */
+static void fsched__range_execute(fsched__job *job, fsched__worker *w) {
+    fsched__join_job *j = (fsched__join_job *)job;
+    (void)w;
+    fsched__join_run(j, fsched__range_code(((const fsched__range_part *)j->arg)->r));
 }
 
 #define FSCHED__ACC_INLINE 256u
@@ -10279,7 +10304,7 @@ static void fsched__range_run(fsched__range_part *p, int stolen) {
             if (!right.acc) break; /* no memory for a split: fold the whole range here */
             r->init(r->ctx, right.acc);
         }
-        j.job.execute = fsched__join_execute;
+        j.job.execute = fsched__range_execute;
         j.fn = fsched__range_right;
         j.arg = &right;
         j.owner = w;
@@ -11438,8 +11463,8 @@ static void fsched__graph_process(fsched_graph_task *t, fsched__worker *w,
         t->status = t->fn(t, t->arg);
         if (FSCHED__DEBUG) fsched__stack_check(f, NULL);
         fsched__running_end(f, outer_running);
-        FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_GRAPH_TASK, trace_begin, t->name,
-                                           (uint64_t)(int64_t)t->status);)
+        FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_GRAPH_TASK, trace_begin,
+                                           FSCHED__CODE(t->fn), t->name, (uint32_t)t->status);)
         /* the task may have suspended: it resumes on the same fiber and worker */
         f->graph_task = outer;
         state = t->status ? FSCHED_TASK_FAILED : FSCHED_TASK_FINISHED;
@@ -12385,7 +12410,8 @@ static int fsched__node_start_advance(fsched_node *n, fsched__worker *w) {
     } else {
         fsched__node_advance(n);
     }
-    FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_ADVANCE, trace_begin, n->label, 0);)
+    FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_ADVANCE, trace_begin,
+                                       FSCHED__CODE(n->desc.advance), n->label, 0);)
     /* acq_rel: decides with fsched_node_complete who finishes; acquires its `advanced` */
     return !FSCHED__CAS(&n->phase, &expected, FSCHED__ADV_RETURNED, FSCHED__ACQ_REL,
                         FSCHED__ACQUIRE);
@@ -13111,7 +13137,8 @@ static void fsched__lp_carry(fsched__lp *lp, fsched__lp_item *it, fsched__worker
                       FSCHED__RELAXED);
         FSCHED__TRACE(trace_begin = fsched__trace_now();)
         it->data = fsched__lp_stage_call(sg, it->data, &stop);
-        FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_STAGE, trace_begin, NULL, k);)
+        FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_STAGE, trace_begin, FSCHED__CODE(sg->fn),
+                                           sg->name, (uint32_t)k);)
         if (serial) fsched__lp_leave(lp, k, it->seq, w);
         it->stage++;
     }
@@ -13155,7 +13182,8 @@ static void fsched__lp_input(fsched__job *job, fsched__worker *w) {
         FSCHED__STORE(&lp->input_where, FSCHED__LP_RUNNING, FSCHED__RELAXED);
         data = fsched__lp_stage_call(&lp->stages[0], NULL, &stop);
         FSCHED__STORE(&lp->input_where, 0u, FSCHED__RELAXED);
-        FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_STAGE, trace_begin, NULL, 0);)
+        FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_STAGE, trace_begin,
+                                           FSCHED__CODE(lp->stages[0].fn), lp->stages[0].name, 0);)
     }
     if (stop) {
         fsched__spin_lock(&lp->lock);
@@ -13378,12 +13406,14 @@ FIBERSCHED_API fsched_result fsched_parallel_pipeline(size_t max_in_flight,
 
 #if FIBERSCHED_TRACE
 
+/* 64 bytes: a cache line */
 typedef struct fsched__trace_event {
     uint64_t begin, end; /* the scheduler's clock; equal for an instant */
-    uint64_t arg;
-    uint32_t kind;
-    uint32_t fiber; /* the track: the fiber's number in its slot, from 1 */
-    char name[FSCHED__NAME_BYTES];
+    uint64_t code;       /* the user's function a span of work ran; 0: none */
+    uint32_t arg;        /* see fsched__trace_kind */
+    uint32_t fiber;      /* the track: the fiber's number in its slot, from 1 */
+    uint8_t kind;
+    char name[FSCHED__NAME_BYTES - 1];
 } fsched__trace_event;
 
 /* Written by the slot's thread alone, so recording takes no lock. A reader sees the
@@ -13430,8 +13460,8 @@ static uint64_t fsched__trace_now(void) {
 
 /* Records a span from `begin` to now (or an instant) on the running fiber's track of the
    calling thread's slot. Threads outside any scheduler record nothing. */
-static void fsched__trace_record(fsched__trace_kind kind, uint64_t begin, const char *name,
-                                 uint64_t arg) {
+static void fsched__trace_record(fsched__trace_kind kind, uint64_t begin, uintptr_t code,
+                                 const char *name, uint32_t arg) {
     fsched__thread *t = fsched__thread_get();
     fsched__worker *w = t->worker;
     fsched__trace_buffer *b;
@@ -13449,8 +13479,9 @@ static void fsched__trace_record(fsched__trace_kind kind, uint64_t begin, const 
     e = &b->events[n];
     e->end = fsched__sched_now(w->sched);
     e->begin = begin == FSCHED__TRACE_INSTANT ? e->end : begin;
+    e->code = (uint64_t)code;
     e->arg = arg;
-    e->kind = (uint32_t)kind;
+    e->kind = (uint8_t)kind;
     if (!t->current->trace_id) t->current->trace_id = ++b->fibers;
     e->fiber = t->current->trace_id;
     if (name)
@@ -13504,12 +13535,13 @@ static void fsched__line_hex(fsched__line *l, uint64_t v) {
     fsched__line_add(l, digits + i);
 }
 
-static const char *const fsched__trace_names[] = {"task",    "join",    "graph task",
-                                                  "advance", "stage",   "blocked",
-                                                  "sleep",   "steal"};
-/* the argument's name per kind; NULL: none */
-static const char *const fsched__trace_arg_names[] = {"fn",   "fn",   "status", NULL,
-                                                      "stage", NULL, NULL,     "victim"};
+/* each kind's category (and the name of a span the user named not) */
+static const char *const fsched__trace_names[] = {"task",    "join",  "child",   "graph task",
+                                                  "advance", "stage", "blocked", "sleep",
+                                                  "steal"};
+/* the name of the number a kind records in `arg`; NULL: none */
+static const char *const fsched__trace_arg_names[] = {NULL, NULL,    NULL, "status", NULL,
+                                                      "stage", NULL, NULL, "victim"};
 
 /* Begins a line of the event list: the separator, then `{"name":"`. */
 static void fsched__trace_line_begin(fsched__line *l, int *first) {
@@ -13569,15 +13601,28 @@ static void fsched__trace_write_anchor(void (*write)(const char *, size_t, void 
     write(l.text, l.n, user);
 }
 
+/* Opens the event's args, or adds a separator when they are open. */
+static void fsched__trace_arg(fsched__line *l, int *open, const char *name) {
+    fsched__line_add(l, *open ? ",\"" : ",\"args\":{\"");
+    fsched__line_add(l, name);
+    fsched__line_add(l, "\":");
+    *open = 1;
+}
+
+/* An event: named by the user's name, else by its kind (its category); args: the user's
+   function (fn), the kind's number, and what a blocked fiber waited on. */
 static void fsched__trace_write_event(const fsched_sched *s, uint32_t slot,
                                       const fsched__trace_event *e,
                                       void (*write)(const char *, size_t, void *), void *user,
                                       int *first) {
     fsched__line l;
     uint64_t origin = s->trace_origin;
-    const char *arg_name = fsched__trace_arg_names[e->kind];
+    const char *kind = fsched__trace_names[e->kind], *arg_name = fsched__trace_arg_names[e->kind];
+    int blocked = e->kind == FSCHED__TRACE_BLOCKED, open = 0; /* a blocked span's name: on what */
     fsched__trace_line_begin(&l, first);
-    fsched__line_json(&l, e->name[0] ? e->name : fsched__trace_names[e->kind]);
+    fsched__line_json(&l, e->name[0] && !blocked ? e->name : kind);
+    fsched__line_add(&l, "\",\"cat\":\"");
+    fsched__line_add(&l, kind);
     if (e->kind == FSCHED__TRACE_STEAL) {
         fsched__line_add(&l, "\",\"ph\":\"i\",\"s\":\"t\",\"ts\":");
         fsched__line_us(&l, e->begin > origin ? e->begin - origin : 0);
@@ -13588,23 +13633,28 @@ static void fsched__trace_write_event(const fsched_sched *s, uint32_t slot,
         fsched__line_us(&l, e->end > e->begin ? e->end - e->begin : 0);
     }
     fsched__trace_line_ids(&l, slot, e->fiber);
+    if (e->code) {
+        fsched__trace_arg(&l, &open, "fn");
+        fsched__line_add(&l, "\"");
+        fsched__line_hex(&l, e->code);
+        fsched__line_add(&l, "\"");
+    }
     if (arg_name) {
-        fsched__line_add(&l, ",\"args\":{\"");
-        fsched__line_add(&l, arg_name);
-        fsched__line_add(&l, "\":");
-        if (e->kind == FSCHED__TRACE_TASK || e->kind == FSCHED__TRACE_JOIN) {
-            fsched__line_add(&l, "\"");
-            fsched__line_hex(&l, e->arg);
-            fsched__line_add(&l, "\"");
-        } else if (e->kind == FSCHED__TRACE_GRAPH_TASK && (int64_t)e->arg < 0) {
+        fsched__trace_arg(&l, &open, arg_name);
+        if (e->kind == FSCHED__TRACE_GRAPH_TASK && (int32_t)e->arg < 0) {
             fsched__line_add(&l, "-");
-            fsched__line_num(&l, (uint64_t)0 - e->arg);
+            fsched__line_num(&l, (uint64_t)0 - (uint64_t)(int64_t)(int32_t)e->arg);
         } else {
             fsched__line_num(&l, e->arg);
         }
-        fsched__line_add(&l, "}");
     }
-    fsched__line_add(&l, "}");
+    if (blocked && e->name[0]) {
+        fsched__trace_arg(&l, &open, "waits_on");
+        fsched__line_add(&l, "\"");
+        fsched__line_json(&l, e->name);
+        fsched__line_add(&l, "\"");
+    }
+    fsched__line_add(&l, open ? "}}" : "}");
     write(l.text, l.n, user);
 }
 
@@ -13706,6 +13756,479 @@ FIBERSCHED_API const char *fsched_version_string(void) {
     return FSCHED__STR(FIBERSCHED_VERSION_MAJOR) "." FSCHED__STR(FIBERSCHED_VERSION_MINOR) "."
         FSCHED__STR(FIBERSCHED_VERSION_PATCH);
 }
+
+/* ---- gdb: tools/fibersched-gdb.py, embedded (FIBERSCHED_GDB_SCRIPT) ----
+   gdb runs the entries of a program's .debug_gdb_scripts section when it loads the
+   program: each a kind byte, then text up to a NUL; kind 4 is a Python script inline, its
+   name on the first line. The lines below are tools/fibersched-gdb.py as it is, written
+   by tools/embed-gdb-script.py (a test checks that they are the same); "MS" lets the
+   linker keep one copy when several units embed it. */
+#if defined(FIBERSCHED_GDB_SCRIPT) && defined(__ELF__) && defined(__GNUC__)
+#define FSCHED__GDB_LINE(text) ".ascii \"" text "\\n\"\n"
+__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
+    ".byte 4\n"
+    FSCHED__GDB_LINE("fibersched-gdb.py")
+    FSCHED__GDB_LINE("# fibersched-gdb.py - gdb commands for programs built with fibersched.h - MIT license")
+    FSCHED__GDB_LINE("#")
+    FSCHED__GDB_LINE("#   info fibers            every fiber of every live scheduler: id, where it runs, its")
+    FSCHED__GDB_LINE("#                          state, what it waits on, the task it runs")
+    FSCHED__GDB_LINE("#   fiber bt ID [ARGS]     the backtrace of fiber ID (ARGS as for bt: full, a count...)")
+    FSCHED__GDB_LINE("#")
+    FSCHED__GDB_LINE("# Load it with `source tools/fibersched-gdb.py`, or build the program with")
+    FSCHED__GDB_LINE("# -DFIBERSCHED_GDB_SCRIPT: fibersched.h then embeds this text in the program's")
+    FSCHED__GDB_LINE("# .debug_gdb_scripts section, and gdb runs it when it loads the program, from a live")
+    FSCHED__GDB_LINE("# process or a core file, once `auto-load safe-path` allows that program.")
+    FSCHED__GDB_LINE("#")
+    FSCHED__GDB_LINE("# It needs the program's debug information (-g) for the scheduler's records. The Task")
+    FSCHED__GDB_LINE("# column names what the scheduler says the fiber runs: the name the task was given, and")
+    FSCHED__GDB_LINE("# the function it was started with (a loop's body, a join's function, a graph task's...).")
+    FSCHED__GDB_LINE("# A backtrace of a suspended fiber needs the assembly context switch (the default): the")
+    FSCHED__GDB_LINE("# fiber's saved stack pointer leads, through the switch's unwind information, to the code")
+    FSCHED__GDB_LINE("# that was suspended. It reads memory only, so it works on a core file as on a live")
+    FSCHED__GDB_LINE("# process: `fiber bt` shows the selected thread's innermost frame as the caller of the")
+    FSCHED__GDB_LINE("# fiber's context, and hides that frame and those newer than it.")
+    FSCHED__GDB_LINE("#")
+    FSCHED__GDB_LINE("# (Written without double quotes and backslashes: fibersched.h embeds it line by line.)")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("import gdb")
+    FSCHED__GDB_LINE("from gdb.FrameDecorator import FrameDecorator")
+    FSCHED__GDB_LINE("from gdb.unwinder import Unwinder, register_unwinder")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("SCHED_LIVE = 0x46534348  # fsched_sched.magic while the scheduler lives ('FSCH')")
+    FSCHED__GDB_LINE("TASK_SUFFIX = '_fsched_run'  # a spawn/sync task NAME runs as NAME_fsched_run")
+    FSCHED__GDB_LINE("# the names of pc and sp, generic and per architecture (ppc64's sp is r1)")
+    FSCHED__GDB_LINE("PC_SP_NAMES = ('pc', 'sp', 'rip', 'rsp', 'eip', 'esp', 'r1')")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("def _int(value):")
+    FSCHED__GDB_LINE("    return int(value.cast(gdb.lookup_type('unsigned long long')))")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("def _pointer(address):")
+    FSCHED__GDB_LINE("    return gdb.Value(address).cast(gdb.lookup_type('void').pointer())")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("def _string(value):")
+    FSCHED__GDB_LINE("    if _int(value) == 0:")
+    FSCHED__GDB_LINE("        return None")
+    FSCHED__GDB_LINE("    try:")
+    FSCHED__GDB_LINE("        return value.string()")
+    FSCHED__GDB_LINE("    except gdb.error:")
+    FSCHED__GDB_LINE("        return None")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("def _symbol(address):")
+    FSCHED__GDB_LINE("    '''The symbol table's name for address: (name, offset), or (None, 0).'''")
+    FSCHED__GDB_LINE("    text = gdb.execute('info symbol 0x%x' % address, to_string=True)")
+    FSCHED__GDB_LINE("    if text.startswith('No symbol'):")
+    ".popsection\n");
+__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
+    FSCHED__GDB_LINE("        return None, 0")
+    FSCHED__GDB_LINE("    name = text.split(' in section')[0].strip()")
+    FSCHED__GDB_LINE("    if ' + ' in name:")
+    FSCHED__GDB_LINE("        name, offset = name.rsplit(' + ', 1)")
+    FSCHED__GDB_LINE("        return name, int(offset)")
+    FSCHED__GDB_LINE("    return name, 0")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("def function_name(address):")
+    FSCHED__GDB_LINE("    '''The name of the function that begins at address: the outermost function of its")
+    FSCHED__GDB_LINE("    block (at -O2 a callee inlined at its start owns the innermost block there), else its")
+    FSCHED__GDB_LINE("    symbol. A spawn/sync task is named as its FSCHED_TASK was.'''")
+    FSCHED__GDB_LINE("    name = None")
+    FSCHED__GDB_LINE("    try:")
+    FSCHED__GDB_LINE("        find = getattr(gdb.current_progspace(), 'block_for_pc', None) or gdb.block_for_pc")
+    FSCHED__GDB_LINE("        block = find(address)")
+    FSCHED__GDB_LINE("        while block is not None and not (block.is_global or block.is_static):")
+    FSCHED__GDB_LINE("            if block.function is not None:")
+    FSCHED__GDB_LINE("                name = block.function.print_name")
+    FSCHED__GDB_LINE("            block = block.superblock")
+    FSCHED__GDB_LINE("    except RuntimeError:")
+    FSCHED__GDB_LINE("        pass")
+    FSCHED__GDB_LINE("    if name is None:")
+    FSCHED__GDB_LINE("        symbol, offset = _symbol(address)")
+    FSCHED__GDB_LINE("        name = symbol if symbol and not offset else '0x%x' % address")
+    FSCHED__GDB_LINE("    if name.endswith(TASK_SUFFIX):")
+    FSCHED__GDB_LINE("        name = name[:-len(TASK_SUFFIX)]")
+    FSCHED__GDB_LINE("    return name")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("def _registries():")
+    FSCHED__GDB_LINE("    '''(slots, mask) of each registry of live objects: one per translation unit holding")
+    FSCHED__GDB_LINE("    the implementation (several with FIBERSCHED_STATIC).'''")
+    FSCHED__GDB_LINE("    lookup = getattr(gdb, 'lookup_static_symbols', None)")
+    FSCHED__GDB_LINE("    if lookup is not None:")
+    FSCHED__GDB_LINE("        slots = lookup('fsched__live_slots')")
+    FSCHED__GDB_LINE("        masks = lookup('fsched__live_mask')")
+    FSCHED__GDB_LINE("    else:")
+    FSCHED__GDB_LINE("        slots = [gdb.lookup_static_symbol('fsched__live_slots')]")
+    FSCHED__GDB_LINE("        masks = [gdb.lookup_static_symbol('fsched__live_mask')]")
+    FSCHED__GDB_LINE("    for s, m in zip(slots, masks):")
+    FSCHED__GDB_LINE("        if s is not None and m is not None:")
+    FSCHED__GDB_LINE("            yield s.value(), int(m.value())")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("def schedulers():")
+    FSCHED__GDB_LINE("    sched_type = gdb.lookup_type('struct fsched_sched').pointer()")
+    FSCHED__GDB_LINE("    word = gdb.lookup_type('unsigned int').pointer()")
+    FSCHED__GDB_LINE("    for slots, mask in _registries():")
+    FSCHED__GDB_LINE("        if _int(slots) == 0:")
+    FSCHED__GDB_LINE("            continue")
+    FSCHED__GDB_LINE("        for i in range(mask + 1):")
+    FSCHED__GDB_LINE("            p = slots[i]")
+    FSCHED__GDB_LINE("            if _int(p) and int(p.cast(word).dereference()) == SCHED_LIVE:")
+    FSCHED__GDB_LINE("                yield p.cast(sched_type)")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("class Fiber(object):")
+    FSCHED__GDB_LINE("    def __init__(self, sched_number, sched, slot, record, is_root):")
+    FSCHED__GDB_LINE("        self.sched_number = sched_number")
+    FSCHED__GDB_LINE("        self.sched = sched")
+    FSCHED__GDB_LINE("        self.slot = slot")
+    FSCHED__GDB_LINE("        self.record = record")
+    ".popsection\n");
+__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
+    FSCHED__GDB_LINE("        self.is_root = is_root")
+    FSCHED__GDB_LINE("        self.number = int(record['id'])")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("    def ident(self, many):")
+    FSCHED__GDB_LINE("        return '%d.%d' % (self.sched_number, self.number) if many else str(self.number)")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("    def saved_sp(self):")
+    FSCHED__GDB_LINE("        return _int(self.record['ctx']['sp'])")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("    def state(self, idle, threads):")
+    FSCHED__GDB_LINE("        if self.saved_sp() == 0:")
+    FSCHED__GDB_LINE("            thread = threads.get(_int(self.slot['thread']))")
+    FSCHED__GDB_LINE("            return 'running' + (' (thread %d)' % thread if thread else '')")
+    FSCHED__GDB_LINE("        if _string(self.record['wait_what']):")
+    FSCHED__GDB_LINE("            return 'blocked'")
+    FSCHED__GDB_LINE("        if self.is_root and int(self.slot['root_parked']):")
+    FSCHED__GDB_LINE("            return 'parked'  # the thread runs its slot's loop on another fiber")
+    FSCHED__GDB_LINE("        if _int(self.record.address) in idle:")
+    FSCHED__GDB_LINE("            return 'idle'")
+    FSCHED__GDB_LINE("        return 'ready'")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("    def waits_on(self):")
+    FSCHED__GDB_LINE("        what = _string(self.record['wait_what'])")
+    FSCHED__GDB_LINE("        if not what:")
+    FSCHED__GDB_LINE("            return ''")
+    FSCHED__GDB_LINE("        obj = _int(self.record['wait_object'])")
+    FSCHED__GDB_LINE("        if not obj:")
+    FSCHED__GDB_LINE("            return what")
+    FSCHED__GDB_LINE("        name, offset = _symbol(obj)")
+    FSCHED__GDB_LINE("        if name and offset:")
+    FSCHED__GDB_LINE("            name = '%s+%d' % (name, offset)")
+    FSCHED__GDB_LINE("        return '%s 0x%x%s' % (what, obj, ' (%s)' % name if name else '')")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("    def task(self):")
+    FSCHED__GDB_LINE("        '''What the scheduler says the fiber runs: the task's name and the function it")
+    FSCHED__GDB_LINE("        was started with (the fiber's record holds both while it runs it).'''")
+    FSCHED__GDB_LINE("        code = _int(self.record['task_code'])")
+    FSCHED__GDB_LINE("        name = _string(self.record['task_name'])")
+    FSCHED__GDB_LINE("        function = function_name(code) if code else None")
+    FSCHED__GDB_LINE("        if name and function and name != function:")
+    FSCHED__GDB_LINE("            return '%s (%s)' % (name, function)")
+    FSCHED__GDB_LINE("        if name or function:")
+    FSCHED__GDB_LINE("            return name or function")
+    FSCHED__GDB_LINE("        if self.is_root:")
+    FSCHED__GDB_LINE("            return '(the thread' + chr(39) + 's own stack)'")
+    FSCHED__GDB_LINE("        return ''")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("def fibers():")
+    FSCHED__GDB_LINE("    '''Every fiber of every live scheduler, slot by slot: the root (the thread's own")
+    FSCHED__GDB_LINE("    context) first, then the slot's fibers.'''")
+    FSCHED__GDB_LINE("    for n, s in enumerate(schedulers(), 1):")
+    FSCHED__GDB_LINE("        for i in range(int(s['n_slots'])):")
+    FSCHED__GDB_LINE("            w = s['slots'][i]")
+    FSCHED__GDB_LINE("            if _int(w) == 0:")
+    FSCHED__GDB_LINE("                continue")
+    FSCHED__GDB_LINE("            if _int(w['root']):")
+    FSCHED__GDB_LINE("                yield Fiber(n, s, w, w['root'].dereference(), True)")
+    FSCHED__GDB_LINE("            f = w['live']")
+    FSCHED__GDB_LINE("            while _int(f):")
+    FSCHED__GDB_LINE("                yield Fiber(n, s, w, f.dereference(), False)")
+    ".popsection\n");
+__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
+    FSCHED__GDB_LINE("                f = f['live_next']")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("def _idle_records(slot):")
+    FSCHED__GDB_LINE("    found = set()")
+    FSCHED__GDB_LINE("    f = slot['idle']")
+    FSCHED__GDB_LINE("    while _int(f):")
+    FSCHED__GDB_LINE("        found.add(_int(f))")
+    FSCHED__GDB_LINE("        f = f['link']")
+    FSCHED__GDB_LINE("    return found")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("def _thread_numbers():")
+    FSCHED__GDB_LINE("    '''The address of each gdb thread's fibersched thread record -> its gdb number.'''")
+    FSCHED__GDB_LINE("    found = {}")
+    FSCHED__GDB_LINE("    selected = gdb.selected_thread()")
+    FSCHED__GDB_LINE("    try:")
+    FSCHED__GDB_LINE("        for thread in gdb.selected_inferior().threads():")
+    FSCHED__GDB_LINE("            try:")
+    FSCHED__GDB_LINE("                thread.switch()")
+    FSCHED__GDB_LINE("                found[_int(gdb.parse_and_eval('&fsched__tls_thread'))] = thread.num")
+    FSCHED__GDB_LINE("            except gdb.error:")
+    FSCHED__GDB_LINE("                pass")
+    FSCHED__GDB_LINE("    finally:")
+    FSCHED__GDB_LINE("        if selected is not None:")
+    FSCHED__GDB_LINE("            selected.switch()")
+    FSCHED__GDB_LINE("    return found")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("def _slot_name(fiber):")
+    FSCHED__GDB_LINE("    w = fiber.slot")
+    FSCHED__GDB_LINE("    kind = 'bound' if int(w['bound']) else 'worker'")
+    FSCHED__GDB_LINE("    return '%s %d' % (kind, int(w['index']))")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("class InfoFibers(gdb.Command):")
+    FSCHED__GDB_LINE("    '''Lists every fiber of every live fibersched scheduler.")
+    FSCHED__GDB_LINE("Columns: the fiber's id (for `fiber bt`; SCHEDULER.ID when there are several schedulers),")
+    FSCHED__GDB_LINE("the slot it belongs to (a worker thread, or a bound thread), its state (running, blocked,")
+    FSCHED__GDB_LINE("ready, idle, or parked: a thread's own context while the thread runs its slot's loop),")
+    FSCHED__GDB_LINE("what it waits on, and the task it runs: its name, if it was given one, and the function")
+    FSCHED__GDB_LINE("it was started with (a spawned task's, a loop's body, a join's half, a graph task's...).'''")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("    def __init__(self):")
+    FSCHED__GDB_LINE("        super(InfoFibers, self).__init__('info fibers', gdb.COMMAND_STATUS)")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("    def invoke(self, arg, from_tty):")
+    FSCHED__GDB_LINE("        all_fibers = list(fibers())")
+    FSCHED__GDB_LINE("        if not all_fibers:")
+    FSCHED__GDB_LINE("            print('No fibersched scheduler is live.')")
+    FSCHED__GDB_LINE("            return")
+    FSCHED__GDB_LINE("        many = len(set(f.sched_number for f in all_fibers)) > 1")
+    FSCHED__GDB_LINE("        threads = _thread_numbers()")
+    FSCHED__GDB_LINE("        idle = {}")
+    FSCHED__GDB_LINE("        rows = []")
+    FSCHED__GDB_LINE("        for f in all_fibers:")
+    FSCHED__GDB_LINE("            key = _int(f.slot)")
+    FSCHED__GDB_LINE("            if key not in idle:")
+    FSCHED__GDB_LINE("                idle[key] = _idle_records(f.slot)")
+    FSCHED__GDB_LINE("            rows.append((f.ident(many), _slot_name(f), f.state(idle[key], threads),")
+    FSCHED__GDB_LINE("                         f.waits_on(), f.task()))")
+    FSCHED__GDB_LINE("        head = ('Id', 'Slot', 'State', 'Waits on', 'Task')")
+    FSCHED__GDB_LINE("        widths = [max(len(r[i]) for r in rows + [head]) for i in range(4)]")
+    FSCHED__GDB_LINE("        for r in [head] + rows:")
+    ".popsection\n");
+__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
+    FSCHED__GDB_LINE("            print(('  '.join(r[i].ljust(widths[i]) for i in range(4)) + '  ' + r[4]).rstrip())")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("def find_fiber(ident):")
+    FSCHED__GDB_LINE("    all_fibers = list(fibers())")
+    FSCHED__GDB_LINE("    many = len(set(f.sched_number for f in all_fibers)) > 1")
+    FSCHED__GDB_LINE("    for f in all_fibers:")
+    FSCHED__GDB_LINE("        if f.ident(many) == ident or (not many and ident == '1.%d' % f.number):")
+    FSCHED__GDB_LINE("            return f")
+    FSCHED__GDB_LINE("    raise gdb.GdbError('No fiber %s (see `info fibers`).' % ident)")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("# ---- a suspended fiber's backtrace, from memory alone ----")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("class _FrameId(object):")
+    FSCHED__GDB_LINE("    def __init__(self, sp, pc):")
+    FSCHED__GDB_LINE("        self.sp = sp")
+    FSCHED__GDB_LINE("        self.pc = pc")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("class FiberUnwinder(Unwinder):")
+    FSCHED__GDB_LINE("    '''While `fiber bt` runs: the first frame gdb unwinds (the selected thread's innermost")
+    FSCHED__GDB_LINE("    real frame) is given the fiber's context as its caller: sp the saved stack pointer, pc")
+    FSCHED__GDB_LINE("    the switch's resume label, where the switch's unwind information describes the")
+    FSCHED__GDB_LINE("    registers the fiber saved. The frame's own id takes the fiber's stack address, so")
+    FSCHED__GDB_LINE("    that gdb does not stop at a caller on another stack as at a corrupt one.'''")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("    def __init__(self):")
+    FSCHED__GDB_LINE("        super(FiberUnwinder, self).__init__('fibersched fiber')")
+    FSCHED__GDB_LINE("        self.context = None  # (sp, pc) while armed")
+    FSCHED__GDB_LINE("        self.level = 0  # the frame's level: the innermost that is not inlined")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("    def __call__(self, pending_frame):")
+    FSCHED__GDB_LINE("        context = self.context")
+    FSCHED__GDB_LINE("        if context is None:")
+    FSCHED__GDB_LINE("            return None")
+    FSCHED__GDB_LINE("        if hasattr(pending_frame, 'level'):  # asked again whenever gdb rebuilds its frames")
+    FSCHED__GDB_LINE("            if pending_frame.level() != self.level:")
+    FSCHED__GDB_LINE("                return None")
+    FSCHED__GDB_LINE("        else:")
+    FSCHED__GDB_LINE("            self.context = None  # gdb before 11: the first frame asked about, once")
+    FSCHED__GDB_LINE("        sp, pc = context")
+    FSCHED__GDB_LINE("        info = pending_frame.create_unwind_info(")
+    FSCHED__GDB_LINE("            _FrameId(_pointer(sp), pending_frame.read_register('pc')))")
+    FSCHED__GDB_LINE("        info.add_saved_register('pc', _pointer(pc))")
+    FSCHED__GDB_LINE("        info.add_saved_register('sp', _pointer(sp))")
+    FSCHED__GDB_LINE("        # the other registers as in this frame (the status register tells Arm's unwinder")
+    FSCHED__GDB_LINE("        # the instruction set); the switch's unwind information restores those it saved")
+    FSCHED__GDB_LINE("        registers = getattr(pending_frame.architecture(), 'registers', None)")
+    FSCHED__GDB_LINE("        for register in registers('general') if registers else ():")
+    FSCHED__GDB_LINE("            if register.name in PC_SP_NAMES:")
+    FSCHED__GDB_LINE("                continue")
+    FSCHED__GDB_LINE("            try:")
+    FSCHED__GDB_LINE("                value = pending_frame.read_register(register.name)")
+    ".popsection\n");
+__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
+    FSCHED__GDB_LINE("                # gdb fails the whole frame for a register the core file has not (a")
+    FSCHED__GDB_LINE("                # register set cut short): those are left out")
+    FSCHED__GDB_LINE("                if str(value) != '<unavailable>':")
+    FSCHED__GDB_LINE("                    info.add_saved_register(register.name, value)")
+    FSCHED__GDB_LINE("            except (gdb.error, ValueError):")
+    FSCHED__GDB_LINE("                pass")
+    FSCHED__GDB_LINE("        return info")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("class FiberFrameFilter(object):")
+    FSCHED__GDB_LINE("    '''While `fiber bt` runs: hides the thread's own frames, those before the fiber's")
+    FSCHED__GDB_LINE("    context.'''")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("    def __init__(self):")
+    FSCHED__GDB_LINE("        self.name = 'fibersched fiber'")
+    FSCHED__GDB_LINE("        self.priority = 100")
+    FSCHED__GDB_LINE("        self.enabled = True")
+    FSCHED__GDB_LINE("        self.context = None  # (sp, pc) while armed")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("    def filter(self, frames):")
+    FSCHED__GDB_LINE("        if self.context is None:")
+    FSCHED__GDB_LINE("            return frames")
+    FSCHED__GDB_LINE("        return self._fiber_frames(frames, self.context)")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("    @staticmethod")
+    FSCHED__GDB_LINE("    def _fiber_frames(frames, context):")
+    FSCHED__GDB_LINE("        found = False")
+    FSCHED__GDB_LINE("        for decorator in frames:")
+    FSCHED__GDB_LINE("            frame = decorator.inferior_frame()")
+    FSCHED__GDB_LINE("            found = found or (frame.pc() == context[1] and")
+    FSCHED__GDB_LINE("                              _int(frame.read_register('sp')) == context[0])")
+    FSCHED__GDB_LINE("            if found:")
+    FSCHED__GDB_LINE("                yield FiberFrame(decorator)")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("class FiberFrame(FrameDecorator):")
+    FSCHED__GDB_LINE("    '''A frame of a fiber. The switch's functions, assembly without debug information,")
+    FSCHED__GDB_LINE("    are named as written (gdb would decode fsched__asm_switch as an Ada name).'''")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("    def function(self):")
+    FSCHED__GDB_LINE("        function = super(FiberFrame, self).function()")
+    FSCHED__GDB_LINE("        if isinstance(function, str):")
+    FSCHED__GDB_LINE("            return function")
+    FSCHED__GDB_LINE("        name = self.inferior_frame().name()  # the symbol table's, decoded")
+    FSCHED__GDB_LINE("        if name and name.startswith('fsched.'):")
+    FSCHED__GDB_LINE("            return 'fsched__' + name[len('fsched.'):]")
+    FSCHED__GDB_LINE("        return function")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("_unwinder = FiberUnwinder()")
+    FSCHED__GDB_LINE("_filter = FiberFrameFilter()")
+    FSCHED__GDB_LINE("register_unwinder(None, _unwinder, replace=True)")
+    FSCHED__GDB_LINE("gdb.frame_filters[_filter.name] = _filter")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("def _innermost_real_level():")
+    FSCHED__GDB_LINE("    frame, level = gdb.newest_frame(), 0")
+    FSCHED__GDB_LINE("    while frame.type() == gdb.INLINE_FRAME and frame.older() is not None:")
+    FSCHED__GDB_LINE("        frame, level = frame.older(), level + 1")
+    FSCHED__GDB_LINE("    return level")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("def _selected_depth():")
+    FSCHED__GDB_LINE("    '''How many frames are newer than the selected one (to select it again).'''")
+    FSCHED__GDB_LINE("    depth = 0")
+    FSCHED__GDB_LINE("    try:")
+    FSCHED__GDB_LINE("        frame = gdb.selected_frame()")
+    ".popsection\n");
+__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
+    FSCHED__GDB_LINE("        while frame.newer() is not None:")
+    FSCHED__GDB_LINE("            frame = frame.newer()")
+    FSCHED__GDB_LINE("            depth += 1")
+    FSCHED__GDB_LINE("    except gdb.error:")
+    FSCHED__GDB_LINE("        pass")
+    FSCHED__GDB_LINE("    return depth")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("def _select_depth(depth):")
+    FSCHED__GDB_LINE("    try:")
+    FSCHED__GDB_LINE("        frame = gdb.newest_frame()")
+    FSCHED__GDB_LINE("        while depth and frame.older() is not None:")
+    FSCHED__GDB_LINE("            frame = frame.older()")
+    FSCHED__GDB_LINE("            depth -= 1")
+    FSCHED__GDB_LINE("        frame.select()")
+    FSCHED__GDB_LINE("    except gdb.error:")
+    FSCHED__GDB_LINE("        pass")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("def suspended_backtrace(fiber, ident, args, from_tty):")
+    FSCHED__GDB_LINE("    sp = fiber.saved_sp()")
+    FSCHED__GDB_LINE("    try:")
+    FSCHED__GDB_LINE("        resume = _int(gdb.parse_and_eval('&fsched__asm_resume'))")
+    FSCHED__GDB_LINE("    except gdb.error:")
+    FSCHED__GDB_LINE("        raise gdb.GdbError('Fiber %s is suspended, but `fiber bt` needs the assembly '")
+    FSCHED__GDB_LINE("                           'context switch (fsched__asm_resume: the default on x86-64, i386, '")
+    FSCHED__GDB_LINE("                           'AArch64, Arm, RISC-V 64 and ppc64le), and this program saves '")
+    FSCHED__GDB_LINE("                           'contexts with ucontext or Windows fibers.' % ident)")
+    FSCHED__GDB_LINE("    try:")
+    FSCHED__GDB_LINE("        gdb.selected_inferior().read_memory(sp, 8)")
+    FSCHED__GDB_LINE("    except gdb.MemoryError:")
+    FSCHED__GDB_LINE("        raise gdb.GdbError('Fiber %s saved its registers at 0x%x, which this process or '")
+    FSCHED__GDB_LINE("                           'core file does not hold: a core needs the fibers%s stacks '")
+    FSCHED__GDB_LINE("                           '(anonymous private memory: bit 0 of /proc/PID/coredump_filter, '")
+    FSCHED__GDB_LINE("                           'on by default; gcore writes them).' % (ident, chr(39), sp))")
+    FSCHED__GDB_LINE("    depth = _selected_depth()")
+    FSCHED__GDB_LINE("    _unwinder.level = _innermost_real_level()")
+    FSCHED__GDB_LINE("    _unwinder.context = _filter.context = (sp, resume)")
+    FSCHED__GDB_LINE("    gdb.invalidate_cached_frames()")
+    FSCHED__GDB_LINE("    try:")
+    FSCHED__GDB_LINE("        gdb.execute('backtrace %s' % args, from_tty)")
+    FSCHED__GDB_LINE("    finally:")
+    FSCHED__GDB_LINE("        _unwinder.context = _filter.context = None")
+    FSCHED__GDB_LINE("        gdb.invalidate_cached_frames()")
+    FSCHED__GDB_LINE("        _select_depth(depth)")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("class FiberPrefix(gdb.Command):")
+    FSCHED__GDB_LINE("    '''Commands on one fibersched fiber: fiber bt ID.'''")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("    def __init__(self):")
+    FSCHED__GDB_LINE("        super(FiberPrefix, self).__init__('fiber', gdb.COMMAND_STACK, prefix=True)")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("class FiberBacktrace(gdb.Command):")
+    FSCHED__GDB_LINE("    '''Backtrace of a fibersched fiber: fiber bt ID [bt arguments].")
+    FSCHED__GDB_LINE("A running fiber's backtrace is its thread's. A suspended fiber's is read from its saved")
+    FSCHED__GDB_LINE("context (in a live process or a core file), its frames numbered after the selected")
+    FSCHED__GDB_LINE("thread's innermost one, which `bt` hides.'''")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("    def __init__(self):")
+    ".popsection\n");
+__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
+    FSCHED__GDB_LINE("        super(FiberBacktrace, self).__init__('fiber bt', gdb.COMMAND_STACK)")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("    def invoke(self, arg, from_tty):")
+    FSCHED__GDB_LINE("        words = arg.split(None, 1)")
+    FSCHED__GDB_LINE("        if not words:")
+    FSCHED__GDB_LINE("            raise gdb.GdbError('usage: fiber bt ID [bt arguments]')")
+    FSCHED__GDB_LINE("        fiber = find_fiber(words[0])")
+    FSCHED__GDB_LINE("        rest = words[1] if len(words) > 1 else ''")
+    FSCHED__GDB_LINE("        if fiber.saved_sp() != 0:")
+    FSCHED__GDB_LINE("            suspended_backtrace(fiber, words[0], rest, from_tty)")
+    FSCHED__GDB_LINE("            return")
+    FSCHED__GDB_LINE("        thread = _thread_numbers().get(_int(fiber.slot['thread']))")
+    FSCHED__GDB_LINE("        if thread is None:")
+    FSCHED__GDB_LINE("            raise gdb.GdbError('Fiber %s is running, on no thread gdb knows.' % words[0])")
+    FSCHED__GDB_LINE("        gdb.execute('thread apply %d backtrace %s' % (thread, rest), from_tty)")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("InfoFibers()")
+    FSCHED__GDB_LINE("FiberPrefix()")
+    FSCHED__GDB_LINE("FiberBacktrace()")
+    ".byte 0\n"
+    ".popsection\n");
+#undef FSCHED__GDB_LINE
+#endif /* FIBERSCHED_GDB_SCRIPT */
 
 #endif /* FIBERSCHED_IMPLEMENTATION */
 

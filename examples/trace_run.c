@@ -3,21 +3,21 @@
    into a text summary and an SVG timeline with tools/trace_summary.py).
 
    What runs, in two phases of a few tens of milliseconds each:
-   - a parallel loop (fsched_parallel_for) that hashes an array; the halves other workers
-     take show up as "join" spans;
+   - a parallel loop (fsched_parallel_for) that hashes an array; the pieces other workers
+     take show up as spans of its body, hash_range (of the kind "join");
    - three consumers that wait on an event a producer sets after a sleep: their fibers
      show up as "blocked", while the workers run other tasks;
    - a dependency graph of named tasks (a fetch that sleeps, two parses, a link), whose
      spans carry the task names;
    - then, alone, a fork-join recursion (fsched_join) computing a Fibonacci number, whose
-     halves the other worker steals (steal marks and "join" spans).
+     halves the other worker steals (steal marks and spans of fib, of the kind "join").
 
    The program prints how many events were recorded and how many were dropped (a slot
    keeps its first desc.trace_events events).
 
    Build: cc -O2 -pthread examples/trace_run.c -o trace_run
    Run:   ./trace_run [trace.json]
-          python3 tools/trace_summary.py trace.json --svg trace.svg */
+          python3 tools/trace_summary.py trace.json --svg trace.svg --exe ./trace_run */
 #define FIBERSCHED_TRACE 1
 #define FIBERSCHED_IMPLEMENTATION
 #include "../fibersched.h"

@@ -2,7 +2,10 @@
    The JSON is parsed back here (strictly: a syntax error fails the test) and checked
    against what the test ran: every detached task, graph task and pipeline stage once,
    blocked fibers and sleeps recorded, spans nested on every track, names escaped, every
-   track named, the counts agreeing with the output, a full buffer counted as dropped.
+   track named, the counts agreeing with the output, a full buffer counted as dropped,
+   and every span of work named by the user's function (or the name given), never by one
+   of the scheduler's own: loop pieces, join halves, spawn/sync children, graph tasks,
+   pipeline nodes and stages.
    Built without FIBERSCHED_TRACE, the calls must say FSCHED_ERR_UNSUPPORTED. */
 #define FIBERSCHED_IMPLEMENTATION
 #include "../fibersched.h"
@@ -55,11 +58,14 @@ static void collect(const char *text, size_t len, void *user) {
 
 typedef struct trace_event {
     char name[64];
+    char cat[16]; /* the kind */
     char ph;
     uint64_t ts, dur; /* nanoseconds */
     uint64_t pid, tid;
-    char arg_name[16];
-    char arg_value[32]; /* as written: a number or the inside of a string */
+    uint64_t fn;        /* args.fn: the user's function; 0: none */
+    char arg_name[16];  /* the first other argument ... */
+    char arg_value[32]; /* ... as written: a number or the inside of a string */
+    char waits_on[32];  /* a blocked span's args.waits_on */
     char address[32];   /* the code anchor's "address" */
     int has_ts, has_dur, has_pid, has_tid, has_arg;
 } trace_event;
@@ -141,6 +147,8 @@ static void read_object(reader *r, int depth, trace_event *ev) {
         skip_space(r);
         if (ev && depth == 2 && !strcmp(key, "name")) {
             read_string(r, ev->name, sizeof ev->name);
+        } else if (ev && depth == 2 && !strcmp(key, "cat")) {
+            read_string(r, ev->cat, sizeof ev->cat);
         } else if (ev && depth == 2 && !strcmp(key, "ph")) {
             char ph[4];
             read_string(r, ph, sizeof ph);
@@ -156,6 +164,14 @@ static void read_object(reader *r, int depth, trace_event *ev) {
             else ev->tid = strtoull(number, NULL, 10), ev->has_tid = 1;
         } else if (ev && depth == 3 && !strcmp(key, "address")) {
             read_string(r, ev->address, sizeof ev->address);
+        } else if (ev && depth == 3 && !strcmp(key, "fn")) {
+            char hex[32];
+            read_string(r, hex, sizeof hex);
+            CHECK(!strncmp(hex, "0x", 2));
+            ev->fn = strtoull(hex, NULL, 16);
+            CHECK(ev->fn != 0);
+        } else if (ev && depth == 3 && !strcmp(key, "waits_on")) {
+            read_string(r, ev->waits_on, sizeof ev->waits_on);
         } else if (ev && depth == 3 && !ev->has_arg) {
             CHECK(strlen(key) < sizeof ev->arg_name);
             strcpy(ev->arg_name, key);
@@ -217,6 +233,19 @@ static void read_value(reader *r, int depth, trace_event *ev) {
 }
 
 /* Parses the whole output; every event has the fields its phase needs. */
+static const char *const kinds[] = {"task",  "join",    "child", "graph task", "advance",
+                                     "stage", "blocked", "sleep", "steal"};
+
+static int is_kind(const char *cat, size_t from, size_t to) {
+    size_t k;
+    for (k = from; k < to; k++)
+        if (!strcmp(cat, kinds[k])) return 1;
+    return 0;
+}
+
+/* a span of the user's work: task, join, child, graph task, advance or stage */
+static int is_work(const trace_event *e) { return e->ph == 'X' && is_kind(e->cat, 0, 6); }
+
 static reader read_trace(const text_buffer *b) {
     reader r;
     size_t i;
@@ -235,6 +264,11 @@ static reader read_trace(const text_buffer *b) {
         if (e->ph == 'X') CHECK(e->has_dur);
         if (e->ph == 'M' && strcmp(e->name, "code_anchor") != 0)
             CHECK(e->has_arg && !strcmp(e->arg_name, "name"));
+        /* every event says its kind; work carries the user's function, nothing else does */
+        if (e->ph != 'M') CHECK(is_kind(e->cat, 0, sizeof kinds / sizeof *kinds));
+        if (e->ph == 'i') CHECK(!strcmp(e->cat, "steal"));
+        CHECK(is_work(e) ? e->fn != 0 : e->fn == 0);
+        if (e->ph == 'X' && !strcmp(e->cat, "blocked")) CHECK(!strcmp(e->name, "blocked"));
     }
     /* once, first: where the writer's own code is, to name functions from their addresses */
     CHECK(r.n_events > 0 && !strcmp(r.events[0].name, "code_anchor"));
@@ -393,6 +427,7 @@ static void run_pipeline_and_fib(void *p) {
     fsched_stage stages[3];
     long f[2] = {15, 0};
     (void)p;
+    memset(stages, 0, sizeof stages);
     stages[0].mode = FSCHED_STAGE_SERIAL_IN_ORDER;
     stages[0].fn = input_stage;
     stages[1].mode = FSCHED_STAGE_PARALLEL;
@@ -488,7 +523,8 @@ static void test_everything_recorded(uint32_t workers) {
             graph_named++;
         }
         if (e->ph == 'X' && !strcmp(e->name, "task"))
-            CHECK(e->has_arg && !strcmp(e->arg_name, "fn") && !strncmp(e->arg_value, "0x", 2));
+            CHECK(!strcmp(e->cat, "task") && (e->fn == FSCHED__CODE(small_task) ||
+                                              e->fn == FSCHED__CODE(run_pipeline_and_fib)));
         if (e->ph == 'i') CHECK(!strcmp(e->name, "steal") && !strcmp(e->arg_name, "victim"));
     }
     CHECK_EQ_U64(graph_named, GRAPH_TASKS);
@@ -504,6 +540,209 @@ static void test_everything_recorded(uint32_t workers) {
         CHECK(named >= 1);
     }
 #endif
+    free(r.events);
+    free(out.data);
+    test_sched_free(s);
+}
+
+/* ---- every span of work names the user's code ----
+   Each kind of work is made to run as a job of its own, whatever the number of workers:
+   the first half of a join, the first piece of a loop and a spawn/sync parent wait until
+   the other half, piece or child has begun, which only a job of its own can do. */
+
+static fsched_event half_began, piece_began, reduce_piece_began, child_began;
+static unsigned node_advances;
+
+static void waits_for_half(void *p) {
+    (void)p;
+    CHECK_OK(fsched_event_wait(&half_began));
+}
+
+static void sets_half(void *p) {
+    (void)p;
+    CHECK_OK(fsched_event_set(&half_began));
+}
+
+static void loop_piece(void *ctx, size_t lo, size_t hi) {
+    (void)ctx;
+    (void)hi;
+    if (lo == 0) CHECK_OK(fsched_event_wait(&piece_began));
+    else CHECK_OK(fsched_event_set(&piece_began));
+}
+
+static void reduce_init(void *ctx, void *acc) {
+    (void)ctx;
+    *(size_t *)acc = 0;
+}
+
+static void reduce_piece(void *ctx, size_t lo, size_t hi, void *acc) {
+    (void)ctx;
+    if (lo == 0) CHECK_OK(fsched_event_wait(&reduce_piece_began));
+    else CHECK_OK(fsched_event_set(&reduce_piece_began));
+    *(size_t *)acc += hi - lo;
+}
+
+static void reduce_combine(void *ctx, void *acc, const void *other) {
+    (void)ctx;
+    *(size_t *)acc += *(const size_t *)other;
+}
+
+FSCHED_VOID_TASK(child_sets, fsched_event *, e) { CHECK_OK(fsched_event_set(e)); }
+
+FSCHED_VOID_TASK(parent_waits, fsched_event *, e) {
+    FSCHED_SPAWN(child_sets, e);
+    CHECK_OK(fsched_event_wait(e));
+    FSCHED_SYNC(child_sets);
+}
+
+static void *stage_source(void *user, void *item, int *stop) {
+    unsigned *n = (unsigned *)user;
+    (void)item;
+    if (++*n > 8) *stop = 1;
+    return user;
+}
+
+static void *stage_sink(void *user, void *item, int *stop) {
+    (void)user;
+    (void)stop;
+    return item;
+}
+
+static void user_work(void *p) {
+    fsched_stage stages[2];
+    unsigned items = 0;
+    size_t sum = 0;
+    (void)p;
+    CHECK_OK(fsched_join(waits_for_half, NULL, sets_half, NULL));
+    CHECK_OK(fsched_parallel_for(0, 2, 1, loop_piece, NULL));
+    CHECK_OK(fsched_parallel_reduce(0, 2, 1, sizeof sum, reduce_init, reduce_piece,
+                                    reduce_combine, NULL, &sum));
+    CHECK_EQ_U64(sum, 2);
+    CHECK_OK(FSCHED_RUN(parent_waits, &child_began, NULL));
+    memset(stages, 0, sizeof stages);
+    stages[0].mode = FSCHED_STAGE_SERIAL_IN_ORDER;
+    stages[0].fn = stage_source;
+    stages[0].user = &items;
+    stages[0].name = "source";
+    stages[1].mode = FSCHED_STAGE_PARALLEL;
+    stages[1].fn = stage_sink;
+    stages[1].name = "sink";
+    CHECK_OK(fsched_parallel_pipeline(2, stages, 2));
+}
+
+static int graph_unnamed(fsched_graph_task *self, void *arg) {
+    (void)self;
+    (void)arg;
+    return 0;
+}
+
+static int graph_named(fsched_graph_task *self, void *arg) {
+    (void)self;
+    (void)arg;
+    return 0;
+}
+
+static int node_can_advance(fsched_node *node, void *user) {
+    (void)node;
+    (void)user;
+    return node_advances < 3 ? 1 : FSCHED_NODE_FINISHED;
+}
+
+static void node_advance(fsched_node *node, void *user) {
+    (void)user;
+    node_advances++;
+    CHECK_OK(fsched_node_complete(node, 1));
+}
+
+/* Spans of kind `cat` named `name` whose function is fn. */
+static size_t count_spans(const reader *r, const char *cat, const char *name, uintptr_t fn) {
+    size_t i, n = 0;
+    for (i = 0; i < r->n_events; i++) {
+        const trace_event *e = &r->events[i];
+        n += e->ph == 'X' && !strcmp(e->cat, cat) && !strcmp(e->name, name) && e->fn == fn;
+    }
+    return n;
+}
+
+static void test_named_by_user_code(uint32_t workers) {
+    fsched_sched *s = test_sched_new(workers);
+    fsched_wait_group wg;
+    fsched_graph *g;
+    fsched_graph_task *t;
+    fsched_graph_task_desc td;
+    fsched_pipeline *pl;
+    fsched_node *node;
+    fsched_node_desc nd;
+    text_buffer out = {NULL, 0, 0};
+    reader r;
+    size_t i, k, waits = 0;
+    const uintptr_t user_code[] = {
+        FSCHED__CODE(user_work),     FSCHED__CODE(waits_for_half), FSCHED__CODE(sets_half),
+        FSCHED__CODE(loop_piece),    FSCHED__CODE(reduce_piece),
+        FSCHED__CODE(child_sets_fsched_run), FSCHED__CODE(parent_waits_fsched_run),
+        FSCHED__CODE(stage_source),  FSCHED__CODE(stage_sink),     FSCHED__CODE(graph_unnamed),
+        FSCHED__CODE(graph_named),   FSCHED__CODE(node_advance)};
+
+    CHECK_OK(fsched_event_init(&half_began, 0, 0));
+    CHECK_OK(fsched_event_init(&piece_began, 0, 0));
+    CHECK_OK(fsched_event_init(&reduce_piece_began, 0, 0));
+    CHECK_OK(fsched_event_init(&child_began, 0, 0));
+    CHECK_OK(fsched_wait_group_init(&wg));
+    CHECK_OK(fsched_wait_group_spawn(&wg, s, user_work, NULL));
+    CHECK_OK(fsched_wait_group_wait(&wg));
+    CHECK_OK(fsched_wait_group_destroy(&wg));
+
+    CHECK_OK(fsched_graph_create(NULL, &g));
+    CHECK_OK(fsched_graph_add(g, graph_unnamed, NULL, NULL, &t));
+    memset(&td, 0, sizeof td);
+    td.name = "named step";
+    CHECK_OK(fsched_graph_add(g, graph_named, NULL, &td, &t));
+    CHECK_OK(fsched_graph_run(g, s));
+    CHECK_OK(fsched_graph_wait(g, NULL));
+    CHECK_OK(fsched_graph_destroy(g));
+
+    node_advances = 0;
+    CHECK_OK(fsched_pipeline_create(NULL, &pl));
+    memset(&nd, 0, sizeof nd);
+    nd.label = "counter";
+    nd.can_advance = node_can_advance;
+    nd.advance = node_advance;
+    CHECK_OK(fsched_node_create(&nd, &node));
+    CHECK_OK(fsched_pipeline_add(pl, node));
+    CHECK_OK(fsched_pipeline_run(pl, s));
+    CHECK_OK(fsched_pipeline_destroy(pl));
+    CHECK_EQ_U64(node_advances, 3);
+
+    CHECK_OK(fsched_trace_write_json(s, collect, &out));
+    r = read_trace(&out);
+    for (i = 0; i < r.n_events; i++) {
+        const trace_event *e = &r.events[i];
+        int known = 0;
+        if (!is_work(e)) {
+            waits += !strcmp(e->cat, "blocked") && !strcmp(e->waits_on, "event");
+            continue;
+        }
+        for (k = 0; k < sizeof user_code / sizeof *user_code; k++) known |= e->fn == user_code[k];
+        if (!known)
+            fprintf(stderr, "%s \"%s\" names 0x%llx, none of the user's functions\n", e->cat,
+                    e->name, (unsigned long long)e->fn);
+        CHECK(known);
+    }
+    CHECK_EQ_U64(count_spans(&r, "task", "task", FSCHED__CODE(user_work)), 1);
+    CHECK(count_spans(&r, "join", "join", FSCHED__CODE(sets_half)) == 1);
+    CHECK(count_spans(&r, "join", "join", FSCHED__CODE(loop_piece)) == 1);
+    CHECK(count_spans(&r, "join", "join", FSCHED__CODE(reduce_piece)) == 1);
+    CHECK(count_spans(&r, "child", "child", FSCHED__CODE(child_sets_fsched_run)) == 1);
+    CHECK_EQ_U64(count_spans(&r, "graph task", "graph task", FSCHED__CODE(graph_unnamed)), 1);
+    CHECK_EQ_U64(count_spans(&r, "graph task", "named step", FSCHED__CODE(graph_named)), 1);
+    CHECK_EQ_U64(count_spans(&r, "advance", "counter", FSCHED__CODE(node_advance)), 3);
+    CHECK_EQ_U64(count_spans(&r, "stage", "source", FSCHED__CODE(stage_source)), 9);
+    CHECK_EQ_U64(count_spans(&r, "stage", "sink", FSCHED__CODE(stage_sink)), 8);
+    CHECK(waits >= 4); /* the join, the loop, the reduction and the parent waited */
+    CHECK_OK(fsched_event_destroy(&half_began));
+    CHECK_OK(fsched_event_destroy(&piece_began));
+    CHECK_OK(fsched_event_destroy(&reduce_piece_began));
+    CHECK_OK(fsched_event_destroy(&child_began));
     free(r.events);
     free(out.data);
     test_sched_free(s);
@@ -587,6 +826,8 @@ int main(void) {
     test_watchdog(300);
     test_everything_recorded(2);
     test_everything_recorded(1);
+    test_named_by_user_code(2);
+    test_named_by_user_code(1);
     test_full_buffer();
     test_written_while_running();
     test_bad_input();

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # gdb sees fibers: builds tests/gdb/blocked.c (tasks blocked on an event, a mutex, a sleep,
-# a wait group and a join) and checks `info fibers` and `fiber bt` on it with
-# tests/gdb/check.py. Natively with gcc and clang at -O0 and -O2, then with the extension
-# auto-loaded from the program's .debug_gdb_scripts section, then on every other ABI of the
-# assembly switch under qemu-user's gdb stub with gdb-multiarch. One line per check.
+# a wait group, a join, a parallel loop and a spawn/sync child) and checks `info fibers`
+# and `fiber bt` on it with tests/gdb/check.py. Natively with gcc and clang at -O0 and
+# -O2, each on the live process and then on a core file gdb wrote of it there, and on a
+# core file of a crash (where the kernel writes one); then with the extension auto-loaded
+# from the text the program embeds in its .debug_gdb_scripts section (no file next to it,
+# gdb started elsewhere), live and on its core; then on every other ABI of the assembly
+# switch under qemu-user's gdb stub with gdb-multiarch. One line per check.
 #
 #   tools/check-gdb.sh          (needs gdb; skips an ABI whose compiler, qemu or
 #                                gdb-multiarch is missing)
@@ -45,14 +48,38 @@ for cc in gcc clang; do
   for opt in -O0 -O2; do
     exe=$work/blocked-$cc$opt
     "$cc" -g "$opt" -pthread -o "$exe" "$src"
-    check "$cc $opt" gdb -nx -batch -x "$tool" "$exe"
+    FIBERSCHED_GDB_CORE=$exe.core check "$cc $opt" gdb -nx -batch -x "$tool" "$exe"
+    check "$cc $opt, core file" gdb -nx -batch -x "$tool" "$exe" "$exe.core"
+    rm -f "$exe.core"
   done
 done
 
-# the program names the extension; gdb finds it on the source path
-exe=$work/blocked-autoload
-gcc -g -O1 -pthread -DFIBERSCHED_GDB_SCRIPT -o "$exe" "$src"
-check "auto-loaded" gdb -nx -batch -iex "set auto-load safe-path /" -iex "directory $root/tools" "$exe"
+# a core file the kernel wrote when the program crashed (aborted where check.py stops it),
+# where its pattern writes one in the current directory
+mkdir "$work/crash"
+exe=$work/crash/blocked
+gcc -g -O2 -pthread -DCRASH_WHEN_READY -o "$exe" "$src"
+(cd "$work/crash" && ulimit -c unlimited && "$exe") >/dev/null 2>&1 || true
+core=$(find "$work/crash" -maxdepth 1 -name 'core*' | head -n 1)
+if [ -n "$core" ]; then
+  check "core file of a crash" gdb -nx -batch -x "$tool" "$exe" "$core"
+  rm -f "$core"
+else
+  echo "check-gdb: core file of a crash: skipped (none written: the kernel's core_pattern" \
+    "is $(cat /proc/sys/kernel/core_pattern 2>/dev/null || echo unknown))"
+fi
+
+# the program embeds the extension: gdb, started in an empty directory with only the
+# program allowed to auto-load, has no file to find
+mkdir "$work/autoload" "$work/elsewhere"
+exe=$work/autoload/blocked
+gcc -g -O2 -pthread -DFIBERSCHED_GDB_SCRIPT -o "$exe" "$src"
+allow=(-iex "add-auto-load-safe-path $exe")
+cd "$work/elsewhere"
+FIBERSCHED_GDB_CORE=$exe.core check "auto-loaded" gdb -nx -batch "${allow[@]}" "$exe"
+check "auto-loaded, core file" gdb -nx -batch "${allow[@]}" "$exe" "$exe.core"
+rm -f "$exe.core"
+cd "$root"
 
 # other ABIs: static programs under qemu-user, stopped at their first instruction until
 # gdb-multiarch connects to the emulator's gdb stub (qemu-i386 one instruction per block, as
