@@ -182,6 +182,12 @@ static inline int test_under_valgrind(void) {
     return vg && *vg && strcmp(vg, "0") != 0;
 }
 
+/* Set by cross builds, whose tests run under an emulator (qemu-user, wine). */
+static inline int test_emulated(void) {
+    const char *e = getenv("FIBERSCHED_TEST_EMULATED");
+    return e && *e && strcmp(e, "0") != 0;
+}
+
 /* `n` rounds of a long loop, divided by about the slowdown of the tool the test runs
    under (Valgrind; ThreadSanitizer's and AddressSanitizer's per-fiber bookkeeping);
    never fewer than one. */

@@ -148,10 +148,7 @@ static void expect_signal(const child_result *r, int sig1, int sig2, const char 
 
 /* Under qemu-user (the cross builds' tests) dladdr names neither symbol nor module in the
    report, which then gives the address alone. */
-static int emulated(void) {
-    const char *e = getenv("FIBERSCHED_TEST_EMULATED");
-    return e && *e && strcmp(e, "0") != 0;
-}
+static int emulated(void) { return test_emulated(); }
 
 static volatile unsigned long long depth_limit = ~0ull; /* never reached */
 
