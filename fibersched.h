@@ -2282,11 +2282,19 @@ static fsched_allocator fsched__allocator_resolve(const fsched_allocator *a) {
     return r;
 }
 
+/* Every block is asked for aligned at least for a uint64_t: records hold 64-bit atomics,
+   which a 32-bit ABI aligns beyond its pointers (ARM's ldrexd faults on an address that
+   is 4 but not 8 aligned), and a user's allocator gives no more than it is asked for. */
+#define FSCHED__ALIGN_MIN 8u
+
+static size_t fsched__align_min(size_t align) {
+    return align < FSCHED__ALIGN_MIN ? FSCHED__ALIGN_MIN : align;
+}
 static void *fsched__alloc(const fsched_allocator *a, size_t size, size_t align) {
-    return a->alloc(size, align, a->user);
+    return a->alloc(size, fsched__align_min(align), a->user);
 }
 static void fsched__free(const fsched_allocator *a, void *ptr, size_t size, size_t align) {
-    if (ptr) a->free(ptr, size, align, a->user);
+    if (ptr) a->free(ptr, size, fsched__align_min(align), a->user);
 }
 
 static size_t fsched__round_up(size_t n, size_t align) {
