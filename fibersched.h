@@ -14918,8 +14918,8 @@ FSCHED__NODISCARD fsched_result spawn(fsched_sched *s, F &&f, const char *name =
     return detail::spawn_owned(nullptr, nullptr, s, std::forward<F>(f), name);
 }
 
-/* Runs a() and b(), possibly in parallel, as fsched_join (from a task or bound thread),
-   then rethrows a's exception, else b's. No allocation. */
+/* Runs a() and b(), possibly in parallel, as fsched_join (from any thread: outside every
+   scheduler on the default one), then rethrows a's exception, else b's. No allocation. */
 template <class A, class B> FSCHED__NODISCARD fsched_result join(A &&a, B &&b) {
     static_assert(detail::takes_nothing<typename std::remove_reference<A>::type>::value &&
                       detail::takes_nothing<typename std::remove_reference<B>::type>::value,
@@ -14934,8 +14934,8 @@ template <class A, class B> FSCHED__NODISCARD fsched_result join(A &&a, B &&b) {
     return r;
 }
 
-/* Calls body over [begin, end) in parallel, split as fsched_parallel_for splits (from a
-   task or bound thread): body(lo, hi) for each subrange when body can be called so, else
+/* Calls body over [begin, end) in parallel, split as fsched_parallel_for splits (from any
+   thread, as it): body(lo, hi) for each subrange when body can be called so, else
    body(i) for each index. No allocation. After a call threw, the calls not yet begun do
    nothing, and the first exception is rethrown once all calls have returned. */
 template <class F>
@@ -14954,7 +14954,7 @@ FSCHED__NODISCARD fsched_result parallel_for(std::size_t begin, std::size_t end,
 }
 
 /* Reduces [begin, end) in parallel into result, split as fsched_parallel_reduce splits
-   (from a task or bound thread). Each piece folds into an accumulator of its own, a copy
+   (from any thread, as it). Each piece folds into an accumulator of its own, a copy
    of identity: body(lo, hi, acc) for each subrange when body can be called so, else
    body(i, acc) for each index. combine(acc, std::move(other)) merges a right-hand
    accumulator into a left-hand one, always in range order (so it need only be
