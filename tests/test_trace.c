@@ -738,7 +738,9 @@ static void test_named_by_user_code(uint32_t workers) {
     CHECK_EQ_U64(count_spans(&r, "advance", "counter", FSCHED__CODE(node_advance)), 3);
     CHECK_EQ_U64(count_spans(&r, "stage", "source", FSCHED__CODE(stage_source)), 9);
     CHECK_EQ_U64(count_spans(&r, "stage", "sink", FSCHED__CODE(stage_sink)), 8);
-    CHECK(waits >= 4); /* the join, the loop, the reduction and the parent waited */
+    /* the join, the loop, the reduction and the parent waited: on one worker, where the
+       other half, piece or child begins only once they wait (on two it may begin first) */
+    if (workers == 1) CHECK(waits >= 4);
     CHECK_OK(fsched_event_destroy(&half_began));
     CHECK_OK(fsched_event_destroy(&piece_began));
     CHECK_OK(fsched_event_destroy(&reduce_piece_began));
