@@ -9148,10 +9148,12 @@ FIBERSCHED_API fsched_result fsched_set_poll(fsched_sched *s, fsched_poll_fn fn,
     FSCHED__STORE(&s->poll_fn, fn, FSCHED__RELAXED);
     FSCHED__STORE(&s->watching, fn || FSCHED__LOAD(&s->io, FSCHED__RELAXED), FSCHED__RELAXED);
     if (!inside) FSCHED__FETCH_SUB(&s->poll_busy, 3u, FSCHED__RELEASE);
-    /* a sleeping worker calls the new hook soon, and from then on at every interval;
-       from the hook, its caller does (a hook that sets itself again at every call, to
-       change its interval, say, would have each call wake a worker for the next) */
-    if (fn && !inside) fsched__wake_sleepers(s, 1);
+    /* an idle worker calls the new hook soon, and from then on at every interval; from
+       the hook, its caller does (a hook that sets itself again at every call, to change
+       its interval, say, would have each call wake a worker for the next). Announced as
+       new work is, so that a worker about to sleep, which read `watching` before this
+       and is not yet counted sleeping, does not sleep on its parker past it */
+    if (fn && !inside) fsched__new_jobs(s, 1);
     fsched__sched_release(s);
     return FSCHED_OK;
 }
