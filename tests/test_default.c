@@ -22,6 +22,12 @@
 #else
 #define TEST_FORK 0
 #endif
+/* helpers of the scenarios that run in children: unused where there is no fork() */
+#if defined(__GNUC__)
+#define FORK_HELPER __attribute__((unused))
+#else
+#define FORK_HELPER
+#endif
 
 #define N_ITEMS 10000u
 
@@ -394,7 +400,7 @@ static void counting_free(void *ptr, size_t size, size_t align, void *user) {
     SUB(&live_bytes, (int64_t)size);
 }
 
-static void *failing_alloc(size_t size, size_t align, void *user) {
+FORK_HELPER static void *failing_alloc(size_t size, size_t align, void *user) {
     (void)size;
     (void)align;
     (void)user;
@@ -414,14 +420,14 @@ static void count_stop(void *user, uint32_t worker) {
 }
 
 static char last_log[256];
-static void keep_log(fsched_log_level level, const char *message, void *user) {
+FORK_HELPER static void keep_log(fsched_log_level level, const char *message, void *user) {
     (void)level;
     (void)user;
     strncpy(last_log, message, sizeof last_log - 1);
 }
 
 /* A desc that counts the default's memory and its workers' starts and stops. */
-static void counted_desc(fsched_desc *d, uint32_t workers) {
+FORK_HELPER static void counted_desc(fsched_desc *d, uint32_t workers) {
     test_desc_init(d);
     d->workers = workers;
     d->allocator.alloc = counting_alloc;
@@ -431,7 +437,7 @@ static void counted_desc(fsched_desc *d, uint32_t workers) {
 }
 
 /* Sleeps about a millisecond, the thread outside every scheduler. */
-static void nap(void) { fsched_sleep_for(1000000u); }
+FORK_HELPER static void nap(void) { fsched_sleep_for(1000000u); }
 
 #if TEST_FORK
 /* Runs fn in a child process, which then exits through exit() (its atexit handlers, and
