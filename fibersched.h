@@ -3228,6 +3228,17 @@ static int fsched__live_check(const void *p) {
 #define FSCHED__PAINT_BYTE 0x5a /* an unused heap stack's bytes */
 #define FSCHED__NAME_BYTES 32
 
+/* How many bytes of `name` a buffer of `room` bytes keeps with its terminator: a cut
+   falls before a character that does not fit, never inside its UTF-8 sequence. */
+static size_t fsched__name_fit(const char *name, size_t room) {
+    size_t n = 0;
+    if (!name || !room) return 0;
+    while (n + 1 < room && name[n]) n++;
+    if (name[n])
+        while (n && ((unsigned char)name[n] & 0xc0) == 0x80) n--;
+    return n;
+}
+
 /* A saved context. `sp` is the fiber's state: non-NULL exactly while it is suspended (the
    assembly stores the stack pointer there with release ordering as its last act before
    leaving; other backends store a marker after their switch). Whoever resumes the fiber
@@ -4131,10 +4142,8 @@ static fsched_result fsched__fiber_prepare(fsched_fiber *f, void (*entry)(void *
     f->magic = FSCHED__FIBER_LIVE;
     f->asan_bottom = f->stack_lo;
     f->asan_size = (size_t)(f->stack_hi - f->stack_lo);
-    if (name) {
-        while (n < FSCHED__NAME_BYTES - 1 && name[n]) n++;
-        memcpy(f->name, name, n);
-    }
+    n = fsched__name_fit(name, sizeof f->name);
+    if (n) memcpy(f->name, name, n);
     f->name[n] = 0;
     FSCHED__TRACE(f->trace_id = 0;)
     r = fsched__ctx_init(f, entry);
@@ -13494,8 +13503,7 @@ static void fsched__trace_record(fsched__trace_kind kind, uint64_t begin, uintpt
     e->kind = (uint8_t)kind;
     if (!t->current->trace_id) t->current->trace_id = ++b->fibers;
     e->fiber = t->current->trace_id;
-    if (name)
-        while (len < sizeof e->name - 1 && name[len]) len++;
+    len = fsched__name_fit(name, sizeof e->name);
     if (len) memcpy(e->name, name, len);
     e->name[len] = 0;
     /* release: the event is complete before a reader that sees the new count reads it */
@@ -13504,19 +13512,47 @@ static void fsched__trace_record(fsched__trace_kind kind, uint64_t begin, uintpt
 
 /* ---- writing JSON ---- */
 
-/* text as the inside of a JSON string: quotes and backslashes escaped, controls dropped */
+/* The length of the well-formed UTF-8 sequence `t` begins with, or 0 (a stray byte, a
+   cut sequence, an overlong form, a surrogate, or beyond U+10FFFF). */
+static size_t fsched__utf8_length(const unsigned char *t) {
+    size_t n, i;
+    unsigned char lo = 0x80, hi = 0xbf; /* the second byte's range */
+    if (t[0] < 0x80) return 1;
+    if (t[0] < 0xc2 || t[0] > 0xf4) return 0;
+    n = t[0] < 0xe0 ? 2 : t[0] < 0xf0 ? 3 : 4;
+    if (t[0] == 0xe0) lo = 0xa0;
+    if (t[0] == 0xed) hi = 0x9f;
+    if (t[0] == 0xf0) lo = 0x90;
+    if (t[0] == 0xf4) hi = 0x8f;
+    if (t[1] < lo || t[1] > hi) return 0;
+    for (i = 2; i < n; i++)
+        if ((t[i] & 0xc0) != 0x80) return 0;
+    return n;
+}
+
+/* text as the inside of a JSON string: quotes and backslashes escaped, controls dropped,
+   and a byte that is not UTF-8 (JSON's encoding) replaced by U+FFFD */
 static void fsched__line_json(fsched__line *l, const char *text) {
-    char c[3] = {'\\', 0, 0};
-    for (; *text; text++) {
-        if (*text == '"' || *text == '\\') {
-            c[1] = *text;
-            fsched__line_add(l, c);
-        } else if ((unsigned char)*text >= 0x20) {
-            c[1] = 0;
-            c[0] = *text;
-            fsched__line_add(l, c);
-            c[0] = '\\';
+    const unsigned char *t = (const unsigned char *)text;
+    char c[5];
+    while (*t) {
+        size_t n = fsched__utf8_length(t);
+        if (n == 0) {
+            fsched__line_add(l, "\\ufffd");
+            t++;
+            continue;
         }
+        if (*t == '"' || *t == '\\') {
+            c[0] = '\\';
+            c[1] = (char)*t;
+            c[2] = 0;
+            fsched__line_add(l, c);
+        } else if (*t >= 0x20) {
+            memcpy(c, t, n);
+            c[n] = 0;
+            fsched__line_add(l, c);
+        }
+        t += n;
     }
 }
 

@@ -99,6 +99,15 @@ static void read_string(reader *r, char *out, size_t size) {
         CHECK(c != 0 && (unsigned char)c >= 0x20); /* no raw control characters */
         if (c == '\\') {
             c = *r->p++;
+            if (c == 'u') { /* the writer escapes U+FFFD alone: kept as its UTF-8 bytes */
+                CHECK(!strncmp(r->p, "fffd", 4));
+                r->p += 4;
+                if (n + 3 < size) {
+                    memcpy(out + n, "\xef\xbf\xbd", 3);
+                    n += 3;
+                }
+                continue;
+            }
             CHECK(c == '"' || c == '\\' || c == '/' || c == 'n' || c == 't');
             if (c == 'n') c = '\n';
             if (c == 't') c = '\t';
@@ -811,6 +820,60 @@ static void test_written_while_running(void) {
 #endif
 }
 
+/* Whether text is well-formed UTF-8, as JSON must be (RFC 8259). */
+static int valid_utf8(const char *text, size_t len) {
+    const unsigned char *t = (const unsigned char *)text, *end = t + len;
+    while (t < end) {
+        unsigned n = *t < 0x80 ? 1 : *t >= 0xc2 && *t < 0xe0 ? 2 : *t >= 0xe0 && *t < 0xf0 ? 3
+                   : *t >= 0xf0 && *t <= 0xf4 ? 4 : 0;
+        unsigned i;
+        if (!n || (size_t)(end - t) < n) return 0;
+        for (i = 1; i < n; i++)
+            if ((t[i] & 0xc0) != 0x80) return 0;
+        if ((t[0] == 0xe0 && t[1] < 0xa0) || (t[0] == 0xed && t[1] > 0x9f) ||
+            (t[0] == 0xf0 && t[1] < 0x90) || (t[0] == 0xf4 && t[1] > 0x8f))
+            return 0;
+        t += n;
+    }
+    return 1;
+}
+
+/* Names are the user's bytes: a trace names a task by a name cut where it does not fit
+   between two characters, never inside one, and writes a byte that is not UTF-8 as
+   U+FFFD, so that the JSON stays UTF-8 (a JSON reader refuses anything else). */
+static void test_names_not_ascii(void) {
+    static const char *const names[] = {
+        /* 29 bytes, then U+00E9 and U+20AC: the cut falls inside the euro sign */
+        "abcdefghijklmnopqrstuvwxyzABC\xc3\xa9\xe2\x82\xac",
+        "stray \xff\xfe bytes",        /* never UTF-8 */
+        "cut \xe2\x82",                /* a sequence without its end */
+        "overlong \xc0\xaf, surrogate \xed\xa0\x80",
+    };
+    static const char *const shown[] = {
+        "abcdefghijklmnopqrstuvwxyzABC", /* and 30 bytes' room */
+        "stray \xef\xbf\xbd\xef\xbf\xbd bytes",
+        "cut \xef\xbf\xbd\xef\xbf\xbd",
+        "overlong \xef\xbf\xbd\xef\xbf\xbd, surrogate \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd",
+    };
+    fsched_sched *s = test_sched_new(1);
+    fsched_wait_group wg;
+    text_buffer out = {NULL, 0, 0};
+    reader r;
+    size_t i;
+    CHECK_OK(fsched_wait_group_init(&wg));
+    for (i = 0; i < sizeof names / sizeof *names; i++)
+        CHECK_OK(fsched_wait_group_spawn_named(&wg, s, nothing, NULL, names[i]));
+    CHECK_OK(fsched_wait_group_wait(&wg));
+    CHECK_OK(fsched_wait_group_destroy(&wg));
+    CHECK_OK(fsched_trace_write_json(s, collect, &out));
+    CHECK(valid_utf8(out.data, out.n));
+    r = read_trace(&out);
+    for (i = 0; i < sizeof shown / sizeof *shown; i++) CHECK(count_named(&r, 'X', shown[i]) == 1);
+    free(r.events);
+    free(out.data);
+    test_sched_free(s);
+}
+
 static void test_bad_input(void) {
     fsched_sched *s = test_sched_new(1);
     text_buffer out = {NULL, 0, 0};
@@ -832,6 +895,7 @@ int main(void) {
     test_named_by_user_code(1);
     test_full_buffer();
     test_written_while_running();
+    test_names_not_ascii();
     test_bad_input();
     printf("trace: ok\n");
     return 0;
