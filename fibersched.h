@@ -286,7 +286,9 @@
    pipelines) run on the caller's scheduler from a task or bound thread, and on the default
    scheduler from any other thread, which blocks until the call is done (see
    fsched_default_configure); they are refused only where no wait is allowed (interrupt
-   handlers, poll hooks, workers' start and stop hooks). fsched_destroy must not be called
+   handlers, poll hooks, workers' start and stop hooks). No function is
+   async-signal-safe: a signal handler must not call any (it may write to a pipe that a
+   task waits on with fsched_wait_fd). fsched_destroy must not be called
    from one of the scheduler's own tasks, nor while other threads are bound (it refuses both
    with a code). Calls from other threads may race fsched_destroy: a spawn, run or bind
    either finds the scheduler and counts (the drain waits for it) or fails with
@@ -675,7 +677,9 @@ FIBERSCHED_API int fsched_worker_index(void);
    as one task there, which costs the wake-up of a worker (when all sleep) and, at its
    end, the caller's (bench_wake measures it). Without threads (FIBERSCHED_NO_THREADS,
    FIBERSCHED_NO_OS) the default is single-threaded and the calling thread runs the call
-   itself, bound to it meanwhile.
+   itself, bound to it meanwhile; on a single-threaded default, more threads calling at
+   once than it has bound slots (desc.max_bound_threads) take turns for the slots (a call
+   fails with FSCHED_ERR_OUT_OF_MEMORY only when threads bound for good hold all of them).
 
    The default is made at the first such call (or fsched_default_get, or a graph run with
    no scheduler): with one worker per CPU unless fsched_default_configure says otherwise,
@@ -6628,10 +6632,19 @@ FIBERSCHED_API fsched_result fsched_create(const fsched_desc *desc, fsched_sched
     return FSCHED_OK;
 }
 
-/* Claims a bound slot for the calling thread; `reserved` may take the last one. */
-static fsched_result fsched__bind(fsched_sched *s, int reserved, fsched__worker **out) {
+/* A bound slot's in_use: free, or taken by fsched_bind, or by a call from outside for
+   the length of the call (fsched__call_bound). */
+#define FSCHED__SLOT_FREE 0u
+#define FSCHED__SLOT_BOUND 1u
+#define FSCHED__SLOT_CALL 2u
+
+/* Claims a bound slot for the calling thread; `reserved` may take the last one. For a
+   call from outside (`turn` non-NULL), finding every slot taken while a call holds one
+   sets *turn: that slot will be freed, and the caller may wait for it. */
+static fsched_result fsched__bind(fsched_sched *s, int reserved, fsched__worker **out,
+                                  int *turn) {
     fsched__thread *t = fsched__thread_get();
-    uint32_t i, last = s->n_slots - (reserved ? 0u : 1u);
+    uint32_t i, last = s->n_slots - (reserved ? 0u : 1u), calls = 0;
     fsched_result r;
     if (t->worker)
         return FSCHED__MISUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
@@ -6640,9 +6653,10 @@ static fsched_result fsched__bind(fsched_sched *s, int reserved, fsched__worker 
         return r; /* Windows fibers: the thread becomes one, as for fsched_fiber_switch */
     for (i = s->n_threads; i < last; i++) {
         fsched__worker *w = s->slots[i];
-        uint32_t expected = 0;
+        uint32_t expected = FSCHED__SLOT_FREE;
         /* acquire: the previous binder's release in fsched__unbind */
-        if (FSCHED__CAS(&w->in_use, &expected, 1u, FSCHED__ACQUIRE, FSCHED__RELAXED)) {
+        if (FSCHED__CAS(&w->in_use, &expected, turn ? FSCHED__SLOT_CALL : FSCHED__SLOT_BOUND,
+                        FSCHED__ACQUIRE, FSCHED__RELAXED)) {
             fsched__mutex_lock(&w->affine.lock);
             w->affine.closed = 0;
             fsched__mutex_unlock(&w->affine.lock);
@@ -6654,6 +6668,11 @@ static fsched_result fsched__bind(fsched_sched *s, int reserved, fsched__worker 
             *out = w;
             return FSCHED_OK;
         }
+        calls += expected == FSCHED__SLOT_CALL;
+    }
+    if (turn && calls) {
+        *turn = 1;
+        return FSCHED_ERR_OUT_OF_MEMORY;
     }
     return FSCHED__MISUSE(&s->logger, FSCHED_ERR_OUT_OF_MEMORY,
                           "fsched_bind: all %lu bound-thread slots are taken",
@@ -6686,26 +6705,35 @@ static void fsched__unbind(fsched__worker *w) {
     w->thread = NULL;
     w->root = NULL;
     /* release: the slot's state is complete before another thread binds it */
-    FSCHED__STORE(&w->in_use, 0u, FSCHED__RELEASE);
+    FSCHED__STORE(&w->in_use, FSCHED__SLOT_FREE, FSCHED__RELEASE);
 }
 
-FIBERSCHED_API fsched_result fsched_bind(fsched_sched *s) {
-    fsched__worker *w;
-    fsched_result r;
+/* fsched_bind, or with `for_call` a bind for the length of a call from outside, which
+   waits its turn while the slots are taken by other such calls. */
+static fsched_result fsched__bind_open(fsched_sched *s, int for_call) {
+    uint32_t spins = 0;
     if (fsched__thread_get()->in_worker_hook)
         return FSCHED__MISUSE(NULL, FSCHED_ERR_WRONG_STATE,
                               "fsched_bind: called from a worker's start or stop hook");
-    /* under the registry's lock: fsched_destroy, which checks for bound threads and
-       begins under it exclusively, sees this bind or is seen by it */
-    fsched__live_read_lock();
-    r = fsched__sched_open(s, 1, "fsched_bind");
-    if (r == FSCHED_OK) {
-        FSCHED__POINT(BIND);
-        r = fsched__bind(s, 0, &w);
+    for (;;) {
+        fsched__worker *w;
+        int turn = 0;
+        fsched_result r;
+        /* under the registry's lock: fsched_destroy, which checks for bound threads and
+           begins under it exclusively, sees this bind or is seen by it */
+        fsched__live_read_lock();
+        r = fsched__sched_open(s, 1, "fsched_bind");
+        if (r == FSCHED_OK) {
+            FSCHED__POINT(BIND);
+            r = fsched__bind(s, 0, &w, for_call ? &turn : NULL);
+        }
+        fsched__live_read_unlock();
+        if (!turn) return r;
+        fsched__backoff(&spins); /* a slot is freed when the call that holds it ends */
     }
-    fsched__live_read_unlock();
-    return r;
 }
+
+FIBERSCHED_API fsched_result fsched_bind(fsched_sched *s) { return fsched__bind_open(s, 0); }
 
 FIBERSCHED_API fsched_result fsched_unbind(void) {
     fsched__thread *t = fsched__thread_get();
@@ -6777,7 +6805,7 @@ FIBERSCHED_API fsched_result fsched_destroy(fsched_sched *s) {
     }
     if (r == FSCHED_OK) {
         w = t->worker;
-        if (!w) r = fsched__bind(s, 1, &w); /* the reserved slot: free, as s is not closing */
+        if (!w) r = fsched__bind(s, 1, &w, NULL); /* the reserved slot: free, as s is not closing */
     }
     if (r == FSCHED_OK) {
         FSCHED__STORE(&s->drainer, w, FSCHED__RELAXED); /* published by the next store */
@@ -9519,9 +9547,10 @@ static fsched_result fsched__outside_refused(const char *what) {
                           "%s: called from %s, which must not wait", what, where);
 }
 
-/* The single-threaded default: the calling thread takes part for the call. */
+/* The single-threaded default: the calling thread takes part for the call, once a bound
+   slot is free (the desc sets how many: more callers at once than slots take turns). */
 static fsched_result fsched__call_bound(fsched_sched *s, fsched__outside_call *c) {
-    fsched_result r = fsched_bind(s);
+    fsched_result r = fsched__bind_open(s, 1);
     if (r != FSCHED_OK) return r;
     fsched__outside_task(c);
     return fsched_unbind();

@@ -849,6 +849,64 @@ static void child_hooks(void) {
 }
 #endif
 
+#if TEST_THREADS
+/* A single-threaded default with two bound slots, and six times as many threads calling
+   at once: each call takes a slot for its length, and callers beyond the slots take
+   turns (they failed with FSCHED_ERR_OUT_OF_MEMORY). A thread bound for good is not
+   waited for: with every slot so taken, a call fails at once. */
+#define TURNS 12
+static uint32_t turns_go;
+
+static void napping_body(void *ctx, size_t lo, size_t hi) {
+    nap(); /* every caller holds its slot a while: they overlap */
+    cover_body(ctx, lo, hi);
+}
+
+static void turn_thread(void *p) {
+    cover *c = (cover *)p;
+    while (!LOAD(&turns_go)) nap();
+    CHECK_OK(fsched_parallel_for(0, 20, 1, napping_body, c));
+    cover_check(c, 20);
+    every_call(NULL, 300);
+}
+
+static void bound_for_good(void *p) {
+    CHECK_OK(fsched_bind((fsched_sched *)p));
+    ADD(&workers_started, 1u);
+    while (LOAD(&workers_stopped) == 0) nap();
+    CHECK_OK(fsched_unbind());
+}
+
+static void child_single_threaded_turns(void) {
+    fsched_desc d;
+    fsched_sched *s;
+    test_thread t[TURNS];
+    cover *c = (cover *)calloc(TURNS, sizeof *c);
+    int i;
+    CHECK(c != NULL);
+    memset(&d, 0, sizeof d);
+    d.single_threaded = 1;
+    d.max_bound_threads = 2;
+    CHECK_OK(fsched_default_configure(&d));
+    for (i = 0; i < TURNS; i++) t[i] = thread_run(turn_thread, &c[i]);
+    STORE(&turns_go, 1u);
+    for (i = 0; i < TURNS; i++) thread_join(t[i]);
+    memset(c, 0, sizeof *c);
+    /* both slots bound for good: the call has no turn to wait for */
+    CHECK_OK(fsched_default_get(&s));
+    t[0] = thread_run(bound_for_good, s);
+    t[1] = thread_run(bound_for_good, s);
+    while (LOAD(&workers_started) < 2) nap();
+    CHECK_RESULT(fsched_parallel_for(0, 100, 1, cover_body, c), FSCHED_ERR_OUT_OF_MEMORY);
+    STORE(&workers_stopped, 1);
+    thread_join(t[0]);
+    thread_join(t[1]);
+    CHECK_OK(fsched_parallel_for(0, 100, 1, cover_body, c));
+    cover_check(c, 100);
+    free(c);
+}
+#endif
+
 static void run_children(void) {
     in_child("configure", child_configure);
     in_child("set", child_set);
@@ -859,6 +917,7 @@ static void run_children(void) {
     in_child("exit, a call in flight", child_exit_busy);
     in_child("exit from a task", child_exit_in_task);
     in_child("hooks", child_hooks);
+    in_child("single-threaded, callers take turns", child_single_threaded_turns);
 #endif
 #if defined(FSCHED__TSAN)
     printf("fork: skipped under ThreadSanitizer\n");
