@@ -15020,6 +15020,36 @@ FSCHED__NODISCARD fsched_result parallel_for(std::size_t begin, std::size_t end,
     return r;
 }
 
+namespace detail {
+template <class T>
+struct copies : std::integral_constant<bool, std::is_copy_constructible<T>::value &&
+                                                 std::is_move_assignable<T>::value> {};
+
+template <class T, class Body, class Combine>
+fsched_result reduce(std::size_t begin, std::size_t end, std::size_t grain, const T &identity,
+                     Body &body, Combine &combine, T &result, std::true_type) {
+    typedef reduction<T, Body, Combine> red_type;
+    typedef accumulator<T> acc;
+    red_type red(identity, body, combine);
+    typename acc::root root;
+    fsched_result r = fsched_parallel_reduce(begin, end, grain, acc::size, &red_type::init,
+                                             &red_type::fold, &red_type::merge, &red, root.bytes);
+#if FSCHED__CPP_EXCEPTIONS
+    std::exception_ptr e = red.errors.take();
+    if (e) std::rethrow_exception(e);
+#endif
+    if (r == FSCHED_OK) result = std::move(acc::value(root.bytes));
+    return r;
+}
+
+/* T that cannot be copied: refused by parallel_reduce's static_assert alone */
+template <class T, class Body, class Combine>
+fsched_result reduce(std::size_t, std::size_t, std::size_t, const T &, Body &, Combine &, T &,
+                     std::false_type) {
+    return FSCHED_ERR_INVALID_ARGUMENT;
+}
+} // namespace detail
+
 /* Reduces [begin, end) in parallel into result, split as fsched_parallel_reduce splits
    (from any thread, as it). Each piece folds into an accumulator of its own, a copy
    of identity: body(lo, hi, acc) for each subrange when body can be called so, else
@@ -15045,18 +15075,11 @@ FSCHED__NODISCARD fsched_result parallel_reduce(std::size_t begin, std::size_t e
     static_assert(detail::merge_shape<combine_type, T>::value != 0,
                   "fsched::parallel_reduce: combine takes (T &acc, T &&other) and merges other "
                   "into acc, or returns the merged T");
-    typedef detail::reduction<T, body_type, combine_type> reduction;
-    typedef detail::accumulator<T> acc;
-    reduction red(identity, body, combine);
-    typename acc::root root;
-    fsched_result r = fsched_parallel_reduce(begin, end, grain, acc::size, &reduction::init,
-                                             &reduction::fold, &reduction::merge, &red, root.bytes);
-#if FSCHED__CPP_EXCEPTIONS
-    std::exception_ptr e = red.errors.take();
-    if (e) std::rethrow_exception(e);
-#endif
-    if (r == FSCHED_OK) result = std::move(acc::value(root.bytes));
-    return r;
+    static_assert(detail::copies<T>::value,
+                  "fsched::parallel_reduce: T is copied (each piece begins from a copy of "
+                  "identity) and moved into result");
+    return detail::reduce(begin, end, grain, identity, body, combine, result,
+                          detail::copies<T>());
 }
 
 /* ---- owners of the C objects ---- */

@@ -38,5 +38,13 @@ void use(fsched_sched *s) {
     (void)g.add([](int) {});
 #elif WRONG == 8 // error: fsched::graph::add: the task is called as f(fsched_graph_task *self) or f(), and returns void or an int status
     (void)g.add([] { return true; });
+#elif WRONG == 9 // error: fsched::parallel_reduce: T is copied (each piece begins from a copy of identity) and moved into result
+    struct move_only {
+        move_only() {}
+        move_only(move_only &&) {}
+        move_only &operator=(move_only &&) { return *this; }
+    } m;
+    (void)fsched::parallel_reduce(0, 10, 1, move_only(), [](std::size_t, move_only &) {},
+                                  [](move_only &, move_only &&) {}, m);
 #endif
 }
