@@ -15135,16 +15135,19 @@ private:
    the bind fails (the thread is already bound or is a worker; no slot left), the
    constructor throws std::system_error with the fsched_result as its code; without
    exceptions, the guard keeps the failure for result() and unbinds nothing. Neither
-   copyable nor movable: it belongs to its thread's scope. */
+   copyable nor movable: it belongs to its thread's scope; destroyed on another thread
+   (deleted there), it unbinds nothing, as that thread is not the one it bound. */
 class bind_guard {
 public:
-    explicit bind_guard(fsched_sched *s) : r_(fsched_bind(s)) {
+    explicit bind_guard(fsched_sched *s) : r_(fsched_bind(s)), s_(s), slot_(-1) {
         if (r_ != FSCHED_OK) detail::throw_or_keep(r_, "fsched::bind_guard");
+        slot_ = fsched_worker_index();
     }
     bind_guard(const bind_guard &) = delete;
     bind_guard &operator=(const bind_guard &) = delete;
     ~bind_guard() {
-        if (r_ == FSCHED_OK) (void)fsched_unbind();
+        if (r_ == FSCHED_OK && fsched_current() == s_ && fsched_worker_index() == slot_)
+            (void)fsched_unbind();
     }
     /* FSCHED_OK while the thread is bound by this guard, else why the bind failed. */
     fsched_result result() const noexcept { return r_; }
@@ -15152,6 +15155,8 @@ public:
 
 private:
     fsched_result r_;
+    fsched_sched *s_;
+    int slot_; /* the bound thread's slot in s_: which thread this guard bound */
 };
 
 /* Tasks spawned into a group, waited for together. wait rethrows the first exception of

@@ -535,6 +535,25 @@ void test_bind_guard(fsched_sched *s) {
         CHECK(fsched_current() == single);
     }
     CHECK(fsched_current() == nullptr);
+#if TEST_THREADS
+    // a guard deleted on another thread, itself bound to the same scheduler by a guard of
+    // its own, unbinds neither thread (it unbound the deleting one)
+    struct handoff {
+        fsched_sched *single;
+        fsched::bind_guard *mine;
+    } h = {single, new fsched::bind_guard(single)};
+    test_thread other = thread_run(
+        [](void *p) {
+            handoff *h = static_cast<handoff *>(p);
+            fsched::bind_guard theirs(h->single);
+            delete h->mine;
+            CHECK(fsched_current() == h->single);
+        },
+        &h);
+    thread_join(other);
+    CHECK(fsched_current() == single); // still bound: the guard was not this thread's
+    CHECK_OK(fsched_unbind());
+#endif
     CHECK_OK(fsched_destroy(single));
 #if !TEST_THREADS
     CHECK_OK(fsched_bind(s));
