@@ -13887,17 +13887,18 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("    if _int(value) == 0:")
     FSCHED__GDB_LINE("        return None")
     FSCHED__GDB_LINE("    try:")
-    FSCHED__GDB_LINE("        return value.string()")
+    FSCHED__GDB_LINE("        # names are the program's bytes: shown whatever they hold")
+    FSCHED__GDB_LINE("        return value.string(errors='replace')")
     FSCHED__GDB_LINE("    except gdb.error:")
     FSCHED__GDB_LINE("        return None")
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("def _symbol(address):")
     FSCHED__GDB_LINE("    '''The symbol table's name for address: (name, offset), or (None, 0).'''")
-    FSCHED__GDB_LINE("    text = gdb.execute('info symbol 0x%x' % address, to_string=True)")
-    FSCHED__GDB_LINE("    if text.startswith('No symbol'):")
     ".popsection\n");
 __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
+    FSCHED__GDB_LINE("    text = gdb.execute('info symbol 0x%x' % address, to_string=True)")
+    FSCHED__GDB_LINE("    if text.startswith('No symbol'):")
     FSCHED__GDB_LINE("        return None, 0")
     FSCHED__GDB_LINE("    name = text.split(' in section')[0].strip()")
     FSCHED__GDB_LINE("    if ' + ' in name:")
@@ -13944,13 +13945,20 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("def schedulers():")
-    FSCHED__GDB_LINE("    sched_type = gdb.lookup_type('struct fsched_sched').pointer()")
+    FSCHED__GDB_LINE("    try:")
+    FSCHED__GDB_LINE("        sched_type = gdb.lookup_type('struct fsched_sched').pointer()")
+    FSCHED__GDB_LINE("    except gdb.error:")
+    FSCHED__GDB_LINE("        raise gdb.GdbError('fibersched: the program has no debug information about '")
+    FSCHED__GDB_LINE("                           'fibersched (build the file that defines '")
+    FSCHED__GDB_LINE("                           'FIBERSCHED_IMPLEMENTATION with -g)')")
     FSCHED__GDB_LINE("    word = gdb.lookup_type('unsigned int').pointer()")
     FSCHED__GDB_LINE("    for slots, mask in _registries():")
     FSCHED__GDB_LINE("        if _int(slots) == 0:")
     FSCHED__GDB_LINE("            continue")
     FSCHED__GDB_LINE("        for i in range(mask + 1):")
     FSCHED__GDB_LINE("            p = slots[i]")
+    ".popsection\n");
+__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("            if _int(p) and int(p.cast(word).dereference()) == SCHED_LIVE:")
     FSCHED__GDB_LINE("                yield p.cast(sched_type)")
     FSCHED__GDB_LINE("")
@@ -13961,8 +13969,6 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("        self.sched = sched")
     FSCHED__GDB_LINE("        self.slot = slot")
     FSCHED__GDB_LINE("        self.record = record")
-    ".popsection\n");
-__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("        self.is_root = is_root")
     FSCHED__GDB_LINE("        self.number = int(record['id'])")
     FSCHED__GDB_LINE("")
@@ -14015,6 +14021,8 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("    '''Every fiber of every live scheduler, slot by slot: the root (the thread's own")
     FSCHED__GDB_LINE("    context) first, then the slot's fibers.'''")
     FSCHED__GDB_LINE("    for n, s in enumerate(schedulers(), 1):")
+    ".popsection\n");
+__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("        for i in range(int(s['n_slots'])):")
     FSCHED__GDB_LINE("            w = s['slots'][i]")
     FSCHED__GDB_LINE("            if _int(w) == 0:")
@@ -14024,8 +14032,6 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("            f = w['live']")
     FSCHED__GDB_LINE("            while _int(f):")
     FSCHED__GDB_LINE("                yield Fiber(n, s, w, f.dereference(), False)")
-    ".popsection\n");
-__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("                f = f['live_next']")
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("")
@@ -14084,14 +14090,14 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("        for f in all_fibers:")
     FSCHED__GDB_LINE("            key = _int(f.slot)")
     FSCHED__GDB_LINE("            if key not in idle:")
+    ".popsection\n");
+__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("                idle[key] = _idle_records(f.slot)")
     FSCHED__GDB_LINE("            rows.append((f.ident(many), _slot_name(f), f.state(idle[key], threads),")
     FSCHED__GDB_LINE("                         f.waits_on(), f.task()))")
     FSCHED__GDB_LINE("        head = ('Id', 'Slot', 'State', 'Waits on', 'Task')")
     FSCHED__GDB_LINE("        widths = [max(len(r[i]) for r in rows + [head]) for i in range(4)]")
     FSCHED__GDB_LINE("        for r in [head] + rows:")
-    ".popsection\n");
-__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("            print(('  '.join(r[i].ljust(widths[i]) for i in range(4)) + '  ' + r[4]).rstrip())")
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("")
@@ -14139,6 +14145,8 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("        info.add_saved_register('pc', _pointer(pc))")
     FSCHED__GDB_LINE("        info.add_saved_register('sp', _pointer(sp))")
     FSCHED__GDB_LINE("        # the other registers as in this frame (the status register tells Arm's unwinder")
+    ".popsection\n");
+__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("        # the instruction set); the switch's unwind information restores those it saved")
     FSCHED__GDB_LINE("        registers = getattr(pending_frame.architecture(), 'registers', None)")
     FSCHED__GDB_LINE("        for register in registers('general') if registers else ():")
@@ -14146,8 +14154,6 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("                continue")
     FSCHED__GDB_LINE("            try:")
     FSCHED__GDB_LINE("                value = pending_frame.read_register(register.name)")
-    ".popsection\n");
-__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("                # gdb fails the whole frame for a register the core file has not (a")
     FSCHED__GDB_LINE("                # register set cut short): those are left out")
     FSCHED__GDB_LINE("                if str(value) != '<unavailable>':")
@@ -14204,6 +14210,8 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("def _innermost_real_level():")
+    ".popsection\n");
+__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("    frame, level = gdb.newest_frame(), 0")
     FSCHED__GDB_LINE("    while frame.type() == gdb.INLINE_FRAME and frame.older() is not None:")
     FSCHED__GDB_LINE("        frame, level = frame.older(), level + 1")
@@ -14215,8 +14223,6 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("    depth = 0")
     FSCHED__GDB_LINE("    try:")
     FSCHED__GDB_LINE("        frame = gdb.selected_frame()")
-    ".popsection\n");
-__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("        while frame.newer() is not None:")
     FSCHED__GDB_LINE("            frame = frame.newer()")
     FSCHED__GDB_LINE("            depth += 1")
@@ -14271,6 +14277,8 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("        super(FiberPrefix, self).__init__('fiber', gdb.COMMAND_STACK, prefix=True)")
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("")
+    ".popsection\n");
+__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("class FiberBacktrace(gdb.Command):")
     FSCHED__GDB_LINE("    '''Backtrace of a fibersched fiber: fiber bt ID [bt arguments].")
     FSCHED__GDB_LINE("A running fiber's backtrace is its thread's. A suspended fiber's is read from its saved")
@@ -14278,8 +14286,6 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("thread's innermost one, which `bt` hides.'''")
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("    def __init__(self):")
-    ".popsection\n");
-__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("        super(FiberBacktrace, self).__init__('fiber bt', gdb.COMMAND_STACK)")
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("    def invoke(self, arg, from_tty):")

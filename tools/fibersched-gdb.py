@@ -42,7 +42,8 @@ def _string(value):
     if _int(value) == 0:
         return None
     try:
-        return value.string()
+        # names are the program's bytes: shown whatever they hold
+        return value.string(errors='replace')
     except gdb.error:
         return None
 
@@ -97,7 +98,12 @@ def _registries():
 
 
 def schedulers():
-    sched_type = gdb.lookup_type('struct fsched_sched').pointer()
+    try:
+        sched_type = gdb.lookup_type('struct fsched_sched').pointer()
+    except gdb.error:
+        raise gdb.GdbError('fibersched: the program has no debug information about '
+                           'fibersched (build the file that defines '
+                           'FIBERSCHED_IMPLEMENTATION with -g)')
     word = gdb.lookup_type('unsigned int').pointer()
     for slots, mask in _registries():
         if _int(slots) == 0:

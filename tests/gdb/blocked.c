@@ -145,12 +145,14 @@ int main(void) {
     CHECK_OK(fsched_spawn(s, waits_on_event, NULL));
     CHECK_OK(fsched_spawn(s, waits_on_mutex, NULL));
     CHECK_OK(fsched_spawn_named(s, sleeps_long, NULL, "sleeper"));
+    /* a name that is not UTF-8: shown with a replacement character, never refused */
+    CHECK_OK(fsched_spawn_named(s, sleeps_long, NULL, "bytes \xff\xfe"));
     CHECK_OK(fsched_spawn_named(s, waits_on_group, NULL, "group-waiter"));
     CHECK_OK(fsched_spawn(s, joins_halves, NULL));
     CHECK_OK(fsched_spawn(s, loops, NULL));
     CHECK_OK(fsched_spawn(s, runs_tree, NULL));
-    /* seven tasks, the join's second half, the loop's second piece and the child */
-    while (blocked(s) < 10 || !workers_started(s)) {
+    /* eight tasks, the join's second half, the loop's second piece and the child */
+    while (blocked(s) < 11 || !workers_started(s)) {
         CHECK(++spins < 100000); /* 100 s */
         fsched_sleep_for(1000 * 1000);
     }
@@ -162,7 +164,7 @@ int main(void) {
     CHECK_OK(fsched_mutex_unlock(&held));
     CHECK_OK(fsched_wait_group_done(&group));
     CHECK_OK(fsched_destroy(s));
-    CHECK_EQ_U64(FSCHED__LOAD(&ended, FSCHED__RELAXED), 7);
+    CHECK_EQ_U64(FSCHED__LOAD(&ended, FSCHED__RELAXED), 8);
     printf("blocked: ok\n");
     return 0;
 }

@@ -46,6 +46,7 @@ WANTED = [
     ("waits_on_event", r"event 0x[0-9a-f]+ \(ready_go\)", "waits_on_event"),
     ("waits_on_mutex", r"mutex 0x[0-9a-f]+ \(held\)", "waits_on_mutex"),
     ("sleeper (sleeps_long)", r"blocked\s+sleep", "sleeps_long"),
+    ("bytes \ufffd\ufffd (sleeps_long)", r"blocked\s+sleep", "sleeps_long"),
     ("group-waiter (waits_on_group)", r"wait group 0x[0-9a-f]+ \(group\)", "waits_on_group"),
     ("joins_halves", r"join 0x[0-9a-f]+", "joins_halves"),
     ("second_half", r"event 0x[0-9a-f]+ \(half_go\)", "second_half"),  # the join's half
