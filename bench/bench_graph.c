@@ -453,8 +453,32 @@ static double rerun_measure(int reps) {
 
 typedef struct target_line {
     const char *shape, *body;
-    double fs_run, tbb_run; /* medians; tbb_run 0 when not measured */
+    double fs_run, tbb_run, fs_build, tbb_build; /* medians; tbb 0 when not measured */
 } target_line;
+
+/* Every shape in one table, fibersched (the bound main thread) against oneTBB. */
+static void print_summary(const target_line *t, int n) {
+    char b[16];
+    int i;
+    printf("summary: every shape, run and build medians, fibersched's bound main thread "
+           "against oneTBB\n\n");
+    printf("| %-16s | %17s | %13s | %19s | %19s | %15s |\n", "shape, body", "fibersched run ms",
+           "oneTBB run ms", "fibersched / oneTBB", "fibersched build ms", "oneTBB build ms");
+    printf("|------------------|-------------------|---------------|---------------------|"
+           "---------------------|-----------------|\n");
+    for (i = 0; i < n; i++) {
+        char name[32], tbb_run[16] = "-", tbb_build[16] = "-";
+        snprintf(name, sizeof name, "%s, %s", t[i].shape, t[i].body);
+        if (t[i].tbb_run > 0) {
+            snprintf(tbb_run, sizeof tbb_run, "%.2f", t[i].tbb_run * 1e3);
+            snprintf(tbb_build, sizeof tbb_build, "%.2f", t[i].tbb_build * 1e3);
+        }
+        printf("| %-16s | %17.2f | %13s | %19s | %19.2f | %15s |\n", name, t[i].fs_run * 1e3,
+               tbb_run, ratio(b, sizeof b, t[i].fs_run, t[i].tbb_run), t[i].fs_build * 1e3,
+               tbb_build);
+    }
+    printf("\n");
+}
 
 int main(int argc, char **argv) {
     int quick = bench_quick(argc, argv);
@@ -545,12 +569,15 @@ int main(int argc, char **argv) {
             targets[n_targets].shape = shape.name;
             targets[n_targets].body = body ? "small" : "empty";
             targets[n_targets].fs_run = c[0].run_median;
+            targets[n_targets].fs_build = c[0].build_median;
+            targets[n_targets].tbb_build = nc > 2 ? c[2].build_median : 0;
             targets[n_targets++].tbb_run = nc > 2 ? c[2].run_median : 0;
         }
         free(cur.slots);
         shape_free(&shape);
     }
 
+    print_summary(targets, n_targets);
     rerun_ratio = rerun_measure(reps);
     bench_quick_note(quick);
     bench_target("fibersched re-run after additions / first run, per task", rerun_ratio, "<=",

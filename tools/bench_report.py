@@ -1,24 +1,45 @@
 #!/usr/bin/env python3
-"""Bar charts (SVG) of the benchmarks' Markdown tables, for the README.
+"""Every benchmark figure of the README, from saved benchmark outputs.
 
-Input: saved benchmark outputs, bench/results/<bench>.txt: the first line is
-"# <command> (<date, machine>)", the rest the benchmark's standard output unchanged.
-Output: one SVG per table, docs/charts/<bench>.svg (or <bench>-<n>.svg when the output
-has several tables): per group of rows, each candidate's time relative to fibersched's
-at the same setting (fibersched = 1.00x, lower is better).
+A saved output, bench/results/<name>.txt, is a few "# key: value" lines that say how and
+where it was measured (command, date, machine, compiler, peers and their versions, all
+found by this script when it runs the benchmark), then the benchmark's standard output
+unchanged. From them this script writes:
 
-    python3 tools/bench_charts.py                 # every file in bench/results/
-    python3 tools/bench_charts.py bench/results/bench_fib.txt
-    python3 tools/bench_charts.py --check         # regenerate apart and compare: exit 1 if
-                                                  # a table fails or a chart is out of date
+- the README's tables: each block between "<!-- bench NAME [table N] [columns A|B|C]
+  [chart | chart-only] -->" and "<!-- end bench -->" is the table of the saved output
+  NAME (its N-th, the columns named, in that order; none with chart-only), a line saying
+  where it comes from, and its chart;
+- charts (SVG), docs/charts/<name>.svg (<name>-<n>.svg when the output has several
+  tables): per group of rows, each candidate's time relative to fibersched's at the
+  same setting (fibersched = 1.00x, lower is better).
+
+    python3 tools/bench_report.py run bench_fib --reps=9   # build-bench/bench/bench_fib,
+                                                          # saved, then the README updated
+    python3 tools/bench_report.py run footprint -- bench/footprint.sh
+    python3 tools/bench_report.py update                  # README and charts from bench/results
+    python3 tools/bench_report.py check                   # exit 1 when they disagree
+
+`check` fails when a README block or a chart differs from what its saved output gives,
+and when a figure in the prose of a README section (a number with a unit: ms, ns, us, x,
+%, B, KB, MB) is not a number with that unit in the saved outputs that section shows
+(or names in "<!-- figures from NAME NAME2 -->"), rounded as the prose writes it (a
+table cell has its column's unit), and when such a figure is in a section that names no
+saved output. A setting rather
+than a measurement is written as code (`--poll-us=20`), in binary units (16 KiB stacks)
+or with its unit in words.
 
 Standard library only, so that regenerating needs nothing but Python 3.
 """
 
 import argparse
+import datetime
+import json
 import math
 import os
+import platform
 import re
+import subprocess
 import sys
 import tempfile
 import xml.dom.minidom
@@ -43,10 +64,14 @@ def workers_title(row):
 #   names      shorter names shown for candidates
 #   reference  name of fibersched's row every ratio of a group is taken against (the one
 #              the benchmark's own "vs fibersched" column uses)
-#   reference_prefix  instead of reference: the first row whose name starts so
+#   reference_prefix  instead of reference: the first row whose name starts so (or with
+#              the first of several prefixes that one row has)
 #   wide       True when candidates are columns and groups are rows (see chart_wide);
 #              ignore: columns of such a table that are no candidate
 #   skip       indexes (1-based) of tables that compare nothing with a peer
+#   only       a title's beginning: only the tables whose title begins so are charted
+#   charts     False: the output has no chart (its tables are shown as tables only)
+#   tables     {n: keys}: keys that differ for the n-th table
 # A benchmark missing here gets DEFAULT: "candidate" (or the first column) names bars, the first
 # column with a time unit is charted, the first row of fibersched is the reference.
 CONFIG = {
@@ -89,10 +114,31 @@ CONFIG = {
         "values": [("ns/switch", None, "ns")],
         "reference": "fibersched: fsched_fiber_switch",
     },
+    "bench_graph": {
+        # the summary, a row per shape and a column per candidate
+        "only": "summary:",
+        "wide": True,
+        "ignore": ("fibersched / oneTBB", "fibersched build ms", "oneTBB build ms"),
+        "names": {"fibersched run ms": "fibersched", "oneTBB run ms": "oneTBB"},
+    },
+    "bench_pipeline": {
+        # linear pipelines against fibersched's; node pipelines against the debugging
+        # scheduler, as the benchmark's own ratios are
+        "values": [("median ms", None, "ms")],
+        "reference_prefix": ("fibersched:", "debugging scheduler"),
+        "names": {"fibersched: fsched_parallel_pipeline": "fibersched",
+                  "oneTBB: parallel_pipeline (3 serial filters)": "oneTBB: parallel_pipeline"},
+    },
+    "bench_echo": {"charts": False},
+    "bench_idle": {"charts": False},
+    "footprint": {"charts": False},
+    "bench_fib_n25": {"charts": False},
+    "bench_fib_n25_pinned": {"charts": False},
     "bench_wake": {
         "values": [("median us/trip", None, "us")],
         "group_by": lambda r: "threads: " + r["threads"],
         "reference": "fibersched: fsched_event",
+        "skip": (2,),  # calls from main against calls from a task: no peer
     },
 }
 
@@ -115,14 +161,24 @@ def split_row(line):
     return [c.strip().replace("`", "") for c in cells[1:-1].split("|")]
 
 
+HEADER_KEYS = ("command", "date", "machine", "compiler", "peers")
+
+
 def parse_output(text):
-    """(command, tables): each table is {"title", "header", "rows"}, its title the nearest
-    line of text above it (the first output line for the first table)."""
+    """(meta, tables): meta is the "# key: value" lines at the top; each table is
+    {"title", "header", "rows", "lines"}, its title the nearest line of text above it."""
     lines = text.splitlines()
-    if not lines or not lines[0].startswith("# "):
-        raise ParseError("first line is not '# <command>'")
-    command = lines[0][2:].strip()
-    tables, last_text, i = [], None, 1
+    meta, i = {}, 0
+    while i < len(lines) and lines[i].startswith("# "):
+        key, sep, value = lines[i][2:].partition(": ")
+        if not sep:
+            raise ParseError("header line %d is not '# key: value'" % (i + 1))
+        meta[key.strip()] = value.strip()
+        i += 1
+    missing = [k for k in HEADER_KEYS if k not in meta]
+    if missing:
+        raise ParseError("no '# %s: ...' line at the top" % missing[0])
+    tables, last_text = [], None
     while i < len(lines):
         line = lines[i].strip()
         if line.startswith("|"):
@@ -146,7 +202,15 @@ def parse_output(text):
         if line and not line.startswith(("target:", "peer:", "note:")):
             last_text = line
         i += 1
-    return command, tables
+    return meta, tables
+
+
+def source_line(meta):
+    """Where a saved output comes from, in one line (charts' foot, README's tables)."""
+    parts = ["`%s`" % meta["command"], meta["date"], meta["machine"], meta["compiler"]]
+    if meta["peers"] != "none":
+        parts.append(meta["peers"])
+    return "; ".join(parts)
 
 
 def number(cell):
@@ -167,7 +231,10 @@ def unit_of(column):
 def pick_reference(cfg, names):
     if "reference" in cfg:
         return cfg["reference"] if cfg["reference"] in names else None
-    return next((n for n in names if n.startswith(cfg["reference_prefix"])), None)
+    prefixes = cfg["reference_prefix"]
+    if isinstance(prefixes, str):
+        prefixes = (prefixes,)
+    return next((n for p in prefixes for n in names if n.startswith(p)), None)
 
 
 class Group:
@@ -240,15 +307,20 @@ def charts_of(bench, text):
     """[(file name, title, command, groups, display names)] for one saved output."""
     cfg = dict(DEFAULT)
     cfg.update(CONFIG.get(bench, {}))
-    command, tables = parse_output(text)
+    meta, tables = parse_output(text)
+    command = "%s (%s, %s)" % (meta["command"], meta["date"], meta["machine"])
     if not tables:
         raise ParseError("no table")
     out = []
+    if cfg.get("charts") is False:
+        return out
     for n, table in enumerate(tables, 1):
-        if n in cfg.get("skip", ()):
+        if n in cfg.get("skip", ()) or not table["title"].startswith(cfg.get("only", "")):
             continue
+        tcfg = dict(cfg)
+        tcfg.update(cfg.get("tables", {}).get(n, {}))
         try:
-            groups = (chart_wide if cfg.get("wide") else chart_long)(cfg, table)
+            groups = (chart_wide if tcfg.get("wide") else chart_long)(tcfg, table)
         except ParseError as e:
             raise ParseError("table %d: %s" % (n, e))
         if not groups:
@@ -493,7 +565,350 @@ def render(title, command, groups, names):
     return "\n".join(out) + "\n"
 
 
+# ---- running a benchmark and saving its output ----
+
+
+def first_line(cmd):
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, check=False).stdout
+    except OSError:
+        return ""
+    return out.splitlines()[0].strip() if out.strip() else ""
+
+
+def machine_line():
+    model = ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            model = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), "")
+    except OSError:
+        pass
+    parts = [model or platform.processor() or "unknown processor",
+             "%d CPUs (%s)" % (os.cpu_count() or 1, platform.machine()),
+             "%s %s" % (platform.system(), platform.release())]
+    if hasattr(os, "getloadavg"):
+        parts.append("load average %.2f at the start" % os.getloadavg()[0])
+    return ", ".join(parts)
+
+
+def meson_info(build, what):
+    try:
+        with open(os.path.join(build, "meson-info", "intro-%s.json" % what), encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return []
+
+
+def compiler_line(build, cc, name=""):
+    """The compiler and the flags that matter for speed: as the build directory compiled
+    bench/<name>.c (its -O and NDEBUG), or the compiler named by --cc for a command that
+    compiles on its own."""
+    if cc:
+        return first_line([cc, "--version"]) or cc
+    compiler = ""
+    try:
+        with open(os.path.join(build, "meson-logs", "meson-log.txt"), encoding="utf-8") as f:
+            for line in f:
+                m = re.match(r"C compiler for the host machine: .*?\((\w+) ([\d.]+)", line)
+                if m:
+                    compiler = "%s %s" % (m.group(1), m.group(2))
+    except OSError:
+        pass
+    flags = []
+    try:
+        with open(os.path.join(build, "compile_commands.json"), encoding="utf-8") as f:
+            commands = json.load(f)
+        entry = next((e for e in commands
+                      if re.search(r"bench/%s\.c(pp)?$" % re.escape(name),
+                                   e["file"].replace("\\", "/"))), None)
+        if entry:
+            words = entry["command"].split()
+            flags = [w for w in words if re.fullmatch(r"-O\w*", w)][-1:]
+            flags += [w for w in words if w == "-DNDEBUG"][:1]
+    except (OSError, ValueError, KeyError):
+        pass
+    return " ".join([compiler or "unknown compiler"] + flags)
+
+
+def lace_version(source):
+    try:
+        with open(os.path.join(source, "CMakeLists.txt"), encoding="utf-8") as f:
+            m = re.search(r"project\s*\(\s*lace\s+VERSION\s+([\d.]+)", f.read(), re.I)
+            return m.group(1) if m else "of unknown version"
+    except OSError:
+        return "of unknown version"
+
+
+# Peers as the outputs name them, and how to find the version the build used.
+def peers_line(build, text):
+    deps = {}
+    for d in meson_info(build, "dependencies"):
+        deps.setdefault(d["name"], d.get("version") or "")
+    opts = dict((o["name"], o["value"]) for o in meson_info(build, "buildoptions"))
+    found = []
+    if "oneTBB" in text and "tbb" in deps:
+        found.append("oneTBB " + deps["tbb"])
+    if "OpenMP" in text and "openmp" in deps:
+        found.append("OpenMP %s (%s)" % (deps["openmp"], compiler_line(build, "").split(" -")[0]))
+    if "Boost" in text and "boost" in deps:
+        found.append("Boost " + deps["boost"])
+    if "Lace" in text and opts.get("lace_source"):
+        found.append("Lace " + lace_version(opts["lace_source"]))
+    if re.search(r"\bGo\b", text):
+        go = first_line(["go", "version"])
+        m = re.search(r"go(\d[\d.]*)", go)
+        found.append("Go " + (m.group(1) if m else "of unknown version"))
+    if "MPI" in text:
+        found.append(first_line(["mpirun", "--version"]) or "MPI of unknown version")
+    return ", ".join(found) or "none"
+
+
+def run(name, argv, build, cc):
+    """Runs a benchmark (build/bench/<name> with argv, or the command after --), saves its
+    output with the header lines, and updates the README and the charts."""
+    if argv and argv[0] == "--":
+        argv = argv[1:]
+        cmd = argv
+    elif argv and "/" in argv[0]:  # argparse may have taken the "--" before a command
+        cmd = argv
+    else:
+        cmd = [os.path.join(build, "bench", name)] + argv
+    if not cmd:
+        print("bench_report: no command", file=sys.stderr)
+        return 2
+    shown_cmd = " ".join([shown(cmd[0]) if os.path.exists(cmd[0]) else cmd[0]] + cmd[1:])
+    started = datetime.datetime.now(datetime.timezone.utc)
+    machine = machine_line()
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
+    sys.stderr.write(proc.stderr)
+    if proc.returncode != 0:
+        sys.stdout.write(proc.stdout)
+        print("bench_report: %s failed (exit %d), nothing saved" % (shown_cmd, proc.returncode),
+              file=sys.stderr)
+        return 1
+    header = [("command", shown_cmd), ("date", started.strftime("%Y-%m-%d")),
+              ("machine", machine), ("compiler", compiler_line(build, cc, os.path.basename(cmd[0]))),
+              ("peers", peers_line(build, proc.stdout))]
+    text = "".join("# %s: %s\n" % kv for kv in header) + proc.stdout
+    try:
+        parse_output(text)
+    except ParseError as e:
+        sys.stdout.write(proc.stdout)
+        print("bench_report: the output of %s: %s; nothing saved" % (shown_cmd, e), file=sys.stderr)
+        return 1
+    os.makedirs(RESULTS, exist_ok=True)
+    path = os.path.join(RESULTS, name + ".txt")
+    with open(path, "w", encoding="utf-8", newline="\n") as f:
+        f.write(text)
+    print(shown(path))
+    return update()
+
+
+# ---- the README's blocks ----
+
+README = os.path.join(ROOT, "README.md")
+BLOCK = re.compile(r"<!-- bench (\S+)((?: [^>]*?)?) -->\n(.*?)<!-- end bench -->\n", re.S)
+
+
+def saved(name):
+    path = os.path.join(RESULTS, name + ".txt")
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError:
+        raise ParseError("no saved output %s" % shown(path))
+
+
+def block_spec(args):
+    """{"table": n, "columns": [...], "chart": bool} from the words after the name."""
+    spec = {"table": 1, "columns": None, "chart": False}
+    m = re.search(r"\btable (\d+)", args)
+    if m:
+        spec["table"] = int(m.group(1))
+    m = re.search(r"\bcolumns (.+?)(?= chart(-only)?\b|$)", args.strip())
+    if m:
+        spec["columns"] = [c.strip() for c in m.group(1).split("|")]
+    spec["chart"] = bool(re.search(r"\bchart(-only)?\b", args))
+    spec["table_shown"] = not re.search(r"\bchart-only\b", args)
+    return spec
+
+
+def markdown_table(header, rows):
+    def cell(c):
+        return c.replace("|", "\\|")
+    widths = [max([len(h)] + [len(cell(r[h])) for r in rows]) for h in header]
+    numeric = [all(number(r[h]) is not None or r[h] in ("-", "") for r in rows) and
+               any(number(r[h]) is not None for r in rows) for h in header]
+    def line(cells):
+        return "| " + " | ".join(c.rjust(w) if num else c.ljust(w)
+                                 for c, w, num in zip(cells, widths, numeric)) + " |"
+    out = [line(header),
+           "|" + "|".join("-" * (w + 1) + ":" if num else "-" * (w + 2)
+                          for w, num in zip(widths, numeric)) + "|"]
+    out.extend(line([cell(r[h]) for h in header]) for r in rows)
+    return "\n".join(out)
+
+
+def block_text(name, args):
+    spec = block_spec(args)
+    meta, tables = parse_output(saved(name))
+    if not 1 <= spec["table"] <= len(tables):
+        raise ParseError("%s has %d tables, no table %d" % (name, len(tables), spec["table"]))
+    table = tables[spec["table"] - 1]
+    columns = spec["columns"] or table["header"]
+    for c in columns:
+        if c not in table["header"]:
+            raise ParseError("%s table %d has no column %r (it has: %s)"
+                             % (name, spec["table"], c, " | ".join(table["header"])))
+    out = [markdown_table(columns, table["rows"]), ""] if spec["table_shown"] else []
+    out.append("<sub>bench/results/%s.txt: %s</sub>" % (name, source_line(meta)))
+    if spec["chart"]:
+        chart = name if len(tables) == 1 else "%s-%d" % (name, spec["table"])
+        alt = table["title"] or name
+        out += ["", "![%s](docs/charts/%s.svg)" % (alt.replace("]", ")").replace("[", "("), chart)]
+    return "\n".join(out) + "\n"
+
+
+def readme_updated(text):
+    """The README with every block regenerated; ([names shown], [errors])."""
+    names, errors = [], []
+
+    def fill(m):
+        name, args = m.group(1), m.group(2)
+        try:
+            body = block_text(name, args)
+        except ParseError as e:
+            errors.append("README block %s: %s" % (name, e))
+            return m.group(0)
+        names.append(name)
+        return "<!-- bench %s%s -->\n%s<!-- end bench -->\n" % (name, args, body)
+
+    return BLOCK.sub(fill, text), names, errors
+
+
+# ---- the prose's figures ----
+
+FIGURE = re.compile(r"(?<![\w.^/])(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?"
+                    r"(?:(x)|\s?(ms|ns|us|µs|%|B|KB|MB))(?![\w/])")
+
+
+def prose_of(lines):
+    """The section's text that is prose: no code, blocks, comments, images or link targets."""
+    out, fence, in_block = [], False, False
+    for n, line in lines:
+        if line.startswith("```"):
+            fence = not fence
+            continue
+        if line.startswith("<!-- bench "):
+            in_block = True
+        if line.startswith("<!-- end bench"):
+            in_block = False
+            continue
+        if fence or in_block or line.startswith("    ") or line.startswith("!["):
+            continue
+        line = re.sub(r"`[^`]*`", "", line)
+        line = re.sub(r"<!--.*?-->", "", line)
+        line = re.sub(r"\]\([^)]*\)", "]", line)
+        out.append((n, line))
+    return out
+
+
+def sections(text):
+    """[(title, [(line number, line)])] split at every heading outside code."""
+    out, fence = [("", [])], False
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.startswith("```"):
+            fence = not fence
+        if not fence and re.match(r"#{1,6} ", line):
+            out.append((line.lstrip("#").strip(), []))
+        out[-1][1].append((n, line))
+    return out
+
+
+def column_unit(header):
+    """The unit of a table column's figures, from its header ("median ms", "RSS B/task",
+    "vs fibersched"), or ""."""
+    m = re.search(r"(?<![A-Za-z])(ms|us|ns|µs)(?![A-Za-z])", header)
+    if m:
+        return m.group(1).replace("µs", "us")
+    if re.search(r"(?<![A-Za-z])B(?![A-Za-z])|bytes", header):
+        return "B"
+    if "%" in header:
+        return "%"
+    if header.startswith("vs ") or " / " in header:
+        return "x"
+    return ""
+
+
+TEXT_FIGURE = re.compile(r"(-?\d[\d,]*(?:\.\d+)?)(?:(x)|\s?(ms|ns|us|µs|%|B|KB|MB))?(?![\w])")
+
+
+def figures_by_unit(text):
+    """{unit: [numbers]} of a saved output: a table cell has its column's unit (or its
+    own, "1.68%", "0.87x"); a number in a line of text the unit written after it."""
+    found, header = {}, None
+    for line in text.splitlines():
+        cells = line.strip()
+        if cells.startswith("|"):
+            row = [c.strip() for c in cells.strip("|").split("|")]
+            if re.fullmatch(r"[\s:|-]+", cells):
+                continue
+            if header is None:
+                header = row
+                continue
+            for h, c in zip(header, row):
+                m = re.fullmatch(r"(-?\d[\d,]*(?:\.\d+)?)\s*(x|%)?", c)
+                if m:
+                    unit = m.group(2) or column_unit(h)
+                    found.setdefault(unit, []).append(float(m.group(1).replace(",", "")))
+            continue
+        header = None
+        for m in TEXT_FIGURE.finditer(line):
+            unit = (m.group(2) or m.group(3) or "").replace("µs", "us")
+            found.setdefault(unit, []).append(float(m.group(1).replace(",", "")))
+    return found
+
+
+def found_in(value, decimals, numbers):
+    scale = 10 ** decimals
+    target = round(value * scale)
+    return any(round(x * scale + 1e-9) == target or x == value for x in numbers)
+
+
+def prose_errors(text):
+    errors = []
+    for title, lines in sections(text):
+        body = "\n".join(l for _, l in lines)
+        names = BLOCK.findall(body + "\n")
+        sources = [n for n, _, _ in names]
+        for m in re.finditer(r"<!-- figures from ([^>]*?) -->", body):
+            sources += m.group(1).split()
+        if not sources:
+            # a figure where no saved output is named was typed by hand
+            for n, line in prose_of(lines):
+                for m in FIGURE.finditer(line):
+                    errors.append("README.md:%d: %r: the section names no saved output"
+                                  % (n, m.group(0)))
+            continue
+        numbers = {}
+        for name in sources:
+            try:
+                for unit, xs in figures_by_unit(saved(name)).items():
+                    numbers.setdefault(unit, []).extend(xs)
+            except ParseError as e:
+                errors.append("README section %r: %s" % (title, e))
+        for n, line in prose_of(lines):
+            for m in FIGURE.finditer(line):
+                value = float(m.group(1).replace(",", "") + "." + (m.group(2) or "0"))
+                unit = (m.group(3) or m.group(4)).replace("µs", "us")
+                if not found_in(value, len(m.group(2) or ""), numbers.get(unit, [])):
+                    errors.append("README.md:%d: %r is in none of %s" % (n, m.group(0), ", ".join(
+                        "bench/results/%s.txt" % s for s in sources)))
+    return errors
+
+
 # ---- driver ----
+
 
 
 def shown(path):
@@ -532,12 +947,34 @@ def saved_outputs():
     return sorted(os.path.join(RESULTS, f) for f in os.listdir(RESULTS) if f.endswith(".txt"))
 
 
+def update():
+    """Writes every chart and the README's blocks from the saved outputs."""
+    paths = saved_outputs()
+    os.makedirs(CHARTS, exist_ok=True)
+    written, errors = generate(paths, CHARTS)
+    for name in os.listdir(CHARTS):
+        if name.endswith(".svg") and name not in written:
+            os.remove(os.path.join(CHARTS, name))
+    with open(README, encoding="utf-8") as f:
+        old = f.read()
+    new, names, block_errors = readme_updated(old)
+    errors += block_errors + prose_errors(new)
+    if new != old:
+        with open(README, "w", encoding="utf-8", newline="\n") as f:
+            f.write(new)
+    for e in errors:
+        print("bench_report: " + e, file=sys.stderr)
+    print("bench_report: %d charts, %d README tables from %d saved outputs"
+          % (len(written), len(names), len(paths)))
+    return 1 if errors else 0
+
+
 def check():
-    """Regenerates every chart apart and compares with the committed ones: fails on a
-    table that does not parse, invalid XML, a chart that differs, is missing or is stale."""
+    """Regenerates every chart and README block apart and compares with the committed
+    ones; checks the prose's figures against the saved outputs."""
     paths = saved_outputs()
     if not paths:
-        print("bench_charts: no saved outputs in bench/results", file=sys.stderr)
+        print("bench_report: no saved outputs in bench/results", file=sys.stderr)
         return 1
     with tempfile.TemporaryDirectory() as tmp:
         written, errors = generate(paths, tmp)
@@ -557,35 +994,52 @@ def check():
     for name in committed:
         if name not in written:
             errors.append("%s: made from no saved output" % name)
+    with open(README, encoding="utf-8") as f:
+        text = f.read()
+    new, names, block_errors = readme_updated(text)
+    errors += block_errors
+    if new != text:
+        old_blocks = dict((m.group(1) + m.group(2), m.group(0)) for m in BLOCK.finditer(text))
+        for m in BLOCK.finditer(new):
+            if old_blocks.get(m.group(1) + m.group(2)) != m.group(0):
+                errors.append("README block %s: differs from its saved output" % m.group(1))
+    errors += prose_errors(text)
     for e in errors:
-        print("bench_charts: " + e, file=sys.stderr)
+        print("bench_report: " + e, file=sys.stderr)
     if errors:
-        print("bench_charts: regenerate with: python3 tools/bench_charts.py", file=sys.stderr)
+        print("bench_report: regenerate with: python3 tools/bench_report.py update "
+              "(a prose figure: correct it, or run the benchmark again)", file=sys.stderr)
         return 1
-    print("bench_charts: %d charts from %d outputs, all up to date" % (len(written), len(paths)))
+    print("bench_report: %d charts and %d README tables from %d saved outputs, all up to date"
+          % (len(written), len(names), len(paths)))
     return 0
 
 
 def main():
-    ap = argparse.ArgumentParser(description="SVG charts of saved benchmark outputs")
-    ap.add_argument("files", nargs="*", help="saved outputs (default: every bench/results/*.txt)")
-    ap.add_argument("--out", default=CHARTS, help="directory of the charts (default: docs/charts)")
-    ap.add_argument("--check", action="store_true",
-                    help="regenerate into a temporary directory and compare with docs/charts")
-    args = ap.parse_args()
-    if args.check:
-        return check()
-    paths = args.files or saved_outputs()
-    if not paths:
-        print("bench_charts: no saved outputs", file=sys.stderr)
-        return 1
-    os.makedirs(args.out, exist_ok=True)
-    written, errors = generate(paths, args.out)
-    for e in errors:
-        print("bench_charts: " + e, file=sys.stderr)
-    for name in written:
-        print(shown(os.path.join(args.out, name)))
-    return 1 if errors else 0
+    ap = argparse.ArgumentParser(description="the README's benchmark figures from saved outputs")
+    sub = ap.add_subparsers(dest="what", required=True)
+    r = sub.add_parser("run", help="run a benchmark, save its output, update the README")
+    r.add_argument("name", help="bench_<name> of the build directory, or the output's name")
+    r.add_argument("--build", default=os.path.join(ROOT, "build-bench"),
+                   help="the Meson build directory of the benchmarks (default: build-bench)")
+    r.add_argument("--cc", default="", help="the compiler, for a command that compiles itself")
+    r.add_argument("args", nargs=argparse.REMAINDER,
+                   help="the benchmark's arguments, or -- and a whole command")
+    sub.add_parser("update", help="the README's tables and the charts from bench/results")
+    sub.add_parser("check", help="exit 1 when the README or a chart disagrees with bench/results")
+    argv = sys.argv[1:]
+    # run's own options may come after the name: argparse would leave them to the
+    # benchmark's arguments, which take everything that follows the name
+    if argv[:1] == ["run"]:
+        head, i = argv[:2], 2
+        while i + 1 < len(argv) and argv[i] in ("--cc", "--build"):
+            head += argv[i:i + 2]
+            i += 2
+        argv = head[:1] + head[2:] + head[1:2] + argv[i:]
+    args = ap.parse_args(argv)
+    if args.what == "run":
+        return run(args.name, args.args, os.path.abspath(args.build), args.cc)
+    return update() if args.what == "update" else check()
 
 
 if __name__ == "__main__":
