@@ -31,7 +31,7 @@ done
 set -- $(sizes baseline)
 base_flash=$1 base_ram=$2
 printf '| %-13s | %12s | %16s | %20s |\n' configuration "flash bytes" "static RAM bytes" \
-  "heap asked at create"
+  "heap bytes at create"
 printf '|---------------|--------------|------------------|----------------------|\n'
 for prog in minimal full; do
   set -- $(sizes "$prog")

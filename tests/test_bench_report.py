@@ -65,6 +65,49 @@ def main():
     unit = filled.replace("It takes %s ns" % value, "It takes %sx" % value)
     check(len(bench_report.prose_errors(unit)) == 1, "a figure is found with its own unit")
 
+    # a number without a unit of its own takes the unit of the figure it leads into
+    led = filled.replace("It takes %s ns" % value, "It takes %s and %s ns" % (wrong, value))
+    check(len(bench_report.prose_errors(led)) == 1, "a number leading into a figure is checked")
+    split = filled.replace("It takes %s ns" % value, "It takes %s\nns" % wrong)
+    check(len(bench_report.prose_errors(split)) == 1, "a figure split over two lines is checked")
+
+    # markers: anything but a well-formed start and end is an error, and the README is
+    # left as it is
+    for bad in (filled.replace("<!-- end bench -->", "<!-- end bench-->"),
+                filled.replace("<!-- end bench -->", "<!-- end bench --> "),
+                filled.replace("<!-- end bench -->\n", ""),
+                filled.replace("<!-- bench %s chart -->" % name, "<!--bench %s chart -->" % name),
+                filled + "\n<!-- end bench -->\n",
+                filled.replace("<!-- end bench -->", "<!-- bench %s -->\n<!-- end bench -->" % name, 1),
+                readme.replace(" chart -->", " chart tabel 2 -->"),
+                readme.replace(" chart -->", " table 1 table 1 -->")):
+        new, _, errs = bench_report.readme_updated(bad)
+        check(errs != [] and new == bad, "a wrong marker is an error: %r" % bad[:120])
+    # blocks are compared where they are: the first of two copies, edited, is found
+    twice = filled.replace("<!-- end bench -->\n", "<!-- end bench -->\n" + filled.split(
+        "### Switch\n\n", 1)[1].split("It takes")[0], 1)
+    new, _, errs = bench_report.readme_updated(twice)
+    check(new == twice and not errs, "two copies of a block are filled alike")
+    first_edited = twice.replace(" " + value + " |", " " + wrong + " |", 1)
+    check(bench_report.blocks_differing(first_edited, new) != [], "an edited first copy is found")
+    # a chart that the output does not have is refused
+    check(bench_report.readme_updated(readme.replace(" chart -->", " table 1 chart -->").replace(
+        name, "bench_echo"))[2] != [], "a chart of an output without charts is refused")
+
+    # run saves nothing from a failed or tableless command, or under a name that is a path
+    path = os.path.join(bench_report.RESULTS, name + ".txt")
+    before = open(path, "rb").read()
+    build = os.path.join(ROOT, "build-bench")
+    check(bench_report.run(name, [], build, "", ["/bin/sh", "-c", "echo hello"]) == 1,
+          "an output without a table is refused")
+    check(bench_report.run(name, [], build, "", ["/bin/sh", "-c", "exit 3"]) == 1,
+          "a failed command is refused")
+    check(bench_report.run(name, [], build, "", ["/nonexistent/command"]) == 1,
+          "a command that does not exist is refused")
+    check(open(path, "rb").read() == before, "the saved output is as it was")
+    check(bench_report.run("../escaped", [], build, "", ["/bin/true"]) == 2,
+          "a name that is a path is refused")
+
     missing = readme.replace(name, "bench_nothing_saved")
     check(bench_report.readme_updated(missing)[2] != [], "a block naming no saved output fails")
 

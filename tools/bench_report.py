@@ -16,18 +16,25 @@ unchanged. From them this script writes:
 
     python3 tools/bench_report.py run bench_fib --reps=9   # build-bench/bench/bench_fib,
                                                           # saved, then the README updated
-    python3 tools/bench_report.py run footprint -- bench/footprint.sh
+    python3 tools/bench_report.py run --cc arm-none-eabi-gcc footprint -- bench/footprint.sh
     python3 tools/bench_report.py update                  # README and charts from bench/results
     python3 tools/bench_report.py check                   # exit 1 when they disagree
 
-`check` fails when a README block or a chart differs from what its saved output gives,
-and when a figure in the prose of a README section (a number with a unit: ms, ns, us, x,
-%, B, KB, MB) is not a number with that unit in the saved outputs that section shows
-(or names in "<!-- figures from NAME NAME2 -->"), rounded as the prose writes it (a
-table cell has its column's unit), and when such a figure is in a section that names no
-saved output. A setting rather
-than a measurement is written as code (`--poll-us=20`), in binary units (16 KiB stacks)
-or with its unit in words.
+`run` saves nothing when the command fails, or when its output would not make its
+tables and charts (no table, no fibersched row to compare with, a block's column missing).
+
+`check` fails when a README block or a chart differs from what its saved output gives;
+when a block's markers are not exactly "<!-- bench ... -->" and "<!-- end bench -->", in
+pairs, unnested (`update` then leaves the README alone); when an image points into
+docs/charts at no chart; and when a figure in the prose of a README section is not a
+number with its unit in the saved outputs that section shows (or names in "<!-- figures
+from NAME NAME2 -->"), rounded as the prose writes it, or sits in a section that names no
+saved output. A figure is a number with a unit (ms, ns, us, x, %, B, KB, MB), or a number
+with decimals beside one, which shares its unit ("42.1 and 23.9 ms"); a table cell has
+its column's unit. The check is a guard against figures typed by hand, not a proof: a
+typed value that equals another figure of that unit in the section's outputs passes. A
+setting rather than a measurement is written as code (`--poll-us=20`), in binary units
+(16 KiB stacks) or with its unit in words.
 
 Standard library only, so that regenerating needs nothing but Python 3.
 """
@@ -39,6 +46,7 @@ import math
 import os
 import platform
 import re
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -663,38 +671,60 @@ def peers_line(build, text):
     return ", ".join(found) or "none"
 
 
-def run(name, argv, build, cc):
-    """Runs a benchmark (build/bench/<name> with argv, or the command after --), saves its
-    output with the header lines, and updates the README and the charts."""
-    if argv and argv[0] == "--":
-        argv = argv[1:]
-        cmd = argv
-    elif argv and "/" in argv[0]:  # argparse may have taken the "--" before a command
-        cmd = argv
-    else:
-        cmd = [os.path.join(build, "bench", name)] + argv
+NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+
+
+def run(name, argv, build, cc, command):
+    """Runs a benchmark (build/bench/<name> with argv, or `command`), checks its output as
+    the README and the charts will use it, saves it with the header lines, and updates
+    the README and the charts. Nothing is saved when any of that fails."""
+    if not NAME.fullmatch(name):
+        print("bench_report: %r is not a name for a saved output" % name, file=sys.stderr)
+        return 2
+    cmd = command if command is not None else [os.path.join(build, "bench", name)] + argv
     if not cmd:
         print("bench_report: no command", file=sys.stderr)
         return 2
-    shown_cmd = " ".join([shown(cmd[0]) if os.path.exists(cmd[0]) else cmd[0]] + cmd[1:])
+    shown_cmd = shlex.join([shown(cmd[0]) if os.path.exists(cmd[0]) else cmd[0]] + cmd[1:])
     started = datetime.datetime.now(datetime.timezone.utc)
     machine = machine_line()
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
-    sys.stderr.write(proc.stderr)
+    try:
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, check=False)
+    except OSError as e:
+        print("bench_report: %s: %s; nothing saved" % (shown_cmd, e), file=sys.stderr)
+        return 1
+    sys.stderr.write(proc.stderr.decode("utf-8", "replace"))
+    try:
+        out = proc.stdout.decode("utf-8")
+    except UnicodeDecodeError as e:
+        print("bench_report: the output of %s is not UTF-8 (%s); nothing saved" % (shown_cmd, e),
+              file=sys.stderr)
+        return 1
     if proc.returncode != 0:
-        sys.stdout.write(proc.stdout)
+        sys.stdout.write(out)
         print("bench_report: %s failed (exit %d), nothing saved" % (shown_cmd, proc.returncode),
               file=sys.stderr)
         return 1
     header = [("command", shown_cmd), ("date", started.strftime("%Y-%m-%d")),
               ("machine", machine), ("compiler", compiler_line(build, cc, os.path.basename(cmd[0]))),
-              ("peers", peers_line(build, proc.stdout))]
-    text = "".join("# %s: %s\n" % kv for kv in header) + proc.stdout
+              ("peers", peers_line(build, out))]
+    text = "".join("# %s: %s\n" % kv for kv in header) + out
+    problems = []
+    if out.startswith("# "):
+        problems.append("it begins with a line that would read as a header line")
     try:
-        parse_output(text)
-    except ParseError as e:
-        sys.stdout.write(proc.stdout)
-        print("bench_report: the output of %s: %s; nothing saved" % (shown_cmd, e), file=sys.stderr)
+        charts_of(name, text)
+        with open(README, encoding="utf-8") as f:
+            blocks, block_errors = readme_blocks(f.read().splitlines())
+        for blk in blocks:
+            if blk["name"] == name:
+                block_text(name, blk["args"], text)
+    except (ParseError, OSError) as e:
+        problems.append(str(e))
+    if problems:
+        sys.stdout.write(out)
+        print("bench_report: the output of %s: %s; nothing saved" % (shown_cmd, problems[0]),
+              file=sys.stderr)
         return 1
     os.makedirs(RESULTS, exist_ok=True)
     path = os.path.join(RESULTS, name + ".txt")
@@ -707,7 +737,45 @@ def run(name, argv, build, cc):
 # ---- the README's blocks ----
 
 README = os.path.join(ROOT, "README.md")
-BLOCK = re.compile(r"<!-- bench (\S+)((?: [^>]*?)?) -->\n(.*?)<!-- end bench -->\n", re.S)
+START = re.compile(r"<!-- bench ([A-Za-z0-9_][A-Za-z0-9_.-]*)((?: [^<>]*?)?) -->")
+END = "<!-- end bench -->"
+FENCE = re.compile(r"(```+|~~~+)")
+SPEC_WORD = re.compile(r"(table \d+|chart-only|chart)(?= |$)|columns (.+?)(?= (?:table \d+|chart-only|chart)(?= |$)|$)")
+
+
+def readme_blocks(lines):
+    """The README's blocks, [{"name", "args", "start", "end"}] (line indexes of the
+    markers), and [errors]: a marker line that is not exactly a start or an end, a start
+    inside a block, an end outside one, a block without its end. Markers in code fences
+    are text."""
+    blocks, errors, fence, open_block = [], [], None, None
+    for i, line in enumerate(lines):
+        m = FENCE.match(line.lstrip())
+        if m and (fence is None or m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence)):
+            fence = None if fence else m.group(1)
+            continue
+        if fence:
+            continue
+        start, end = START.fullmatch(line), line == END
+        if not start and not end:
+            if re.match(r"\s*<!--\s*(end\s*)?bench", line):
+                errors.append("README.md:%d: a marker that is neither %r nor %r: %r"
+                              % (i + 1, "<!-- bench NAME ... -->", END, line))
+            continue
+        if start:
+            if open_block:
+                errors.append("README.md:%d: a block begins inside the block of line %d"
+                              % (i + 1, open_block["start"] + 1))
+            open_block = {"name": start.group(1), "args": start.group(2), "start": i}
+        elif not open_block:
+            errors.append("README.md:%d: an end of a block that did not begin" % (i + 1))
+        else:
+            open_block["end"] = i
+            blocks.append(open_block)
+            open_block = None
+    if open_block:
+        errors.append("README.md:%d: a block without its end (%s)" % (open_block["start"] + 1, END))
+    return blocks, errors
 
 
 def saved(name):
@@ -717,19 +785,37 @@ def saved(name):
             return f.read()
     except OSError:
         raise ParseError("no saved output %s" % shown(path))
+    except UnicodeDecodeError as e:
+        raise ParseError("%s is not UTF-8 (%s)" % (shown(path), e))
 
 
 def block_spec(args):
-    """{"table": n, "columns": [...], "chart": bool} from the words after the name."""
-    spec = {"table": 1, "columns": None, "chart": False}
-    m = re.search(r"\btable (\d+)", args)
-    if m:
-        spec["table"] = int(m.group(1))
-    m = re.search(r"\bcolumns (.+?)(?= chart(-only)?\b|$)", args.strip())
-    if m:
-        spec["columns"] = [c.strip() for c in m.group(1).split("|")]
-    spec["chart"] = bool(re.search(r"\bchart(-only)?\b", args))
-    spec["table_shown"] = not re.search(r"\bchart-only\b", args)
+    """{"table": n, "columns": [...] or None, "chart": bool, "table_shown": bool} from the
+    words after the name; ParseError on a word it does not know or one given twice."""
+    spec = {"table": 1, "columns": None, "chart": False, "table_shown": True}
+    rest, seen = args.strip(), set()
+    while rest:
+        m = SPEC_WORD.match(rest)
+        if not m:
+            raise ParseError("unknown words %r (known: table N, columns A|B, chart, chart-only)"
+                             % rest)
+        word = m.group(0)
+        kind = word.split(" ")[0]
+        if kind == "chart-only":
+            kind = "chart"
+        if kind in seen:
+            raise ParseError("%r given twice" % kind)
+        seen.add(kind)
+        if kind == "table":
+            spec["table"] = int(word.split(" ")[1])
+        elif kind == "columns":
+            spec["columns"] = [c.strip() for c in word[len("columns "):].split("|")]
+            if len(set(spec["columns"])) != len(spec["columns"]) or "" in spec["columns"]:
+                raise ParseError("columns %r: each once, none empty" % spec["columns"])
+        else:
+            spec["chart"] = True
+            spec["table_shown"] = word == "chart"
+        rest = rest[m.end():].lstrip()
     return spec
 
 
@@ -749,9 +835,11 @@ def markdown_table(header, rows):
     return "\n".join(out)
 
 
-def block_text(name, args):
+def block_text(name, args, text=None):
+    """The lines a block shows, from the saved output (or `text`, an output not saved yet)."""
     spec = block_spec(args)
-    meta, tables = parse_output(saved(name))
+    text = saved(name) if text is None else text
+    meta, tables = parse_output(text)
     if not 1 <= spec["table"] <= len(tables):
         raise ParseError("%s has %d tables, no table %d" % (name, len(tables), spec["table"]))
     table = tables[spec["table"] - 1]
@@ -764,73 +852,154 @@ def block_text(name, args):
     out.append("<sub>bench/results/%s.txt: %s</sub>" % (name, source_line(meta)))
     if spec["chart"]:
         chart = name if len(tables) == 1 else "%s-%d" % (name, spec["table"])
+        if chart + ".svg" not in [c[0] for c in charts_of(name, text)]:
+            raise ParseError("%s table %d has no chart" % (name, spec["table"]))
         alt = table["title"] or name
         out += ["", "![%s](docs/charts/%s.svg)" % (alt.replace("]", ")").replace("[", "("), chart)]
     return "\n".join(out) + "\n"
 
 
 def readme_updated(text):
-    """The README with every block regenerated; ([names shown], [errors])."""
-    names, errors = [], []
-
-    def fill(m):
-        name, args = m.group(1), m.group(2)
+    """(the README with every block regenerated, [names shown], [errors]); with errors in
+    the markers, the README as it is."""
+    lines = text.split("\n")
+    blocks, errors = readme_blocks(lines)
+    if errors:
+        return text, [], errors
+    names, out, last = [], [], 0
+    for blk in blocks:
+        out.extend(lines[last:blk["start"] + 1])
         try:
-            body = block_text(name, args)
+            body = block_text(blk["name"], blk["args"])
+            names.append(blk["name"])
+            out.extend(body.rstrip("\n").split("\n"))
         except ParseError as e:
-            errors.append("README block %s: %s" % (name, e))
-            return m.group(0)
-        names.append(name)
-        return "<!-- bench %s%s -->\n%s<!-- end bench -->\n" % (name, args, body)
+            errors.append("README.md:%d: block %s: %s" % (blk["start"] + 1, blk["name"], e))
+            out.extend(lines[blk["start"] + 1:blk["end"]])
+        last = blk["end"]
+    out.extend(lines[last:])
+    return "\n".join(out), names, errors
 
-    return BLOCK.sub(fill, text), names, errors
+
+def blocks_differing(old, new):
+    """Line numbers (of the start markers) of the blocks of old that new shows otherwise,
+    compared by position."""
+    a, b = old.split("\n"), new.split("\n")
+    ba, _ = readme_blocks(a)
+    bb, _ = readme_blocks(b)
+    return [x["start"] + 1 for x, y in zip(ba, bb)
+            if a[x["start"]:x["end"] + 1] != b[y["start"]:y["end"] + 1]]
 
 
 # ---- the prose's figures ----
 
-FIGURE = re.compile(r"(?<![\w.^/])(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?"
-                    r"(?:(x)|\s?(ms|ns|us|µs|%|B|KB|MB))(?![\w/])")
+UNIT = r"(?:ms|ns|us|µs|μs|%|B|KB|MB)"
+FIGURE = re.compile(r"(?<![\w.^/])([-−]?)(\d{1,3}(?:,\d{3})+|\d+)?(?:\.(\d+))?"
+                    r"(?:([x×X])|(?:\s|&nbsp;|\u00a0|\u202f)*(" + UNIT + r"))(?![A-Za-z0-9])")
+BARE = re.compile(r"(?<![\w.^/(])([-−]?)(\d{1,3}(?:,\d{3})+|\d+)\.(\d+)(?![\w.%])")
 
 
-def prose_of(lines):
-    """The section's text that is prose: no code, blocks, comments, images or link targets."""
-    out, fence, in_block = [], False, False
+def unit_name(text):
+    return {"µs": "us", "μs": "us", "×": "x", "X": "x"}.get(text, text)
+
+
+def fence_step(line, fence):
+    """The code fence after `line` (None outside one), and whether line opens or closes one."""
+    m = FENCE.match(line.lstrip())
+    if m and (fence is None or (m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence))):
+        return (None if fence else m.group(1)), True
+    return fence, False
+
+
+def prose_lines(lines):
+    """[(line number, text)] of the prose among `lines` ((number, line) pairs): no code
+    (fenced or indented), blocks, comments, images' targets, links' targets or markup.
+    A line ending in a number takes the next line's unit ("99.9" and "ms" apart)."""
+    out, fence, in_block, in_comment = [], None, False, False
     for n, line in lines:
-        if line.startswith("```"):
-            fence = not fence
+        fence, marker = fence_step(line, fence)
+        if marker or fence:
             continue
-        if line.startswith("<!-- bench "):
+        if START.fullmatch(line):
             in_block = True
-        if line.startswith("<!-- end bench"):
+            continue
+        if line == END:
             in_block = False
             continue
-        if fence or in_block or line.startswith("    ") or line.startswith("!["):
+        if in_block or (line.startswith("    ") and not re.match(r"\s*([-*+]|\d+\.) ", line)):
             continue
-        line = re.sub(r"`[^`]*`", "", line)
+        if in_comment:
+            if "-->" not in line:
+                continue
+            line, in_comment = line.split("-->", 1)[1], False
         line = re.sub(r"<!--.*?-->", "", line)
+        if "<!--" in line:
+            line, in_comment = line.split("<!--", 1)[0], True
+        line = re.sub(r"`[^`]*`", "", line)
         line = re.sub(r"\]\([^)]*\)", "]", line)
+        line = re.sub(r"</?[A-Za-z]+[^>]*>", "", line)
+        line = re.sub(r"[*_~]+", " ", line)
         out.append((n, line))
-    return out
+    joined = []
+    for n, line in out:
+        if joined and re.search(r"\d$", joined[-1][1]) and re.match(r"\s*" + UNIT + r"\b", line):
+            joined[-1] = (joined[-1][0], joined[-1][1] + " " + line.lstrip())
+            continue
+        joined.append((n, line))
+    return joined
+
+
+def figures_in(line):
+    """[(text, value, decimals, unit)] of a line of prose: each number with a unit, and
+    each number with decimals and no unit of its own, which takes the unit of the nearest
+    figure that has one ("42.1 and 23.9 ms", "0.555 ms against 0.479")."""
+    found = []
+    for m in FIGURE.finditer(line):
+        if not (m.group(2) or m.group(3)):
+            continue
+        value = float((m.group(2) or "0").replace(",", "") + "." + (m.group(3) or "0"))
+        found.append((m.start(), m.end(), m.group(0).strip(), -value if m.group(1) else value,
+                      len(m.group(3) or ""), unit_name(m.group(4) or m.group(5))))
+    bare = []
+    for m in BARE.finditer(line):
+        if not found or any(a <= m.start() < b for a, b, _, _, _, _ in found):
+            continue
+        # the unit of a figure it leads into ("42.1 and 23.9 ms", "0.90-1.07x"), else of
+        # the last one before it ("0.555 ms against 0.479"), else of the next one
+        after = [f for f in found if f[0] >= m.end()]
+        before = [f for f in found if f[1] <= m.start()]
+        if after and re.fullmatch(r"\s*(and|to|or|-|–|/)\s*", line[m.end():after[0][0]]):
+            near = after[0]
+        else:
+            near = before[-1] if before else after[0]
+        value = float(m.group(2).replace(",", "") + "." + m.group(3))
+        bare.append((m.start(), m.end(), m.group(0), -value if m.group(1) else value,
+                     len(m.group(3)), near[5]))
+    return [f[2:] for f in sorted(found + bare)]
 
 
 def sections(text):
-    """[(title, [(line number, line)])] split at every heading outside code."""
-    out, fence = [("", [])], False
-    for n, line in enumerate(text.splitlines(), 1):
-        if line.startswith("```"):
-            fence = not fence
-        if not fence and re.match(r"#{1,6} ", line):
-            out.append((line.lstrip("#").strip(), []))
-        out[-1][1].append((n, line))
+    """[(title, [(line number, line)])] split at every heading outside code (ATX "#", and
+    setext: text over a line of "=" or "-")."""
+    out, fence, lines = [("", [])], None, text.split("\n")
+    for i, line in enumerate(lines):
+        fence, marker = fence_step(line, fence)
+        if not marker and not fence:
+            if re.match(r"#{1,6} ", line):
+                out.append((line.lstrip("#").strip(), []))
+            elif (i + 1 < len(lines) and re.fullmatch(r"=+|-{2,}", lines[i + 1].strip())
+                  and line.strip() and not line.lstrip().startswith(("|", "-", "*", "<", ">"))):
+                out.append((line.strip(), []))
+        out[-1][1].append((i + 1, line))
     return out
 
 
 def column_unit(header):
     """The unit of a table column's figures, from its header ("median ms", "RSS B/task",
-    "vs fibersched"), or ""."""
+    "heap bytes", "vs fibersched"), or ""."""
     m = re.search(r"(?<![A-Za-z])(ms|us|ns|µs)(?![A-Za-z])", header)
     if m:
-        return m.group(1).replace("µs", "us")
+        return unit_name(m.group(1))
     if re.search(r"(?<![A-Za-z])B(?![A-Za-z])|bytes", header):
         return "B"
     if "%" in header:
@@ -844,10 +1013,14 @@ TEXT_FIGURE = re.compile(r"(-?\d[\d,]*(?:\.\d+)?)(?:(x)|\s?(ms|ns|us|µs|%|B|KB|
 
 
 def figures_by_unit(text):
-    """{unit: [numbers]} of a saved output: a table cell has its column's unit (or its
-    own, "1.68%", "0.87x"); a number in a line of text the unit written after it."""
+    """{unit: [numbers]} of a saved output, its header lines left out: a table cell has its
+    column's unit (or its own, "1.68%", "0.87x"); a number in a line of text the unit
+    written after it."""
     found, header = {}, None
-    for line in text.splitlines():
+    lines = text.splitlines()
+    while lines and lines[0].startswith("# "):
+        lines = lines[1:]
+    for line in lines:
         cells = line.strip()
         if cells.startswith("|"):
             row = [c.strip() for c in cells.strip("|").split("|")]
@@ -864,7 +1037,7 @@ def figures_by_unit(text):
             continue
         header = None
         for m in TEXT_FIGURE.finditer(line):
-            unit = (m.group(2) or m.group(3) or "").replace("µs", "us")
+            unit = unit_name(m.group(2) or m.group(3) or "")
             found.setdefault(unit, []).append(float(m.group(1).replace(",", "")))
     return found
 
@@ -878,17 +1051,21 @@ def found_in(value, decimals, numbers):
 def prose_errors(text):
     errors = []
     for title, lines in sections(text):
-        body = "\n".join(l for _, l in lines)
-        names = BLOCK.findall(body + "\n")
-        sources = [n for n, _, _ in names]
-        for m in re.finditer(r"<!-- figures from ([^>]*?) -->", body):
-            sources += m.group(1).split()
+        blocks, _ = readme_blocks([l for _, l in lines])
+        sources = [blk["name"] for blk in blocks]
+        fence = None
+        for _, line in lines:
+            fence, marker = fence_step(line, fence)
+            if not marker and not fence:
+                for m in re.finditer(r"<!-- figures from ([^>]*?) -->", line):
+                    sources += m.group(1).split()
+        sources = list(dict.fromkeys(sources))
         if not sources:
             # a figure where no saved output is named was typed by hand
-            for n, line in prose_of(lines):
-                for m in FIGURE.finditer(line):
+            for n, line in prose_lines(lines):
+                for shown_text, _, _, _ in figures_in(line):
                     errors.append("README.md:%d: %r: the section names no saved output"
-                                  % (n, m.group(0)))
+                                  % (n, shown_text))
             continue
         numbers = {}
         for name in sources:
@@ -897,13 +1074,12 @@ def prose_errors(text):
                     numbers.setdefault(unit, []).extend(xs)
             except ParseError as e:
                 errors.append("README section %r: %s" % (title, e))
-        for n, line in prose_of(lines):
-            for m in FIGURE.finditer(line):
-                value = float(m.group(1).replace(",", "") + "." + (m.group(2) or "0"))
-                unit = (m.group(3) or m.group(4)).replace("µs", "us")
-                if not found_in(value, len(m.group(2) or ""), numbers.get(unit, [])):
-                    errors.append("README.md:%d: %r is in none of %s" % (n, m.group(0), ", ".join(
-                        "bench/results/%s.txt" % s for s in sources)))
+        for n, line in prose_lines(lines):
+            for shown_text, value, decimals, unit in figures_in(line):
+                if not found_in(value, decimals, numbers.get(unit, [])):
+                    errors.append("README.md:%d: %r (%s) is in none of %s" % (
+                        n, shown_text, unit,
+                        ", ".join("bench/results/%s.txt" % x for x in sources)))
     return errors
 
 
@@ -947,21 +1123,45 @@ def saved_outputs():
     return sorted(os.path.join(RESULTS, f) for f in os.listdir(RESULTS) if f.endswith(".txt"))
 
 
+def chart_links(text):
+    """Errors for every image of the README in docs/charts that is no chart written."""
+    errors = []
+    for n, line in enumerate(text.split("\n"), 1):
+        for m in re.finditer(r"\]\((docs/charts/[^)]*)\)", line):
+            if not os.path.isfile(os.path.join(ROOT, m.group(1))):
+                errors.append("README.md:%d: %s is no chart" % (n, m.group(1)))
+    return errors
+
+
+def readme_text():
+    with open(README, "rb") as f:
+        data = f.read()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ParseError("README.md is not UTF-8 (%s)" % e)
+
+
 def update():
-    """Writes every chart and the README's blocks from the saved outputs."""
+    """Writes every chart and the README's blocks from the saved outputs; the README is
+    left alone while its markers are wrong."""
     paths = saved_outputs()
     os.makedirs(CHARTS, exist_ok=True)
     written, errors = generate(paths, CHARTS)
     for name in os.listdir(CHARTS):
         if name.endswith(".svg") and name not in written:
             os.remove(os.path.join(CHARTS, name))
-    with open(README, encoding="utf-8") as f:
-        old = f.read()
-    new, names, block_errors = readme_updated(old)
-    errors += block_errors + prose_errors(new)
-    if new != old:
-        with open(README, "w", encoding="utf-8", newline="\n") as f:
-            f.write(new)
+    names = []
+    try:
+        old = readme_text()
+        new, names, block_errors = readme_updated(old)
+        errors += block_errors
+        if new != old and not block_errors:
+            with open(README, "w", encoding="utf-8", newline="\n") as f:
+                f.write(new)
+        errors += prose_errors(new) + chart_links(new)
+    except ParseError as e:
+        errors.append(str(e))
     for e in errors:
         print("bench_report: " + e, file=sys.stderr)
     print("bench_report: %d charts, %d README tables from %d saved outputs"
@@ -994,16 +1194,18 @@ def check():
     for name in committed:
         if name not in written:
             errors.append("%s: made from no saved output" % name)
-    with open(README, encoding="utf-8") as f:
-        text = f.read()
-    new, names, block_errors = readme_updated(text)
-    errors += block_errors
-    if new != text:
-        old_blocks = dict((m.group(1) + m.group(2), m.group(0)) for m in BLOCK.finditer(text))
-        for m in BLOCK.finditer(new):
-            if old_blocks.get(m.group(1) + m.group(2)) != m.group(0):
-                errors.append("README block %s: differs from its saved output" % m.group(1))
-    errors += prose_errors(text)
+    names = []
+    try:
+        text = readme_text()
+        new, names, block_errors = readme_updated(text)
+        errors += block_errors
+        if new != text:
+            differing = blocks_differing(text, new)
+            errors += ["README.md:%d: the block differs from its saved output" % n
+                       for n in differing] or ["README.md differs from what its blocks give"]
+        errors += prose_errors(text) + chart_links(text)
+    except ParseError as e:
+        errors.append(str(e))
     for e in errors:
         print("bench_report: " + e, file=sys.stderr)
     if errors:
@@ -1018,27 +1220,28 @@ def check():
 def main():
     ap = argparse.ArgumentParser(description="the README's benchmark figures from saved outputs")
     sub = ap.add_subparsers(dest="what", required=True)
-    r = sub.add_parser("run", help="run a benchmark, save its output, update the README")
+    r = sub.add_parser("run", help="run a benchmark, save its output, update the README",
+                       usage="%(prog)s [--build DIR] [--cc CC] NAME [ARGS... | -- COMMAND...]")
     r.add_argument("name", help="bench_<name> of the build directory, or the output's name")
     r.add_argument("--build", default=os.path.join(ROOT, "build-bench"),
                    help="the Meson build directory of the benchmarks (default: build-bench)")
     r.add_argument("--cc", default="", help="the compiler, for a command that compiles itself")
-    r.add_argument("args", nargs=argparse.REMAINDER,
-                   help="the benchmark's arguments, or -- and a whole command")
     sub.add_parser("update", help="the README's tables and the charts from bench/results")
     sub.add_parser("check", help="exit 1 when the README or a chart disagrees with bench/results")
     argv = sys.argv[1:]
-    # run's own options may come after the name: argparse would leave them to the
-    # benchmark's arguments, which take everything that follows the name
+    command = None
+    if "--" in argv:  # a whole command: taken before argparse, which would drop the "--"
+        i = argv.index("--")
+        argv, command = argv[:i], argv[i + 1:]
     if argv[:1] == ["run"]:
-        head, i = argv[:2], 2
-        while i + 1 < len(argv) and argv[i] in ("--cc", "--build"):
-            head += argv[i:i + 2]
-            i += 2
-        argv = head[:1] + head[2:] + head[1:2] + argv[i:]
+        # run's options, before or after the name; what follows the name and its options
+        # is the benchmark's arguments
+        args, rest = ap.parse_known_args(argv)
+        bench_args = [a for a in rest]
+        return run(args.name, bench_args, os.path.abspath(args.build), args.cc, command)
+    if command is not None:
+        ap.error("-- is for run")
     args = ap.parse_args(argv)
-    if args.what == "run":
-        return run(args.name, args.args, os.path.abspath(args.build), args.cc)
     return update() if args.what == "update" else check()
 
 
