@@ -1221,7 +1221,8 @@ def main():
     ap = argparse.ArgumentParser(description="the README's benchmark figures from saved outputs")
     sub = ap.add_subparsers(dest="what", required=True)
     r = sub.add_parser("run", help="run a benchmark, save its output, update the README",
-                       usage="%(prog)s [--build DIR] [--cc CC] NAME [ARGS... | -- COMMAND...]")
+                       usage="%(prog)s [--build DIR] [--cc CC] NAME [ARGS... | -- COMMAND...]",
+                       allow_abbrev=False)  # --b=... is the benchmark's, not --build
     r.add_argument("name", help="bench_<name> of the build directory, or the output's name")
     r.add_argument("--build", default=os.path.join(ROOT, "build-bench"),
                    help="the Meson build directory of the benchmarks (default: build-bench)")
@@ -1237,8 +1238,7 @@ def main():
         # run's options, before or after the name; what follows the name and its options
         # is the benchmark's arguments
         args, rest = ap.parse_known_args(argv)
-        bench_args = [a for a in rest]
-        return run(args.name, bench_args, os.path.abspath(args.build), args.cc, command)
+        return run(args.name, rest, os.path.abspath(args.build), args.cc, command)
     if command is not None:
         ap.error("-- is for run")
     args = ap.parse_args(argv)
