@@ -1069,7 +1069,9 @@ FIBERSCHED_API void fsched_frames_full(fsched_frames *fs);
    called from any other thread. Timed waits take a relative timeout in nanoseconds and
    return FSCHED_ERR_TIMEOUT when it expires (one too long for the clock, as UINT64_MAX,
    never does); under FIBERSCHED_NO_OS they need the scheduler's desc.clock and return
-   FSCHED_ERR_UNSUPPORTED without one. A poll hook must not wait (see fsched_set_poll):
+   FSCHED_ERR_UNSUPPORTED without one. A timed wait of a task or bound thread arms a
+   timer of its worker's, whose list grows as it needs (16, then doubling): it fails with
+   FSCHED_ERR_OUT_OF_MEMORY, waiting for nothing, when the list cannot grow. A poll hook must not wait (see fsched_set_poll):
    its waits fail with FSCHED_ERR_WRONG_STATE. Without threads (FIBERSCHED_NO_THREADS),
    a wait that nothing could ever end returns FSCHED_ERR_WRONG_STATE instead of hanging.
    Fields are private. */
@@ -8046,6 +8048,11 @@ FIBERSCHED_API fsched_result fsched_cond_destroy(fsched_cond *c) {
 static fsched_result fsched__cond_wait(fsched_cond *c, fsched_mutex *m, uint64_t deadline) {
     fsched__waiter wt;
     fsched_result r, relock;
+    /* the misuse first, before a timer that may fail for want of memory. Relaxed: the
+       caller's own lock is what it would see, if it holds m */
+    if (!(FSCHED__LOAD(&m->state, FSCHED__RELAXED) & FSCHED__MUTEX_LOCKED))
+        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
+                              "fsched_cond_wait: the mutex is not locked");
     r = fsched__wait_begin(&wt, deadline, "condition", c);
     if (r != FSCHED_OK) return r;
     fsched__wait_list_lock(&c->waiters);
