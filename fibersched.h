@@ -286,13 +286,13 @@
    pipelines) run on the caller's scheduler from a task or bound thread, and on the default
    scheduler from any other thread, which blocks until the call is done (see
    fsched_default_configure); they are refused only where no wait is allowed (interrupt
-   handlers, poll hooks, workers' start and stop hooks). No function is
-   async-signal-safe: a signal handler must not call any (it may write to a pipe that a
-   task waits on with fsched_wait_fd). fsched_destroy must not be called
-   from one of the scheduler's own tasks, nor while other threads are bound (it refuses both
-   with a code). Calls from other threads may race fsched_destroy: a spawn, run or bind
-   either finds the scheduler and counts (the drain waits for it) or fails with
-   FSCHED_ERR_WRONG_STATE, and after destroy has returned with FSCHED_ERR_INVALID_ARGUMENT.
+   handlers, poll hooks, workers' start and stop hooks). No function is async-signal-safe:
+   a signal handler must not call any (it may write to a pipe that a task waits on with
+   fsched_wait_fd). fsched_destroy must not be called from one of the scheduler's own
+   tasks, nor while other threads are bound (it refuses both with a code). Calls from
+   other threads may race fsched_destroy: a spawn, run or bind either finds the scheduler
+   and counts (the drain waits for it) or fails with FSCHED_ERR_WRONG_STATE, and after
+   destroy has returned with FSCHED_ERR_INVALID_ARGUMENT.
    Synchronisation objects may be shared by tasks of any scheduler and by plain threads.
    fsched_fiber_switch() and fsched_fiber_current() act on the calling thread; a fiber may
    be switched to from any thread while it is suspended, but by one thread at a time. Stack
@@ -1071,9 +1071,10 @@ FIBERSCHED_API void fsched_frames_full(fsched_frames *fs);
    never does); under FIBERSCHED_NO_OS they need the scheduler's desc.clock and return
    FSCHED_ERR_UNSUPPORTED without one. A timed wait of a task or bound thread arms a
    timer of its worker's, whose list grows as it needs (16, then doubling): it fails with
-   FSCHED_ERR_OUT_OF_MEMORY, waiting for nothing, when the list cannot grow. A poll hook must not wait (see fsched_set_poll):
-   its waits fail with FSCHED_ERR_WRONG_STATE. Without threads (FIBERSCHED_NO_THREADS),
-   a wait that nothing could ever end returns FSCHED_ERR_WRONG_STATE instead of hanging.
+   FSCHED_ERR_OUT_OF_MEMORY, waiting for nothing, when the list cannot grow. A poll hook
+   must not wait (see fsched_set_poll): its waits fail with FSCHED_ERR_WRONG_STATE.
+   Without threads (FIBERSCHED_NO_THREADS), a wait that nothing could ever end returns
+   FSCHED_ERR_WRONG_STATE instead of hanging.
    Fields are private. */
 
 typedef struct fsched_wait_list {
@@ -6807,7 +6808,8 @@ FIBERSCHED_API fsched_result fsched_destroy(fsched_sched *s) {
     }
     if (r == FSCHED_OK) {
         w = t->worker;
-        if (!w) r = fsched__bind(s, 1, &w, NULL); /* the reserved slot: free, as s is not closing */
+        if (!w) /* the reserved slot: free, as s is not closing */
+            r = fsched__bind(s, 1, &w, NULL);
     }
     if (r == FSCHED_OK) {
         FSCHED__STORE(&s->drainer, w, FSCHED__RELAXED); /* published by the next store */

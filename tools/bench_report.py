@@ -230,10 +230,9 @@ def number(cell):
 
 
 def unit_of(column):
-    for u in UNITS:
-        if re.search(r"(?<![A-Za-z])%s(?![A-Za-z])" % re.escape(u), column):
-            return u
-    return ""
+    """The unit a chart's axis shows for a column: a time or a size, else ""."""
+    unit = column_unit(column)
+    return unit if unit in UNITS else ""
 
 
 def pick_reference(cfg, names):
@@ -740,6 +739,14 @@ README = os.path.join(ROOT, "README.md")
 START = re.compile(r"<!-- bench ([A-Za-z0-9_][A-Za-z0-9_.-]*)((?: [^<>]*?)?) -->")
 END = "<!-- end bench -->"
 FENCE = re.compile(r"(```+|~~~+)")
+
+
+def fence_step(line, fence):
+    """The code fence after `line` (None outside one), and whether line opens or closes one."""
+    m = FENCE.match(line.lstrip())
+    if m and (fence is None or (m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence))):
+        return (None if fence else m.group(1)), True
+    return fence, False
 SPEC_WORD = re.compile(r"(table \d+|chart-only|chart)(?= |$)|columns (.+?)(?= (?:table \d+|chart-only|chart)(?= |$)|$)")
 
 
@@ -750,11 +757,8 @@ def readme_blocks(lines):
     are text."""
     blocks, errors, fence, open_block = [], [], None, None
     for i, line in enumerate(lines):
-        m = FENCE.match(line.lstrip())
-        if m and (fence is None or m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence)):
-            fence = None if fence else m.group(1)
-            continue
-        if fence:
+        fence, marker = fence_step(line, fence)
+        if marker or fence:
             continue
         start, end = START.fullmatch(line), line == END
         if not start and not end:
@@ -903,14 +907,6 @@ def unit_name(text):
     return {"µs": "us", "μs": "us", "×": "x", "X": "x"}.get(text, text)
 
 
-def fence_step(line, fence):
-    """The code fence after `line` (None outside one), and whether line opens or closes one."""
-    m = FENCE.match(line.lstrip())
-    if m and (fence is None or (m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence))):
-        return (None if fence else m.group(1)), True
-    return fence, False
-
-
 def prose_lines(lines):
     """[(line number, text)] of the prose among `lines` ((number, line) pairs): no code
     (fenced or indented), blocks, comments, images' targets, links' targets or markup.
@@ -1009,7 +1005,7 @@ def column_unit(header):
     return ""
 
 
-TEXT_FIGURE = re.compile(r"(-?\d[\d,]*(?:\.\d+)?)(?:(x)|\s?(ms|ns|us|µs|%|B|KB|MB))?(?![\w])")
+TEXT_FIGURE = re.compile(r"(-?\d[\d,]*(?:\.\d+)?)(?:(x)|\s?(" + UNIT + r"))?(?![\w])")
 
 
 def figures_by_unit(text):
