@@ -1735,6 +1735,31 @@ FIBERSCHED_API fsched_result fsched_trace_count(const fsched_sched *s, uint64_t 
 #if defined(FIBERSCHED_IMPLEMENTATION) && !defined(FIBERSCHED_IMPLEMENTATION_ONCE)
 #define FIBERSCHED_IMPLEMENTATION_ONCE
 
+/* The layers, bottom to top. A layer calls only the layers below it; where a lower one
+   must reach up, the higher one installs a function pointer. A function belongs to the
+   layer of the banner above it, and a "----" banner not named here to the layer of the
+   "====" banner above it. A layer beside another shares its level and calls it neither
+   way. tools/check_layers.py holds the implementation to this table.
+
+   LAYER platform: configuration, resolved in one place; platform; results and version
+   LAYER trace: trace
+   LAYER fiber: fiber
+   LAYER deque (beside fiber): deque
+   LAYER wait & sleep: latch & sleep; the core latch; sync
+   LAYER worker: worker
+   LAYER lifecycle: lifecycle; holding a scheduler from outside;
+         the registry of live objects
+   LAYER sync: blocking a thread on its waiter; event; wait group; mutex;
+         condition variable; semaphore; sleep and yield
+   LAYER io: waiting on the outside world; fork(); the table of records;
+         watching and answering; the poll hook and the watch; fd waits
+   LAYER algorithms: algorithms
+   LAYER graph: graph
+   LAYER pipeline (beside graph): pipeline
+
+   Trace is called from every layer (FSCHED__TRACE), so it stands on the platform alone.
+   The wait lists, at the head of "sync", are how the worker and all above it wait. */
+
 /* ---- configuration, resolved in one place ------------------------------------------ */
 
 #if defined(FIBERSCHED_NO_OS) && !defined(FIBERSCHED_NO_THREADS)
