@@ -1735,30 +1735,29 @@ FIBERSCHED_API fsched_result fsched_trace_count(const fsched_sched *s, uint64_t 
 #if defined(FIBERSCHED_IMPLEMENTATION) && !defined(FIBERSCHED_IMPLEMENTATION_ONCE)
 #define FIBERSCHED_IMPLEMENTATION_ONCE
 
-/* The layers, bottom to top. A layer calls only the layers below it; where a lower one
-   must reach up, the higher one installs a function pointer. A function belongs to the
-   layer of the banner above it, and a "----" banner not named here to the layer of the
-   "====" banner above it. A layer beside another shares its level and calls it neither
-   way. tools/check_layers.py holds the implementation to this table.
+/* The layers, bottom to top, in the order of the file. A layer calls only the layers
+   below it; where a lower one must reach up, the higher one installs a function pointer
+   (s->watch for io, fsched__frames_linked for the frame stacks of spawn/sync). A function
+   belongs to the layer of the banner above it, and a "----" banner not named here to the
+   layer of the "====" banner above it. A layer beside another shares its level and calls
+   it neither way. tools/check_layers.py holds the implementation to this table.
 
-   LAYER platform: configuration, resolved in one place; platform; results and version
-   LAYER trace: trace
+   LAYER platform: configuration, resolved in one place; platform
    LAYER fiber: fiber
    LAYER deque (beside fiber): deque
-   LAYER wait & sleep: latch & sleep; the core latch; sync
+   LAYER wait & sleep: wait & sleep
+   LAYER trace: trace
    LAYER worker: worker
-   LAYER lifecycle: lifecycle; holding a scheduler from outside;
-         the registry of live objects
-   LAYER sync: blocking a thread on its waiter; event; wait group; mutex;
-         condition variable; semaphore; sleep and yield
-   LAYER io: waiting on the outside world; fork(); the table of records;
-         watching and answering; the poll hook and the watch; fd waits
+   LAYER lifecycle: lifecycle
+   LAYER sync: sync
+   LAYER io: io
    LAYER algorithms: algorithms
    LAYER graph: graph
    LAYER pipeline (beside graph): pipeline
+   LAYER trace export: trace export
 
-   Trace is called from every layer (FSCHED__TRACE), so it stands on the platform alone.
-   The wait lists, at the head of "sync", are how the worker and all above it wait. */
+   Trace records from the worker and every layer above it (FSCHED__TRACE, nothing when
+   off); its export, which walks every slot's records, stands above all. */
 
 /* ---- configuration, resolved in one place ------------------------------------------ */
 
@@ -2206,6 +2205,31 @@ static void fsched__fatal(const char *message) {
 #endif
 #endif
 
+/* ---- results and version ---- */
+
+FIBERSCHED_API const char *fsched_result_string(fsched_result r) {
+    switch (r) {
+    case FSCHED_OK: return "ok";
+    case FSCHED_ERR_INVALID_ARGUMENT: return "invalid argument";
+    case FSCHED_ERR_OUT_OF_MEMORY: return "out of memory";
+    case FSCHED_ERR_WRONG_STATE: return "wrong state";
+    case FSCHED_ERR_TIMEOUT: return "timed out";
+    case FSCHED_ERR_CANCELLED: return "cancelled";
+    case FSCHED_ERR_SYSTEM: return "system error";
+    case FSCHED_ERR_UNSUPPORTED: return "unsupported";
+    case FSCHED_ERR_TASK_FAILED: return "a task failed";
+    case FSCHED_ERR_STALLED: return "stalled";
+    }
+    return "unknown result";
+}
+
+#define FSCHED__STR2(x) #x
+#define FSCHED__STR(x) FSCHED__STR2(x)
+FIBERSCHED_API const char *fsched_version_string(void) {
+    return FSCHED__STR(FIBERSCHED_VERSION_MAJOR) "." FSCHED__STR(FIBERSCHED_VERSION_MINOR) "."
+        FSCHED__STR(FIBERSCHED_VERSION_PATCH);
+}
+
 /* ---- formatting without stdio, safe in a signal handler ---- */
 
 static char *fsched__sig_put(char *p, char *end, const char *s) {
@@ -2275,6 +2299,28 @@ static char *fsched__sig_put_code(char *p, char *end, uintptr_t code) {
     }
 #endif
     return p;
+}
+
+/* Lines built from pieces, for logs and traces. */
+typedef struct fsched__line {
+    char text[256];
+    size_t n;
+} fsched__line;
+
+static void fsched__line_add(fsched__line *l, const char *s) {
+    for (; *s && l->n + 1 < sizeof l->text; s++) l->text[l->n++] = *s;
+    l->text[l->n] = 0;
+}
+
+static void fsched__line_num(fsched__line *l, uint64_t v) {
+    char digits[24];
+    size_t i = sizeof digits;
+    digits[--i] = 0;
+    do {
+        digits[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    fsched__line_add(l, digits + i);
 }
 
 /* ---- allocation ---- */
@@ -4915,7 +4961,7 @@ static fsched__placed *fsched__affine_take(fsched__affine *q, uint32_t index, in
 }
 
 /* ===================================================================================== */
-/*  latch & sleep: per-worker core latch, the sleep counters and jobs event counter      */
+/*  wait & sleep: the scheduler's state, its clock, holds, core latches, wait lists     */
 /* ===================================================================================== */
 
 /* A worker's core latch says whether something was posted for it in particular (a fiber
@@ -4952,9 +4998,7 @@ typedef struct fsched__idle {
     uint32_t inactive; /* counted in the inactive workers */
 } fsched__idle;
 
-/* ===================================================================================== */
-/*  worker: threads, fibers, ready queues, timers, tasks, bind/unbind                    */
-/* ===================================================================================== */
+/* ---- the scheduler and its slots ---------------------------------------------------- */
 
 typedef struct fsched__waiter fsched__waiter;
 
@@ -5065,6 +5109,8 @@ typedef struct fsched__worker {
 typedef struct fsched__frames_code {
     fsched__job *(*steal)(fsched__worker *w, fsched__worker *v);
     void (*offer_all)(fsched_fiber *f);
+    int (*visible)(fsched__worker *v); /* whether v offers a frame */
+    void (*destroy)(fsched__worker *w); /* frees w's frame stacks */
 } fsched__frames_code;
 static const fsched__frames_code *fsched__frames_linked;
 
@@ -5074,8 +5120,12 @@ static const fsched__frames_code *fsched__frames_linked;
 static inline const fsched__frames_code *fsched__frames_used(void) {
     return FSCHED__LOAD(&fsched__frames_linked, FSCHED__RELAXED);
 }
-static int fsched__frames_visible(fsched__worker *v);
-static void fsched__frames_destroy(fsched__worker *w);
+
+/* Whether v offers a frame, for fsched__work_visible. Its set of stacks first: published
+   (release) after the code was linked, so a thread that sees a set sees the code. */
+static int fsched__frames_offered(fsched__worker *v) {
+    return FSCHED__LOAD(&v->frames_groups, FSCHED__SEQ_CST) && fsched__frames_used()->visible(v);
+}
 
 #define FSCHED__SCHED_LIVE 0x46534348u /* "FSCH" */
 #define FSCHED__SCHED_DEAD 0xdead5c4eu
@@ -5092,8 +5142,9 @@ struct fsched_sched {
     fsched_logger logger;
     uint64_t (*clock)(void *user);
     void *clock_user;
-    uint32_t watching;    /* a poller or a poll hook: workers look out (read every turn,
-                             written once or twice: kept off the lines others write) */
+    const struct fsched__watch *watch; /* a poller or a poll hook: how workers look out
+                             (NULL: nothing to watch; read every turn, written once or
+                             twice: kept off the lines others write) */
     FSCHED__ALIGN_LINE uint64_t counters;
     FSCHED__ALIGN_LINE fsched__injector injector;
     FSCHED__ALIGN_LINE uint32_t closing;   /* fsched_destroy has begun */
@@ -5137,16 +5188,22 @@ struct fsched_sched {
 
 #define FSCHED__IDLE_FIBERS_MAX 16u
 
-/* The outside world, defined with the waits on it (after sync) */
+/* How the layers below io reach it: the io layer, above them, installs this in
+   s->watch once there is something to watch (a poller or a poll hook). */
 typedef struct fsched__io fsched__io;
-static void fsched__watch_tick(struct fsched__worker *w);
-static int fsched__poll_call(fsched_sched *s);
-static int fsched__watch_block(struct fsched__worker *w, uint64_t deadline);
-static void fsched__watch_close(fsched_sched *s);
-#if defined(FSCHED__IO)
-static void fsched__io_interrupt(fsched__io *io);
-static void fsched__io_free(fsched_sched *s);
-#endif
+typedef struct fsched__watch {
+    void (*tick)(struct fsched__worker *w);    /* between tasks: a look, if one is due */
+    int (*poll_call)(fsched_sched *s);         /* the hook, before a worker may sleep */
+    int (*block)(struct fsched__worker *w, uint64_t deadline); /* sleep watching */
+    void (*interrupt)(fsched_sched *s);        /* ends the sleep of the poller's owner */
+    void (*close)(fsched_sched *s);            /* fsched_destroy has begun */
+    void (*free)(fsched_sched *s);             /* the scheduler is being freed */
+} fsched__watch;
+
+/* The watch of s, or NULL (relaxed: a hint; what it watches is published otherwise). */
+static const fsched__watch *fsched__watch_of(const fsched_sched *s) {
+    return FSCHED__LOAD(&s->watch, FSCHED__RELAXED);
+}
 
 /* ---- time ---- */
 
@@ -5261,7 +5318,7 @@ static void fsched__notify(fsched__worker *w) {
         fsched__unpark(&w->parker);
 #if defined(FSCHED__IO)
         /* seq_cst: after the unpark's exchange (see fsched__io_sleep) */
-        if (FSCHED__LOAD(&w->polls, FSCHED__SEQ_CST)) fsched__io_interrupt(w->sched->io);
+        if (FSCHED__LOAD(&w->polls, FSCHED__SEQ_CST)) fsched__watch_of(w->sched)->interrupt(w->sched);
 #endif
     }
 }
@@ -5305,6 +5362,255 @@ static void fsched__work_ended(fsched_sched *s, fsched__worker *w) {
     fsched__sched_release(s);
 }
 
+/* ---- wait lists: the waiters of every blocking object ------------------------------- */
+
+/* Every primitive keeps its waiters in a wait list: a spinlock held for a few
+   instructions (never across a switch) and a FIFO of waiter records that live on the
+   waiters' stacks. A waiter is ended by exactly one party: the one whose CAS moves its
+   state from WAITING (a waker, its timer, or the deadlock breaker).
+
+   A waiter may return, and free the primitive, the moment it sees the signal, so a waker
+   decides everything that touches the primitive inside one hold of the list's lock: the
+   change of state, the unlinking. _destroy takes the lock, so it waits for a waker still
+   inside, and every successful wait waits for the lock to be free before it returns
+   (fsched__wait_list_quiesce). The wakes themselves (a futex wake, a worker told that a
+   fiber is ready) come after the lock is released, so that the woken party does not run
+   into the lock still held by a waker that was preempted right after waking it: they
+   touch no memory of the primitive. A thread waiter's record is left alone after its
+   state changed: on Linux it sleeps on its own state word (a futex wake touches no user
+   memory); elsewhere the waker takes the waiting thread's parker mutex before its CAS
+   and holds it until it has broadcast, and the waiter takes that mutex once before it
+   returns. */
+
+struct fsched__waiter {
+    fsched__waiter *next, *prev;
+    fsched_wait_list *list;   /* where it waits; NULL for a sleep */
+    fsched_fiber *fiber;      /* a waiting fiber and its worker, ... */
+    fsched__worker *worker;
+    fsched__parker *parker;   /* ... or a waiting thread; neither: a worker helping inline */
+    uint64_t deadline;        /* 0: none */
+    uint32_t state;           /* atomic: WAITING (WAKING), then WOKEN, TIMED_OUT or ABORTED */
+    uint32_t linked;          /* in `list`, under its lock */
+    uint32_t timer;           /* position in the worker's heap + 1; 0: not there */
+    uint32_t handed;          /* a mutex waiter ended with the mutex locked for it */
+    uint64_t since;           /* a mutex waiter: when it first queued (0: no clock) */
+    fsched_fiber *next_fiber; /* what the worker switches to when the fiber blocks */
+    const char *what;         /* what it waits on, for debuggers: "event", "mutex"... */
+    const void *object;       /* ... and which one */
+};
+
+#define FSCHED__WAIT_WAITING 0u
+#define FSCHED__WAIT_WOKEN 1u
+#define FSCHED__WAIT_TIMED_OUT 2u
+#define FSCHED__WAIT_ABORTED 3u
+#define FSCHED__WAIT_WAKING 4u /* a thread's waker won, and sets WOKEN under the parker's mutex */
+#define FSCHED__WAIT_NO_MEMORY 5u /* no fiber to wait on, nothing to wait for inline */
+
+/* A wake decided under a wait list's lock, carried out after it. */
+typedef struct fsched__wake {
+    fsched__worker *worker;   /* tell it that a fiber is ready (or its inline wait ended), */
+    fsched_sched *held;       /* then let go of this scheduler, held meanwhile (or NULL) */
+    uint32_t *word;           /* or wake the thread sleeping on this futex word, */
+    fsched__parker *parker;   /* or, under this parker's mutex, set *word WOKEN and broadcast */
+} fsched__wake;
+
+#define FSCHED__WAKES_MAX 8u
+typedef struct fsched__wakes {
+    uint32_t n;
+    fsched__wake v[FSCHED__WAKES_MAX];
+} fsched__wakes;
+
+static void fsched__wake_do(const fsched__wake *k) {
+    if (k->worker) {
+        fsched__tell(k->worker, k->held);
+    } else if (k->parker) {
+        /* the waiter reads WOKEN under this mutex, so it leaves only after the unlock */
+#if defined(FSCHED__PARKER_WIN32)
+        AcquireSRWLockExclusive(&k->parker->lock);
+        FSCHED__STORE(k->word, FSCHED__WAIT_WOKEN, FSCHED__RELEASE);
+        WakeAllConditionVariable(&k->parker->cond);
+        ReleaseSRWLockExclusive(&k->parker->lock);
+#elif defined(FSCHED__PARKER_PTHREAD_COND)
+        pthread_mutex_lock(&k->parker->lock);
+        FSCHED__STORE(k->word, FSCHED__WAIT_WOKEN, FSCHED__RELEASE);
+        pthread_cond_broadcast(&k->parker->cond);
+        pthread_mutex_unlock(&k->parker->lock);
+#endif
+    } else if (k->word) {
+#if defined(FSCHED__PARKER_FUTEX)
+        /* The waiter may have returned: the word is then a dead or reused stack slot.
+           The kernel does not read it, and a sleeper on a reused slot rechecks its own
+           word; Valgrind does read it, so it is told not to report this call. */
+#if FIBERSCHED_VALGRIND
+        VALGRIND_DISABLE_ERROR_REPORTING;
+#endif
+        syscall(SYS_futex, k->word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, NULL, NULL, 0);
+#if FIBERSCHED_VALGRIND
+        VALGRIND_ENABLE_ERROR_REPORTING;
+#endif
+#endif
+    }
+}
+
+/* Under the lock: records a wake for later, or, when the record is full, does it now
+   (correct, only slower for the woken). */
+static void fsched__wake_add(fsched__wakes *wakes, fsched__worker *worker, fsched_sched *held,
+                             uint32_t *word, fsched__parker *parker) {
+    fsched__wake k;
+    k.worker = worker;
+    k.held = held;
+    k.word = word;
+    k.parker = parker;
+    if (wakes->n < FSCHED__WAKES_MAX) wakes->v[wakes->n++] = k;
+    else fsched__wake_do(&k);
+}
+
+#define FSCHED__LIST_DEAD 0xdead1157u /* the lock word of a destroyed primitive */
+
+static void fsched__wait_list_lock(fsched_wait_list *l) { fsched__spin_lock(&l->lock); }
+
+static void fsched__wait_list_unlock(fsched_wait_list *l) {
+    fsched__spin_unlock(&l->lock); /* the last access of a waker */
+}
+
+/* Unlocks the list, then carries out the wakes decided under its lock. */
+static void fsched__wait_list_unlock_wake(fsched_wait_list *l, fsched__wakes *wakes) {
+    uint32_t i;
+    fsched__spin_unlock(&l->lock); /* the last access of a waker to the primitive */
+    FSCHED__POINT(UNLOCKED);
+    for (i = 0; i < wakes->n; i++) fsched__wake_do(&wakes->v[i]);
+    wakes->n = 0;
+}
+
+/* The count is written under the lock and read without it (a hint for signal paths). */
+static void fsched__wait_list_append(fsched_wait_list *l, fsched__waiter *wt) {
+    wt->next = NULL;
+    wt->prev = (fsched__waiter *)l->tail;
+    if (l->tail) ((fsched__waiter *)l->tail)->next = wt;
+    else l->head = wt;
+    l->tail = wt;
+    wt->list = l;
+    wt->linked = 1;
+    FSCHED__STORE(&l->count, FSCHED__LOAD(&l->count, FSCHED__RELAXED) + 1u, FSCHED__RELAXED);
+}
+
+/* As fsched__wait_list_append, at the head (a waiter that was woken and lost a race). */
+static void fsched__wait_list_prepend(fsched_wait_list *l, fsched__waiter *wt) {
+    wt->prev = NULL;
+    wt->next = (fsched__waiter *)l->head;
+    if (l->head) ((fsched__waiter *)l->head)->prev = wt;
+    else l->tail = wt;
+    l->head = wt;
+    wt->list = l;
+    wt->linked = 1;
+    FSCHED__STORE(&l->count, FSCHED__LOAD(&l->count, FSCHED__RELAXED) + 1u, FSCHED__RELAXED);
+}
+
+static void fsched__wait_list_remove(fsched_wait_list *l, fsched__waiter *wt) {
+    if (wt->prev) wt->prev->next = wt->next;
+    else l->head = wt->next;
+    if (wt->next) wt->next->prev = wt->prev;
+    else l->tail = wt->prev;
+    wt->linked = 0;
+    FSCHED__STORE(&l->count, FSCHED__LOAD(&l->count, FSCHED__RELAXED) - 1u, FSCHED__RELAXED);
+}
+
+/* ===================================================================================== */
+/*  trace: events recorded per slot                                                     */
+/* ===================================================================================== */
+
+#if FIBERSCHED_TRACE
+
+/* 64 bytes: a cache line */
+typedef struct fsched__trace_event {
+    uint64_t begin, end; /* the scheduler's clock; equal for an instant */
+    uint64_t code;       /* the user's function a span of work ran; 0: none */
+    uint32_t arg;        /* see fsched__trace_kind */
+    uint32_t fiber;      /* the track: the fiber's number in its slot, from 1 */
+    uint8_t kind;
+    char name[FSCHED__NAME_BYTES - 1];
+} fsched__trace_event;
+
+/* Written by the slot's thread alone, so recording takes no lock. A reader sees the
+   events below `count`, and those are never written again: a full buffer drops new
+   events rather than overwrite old ones. */
+typedef struct fsched__trace_buffer {
+    uint64_t count;   /* events recorded */
+    uint64_t dropped; /* events that found the buffer full */
+    uint32_t capacity;
+    uint32_t fibers;  /* track numbers handed out */
+    fsched__trace_event *events;
+} fsched__trace_buffer;
+
+static fsched__trace_buffer *fsched__trace_buffer_new(const fsched_allocator *a,
+                                                      uint32_t capacity) {
+    fsched__trace_buffer *b;
+    size_t bytes = (size_t)capacity * sizeof(fsched__trace_event);
+    if (bytes / sizeof(fsched__trace_event) != capacity) return NULL; /* 32-bit overflow */
+    b = (fsched__trace_buffer *)fsched__alloc(a, sizeof *b, FSCHED__CACHE_LINE);
+    if (!b) return NULL;
+    memset(b, 0, sizeof *b);
+    b->capacity = capacity;
+    b->events = (fsched__trace_event *)fsched__alloc(a, bytes, FSCHED__CACHE_LINE);
+    if (!b->events) {
+        fsched__free(a, b, sizeof *b, FSCHED__CACHE_LINE);
+        return NULL;
+    }
+    memset(b->events, 0, bytes); /* its page faults now, not in the middle of a trace */
+    return b;
+}
+
+static void fsched__trace_buffer_free(const fsched_allocator *a, fsched__trace_buffer *b) {
+    fsched__free(a, b->events, (size_t)b->capacity * sizeof *b->events, FSCHED__CACHE_LINE);
+    fsched__free(a, b, sizeof *b, FSCHED__CACHE_LINE);
+}
+
+/* The clock of the calling thread's scheduler; 0 outside any, or when its buffer is
+   full (the span will be dropped: no need to read the clock). */
+static uint64_t fsched__trace_now(void) {
+    fsched__worker *w = fsched__thread_get()->worker;
+    if (!w || FSCHED__LOAD(&w->trace->count, FSCHED__RELAXED) >= w->trace->capacity) return 0;
+    return fsched__sched_now(w->sched);
+}
+
+/* Records a span from `begin` to now (or an instant) on the running fiber's track of the
+   calling thread's slot. Threads outside any scheduler record nothing. */
+static void fsched__trace_record(fsched__trace_kind kind, uint64_t begin, uintptr_t code,
+                                 const char *name, uint32_t arg) {
+    fsched__thread *t = fsched__thread_get();
+    fsched__worker *w = t->worker;
+    fsched__trace_buffer *b;
+    fsched__trace_event *e;
+    uint64_t n;
+    size_t len = 0;
+    if (!w) return;
+    b = w->trace;
+    n = FSCHED__LOAD(&b->count, FSCHED__RELAXED); /* only this thread writes it */
+    if (n >= b->capacity) {
+        FSCHED__STORE(&b->dropped, FSCHED__LOAD(&b->dropped, FSCHED__RELAXED) + 1,
+                      FSCHED__RELAXED);
+        return;
+    }
+    e = &b->events[n];
+    e->end = fsched__sched_now(w->sched);
+    e->begin = begin == FSCHED__TRACE_INSTANT ? e->end : begin;
+    e->code = (uint64_t)code;
+    e->arg = arg;
+    e->kind = (uint8_t)kind;
+    if (!t->current->trace_id) t->current->trace_id = ++b->fibers;
+    e->fiber = t->current->trace_id;
+    len = fsched__name_fit(name, sizeof e->name);
+    if (len) memcpy(e->name, name, len);
+    e->name[len] = 0;
+    /* release: the event is complete before a reader that sees the new count reads it */
+    FSCHED__STORE(&b->count, n + 1, FSCHED__RELEASE);
+}
+
+#endif /* FIBERSCHED_TRACE */
+
+/* ===================================================================================== */
+/*  worker: ready fibers, fibers, timers, finding work, idling, the loop, threads       */
+/* ===================================================================================== */
 /* ---- ready fibers ---- */
 
 static void fsched__ready_append(fsched__worker *w, fsched_fiber *f) {
@@ -5548,30 +5854,6 @@ static void fsched__release_fibers(fsched__worker *w) {
 
 /* ---- timers: a binary min-heap of waiting fibers by deadline ---- */
 
-struct fsched__waiter {
-    fsched__waiter *next, *prev;
-    fsched_wait_list *list;   /* where it waits; NULL for a sleep */
-    fsched_fiber *fiber;      /* a waiting fiber and its worker, ... */
-    fsched__worker *worker;
-    fsched__parker *parker;   /* ... or a waiting thread; neither: a worker helping inline */
-    uint64_t deadline;        /* 0: none */
-    uint32_t state;           /* atomic: WAITING (WAKING), then WOKEN, TIMED_OUT or ABORTED */
-    uint32_t linked;          /* in `list`, under its lock */
-    uint32_t timer;           /* position in the worker's heap + 1; 0: not there */
-    uint32_t handed;          /* a mutex waiter ended with the mutex locked for it */
-    uint64_t since;           /* a mutex waiter: when it first queued (0: no clock) */
-    fsched_fiber *next_fiber; /* what the worker switches to when the fiber blocks */
-    const char *what;         /* what it waits on, for debuggers: "event", "mutex"... */
-    const void *object;       /* ... and which one */
-};
-
-#define FSCHED__WAIT_WAITING 0u
-#define FSCHED__WAIT_WOKEN 1u
-#define FSCHED__WAIT_TIMED_OUT 2u
-#define FSCHED__WAIT_ABORTED 3u
-#define FSCHED__WAIT_WAKING 4u /* a thread's waker won, and sets WOKEN under the parker's mutex */
-#define FSCHED__WAIT_NO_MEMORY 5u /* no fiber to wait on, nothing to wait for inline */
-
 static void fsched__timer_place(fsched__worker *w, uint32_t i, fsched__waiter *wt) {
     w->timers[i] = wt;
     wt->timer = i + 1;
@@ -5655,127 +5937,6 @@ static void fsched__timers_fire(fsched__worker *w) {
             fsched__ready_append(w, wt->fiber);
         }
     }
-}
-
-/* ---- tasks ---- */
-
-static fsched__task *fsched__task_alloc(fsched__worker *w) {
-    fsched__task *t = w->free_tasks;
-    if (!t && FSCHED__LOAD(&w->remote_free, FSCHED__RELAXED))
-        /* acquire: pairs with the release CAS of remote frees */
-        t = FSCHED__EXCHANGE(&w->remote_free, (fsched__task *)NULL, FSCHED__ACQUIRE);
-    if (!t) {
-        fsched__task_slab *slab = (fsched__task_slab *)fsched__alloc(
-            &w->sched->allocator, sizeof *slab, FSCHED__CACHE_LINE);
-        uint32_t i;
-        if (!slab) return NULL;
-        slab->next = w->slabs;
-        w->slabs = slab;
-        for (i = 0; i < FSCHED__TASKS_PER_SLAB; i++) {
-            slab->tasks[i].home = w;
-            slab->tasks[i].next = i + 1 < FSCHED__TASKS_PER_SLAB ? &slab->tasks[i + 1] : NULL;
-        }
-        t = &slab->tasks[0];
-    }
-    w->free_tasks = t->next;
-    return t;
-}
-
-/* ---- tasks of interrupt handlers: a reserve set aside at creation (desc.interrupt_tasks),
-   for a handler must not call the allocator; its free list changes with interrupts
-   masked. Its records have no home, like those allocated alone, and are told apart by
-   address. ---- */
-
-#if defined(FSCHED__INTERRUPTS)
-static int fsched__reserve_create(fsched_sched *s, uint32_t n) {
-    uint32_t i;
-    s->reserve = (fsched__task *)fsched__alloc(&s->allocator, n * sizeof *s->reserve,
-                                               FSCHED__CACHE_LINE);
-    if (!s->reserve) return 0;
-    s->reserve_count = n;
-    for (i = 0; i < n; i++) {
-        s->reserve[i].home = NULL;
-        s->reserve[i].next = i + 1 < n ? &s->reserve[i + 1] : NULL;
-    }
-    s->reserve_free = s->reserve;
-    return 1;
-}
-
-static fsched__task *fsched__reserve_take(fsched_sched *s) {
-    fsched__irq_state m = fsched__irq_save();
-    fsched__task *t = s->reserve_free;
-    if (t) s->reserve_free = t->next;
-    fsched__irq_restore(m);
-    return t;
-}
-
-static int fsched__reserve_give(fsched_sched *s, fsched__task *t) {
-    fsched__irq_state m;
-    if (t < s->reserve || t >= s->reserve + s->reserve_count) return 0;
-    m = fsched__irq_save();
-    t->next = s->reserve_free;
-    s->reserve_free = t;
-    fsched__irq_restore(m);
-    return 1;
-}
-#endif
-
-/* A task record for a spawn from outside the slots: alone from the allocator, or, in an
-   interrupt handler, from the reserve. */
-static fsched__task *fsched__task_alloc_outside(fsched_sched *s) {
-    fsched__task *t;
-#if defined(FSCHED__INTERRUPTS)
-    if (fsched__in_interrupt()) return fsched__reserve_take(s);
-#endif
-    t = (fsched__task *)fsched__alloc(&s->allocator, sizeof *t, FSCHED__CACHE_LINE);
-    if (t) t->home = NULL;
-    return t;
-}
-
-static void fsched__task_free(fsched_sched *s, fsched__worker *w, fsched__task *t) {
-    if (t->copy) fsched__free(&s->allocator, t->copy, t->copy_size, 16);
-    t->copy = NULL;
-    if (!t->home) {
-#if defined(FSCHED__INTERRUPTS)
-        if (fsched__reserve_give(s, t)) return;
-#endif
-        fsched__free(&s->allocator, t, sizeof *t, FSCHED__CACHE_LINE);
-    } else if (t->home == w) {
-        t->next = w->free_tasks;
-        w->free_tasks = t;
-    } else {
-        fsched__worker *home = t->home;
-        fsched__task *head = FSCHED__LOAD(&home->remote_free, FSCHED__RELAXED);
-        do {
-            t->next = head;
-            /* release: the task's fields are written before its home reuses it */
-        } while (!FSCHED__CAS_WEAK(&home->remote_free, &head, t, FSCHED__RELEASE, FSCHED__RELAXED));
-    }
-}
-
-static void fsched__wait_group_finish(fsched_wait_group *wg);
-
-/* A task runs on the fiber of a wait that helps its group as well, nested as deep as
-   the tasks' own recursion: what this frame keeps across the call is kept small (the
-   fiber and the group are read again after it). */
-static void fsched__task_execute(fsched__job *job, fsched__worker *w) {
-    fsched__task *t = (fsched__task *)job;
-    fsched_fiber *f = fsched__tls_thread.current;
-    /* what the fiber ran before: the task whose wait runs this one, if any */
-    fsched__running outer = fsched__running_begin(f, FSCHED__CODE(t->fn), t->name);
-    fsched_wait_group *wg;
-    FSCHED__TRACE(uint64_t trace_begin = fsched__trace_now();)
-    t->fn(t->arg);
-    /* the task may have suspended: it resumes on the same fiber and worker */
-    f = fsched__tls_thread.current;
-    if (FSCHED__DEBUG) fsched__stack_check(f, NULL);
-    fsched__running_end(f, outer);
-    FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_TASK, trace_begin, FSCHED__CODE(t->fn),
-                                       t->name, 0);)
-    wg = t->wait_group;
-    fsched__task_free(w->sched, w, t);
-    if (wg) fsched__wait_group_finish(wg);
-    fsched__work_ended(w->sched, w);
 }
 
 /* ---- finding work ---- */
@@ -5874,7 +6035,7 @@ static int fsched__work_visible(fsched_sched *s) {
             FSCHED__LOAD(&v->high.top, FSCHED__SEQ_CST) <
                 FSCHED__LOAD(&v->high.bottom, FSCHED__SEQ_CST) ||
             FSCHED__LOAD(&v->low.top, FSCHED__SEQ_CST) < FSCHED__LOAD(&v->low.bottom, FSCHED__SEQ_CST) ||
-            fsched__frames_visible(v))
+            fsched__frames_offered(v))
             return 1;
     }
     return 0;
@@ -6122,7 +6283,23 @@ static uint32_t fsched__announce_sleepy(fsched_sched *s) {
 }
 
 #if defined(FIBERSCHED_NO_THREADS)
-static void fsched__deadlock(fsched__worker *w);
+/* Single-threaded only: nothing can run and nothing can wake the thread. The root
+   fiber's wait is ended with FSCHED_ERR_WRONG_STATE, so the call that would hang returns. */
+static void fsched__deadlock(fsched__worker *w) {
+    fsched__waiter *wt = w->root_waiter;
+    uint32_t expected = FSCHED__WAIT_WAITING;
+    if (wt && FSCHED__CAS(&wt->state, &expected, FSCHED__WAIT_ABORTED, FSCHED__ACQ_REL,
+                          FSCHED__RELAXED)) {
+        fsched__log(&w->sched->logger, FSCHED_LOG_ERROR,
+                    "deadlock: the only thread waits for something no task can provide");
+        if (wt->list) {
+            fsched__wait_list_lock(wt->list);
+            if (wt->linked) fsched__wait_list_remove(wt->list, wt);
+            fsched__wait_list_unlock(wt->list);
+        }
+        fsched__ready_append(w, wt->fiber);
+    }
+}
 #endif
 
 /* Blocks the worker's thread until its latch is set or, with a deadline (in the
@@ -6133,7 +6310,7 @@ static void fsched__block(fsched__worker *w, uint64_t deadline) {
        latch ends this */
     fsched_sched *s = w->sched;
     int done = 0;
-    if (FSCHED__LOAD(&s->watching, FSCHED__RELAXED) && fsched__watch_block(w, deadline)) return;
+    if (fsched__watch_of(s) && fsched__watch_of(s)->block(w, deadline)) return;
     if (!deadline && !s->idle) {
         fsched__deadlock(w); /* nothing can ever wake this only thread */
         return;
@@ -6150,8 +6327,8 @@ static void fsched__block(fsched__worker *w, uint64_t deadline) {
     }
 #else
     uint64_t now;
-    if (FSCHED__LOAD(&w->sched->watching, FSCHED__RELAXED) && fsched__watch_block(w, deadline))
-        return;
+    const fsched__watch *watch = fsched__watch_of(w->sched);
+    if (watch && watch->block(w, deadline)) return;
     if (!deadline) {
         fsched__park(&w->parker, 0);
         return;
@@ -6226,8 +6403,8 @@ static void fsched__idle_step(fsched__worker *w, fsched__idle *idle) {
     } else if (idle->rounds == FSCHED__ROUNDS_UNTIL_SLEEPY) {
         /* the poll hook, before the worker may sleep: what it makes runnable here (a
            fiber it wakes, a task it spawns) is found by the rounds still to come */
-        if (FSCHED__LOAD(&w->sched->watching, FSCHED__RELAXED))
-            w->hook_pending = fsched__poll_call(w->sched);
+        const fsched__watch *watch = fsched__watch_of(w->sched);
+        if (watch) w->hook_pending = watch->poll_call(w->sched);
         idle->jec = fsched__announce_sleepy(w->sched);
     } else if (idle->rounds < FSCHED__ROUNDS_UNTIL_SLEEP) {
 #if !defined(FIBERSCHED_NO_THREADS)
@@ -6281,9 +6458,11 @@ static int fsched__root_may_leave(fsched__worker *w) {
 static int fsched__loop_turn(fsched__worker *w, fsched__idle *idle) {
     fsched_fiber *f;
     fsched__job *job;
+    const fsched__watch *watch;
     fsched__collect_posted(w);
     if (w->timer_count) fsched__timers_fire(w);
-    if (FSCHED__UNLIKELY(FSCHED__LOAD(&w->sched->watching, FSCHED__RELAXED))) fsched__watch_tick(w);
+    watch = fsched__watch_of(w->sched);
+    if (FSCHED__UNLIKELY(watch != NULL)) watch->tick(w);
     if (FSCHED__UNLIKELY(w->yield_pending)) { /* a yield lets one job run first */
         w->yield_pending = 0;
         if ((job = fsched__find_job(w))) {
@@ -6444,7 +6623,7 @@ static void fsched__slot_free(fsched_sched *s, fsched__worker *w) {
     }
     fsched__free(&s->allocator, w->timers, w->timer_cap * sizeof *w->timers, sizeof(void *));
     fsched__deque_destroy(&w->deque);
-    fsched__frames_destroy(w);
+    if (w->frames_groups) fsched__frames_used()->destroy(w);
     fsched__cl_destroy(&w->high);
     fsched__cl_destroy(&w->low);
     fsched__affine_destroy(&w->affine);
@@ -6468,9 +6647,7 @@ static void fsched__sched_free(fsched_sched *s) {
     fsched__free(&a, s->reserve, s->reserve_count * sizeof *s->reserve, FSCHED__CACHE_LINE);
 #endif
     fsched__injector_destroy(&s->injector);
-#if defined(FSCHED__IO)
-    fsched__io_free(s);
-#endif
+    if (fsched__watch_of(s)) fsched__watch_of(s)->free(s);
     s->magic = FSCHED__SCHED_DEAD;
     fsched__free(&a, s, sizeof *s, FSCHED__CACHE_LINE);
 }
@@ -6529,6 +6706,24 @@ static fsched_result fsched__pin_plan(fsched_sched *s, const fsched_desc *d) {
                           "fsched_create: pinning workers to CPUs is not supported here");
 #endif
 }
+
+/* The reserve of tasks for interrupt handlers (see fsched__reserve_take). */
+#if defined(FSCHED__INTERRUPTS)
+static int fsched__reserve_create(fsched_sched *s, uint32_t n) {
+    uint32_t i;
+    s->reserve = (fsched__task *)fsched__alloc(&s->allocator, n * sizeof *s->reserve,
+                                               FSCHED__CACHE_LINE);
+    if (!s->reserve) return 0;
+    s->reserve_count = n;
+    for (i = 0; i < n; i++) {
+        s->reserve[i].home = NULL;
+        s->reserve[i].next = i + 1 < n ? &s->reserve[i + 1] : NULL;
+    }
+    s->reserve_free = s->reserve;
+    return 1;
+}
+
+#endif
 
 FIBERSCHED_API fsched_result fsched_create(const fsched_desc *desc, fsched_sched **out) {
     fsched_desc d;
@@ -6844,7 +7039,7 @@ FIBERSCHED_API fsched_result fsched_destroy(fsched_sched *s) {
     fsched__live_write_unlock();
     if (r != FSCHED_OK) return r;
     FSCHED__POINT(CLOSING);
-    fsched__watch_close(s);
+    if (fsched__watch_of(s)) fsched__watch_of(s)->close(s);
     fsched__schedule(w, fsched__quiescent);
     fsched__stop_workers(s);
     fsched__unbind(w);
@@ -7142,136 +7337,8 @@ FIBERSCHED_API fsched_result fsched_default_get(fsched_sched **out) {
 }
 
 /* ===================================================================================== */
-/*  sync: event, wait group, mutex, condition variable, semaphore, sleep, yield          */
+/*  sync: event, wait group, mutex, condition variable, semaphore, sleep, yield         */
 /* ===================================================================================== */
-
-/* Every primitive keeps its waiters in a wait list: a spinlock held for a few
-   instructions (never across a switch) and a FIFO of waiter records that live on the
-   waiters' stacks. A waiter is ended by exactly one party: the one whose CAS moves its
-   state from WAITING (a waker, its timer, or the deadlock breaker).
-
-   A waiter may return, and free the primitive, the moment it sees the signal, so a waker
-   decides everything that touches the primitive inside one hold of the list's lock: the
-   change of state, the unlinking. _destroy takes the lock, so it waits for a waker still
-   inside, and every successful wait waits for the lock to be free before it returns
-   (fsched__wait_list_quiesce). The wakes themselves (a futex wake, a worker told that a
-   fiber is ready) come after the lock is released, so that the woken party does not run
-   into the lock still held by a waker that was preempted right after waking it: they
-   touch no memory of the primitive. A thread waiter's record is left alone after its
-   state changed: on Linux it sleeps on its own state word (a futex wake touches no user
-   memory); elsewhere the waker takes the waiting thread's parker mutex before its CAS
-   and holds it until it has broadcast, and the waiter takes that mutex once before it
-   returns. */
-
-/* A wake decided under a wait list's lock, carried out after it. */
-typedef struct fsched__wake {
-    fsched__worker *worker;   /* tell it that a fiber is ready (or its inline wait ended), */
-    fsched_sched *held;       /* then let go of this scheduler, held meanwhile (or NULL) */
-    uint32_t *word;           /* or wake the thread sleeping on this futex word, */
-    fsched__parker *parker;   /* or, under this parker's mutex, set *word WOKEN and broadcast */
-} fsched__wake;
-
-#define FSCHED__WAKES_MAX 8u
-typedef struct fsched__wakes {
-    uint32_t n;
-    fsched__wake v[FSCHED__WAKES_MAX];
-} fsched__wakes;
-
-static void fsched__wake_do(const fsched__wake *k) {
-    if (k->worker) {
-        fsched__tell(k->worker, k->held);
-    } else if (k->parker) {
-        /* the waiter reads WOKEN under this mutex, so it leaves only after the unlock */
-#if defined(FSCHED__PARKER_WIN32)
-        AcquireSRWLockExclusive(&k->parker->lock);
-        FSCHED__STORE(k->word, FSCHED__WAIT_WOKEN, FSCHED__RELEASE);
-        WakeAllConditionVariable(&k->parker->cond);
-        ReleaseSRWLockExclusive(&k->parker->lock);
-#elif defined(FSCHED__PARKER_PTHREAD_COND)
-        pthread_mutex_lock(&k->parker->lock);
-        FSCHED__STORE(k->word, FSCHED__WAIT_WOKEN, FSCHED__RELEASE);
-        pthread_cond_broadcast(&k->parker->cond);
-        pthread_mutex_unlock(&k->parker->lock);
-#endif
-    } else if (k->word) {
-#if defined(FSCHED__PARKER_FUTEX)
-        /* The waiter may have returned: the word is then a dead or reused stack slot.
-           The kernel does not read it, and a sleeper on a reused slot rechecks its own
-           word; Valgrind does read it, so it is told not to report this call. */
-#if FIBERSCHED_VALGRIND
-        VALGRIND_DISABLE_ERROR_REPORTING;
-#endif
-        syscall(SYS_futex, k->word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, NULL, NULL, 0);
-#if FIBERSCHED_VALGRIND
-        VALGRIND_ENABLE_ERROR_REPORTING;
-#endif
-#endif
-    }
-}
-
-/* Under the lock: records a wake for later, or, when the record is full, does it now
-   (correct, only slower for the woken). */
-static void fsched__wake_add(fsched__wakes *wakes, fsched__worker *worker, fsched_sched *held,
-                             uint32_t *word, fsched__parker *parker) {
-    fsched__wake k;
-    k.worker = worker;
-    k.held = held;
-    k.word = word;
-    k.parker = parker;
-    if (wakes->n < FSCHED__WAKES_MAX) wakes->v[wakes->n++] = k;
-    else fsched__wake_do(&k);
-}
-
-#define FSCHED__LIST_DEAD 0xdead1157u /* the lock word of a destroyed primitive */
-
-static void fsched__wait_list_lock(fsched_wait_list *l) { fsched__spin_lock(&l->lock); }
-
-static void fsched__wait_list_unlock(fsched_wait_list *l) {
-    fsched__spin_unlock(&l->lock); /* the last access of a waker */
-}
-
-/* Unlocks the list, then carries out the wakes decided under its lock. */
-static void fsched__wait_list_unlock_wake(fsched_wait_list *l, fsched__wakes *wakes) {
-    uint32_t i;
-    fsched__spin_unlock(&l->lock); /* the last access of a waker to the primitive */
-    FSCHED__POINT(UNLOCKED);
-    for (i = 0; i < wakes->n; i++) fsched__wake_do(&wakes->v[i]);
-    wakes->n = 0;
-}
-
-/* The count is written under the lock and read without it (a hint for signal paths). */
-static void fsched__wait_list_append(fsched_wait_list *l, fsched__waiter *wt) {
-    wt->next = NULL;
-    wt->prev = (fsched__waiter *)l->tail;
-    if (l->tail) ((fsched__waiter *)l->tail)->next = wt;
-    else l->head = wt;
-    l->tail = wt;
-    wt->list = l;
-    wt->linked = 1;
-    FSCHED__STORE(&l->count, FSCHED__LOAD(&l->count, FSCHED__RELAXED) + 1u, FSCHED__RELAXED);
-}
-
-/* As fsched__wait_list_append, at the head (a waiter that was woken and lost a race). */
-static void fsched__wait_list_prepend(fsched_wait_list *l, fsched__waiter *wt) {
-    wt->prev = NULL;
-    wt->next = (fsched__waiter *)l->head;
-    if (l->head) ((fsched__waiter *)l->head)->prev = wt;
-    else l->tail = wt;
-    l->head = wt;
-    wt->list = l;
-    wt->linked = 1;
-    FSCHED__STORE(&l->count, FSCHED__LOAD(&l->count, FSCHED__RELAXED) + 1u, FSCHED__RELAXED);
-}
-
-static void fsched__wait_list_remove(fsched_wait_list *l, fsched__waiter *wt) {
-    if (wt->prev) wt->prev->next = wt->next;
-    else l->head = wt->next;
-    if (wt->next) wt->next->prev = wt->prev;
-    else l->tail = wt->prev;
-    wt->linked = 0;
-    FSCHED__STORE(&l->count, FSCHED__LOAD(&l->count, FSCHED__RELAXED) - 1u, FSCHED__RELAXED);
-}
-
 /* ---- blocking a thread on its waiter ---- */
 
 #if defined(FSCHED__PARKER_FUTEX)
@@ -7473,9 +7540,11 @@ static void fsched__wait_inline(fsched__worker *w, fsched__waiter *wt) {
     while (FSCHED__LOAD(&wt->state, FSCHED__ACQUIRE) == FSCHED__WAIT_WAITING) {
         uint32_t end = FSCHED__WAIT_WAITING, expected = FSCHED__WAIT_WAITING;
         int ran = fsched__run_inline(w);
+        const fsched__watch *watch;
         if (ran > 0) continue;
-        if (FSCHED__UNLIKELY(FSCHED__LOAD(&w->sched->watching, FSCHED__RELAXED))) {
-            fsched__watch_tick(w); /* what it waits for may come from outside (an fd) */
+        watch = fsched__watch_of(w->sched);
+        if (FSCHED__UNLIKELY(watch != NULL)) {
+            watch->tick(w); /* what it waits for may come from outside (an fd) */
             if (FSCHED__LOAD(&wt->state, FSCHED__ACQUIRE) != FSCHED__WAIT_WAITING) continue;
         }
         if (wt->deadline && fsched__sched_now(w->sched) >= wt->deadline)
@@ -7585,26 +7654,6 @@ static fsched_result fsched__wait_commit(fsched_wait_list *list, fsched__waiter 
            : state == FSCHED__WAIT_NO_MEMORY ? FSCHED_ERR_OUT_OF_MEMORY
                                              : FSCHED_ERR_WRONG_STATE;
 }
-
-#if defined(FIBERSCHED_NO_THREADS)
-/* Single-threaded only: nothing can run and nothing can wake the thread. The root
-   fiber's wait is ended with FSCHED_ERR_WRONG_STATE, so the call that would hang returns. */
-static void fsched__deadlock(fsched__worker *w) {
-    fsched__waiter *wt = w->root_waiter;
-    uint32_t expected = FSCHED__WAIT_WAITING;
-    if (wt && FSCHED__CAS(&wt->state, &expected, FSCHED__WAIT_ABORTED, FSCHED__ACQ_REL,
-                          FSCHED__RELAXED)) {
-        fsched__log(&w->sched->logger, FSCHED_LOG_ERROR,
-                    "deadlock: the only thread waits for something no task can provide");
-        if (wt->list) {
-            fsched__wait_list_lock(wt->list);
-            if (wt->linked) fsched__wait_list_remove(wt->list, wt);
-            fsched__wait_list_unlock(wt->list);
-        }
-        fsched__ready_append(w, wt->fiber);
-    }
-}
-#endif
 
 static void fsched__wait_list_init(fsched_wait_list *l) { memset(l, 0, sizeof *l); }
 
@@ -7790,6 +7839,114 @@ FIBERSCHED_API fsched_result fsched_wait_group_done(fsched_wait_group *wg) {
     return fsched_wait_group_add(wg, -1);
 }
 
+/* ---- tasks: what wait groups count -------------------------------------------------- */
+
+static fsched__task *fsched__task_alloc(fsched__worker *w) {
+    fsched__task *t = w->free_tasks;
+    if (!t && FSCHED__LOAD(&w->remote_free, FSCHED__RELAXED))
+        /* acquire: pairs with the release CAS of remote frees */
+        t = FSCHED__EXCHANGE(&w->remote_free, (fsched__task *)NULL, FSCHED__ACQUIRE);
+    if (!t) {
+        fsched__task_slab *slab = (fsched__task_slab *)fsched__alloc(
+            &w->sched->allocator, sizeof *slab, FSCHED__CACHE_LINE);
+        uint32_t i;
+        if (!slab) return NULL;
+        slab->next = w->slabs;
+        w->slabs = slab;
+        for (i = 0; i < FSCHED__TASKS_PER_SLAB; i++) {
+            slab->tasks[i].home = w;
+            slab->tasks[i].next = i + 1 < FSCHED__TASKS_PER_SLAB ? &slab->tasks[i + 1] : NULL;
+        }
+        t = &slab->tasks[0];
+    }
+    w->free_tasks = t->next;
+    return t;
+}
+
+/* ---- tasks of interrupt handlers: a reserve set aside at creation (desc.interrupt_tasks),
+   for a handler must not call the allocator; its free list changes with interrupts
+   masked. Its records have no home, like those allocated alone, and are told apart by
+   address. ---- */
+
+#if defined(FSCHED__INTERRUPTS)
+static fsched__task *fsched__reserve_take(fsched_sched *s) {
+    fsched__irq_state m = fsched__irq_save();
+    fsched__task *t = s->reserve_free;
+    if (t) s->reserve_free = t->next;
+    fsched__irq_restore(m);
+    return t;
+}
+
+static int fsched__reserve_give(fsched_sched *s, fsched__task *t) {
+    fsched__irq_state m;
+    if (t < s->reserve || t >= s->reserve + s->reserve_count) return 0;
+    m = fsched__irq_save();
+    t->next = s->reserve_free;
+    s->reserve_free = t;
+    fsched__irq_restore(m);
+    return 1;
+}
+#endif
+
+/* A task record for a spawn from outside the slots: alone from the allocator, or, in an
+   interrupt handler, from the reserve. */
+static fsched__task *fsched__task_alloc_outside(fsched_sched *s) {
+    fsched__task *t;
+#if defined(FSCHED__INTERRUPTS)
+    if (fsched__in_interrupt()) return fsched__reserve_take(s);
+#endif
+    t = (fsched__task *)fsched__alloc(&s->allocator, sizeof *t, FSCHED__CACHE_LINE);
+    if (t) t->home = NULL;
+    return t;
+}
+
+static void fsched__task_free(fsched_sched *s, fsched__worker *w, fsched__task *t) {
+    if (t->copy) fsched__free(&s->allocator, t->copy, t->copy_size, 16);
+    t->copy = NULL;
+    if (!t->home) {
+#if defined(FSCHED__INTERRUPTS)
+        if (fsched__reserve_give(s, t)) return;
+#endif
+        fsched__free(&s->allocator, t, sizeof *t, FSCHED__CACHE_LINE);
+    } else if (t->home == w) {
+        t->next = w->free_tasks;
+        w->free_tasks = t;
+    } else {
+        fsched__worker *home = t->home;
+        fsched__task *head = FSCHED__LOAD(&home->remote_free, FSCHED__RELAXED);
+        do {
+            t->next = head;
+            /* release: the task's fields are written before its home reuses it */
+        } while (!FSCHED__CAS_WEAK(&home->remote_free, &head, t, FSCHED__RELEASE, FSCHED__RELAXED));
+    }
+}
+
+static void fsched__wait_group_finish(fsched_wait_group *wg);
+
+/* A task runs on the fiber of a wait that helps its group as well, nested as deep as
+   the tasks' own recursion: what this frame keeps across the call is kept small (the
+   fiber and the group are read again after it). */
+static void fsched__task_execute(fsched__job *job, fsched__worker *w) {
+    fsched__task *t = (fsched__task *)job;
+    fsched_fiber *f = fsched__tls_thread.current;
+    /* what the fiber ran before: the task whose wait runs this one, if any */
+    fsched__running outer = fsched__running_begin(f, FSCHED__CODE(t->fn), t->name);
+    fsched_wait_group *wg;
+    FSCHED__TRACE(uint64_t trace_begin = fsched__trace_now();)
+    t->fn(t->arg);
+    /* the task may have suspended: it resumes on the same fiber and worker */
+    f = fsched__tls_thread.current;
+    if (FSCHED__DEBUG) fsched__stack_check(f, NULL);
+    fsched__running_end(f, outer);
+    FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_TASK, trace_begin, FSCHED__CODE(t->fn),
+                                       t->name, 0);)
+    wg = t->wait_group;
+    fsched__task_free(w->sched, w, t);
+    if (wg) fsched__wait_group_finish(wg);
+    fsched__work_ended(w->sched, w);
+}
+
+
 static void fsched__wait_group_finish(fsched_wait_group *wg) { fsched_wait_group_add(wg, -1); }
 
 /* Whether job is a task counted by wg. Only for a job the caller owns: a job still in a
@@ -7828,6 +7985,7 @@ static FSCHED__ALWAYS_INLINE void fsched__wait_group_help(fsched_wait_group *wg)
     d = &w->deque;
     while (FSCHED__LOAD(&wg->count, FSCHED__ACQUIRE) > 0) {
         fsched__job *job;
+        const fsched__watch *watch;
         if (d->ring_tail != d->ring_head) { /* private: only this worker touches the ring */
             job = d->ring[(d->ring_tail - 1) % FSCHED__RING_SIZE];
             if (!fsched__job_of_group(job, wg)) return;
@@ -7836,8 +7994,8 @@ static FSCHED__ALWAYS_INLINE void fsched__wait_group_help(fsched_wait_group *wg)
             return;
         }
         /* the outside world is watched between these tasks too, as in the loop */
-        if (FSCHED__UNLIKELY(FSCHED__LOAD(&w->sched->watching, FSCHED__RELAXED)))
-            fsched__watch_tick(w);
+        watch = fsched__watch_of(w->sched);
+        if (FSCHED__UNLIKELY(watch != NULL)) watch->tick(w);
         fsched__run_job(w, job);
     }
 }
@@ -8301,6 +8459,10 @@ FIBERSCHED_API void fsched_yield(void) {
 
 FIBERSCHED_API uint64_t fsched_clock_ns(void) { return fsched__clock_ns(); }
 
+/* ===================================================================================== */
+/*  io: fd waits and the poll hook                                                      */
+/* ===================================================================================== */
+
 /* ---- waiting on the outside world: file descriptors and the poll hook ----
    A scheduler watches the outside world only once asked to: at its first fd wait it
    makes a poller (an epoll set with an eventfd, or a set for poll() and a pipe), and
@@ -8511,95 +8673,6 @@ static void fsched__io_fork_hook(void) {
         (void)pthread_atfork(fsched__io_fork_prepare, fsched__io_fork_parent, fsched__io_fork_child);
 }
 
-/* The poller of s, made at the first call; NULL, with *r set, when it cannot be. */
-static fsched__io *fsched__io_get(fsched_sched *s, fsched_result *r) {
-    /* acquire: pairs with the CAS that published a poller another thread made */
-    fsched__io *io = FSCHED__LOAD(&s->io, FSCHED__ACQUIRE), *none = NULL;
-    if (FSCHED__LIKELY(io != NULL)) return io;
-    io = (fsched__io *)fsched__alloc(&s->allocator, sizeof *io, sizeof(void *));
-    *r = FSCHED_ERR_OUT_OF_MEMORY;
-    if (!io) return NULL;
-    memset(io, 0, sizeof *io);
-    io->sched = s;
-    *r = FSCHED_ERR_SYSTEM;
-#if defined(FSCHED__IO_EPOLL)
-    io->epfd = epoll_create1(EPOLL_CLOEXEC);
-    io->wake_read = io->wake_write = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (io->epfd >= 0 && io->wake_read >= 0) {
-        struct epoll_event ev;
-        memset(&ev, 0, sizeof ev);
-        ev.events = EPOLLIN; /* level-triggered: readable until drained */
-        ev.data.u64 = 0;     /* no record has generation 0: the wake fd */
-        if (epoll_ctl(io->epfd, EPOLL_CTL_ADD, io->wake_read, &ev) == 0) *r = FSCHED_OK;
-    }
-#else
-    {
-        int ends[2];
-        io->wake_read = io->wake_write = -1;
-        if (pipe(ends) == 0) {
-            io->wake_read = ends[0];
-            io->wake_write = ends[1];
-            if (fsched__fd_nonblocking(ends[0]) && fsched__fd_nonblocking(ends[1])) *r = FSCHED_OK;
-        }
-    }
-#endif
-    if (*r != FSCHED_OK && errno == ENOMEM) *r = FSCHED_ERR_OUT_OF_MEMORY;
-    /* acq_rel: publishes the poller; a loser frees its own and takes the winner's */
-    if (*r == FSCHED_OK && FSCHED__CAS(&s->io, &none, io, FSCHED__ACQ_REL, FSCHED__ACQUIRE)) {
-        FSCHED__STORE(&s->watching, 1u, FSCHED__RELAXED); /* a hint for the loop */
-        fsched__io_fork_hook();
-        fsched__spin_lock(&fsched__io_all_lock);
-        io->next = fsched__io_all;
-        fsched__io_all = io;
-        /* relaxed: read before a look at the list under this lock (fsched__io_hold) */
-        FSCHED__FETCH_ADD(&fsched__io_fds_gen, 1u, FSCHED__RELAXED);
-        fsched__spin_unlock(&fsched__io_all_lock);
-        return io;
-    }
-#if defined(FSCHED__IO_EPOLL)
-    if (io->epfd >= 0) close(io->epfd);
-#else
-    if (io->wake_write >= 0) close(io->wake_write);
-#endif
-    if (io->wake_read >= 0) close(io->wake_read);
-    fsched__free(&s->allocator, io, sizeof *io, sizeof(void *));
-    return none; /* the winner's, or NULL with *r set */
-}
-
-/* Frees the poller of a scheduler being freed (no thread of it uses the poller now). */
-static void fsched__io_free(fsched_sched *s) {
-    fsched__io *io = s->io, **p;
-    const fsched_allocator *a = &s->allocator;
-    uint32_t i;
-    if (!io) return;
-    fsched__spin_lock(&fsched__io_all_lock); /* waits for fsched_close_fd's walk */
-    for (p = &fsched__io_all; *p; p = &(*p)->next)
-        if (*p == io) {
-            *p = io->next;
-            break;
-        }
-    fsched__spin_unlock(&fsched__io_all_lock);
-    for (i = 0; i < io->bucket_count; i++)
-        while (io->buckets[i]) {
-            fsched__fd *rec = io->buckets[i];
-            io->buckets[i] = rec->next;
-            fsched__free(a, rec, sizeof *rec, sizeof(void *));
-        }
-    if (io->buckets)
-        fsched__free(a, io->buckets, io->bucket_count * sizeof *io->buckets, sizeof(void *));
-#if defined(FSCHED__IO_EPOLL)
-    close(io->epfd);
-#else
-    if (io->fds) {
-        fsched__free(a, io->fds, io->fds_cap * sizeof *io->fds, sizeof(void *));
-        fsched__free(a, io->fds_of, io->fds_cap * sizeof *io->fds_of, sizeof(void *));
-    }
-    close(io->wake_write);
-#endif
-    close(io->wake_read);
-    fsched__free(a, io, sizeof *io, sizeof(void *));
-    s->io = NULL;
-}
 
 /* ---- the table of records ---- */
 
@@ -9198,6 +9271,110 @@ static void fsched__watch_close(fsched_sched *s) {
 #endif
 }
 
+#if defined(FSCHED__IO)
+/* Frees the poller of a scheduler being freed (no thread of it uses the poller now). */
+static void fsched__watch_free(fsched_sched *s) {
+    fsched__io *io = s->io, **p;
+    const fsched_allocator *a = &s->allocator;
+    uint32_t i;
+    if (!io) return;
+    fsched__spin_lock(&fsched__io_all_lock); /* waits for fsched_close_fd's walk */
+    for (p = &fsched__io_all; *p; p = &(*p)->next)
+        if (*p == io) {
+            *p = io->next;
+            break;
+        }
+    fsched__spin_unlock(&fsched__io_all_lock);
+    for (i = 0; i < io->bucket_count; i++)
+        while (io->buckets[i]) {
+            fsched__fd *rec = io->buckets[i];
+            io->buckets[i] = rec->next;
+            fsched__free(a, rec, sizeof *rec, sizeof(void *));
+        }
+    if (io->buckets)
+        fsched__free(a, io->buckets, io->bucket_count * sizeof *io->buckets, sizeof(void *));
+#if defined(FSCHED__IO_EPOLL)
+    close(io->epfd);
+#else
+    if (io->fds) {
+        fsched__free(a, io->fds, io->fds_cap * sizeof *io->fds, sizeof(void *));
+        fsched__free(a, io->fds_of, io->fds_cap * sizeof *io->fds_of, sizeof(void *));
+    }
+    close(io->wake_write);
+#endif
+    close(io->wake_read);
+    fsched__free(a, io, sizeof *io, sizeof(void *));
+    s->io = NULL;
+}
+
+static void fsched__watch_interrupt(fsched_sched *s) { fsched__io_interrupt(s->io); }
+#else
+static void fsched__watch_free(fsched_sched *s) { (void)s; }
+static void fsched__watch_interrupt(fsched_sched *s) { (void)s; }
+#endif
+
+/* What the layers below reach through s->watch. */
+static const fsched__watch fsched__watch_io = {fsched__watch_tick,  fsched__poll_call,
+                                               fsched__watch_block, fsched__watch_interrupt,
+                                               fsched__watch_close, fsched__watch_free};
+
+#if defined(FSCHED__IO)
+/* The poller of s, made at the first call; NULL, with *r set, when it cannot be. */
+static fsched__io *fsched__io_get(fsched_sched *s, fsched_result *r) {
+    /* acquire: pairs with the CAS that published a poller another thread made */
+    fsched__io *io = FSCHED__LOAD(&s->io, FSCHED__ACQUIRE), *none = NULL;
+    if (FSCHED__LIKELY(io != NULL)) return io;
+    io = (fsched__io *)fsched__alloc(&s->allocator, sizeof *io, sizeof(void *));
+    *r = FSCHED_ERR_OUT_OF_MEMORY;
+    if (!io) return NULL;
+    memset(io, 0, sizeof *io);
+    io->sched = s;
+    *r = FSCHED_ERR_SYSTEM;
+#if defined(FSCHED__IO_EPOLL)
+    io->epfd = epoll_create1(EPOLL_CLOEXEC);
+    io->wake_read = io->wake_write = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (io->epfd >= 0 && io->wake_read >= 0) {
+        struct epoll_event ev;
+        memset(&ev, 0, sizeof ev);
+        ev.events = EPOLLIN; /* level-triggered: readable until drained */
+        ev.data.u64 = 0;     /* no record has generation 0: the wake fd */
+        if (epoll_ctl(io->epfd, EPOLL_CTL_ADD, io->wake_read, &ev) == 0) *r = FSCHED_OK;
+    }
+#else
+    {
+        int ends[2];
+        io->wake_read = io->wake_write = -1;
+        if (pipe(ends) == 0) {
+            io->wake_read = ends[0];
+            io->wake_write = ends[1];
+            if (fsched__fd_nonblocking(ends[0]) && fsched__fd_nonblocking(ends[1])) *r = FSCHED_OK;
+        }
+    }
+#endif
+    if (*r != FSCHED_OK && errno == ENOMEM) *r = FSCHED_ERR_OUT_OF_MEMORY;
+    /* acq_rel: publishes the poller; a loser frees its own and takes the winner's */
+    if (*r == FSCHED_OK && FSCHED__CAS(&s->io, &none, io, FSCHED__ACQ_REL, FSCHED__ACQUIRE)) {
+        FSCHED__STORE(&s->watch, &fsched__watch_io, FSCHED__RELAXED); /* a hint for the loop */
+        fsched__io_fork_hook();
+        fsched__spin_lock(&fsched__io_all_lock);
+        io->next = fsched__io_all;
+        fsched__io_all = io;
+        /* relaxed: read before a look at the list under this lock (fsched__io_hold) */
+        FSCHED__FETCH_ADD(&fsched__io_fds_gen, 1u, FSCHED__RELAXED);
+        fsched__spin_unlock(&fsched__io_all_lock);
+        return io;
+    }
+#if defined(FSCHED__IO_EPOLL)
+    if (io->epfd >= 0) close(io->epfd);
+#else
+    if (io->wake_write >= 0) close(io->wake_write);
+#endif
+    if (io->wake_read >= 0) close(io->wake_read);
+    fsched__free(&s->allocator, io, sizeof *io, sizeof(void *));
+    return none; /* the winner's, or NULL with *r set */
+}
+#endif
+
 FIBERSCHED_API fsched_result fsched_set_poll(fsched_sched *s, fsched_poll_fn fn, void *user,
                                              uint64_t interval_ns) {
     fsched_result r = fsched__sched_enter(s, 0, "fsched_set_poll");
@@ -9217,12 +9394,13 @@ FIBERSCHED_API fsched_result fsched_set_poll(fsched_sched *s, fsched_poll_fn fn,
                   inside ? fsched__time_add(fsched__sched_now(s), fsched__watch_interval(s)) : 0,
                   FSCHED__RELAXED);
     FSCHED__STORE(&s->poll_fn, fn, FSCHED__RELAXED);
-    FSCHED__STORE(&s->watching, fn || FSCHED__LOAD(&s->io, FSCHED__RELAXED), FSCHED__RELAXED);
+    FSCHED__STORE(&s->watch, fn || FSCHED__LOAD(&s->io, FSCHED__RELAXED) ? &fsched__watch_io : NULL,
+                  FSCHED__RELAXED);
     if (!inside) FSCHED__FETCH_SUB(&s->poll_busy, 3u, FSCHED__RELEASE);
     /* an idle worker calls the new hook soon, and from then on at every interval; from
        the hook, its caller does (a hook that sets itself again at every call, to change
        its interval, say, would have each call wake a worker for the next). Announced as
-       new work is, so that a worker about to sleep, which read `watching` before this
+       new work is, so that a worker about to sleep, which read `watch` before this
        and is not yet counted sleeping, does not sleep on its parker past it */
     if (fn && !inside) fsched__new_jobs(s, 1);
     fsched__sched_release(s);
@@ -9410,7 +9588,7 @@ FIBERSCHED_API fsched_result fsched_close_fd(int fd) {
     int own, rc, err;
     if (fd < 0)
         return FSCHED__MISUSE(NULL, FSCHED_ERR_INVALID_ARGUMENT, "fsched_close_fd: fd %d", fd);
-    /* the list's lock keeps every poller in it alive (fsched__io_free takes it first) */
+    /* the list's lock keeps every poller in it alive (fsched__watch_free takes it first) */
     fsched__spin_lock(&fsched__io_all_lock);
     if (!(own = fsched__io_owns(fd))) {
         fsched__fd_closing_begin(&entry, fd);
@@ -9962,8 +10140,11 @@ static void fsched__frames_free(fsched_sched *s, fsched_frames *fs) {
 /* What the scheduling loop reaches through fsched__frames_linked, set by the first stack */
 static fsched__job *fsched__frames_claim(fsched__worker *w, fsched__worker *v);
 static void fsched__frames_offer_held(fsched_fiber *f);
-static const fsched__frames_code fsched__frames_code_here = {fsched__frames_claim,
-                                                              fsched__frames_offer_held};
+static int fsched__frames_visible(fsched__worker *v);
+static void fsched__frames_destroy(fsched__worker *w);
+static const fsched__frames_code fsched__frames_code_here = {
+    fsched__frames_claim, fsched__frames_offer_held, fsched__frames_visible,
+    fsched__frames_destroy};
 static void fsched__frame_job_execute(fsched__job *job, fsched__worker *w);
 
 /* Owner: a new frame stack of w, named in w's set (where thieves find it). NULL: out of
@@ -9972,8 +10153,12 @@ static fsched_frames *fsched__frames_new(fsched__worker *w) {
     fsched_sched *s = w->sched;
     size_t n = fsched__frames_capacity(s);
     uint32_t i = w->frames_count % FSCHED__FRAMES_FANOUT;
-    fsched__frames_chunk *c = fsched__frames_chunk_next(w);
+    fsched__frames_chunk *c;
     fsched_frames *fs;
+    /* relaxed: see fsched__frames_used; before the first set of stacks is published */
+    if (!fsched__frames_used())
+        FSCHED__STORE(&fsched__frames_linked, &fsched__frames_code_here, FSCHED__RELAXED);
+    c = fsched__frames_chunk_next(w);
     if (!c || !(fs = (fsched_frames *)fsched__alloc(&s->allocator, sizeof *fs, 64))) return NULL;
     memset(fs, 0, sizeof *fs);
     fs->bytes = fsched__frames_bytes(n);
@@ -9990,8 +10175,6 @@ static fsched_frames *fsched__frames_new(fsched__worker *w) {
     /* relaxed: others read it only as a count (tests, debuggers) */
     FSCHED__STORE(&w->frames_count, w->frames_count + 1, FSCHED__RELAXED);
     w->frame_job.execute = fsched__frame_job_execute;
-    if (!fsched__frames_used()) /* relaxed: see fsched__frames_used */
-        FSCHED__STORE(&fsched__frames_linked, &fsched__frames_code_here, FSCHED__RELAXED);
     return fs;
 }
 
@@ -12086,27 +12269,6 @@ struct fsched_pipeline {
 
 /* ---- the log: lines built from pieces, without stdio (deterministic everywhere) ---- */
 
-typedef struct fsched__line {
-    char text[256];
-    size_t n;
-} fsched__line;
-
-static void fsched__line_add(fsched__line *l, const char *s) {
-    for (; *s && l->n + 1 < sizeof l->text; s++) l->text[l->n++] = *s;
-    l->text[l->n] = 0;
-}
-
-static void fsched__line_num(fsched__line *l, uint64_t v) {
-    char digits[24];
-    size_t i = sizeof digits;
-    digits[--i] = 0;
-    do {
-        digits[--i] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    fsched__line_add(l, digits + i);
-}
-
 /* Writes "[scheduler]: " and the pieces (b and c may be NULL) to the pipeline's log:
    the lines of noarr's debugging scheduler, word for word, so that logs compare. */
 static void fsched__pipe_log(const fsched_pipeline *p, const char *a, const char *b,
@@ -13483,95 +13645,10 @@ FIBERSCHED_API fsched_result fsched_parallel_pipeline(size_t max_in_flight,
 }
 
 /* ===================================================================================== */
-/*  trace: events recorded per slot, written as Chrome trace-event JSON                  */
+/*  trace export: Chrome trace-event JSON, the trace calls                              */
 /* ===================================================================================== */
 
 #if FIBERSCHED_TRACE
-
-/* 64 bytes: a cache line */
-typedef struct fsched__trace_event {
-    uint64_t begin, end; /* the scheduler's clock; equal for an instant */
-    uint64_t code;       /* the user's function a span of work ran; 0: none */
-    uint32_t arg;        /* see fsched__trace_kind */
-    uint32_t fiber;      /* the track: the fiber's number in its slot, from 1 */
-    uint8_t kind;
-    char name[FSCHED__NAME_BYTES - 1];
-} fsched__trace_event;
-
-/* Written by the slot's thread alone, so recording takes no lock. A reader sees the
-   events below `count`, and those are never written again: a full buffer drops new
-   events rather than overwrite old ones. */
-typedef struct fsched__trace_buffer {
-    uint64_t count;   /* events recorded */
-    uint64_t dropped; /* events that found the buffer full */
-    uint32_t capacity;
-    uint32_t fibers;  /* track numbers handed out */
-    fsched__trace_event *events;
-} fsched__trace_buffer;
-
-static fsched__trace_buffer *fsched__trace_buffer_new(const fsched_allocator *a,
-                                                      uint32_t capacity) {
-    fsched__trace_buffer *b;
-    size_t bytes = (size_t)capacity * sizeof(fsched__trace_event);
-    if (bytes / sizeof(fsched__trace_event) != capacity) return NULL; /* 32-bit overflow */
-    b = (fsched__trace_buffer *)fsched__alloc(a, sizeof *b, FSCHED__CACHE_LINE);
-    if (!b) return NULL;
-    memset(b, 0, sizeof *b);
-    b->capacity = capacity;
-    b->events = (fsched__trace_event *)fsched__alloc(a, bytes, FSCHED__CACHE_LINE);
-    if (!b->events) {
-        fsched__free(a, b, sizeof *b, FSCHED__CACHE_LINE);
-        return NULL;
-    }
-    memset(b->events, 0, bytes); /* its page faults now, not in the middle of a trace */
-    return b;
-}
-
-static void fsched__trace_buffer_free(const fsched_allocator *a, fsched__trace_buffer *b) {
-    fsched__free(a, b->events, (size_t)b->capacity * sizeof *b->events, FSCHED__CACHE_LINE);
-    fsched__free(a, b, sizeof *b, FSCHED__CACHE_LINE);
-}
-
-/* The clock of the calling thread's scheduler; 0 outside any, or when its buffer is
-   full (the span will be dropped: no need to read the clock). */
-static uint64_t fsched__trace_now(void) {
-    fsched__worker *w = fsched__thread_get()->worker;
-    if (!w || FSCHED__LOAD(&w->trace->count, FSCHED__RELAXED) >= w->trace->capacity) return 0;
-    return fsched__sched_now(w->sched);
-}
-
-/* Records a span from `begin` to now (or an instant) on the running fiber's track of the
-   calling thread's slot. Threads outside any scheduler record nothing. */
-static void fsched__trace_record(fsched__trace_kind kind, uint64_t begin, uintptr_t code,
-                                 const char *name, uint32_t arg) {
-    fsched__thread *t = fsched__thread_get();
-    fsched__worker *w = t->worker;
-    fsched__trace_buffer *b;
-    fsched__trace_event *e;
-    uint64_t n;
-    size_t len = 0;
-    if (!w) return;
-    b = w->trace;
-    n = FSCHED__LOAD(&b->count, FSCHED__RELAXED); /* only this thread writes it */
-    if (n >= b->capacity) {
-        FSCHED__STORE(&b->dropped, FSCHED__LOAD(&b->dropped, FSCHED__RELAXED) + 1,
-                      FSCHED__RELAXED);
-        return;
-    }
-    e = &b->events[n];
-    e->end = fsched__sched_now(w->sched);
-    e->begin = begin == FSCHED__TRACE_INSTANT ? e->end : begin;
-    e->code = (uint64_t)code;
-    e->arg = arg;
-    e->kind = (uint8_t)kind;
-    if (!t->current->trace_id) t->current->trace_id = ++b->fibers;
-    e->fiber = t->current->trace_id;
-    len = fsched__name_fit(name, sizeof e->name);
-    if (len) memcpy(e->name, name, len);
-    e->name[len] = 0;
-    /* release: the event is complete before a reader that sees the new count reads it */
-    FSCHED__STORE(&b->count, n + 1, FSCHED__RELEASE);
-}
 
 /* ---- writing JSON ---- */
 
@@ -13839,31 +13916,6 @@ FIBERSCHED_API fsched_result fsched_trace_count(const fsched_sched *s, uint64_t 
     if (recorded) *recorded = sum_recorded;
     if (dropped) *dropped = sum_dropped;
     return r;
-}
-
-/* ---- results and version ---- */
-
-FIBERSCHED_API const char *fsched_result_string(fsched_result r) {
-    switch (r) {
-    case FSCHED_OK: return "ok";
-    case FSCHED_ERR_INVALID_ARGUMENT: return "invalid argument";
-    case FSCHED_ERR_OUT_OF_MEMORY: return "out of memory";
-    case FSCHED_ERR_WRONG_STATE: return "wrong state";
-    case FSCHED_ERR_TIMEOUT: return "timed out";
-    case FSCHED_ERR_CANCELLED: return "cancelled";
-    case FSCHED_ERR_SYSTEM: return "system error";
-    case FSCHED_ERR_UNSUPPORTED: return "unsupported";
-    case FSCHED_ERR_TASK_FAILED: return "a task failed";
-    case FSCHED_ERR_STALLED: return "stalled";
-    }
-    return "unknown result";
-}
-
-#define FSCHED__STR2(x) #x
-#define FSCHED__STR(x) FSCHED__STR2(x)
-FIBERSCHED_API const char *fsched_version_string(void) {
-    return FSCHED__STR(FIBERSCHED_VERSION_MAJOR) "." FSCHED__STR(FIBERSCHED_VERSION_MINOR) "."
-        FSCHED__STR(FIBERSCHED_VERSION_PATCH);
 }
 
 /* ---- gdb: tools/fibersched-gdb.py, embedded (FIBERSCHED_GDB_SCRIPT) ----

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """tools/check_layers.py on headers of its own: a header whose calls keep to its layers
 passes, and each way of breaking them is found with its message (a call up, through a
-macro, by reference, sideways; a private function nothing uses; a banner in no layer; a
+macro, by reference, sideways; a private function nothing uses; a banner in no layer or
+after a higher layer's; a
 table entry that names no banner; the C++ layer calling a private function).
 Standard library only."""
 
@@ -85,6 +86,10 @@ static int fsched__middle(int x) {
 
 static int (*const fsched__table[])(int) = {fsched__low, fsched__middle};
 
+/* ---- shared: used from above, a part of the middle ---- */
+
+static int fsched__helper(int x) { return fsched__middle(x); }
+
 /* ===================== */
 /*  high: the top         */
 /* ===================== */
@@ -95,10 +100,6 @@ FIBERSCHED_API int fsched_high(void) {
     (void)s;
     return fsched__helper(2) + fsched__table[0](1);
 }
-
-/* ---- shared: used from above, but kept in the middle ---- */
-
-static int fsched__helper(int x) { return fsched__middle(x); }
 
 /* ===================== */
 /*  side: beside high     */
@@ -208,7 +209,12 @@ def test_banners_and_table():
     text = CLEAN.replace("LAYER middle: middle; shared", "LAYER middle: middle")
     check(errors(text) == [], "a part banner falls to its section's layer: %r" % errors(text))
     layers = dict((f.name, check_layers.layer_name(f)) for f in check_layers.check(text).functions)
-    check(layers["fsched__helper"] == "high", "... which is high's here")
+    check(layers["fsched__helper"] == "middle", "... which is middle's here")
+    text = CLEAN.replace("LAYER low: low", "LAYER low: low; late").replace(
+        "/* ---- shared:", "/* ---- late: low's, but after the middle ---- */\n\n/* ---- shared:")
+    check(errors_at(text) == ["%d: banner \"late: low's, but after the middle\" (low) comes after "
+                              "layer middle: the file reads bottom up" % line_of(text, "---- late:")],
+          "a banner of a lower layer after a higher one is found: %r" % errors_at(text))
     text = CLEAN.replace("LAYER high: high", "LAYER high: high; low")
     check("banner \"low: the bottom\" is in layers low and high" in errors(text),
           "a banner in two layers is found: %r" % errors(text))

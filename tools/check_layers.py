@@ -12,12 +12,13 @@ is named by its title ("/* ---- the core latch ---- */"), or by the part of its 
 before a colon ("platform" for "platform: atomics, ..."), and must be named once. A
 function lies in the layer of the banner above it; a "----" banner that no LAYER line
 names lies in the layer of the "====" banner above it. A layer beside another stands on
-its level: neither may call the other. The C++ layer, after the implementation, stands
+its level: neither may call the other. The file reads bottom up: no banner comes after
+one of a higher layer. The C++ layer, after the implementation, stands
 above all and calls public functions (fsched_*) only.
 
 Fails (exit 1) on a function that calls one of a higher layer, or of another layer on
-its level; a private function (fsched__*) that nothing uses; a banner in no layer; and a
-table that does not hold together. A use that breaks the layers is printed once per
+its level; a private function (fsched__*) that nothing uses; a banner in no layer, or
+after one of a higher layer; and a table that does not hold together. A use that breaks the layers is printed once per
 caller and callee, at its first line:
 
     fibersched.h:LINE: caller (layer) calls callee (layer, defined at LINE)
@@ -258,6 +259,15 @@ def map_banners(layers, banners):
             banner.layer = banner.section.layer
         if banner.layer is None:
             errors.append((banner.line, "banner \"%s\" maps to no layer" % banner.title))
+    highest = None  # the file reads bottom up: no banner of a layer below one already seen
+    for banner in sorted(banners, key=lambda b: b.line):
+        if banner.layer is None:
+            continue
+        if highest and banner.layer.level < highest.level:
+            errors.append((banner.line, "banner \"%s\" (%s) comes after layer %s: the file "
+                           "reads bottom up" % (banner.title, banner.layer.name, highest.name)))
+        elif not highest or banner.layer.level > highest.level:
+            highest = banner.layer
     return errors
 
 
