@@ -385,7 +385,7 @@ FIBERSCHED_API const char *fsched_result_string(fsched_result r);
 /* "major.minor.patch" of the implementation. Any thread. */
 FIBERSCHED_API const char *fsched_version_string(void);
 
-/* ---- allocator and logger, carried in every desc ----------------------------------- */
+/* ---- allocator and logger, carried in every desc --------------------------------- */
 
 /* Memory for everything fibersched allocates on behalf of an object. `alloc` returns
    memory aligned to `align` (a power of two) or NULL; `free` receives the size and
@@ -1406,7 +1406,7 @@ FIBERSCHED_API fsched_result fsched_graph_dump_dot(fsched_graph *g,
 /* Number of tasks in g (including those added by the running tasks). */
 FIBERSCHED_API size_t fsched_graph_task_count(fsched_graph *g);
 
-/* ---- inside a task, and queries ---- */
+/* ---- inside a task, and queries -------------------------------------------------- */
 
 /* The graph a task belongs to (for adding tasks while running). */
 FIBERSCHED_API fsched_graph *fsched_graph_task_graph(const fsched_graph_task *t);
@@ -1759,7 +1759,7 @@ FIBERSCHED_API fsched_result fsched_trace_count(const fsched_sched *s, uint64_t 
    Trace records from the worker and every layer above it (FSCHED__TRACE, nothing when
    off); its export, which walks every slot's records, stands above all. */
 
-/* ---- configuration, resolved in one place ------------------------------------------ */
+/* ---- configuration, resolved in one place ---------------------------------------- */
 
 #if defined(FIBERSCHED_NO_OS) && !defined(FIBERSCHED_NO_THREADS)
 #define FIBERSCHED_NO_THREADS
@@ -1859,13 +1859,7 @@ typedef enum fsched__trace_kind {
     FSCHED__TRACE_STEAL       /* an instant: a job taken from another slot; arg: its index */
 } fsched__trace_kind;
 #define FSCHED__TRACE_INSTANT UINT64_MAX /* a `begin` that means "now, no duration" */
-static uint64_t fsched__trace_now(void);
-static void fsched__trace_record(fsched__trace_kind kind, uint64_t begin, uintptr_t code,
-                                 const char *name, uint32_t arg);
 struct fsched__trace_buffer;
-static struct fsched__trace_buffer *fsched__trace_buffer_new(const fsched_allocator *a,
-                                                              uint32_t capacity);
-static void fsched__trace_buffer_free(const fsched_allocator *a, struct fsched__trace_buffer *b);
 #else
 #define FSCHED__TRACE(...)
 #endif
@@ -2133,7 +2127,7 @@ static inline void fsched__cpu_relax(void) {
 #endif
 }
 
-/* ---- logging and fatal errors ---- */
+/* ---- logging and fatal errors ---------------------------------------------------- */
 
 static void fsched__default_log(fsched_log_level level, const char *message, void *user) {
     (void)user;
@@ -2205,7 +2199,7 @@ static void fsched__fatal(const char *message) {
 #endif
 #endif
 
-/* ---- results and version ---- */
+/* ---- results and version --------------------------------------------------------- */
 
 FIBERSCHED_API const char *fsched_result_string(fsched_result r) {
     switch (r) {
@@ -2230,7 +2224,7 @@ FIBERSCHED_API const char *fsched_version_string(void) {
         FSCHED__STR(FIBERSCHED_VERSION_PATCH);
 }
 
-/* ---- formatting without stdio, safe in a signal handler ---- */
+/* ---- formatting without stdio, safe in a signal handler -------------------------- */
 
 static char *fsched__sig_put(char *p, char *end, const char *s) {
     while (*s && p < end) *p++ = *s++;
@@ -2323,7 +2317,7 @@ static void fsched__line_num(fsched__line *l, uint64_t v) {
     fsched__line_add(l, digits + i);
 }
 
-/* ---- allocation ---- */
+/* ---- allocation ------------------------------------------------------------------ */
 
 static void *fsched__default_alloc(size_t size, size_t align, void *user) {
     unsigned char *raw, *p;
@@ -2417,7 +2411,7 @@ static void fsched__mutex_lock(fsched__mutex *m) { pthread_mutex_lock(&m->lock);
 static void fsched__mutex_unlock(fsched__mutex *m) { pthread_mutex_unlock(&m->lock); }
 #endif
 
-/* ---- pages: stacks with a guard region ---- */
+/* ---- pages: stacks with a guard region ------------------------------------------- */
 
 #if defined(FSCHED__OS_POSIX) || defined(FSCHED__OS_WINDOWS)
 #define FSCHED__HAVE_PAGES 1
@@ -2549,7 +2543,7 @@ static void fsched__pages_discard(void *p, size_t size) {
 
 #endif /* pages */
 
-/* ---- monotonic clock ---- */
+/* ---- monotonic clock ------------------------------------------------------------- */
 
 FSCHED__UNUSED static uint64_t fsched__now_ns(void) {
 #if defined(FSCHED__OS_WINDOWS)
@@ -2592,7 +2586,7 @@ static struct timespec fsched__timespec(uint64_t ns) {
 }
 #endif
 
-/* ---- threads ---- */
+/* ---- threads --------------------------------------------------------------------- */
 
 #if !defined(FIBERSCHED_NO_THREADS)
 #if defined(FSCHED__OS_WINDOWS)
@@ -2883,7 +2877,7 @@ static int fsched__pin_self(uint32_t cpu) {
 }
 #endif
 
-/* ---- naming the calling thread, for top -H, gdb and perf ---- */
+/* ---- naming the calling thread, for top -H, gdb and perf ------------------------- */
 #define FSCHED__THREAD_NAME_BYTES 16u /* Linux keeps 15 and the terminator */
 #if !defined(FIBERSCHED_NO_THREADS) && defined(__linux__)
 #include <sys/syscall.h>
@@ -2971,8 +2965,6 @@ static void fsched__parker_destroy(fsched__parker *p) {
     (void)p;
 #endif
 }
-
-static uint64_t fsched__clock_ns(void);
 
 /* Blocks until unparked (returns 1) or until timeout_ns nanoseconds of the system's
    monotonic clock have passed (returns 0; 0 means no timeout). The timeout is relative:
@@ -3441,7 +3433,7 @@ static FSCHED__NOINLINE fsched__thread *fsched__thread_get(void) {
     return t;
 }
 
-/* ---- contexts per backend ---- */
+/* ---- contexts per backend -------------------------------------------------------- */
 
 static void fsched__fiber_trap(void) {
     fsched__fatal("a fiber's first frame returned (its entry function must never return)");
@@ -3551,7 +3543,7 @@ static inline void *fsched__ctx_switch(fsched_fiber *from, void **save, fsched_f
 #endif
 }
 
-/* ---- stack memory ---- */
+/* ---- stack memory ---------------------------------------------------------------- */
 
 static int fsched__canary_intact(const fsched_fiber *f) {
     const unsigned char *p = f->stack_lo - FSCHED__CANARY_BYTES;
@@ -3995,7 +3987,7 @@ static fsched_fiber *fsched__stack_recycle(fsched_fiber *f) {
     return f;
 }
 
-/* ---- stack pools ---- */
+/* ---- stack pools ----------------------------------------------------------------- */
 
 static fsched_result fsched__pool_take(fsched_stack_pool *pool, fsched_fiber **out) {
     fsched_fiber *f = NULL;
@@ -4141,7 +4133,7 @@ FIBERSCHED_API fsched_result fsched_stack_pool_get_stats(fsched_stack_pool *pool
     return FSCHED_OK;
 }
 
-/* ---- switching ---- */
+/* ---- switching ------------------------------------------------------------------- */
 
 /* Finishes a switch on the arriving side: tells ASan which stack it left. */
 static inline void fsched__fiber_arrived(fsched_fiber *self, fsched_fiber *prev) {
@@ -4270,7 +4262,7 @@ static void fsched__fiber_main(void *pass) {
     fsched__fiber_trap();
 }
 
-/* ---- public fiber API ---- */
+/* ---- public fiber API ------------------------------------------------------------ */
 
 FIBERSCHED_API fsched_result fsched_fiber_create(const fsched_fiber_desc *desc,
                                                  void (*fn)(void *arg), void *arg,
@@ -4424,7 +4416,7 @@ FIBERSCHED_API int fsched_stack_fault(const void *address) {
     return 0;
 }
 
-/* ---- stack overflow reporting ---- */
+/* ---- stack overflow reporting ---------------------------------------------------- */
 
 #if defined(FSCHED__OS_POSIX) && defined(SA_ONSTACK) && defined(SS_DISABLE)
 #define FSCHED__ALTSTACK_BYTES (64u * 1024u)
@@ -4883,7 +4875,7 @@ static size_t fsched__injector_take(fsched__injector *q, fsched__job **out, size
     return n;
 }
 
-/* ---- placed jobs: a priority level, or a set of slots that may run them ---- */
+/* ---- placed jobs: a priority level, or a set of slots that may run them ---------- */
 
 #define FSCHED__LEVEL_LOW 0u
 #define FSCHED__LEVEL_NORMAL 1u
@@ -4998,7 +4990,7 @@ typedef struct fsched__idle {
     uint32_t inactive; /* counted in the inactive workers */
 } fsched__idle;
 
-/* ---- the scheduler and its slots ---------------------------------------------------- */
+/* ---- the scheduler and its slots ------------------------------------------------- */
 
 typedef struct fsched__waiter fsched__waiter;
 
@@ -5205,7 +5197,7 @@ static const fsched__watch *fsched__watch_of(const fsched_sched *s) {
     return FSCHED__LOAD(&s->watch, FSCHED__RELAXED);
 }
 
-/* ---- time ---- */
+/* ---- time ------------------------------------------------------------------------ */
 
 static uint64_t fsched__sched_now(const fsched_sched *s) {
     return s && s->clock ? s->clock(s->clock_user) : fsched__now_ns();
@@ -5306,7 +5298,7 @@ static void fsched__say_unattended(fsched_sched *s) {
                     "tasks wait until one binds (its waits run them) or fsched_destroy");
 }
 
-/* ---- the core latch ---- */
+/* ---- the core latch -------------------------------------------------------------- */
 
 /* Posts an event for w: unparks it if it sleeps. Any thread. */
 static void fsched__notify(fsched__worker *w) {
@@ -5362,7 +5354,7 @@ static void fsched__work_ended(fsched_sched *s, fsched__worker *w) {
     fsched__sched_release(s);
 }
 
-/* ---- wait lists: the waiters of every blocking object ------------------------------- */
+/* ---- wait lists: the waiters of every blocking object ---------------------------- */
 
 /* Every primitive keeps its waiters in a wait list: a spinlock held for a few
    instructions (never across a switch) and a FIFO of waiter records that live on the
@@ -5611,7 +5603,7 @@ static void fsched__trace_record(fsched__trace_kind kind, uint64_t begin, uintpt
 /* ===================================================================================== */
 /*  worker: ready fibers, fibers, timers, finding work, idling, the loop, threads       */
 /* ===================================================================================== */
-/* ---- ready fibers ---- */
+/* ---- ready fibers ---------------------------------------------------------------- */
 
 static void fsched__ready_append(fsched__worker *w, fsched_fiber *f) {
     f->link = NULL;
@@ -5682,7 +5674,7 @@ static fsched_fiber *fsched__ready_pop(fsched__worker *w) {
 #define fsched__count(field, delta) \
     FSCHED__STORE(&(field), FSCHED__LOAD(&(field), FSCHED__RELAXED) + (delta), FSCHED__RELAXED)
 
-/* ---- fibers of a worker ---- */
+/* ---- fibers of a worker ---------------------------------------------------------- */
 
 static void fsched__loop_main(void *pass);
 
@@ -5852,7 +5844,7 @@ static void fsched__release_fibers(fsched__worker *w) {
     w->spare_count = 0;
 }
 
-/* ---- timers: a binary min-heap of waiting fibers by deadline ---- */
+/* ---- timers: a binary min-heap of waiting fibers by deadline --------------------- */
 
 static void fsched__timer_place(fsched__worker *w, uint32_t i, fsched__waiter *wt) {
     w->timers[i] = wt;
@@ -5913,10 +5905,6 @@ static void fsched__timer_remove(fsched__worker *w, fsched__waiter *wt) {
     }
 }
 
-static void fsched__wait_list_lock(fsched_wait_list *l);
-static void fsched__wait_list_unlock(fsched_wait_list *l);
-static void fsched__wait_list_remove(fsched_wait_list *l, fsched__waiter *wt);
-
 /* Owner: wakes the fibers whose deadline has passed. */
 static void fsched__timers_fire(fsched__worker *w) {
     uint64_t now;
@@ -5939,7 +5927,7 @@ static void fsched__timers_fire(fsched__worker *w) {
     }
 }
 
-/* ---- finding work ---- */
+/* ---- finding work ---------------------------------------------------------------- */
 
 static inline uint64_t fsched__rng_next(fsched__worker *w) {
     uint64_t x = w->rng; /* xorshift64 */
@@ -6244,7 +6232,7 @@ static FSCHED__ALWAYS_INLINE void fsched__run_job(fsched__worker *w, fsched__job
     job->execute(job, w);
 }
 
-/* ---- idling and sleeping ---- */
+/* ---- idling and sleeping --------------------------------------------------------- */
 
 static void fsched__idle_begin(fsched__worker *w, fsched__idle *idle) {
     fsched_sched *s = w->sched;
@@ -6415,7 +6403,7 @@ static void fsched__idle_step(fsched__worker *w, fsched__idle *idle) {
     }
 }
 
-/* ---- the scheduling loop ---- */
+/* ---- the scheduling loop --------------------------------------------------------- */
 
 /* Owner: leaves the running loop fiber for good, for the root, which then leaves the
    loop (the worker thread ends). */
@@ -6533,7 +6521,7 @@ static void fsched__schedule(fsched__worker *w, int (*until)(fsched__worker *w))
     w->until = NULL;
 }
 
-/* ---- worker threads ---- */
+/* ---- worker threads -------------------------------------------------------------- */
 
 #if !defined(FIBERSCHED_NO_THREADS)
 /* Names the calling worker thread: the scheduler's prefix, then the index in decimal
@@ -7339,7 +7327,7 @@ FIBERSCHED_API fsched_result fsched_default_get(fsched_sched **out) {
 /* ===================================================================================== */
 /*  sync: event, wait group, mutex, condition variable, semaphore, sleep, yield         */
 /* ===================================================================================== */
-/* ---- blocking a thread on its waiter ---- */
+/* ---- blocking a thread on its waiter --------------------------------------------- */
 
 #if defined(FSCHED__PARKER_FUTEX)
 /* Sleeps while *word == value, until the monotonic deadline (0: none). */
@@ -7690,7 +7678,7 @@ static fsched_result fsched__wait_list_retire(fsched_wait_list *l, const char *b
                                   fn ": the object was destroyed");                         \
     } while (0)
 
-/* ---- event ---- */
+/* ---- event ----------------------------------------------------------------------- */
 
 FIBERSCHED_API fsched_result fsched_event_init(fsched_event *e, int manual_reset, int initially_set) {
     FSCHED__CHECK_ARG(e, "fsched_event_init");
@@ -7782,7 +7770,7 @@ FIBERSCHED_API fsched_result fsched_event_wait_for(fsched_event *e, uint64_t tim
     return fsched__event_wait(e, fsched__deadline_after(timeout_ns));
 }
 
-/* ---- wait group ---- */
+/* ---- wait group ------------------------------------------------------------------ */
 
 FIBERSCHED_API fsched_result fsched_wait_group_init(fsched_wait_group *wg) {
     FSCHED__CHECK_ARG(wg, "fsched_wait_group_init");
@@ -7839,7 +7827,7 @@ FIBERSCHED_API fsched_result fsched_wait_group_done(fsched_wait_group *wg) {
     return fsched_wait_group_add(wg, -1);
 }
 
-/* ---- tasks: what wait groups count -------------------------------------------------- */
+/* ---- tasks: what wait groups count ----------------------------------------------- */
 
 static fsched__task *fsched__task_alloc(fsched__worker *w) {
     fsched__task *t = w->free_tasks;
@@ -7921,8 +7909,6 @@ static void fsched__task_free(fsched_sched *s, fsched__worker *w, fsched__task *
     }
 }
 
-static void fsched__wait_group_finish(fsched_wait_group *wg);
-
 /* A task runs on the fiber of a wait that helps its group as well, nested as deep as
    the tasks' own recursion: what this frame keeps across the call is kept small (the
    fiber and the group are read again after it). */
@@ -7942,12 +7928,11 @@ static void fsched__task_execute(fsched__job *job, fsched__worker *w) {
                                        t->name, 0);)
     wg = t->wait_group;
     fsched__task_free(w->sched, w, t);
-    if (wg) fsched__wait_group_finish(wg);
+    if (wg) fsched_wait_group_done(wg);
     fsched__work_ended(w->sched, w);
 }
 
 
-static void fsched__wait_group_finish(fsched_wait_group *wg) { fsched_wait_group_add(wg, -1); }
 
 /* Whether job is a task counted by wg. Only for a job the caller owns: a job still in a
    deque's public part may be taken, run and freed by a thief at any moment. */
@@ -8217,7 +8202,7 @@ FIBERSCHED_API fsched_result fsched_mutex_unlock(fsched_mutex *m) {
     return FSCHED_OK;
 }
 
-/* ---- condition variable ---- */
+/* ---- condition variable ---------------------------------------------------------- */
 
 FIBERSCHED_API fsched_result fsched_cond_init(fsched_cond *c) {
     FSCHED__CHECK_ARG(c, "fsched_cond_init");
@@ -8289,7 +8274,7 @@ FIBERSCHED_API fsched_result fsched_cond_broadcast(fsched_cond *c) {
     return FSCHED_OK;
 }
 
-/* ---- semaphore ---- */
+/* ---- semaphore ------------------------------------------------------------------- */
 
 FIBERSCHED_API fsched_result fsched_sema_init(fsched_sema *s, int64_t initial) {
     FSCHED__CHECK_ARG(s, "fsched_sema_init");
@@ -8387,7 +8372,7 @@ FIBERSCHED_API fsched_result fsched_sema_release(fsched_sema *s, int64_t n) {
     return FSCHED_OK;
 }
 
-/* ---- sleep and yield ---- */
+/* ---- sleep and yield ------------------------------------------------------------- */
 
 FIBERSCHED_API void fsched_sleep_for(uint64_t ns) {
     fsched__worker *w = fsched__tls_thread.worker;
@@ -8674,7 +8659,7 @@ static void fsched__io_fork_hook(void) {
 }
 
 
-/* ---- the table of records ---- */
+/* ---- the table of records -------------------------------------------------------- */
 
 static uint32_t fsched__fd_bucket(int fd, uint32_t bucket_count) {
     uint32_t h = (uint32_t)fd;
@@ -8806,7 +8791,7 @@ static void fsched__io_release(fsched__io *io, fsched__fd *rec) {
     fsched__spin_unlock(&io->lock);
 }
 
-/* ---- watching and answering ---- */
+/* ---- watching and answering ------------------------------------------------------ */
 
 /* What the watched waiters of rec want (under its lock): counted, not looked up, so that
    many waits on one fd cost each the same. */
@@ -9123,7 +9108,7 @@ static void fsched__io_disown(fsched__io *io) {
 }
 #endif /* FSCHED__IO */
 
-/* ---- the poll hook and the watch ---- */
+/* ---- the poll hook and the watch ------------------------------------------------- */
 
 static uint64_t fsched__watch_interval(const fsched_sched *s) {
     uint64_t i = FSCHED__LOAD(&s->poll_interval, FSCHED__RELAXED);
@@ -9407,7 +9392,7 @@ FIBERSCHED_API fsched_result fsched_set_poll(fsched_sched *s, fsched_poll_fn fn,
     return FSCHED_OK;
 }
 
-/* ---- fd waits ---- */
+/* ---- fd waits -------------------------------------------------------------------- */
 
 #if defined(FSCHED__IO)
 /* What poll() found of `events` (an error or hang-up: all of them). */
@@ -9618,7 +9603,7 @@ FIBERSCHED_API fsched_result fsched_close_fd(int fd) {
 /*  algorithms: spawn, join, parallel for and reduce                                     */
 /* ===================================================================================== */
 
-/* ---- spawn ---- */
+/* ---- spawn ----------------------------------------------------------------------- */
 
 static fsched_result fsched__spawn(fsched_sched *s, fsched_wait_group *wg, void (*fn)(void *),
                                    void *arg, const void *data, size_t size, const char *name) {
@@ -9795,7 +9780,7 @@ static FSCHED__NOINLINE fsched_result fsched__call_outside(fsched_result (*call)
     return r != FSCHED_OK ? r : c.result;
 }
 
-/* ---- join ---- */
+/* ---- join ------------------------------------------------------------------------ */
 
 /* The second half of a join: a job on the joiner's stack. Its latch is 0 while pending,
    1 when done, or the joiner's fiber once the joiner suspended on it. */
@@ -10005,7 +9990,7 @@ static inline uint32_t fsched__lowest_bit(uintptr_t x) {
                                             : (uint32_t)__builtin_ctzl((unsigned long)x);
 }
 
-/* ---- the memory of frames ---- */
+/* ---- the memory of frames -------------------------------------------------------- */
 
 #if defined(FSCHED__HAVE_PAGES)
 /* The bytes of a stack of n frames: whole pages, so that a free stack gives its pages back
@@ -10065,7 +10050,7 @@ static void fsched__frames_memory_free(fsched_sched *s, fsched_frames *fs) {
 static void fsched__frames_memory_discard(fsched_frames *fs) { (void)fs; }
 #endif
 
-/* ---- the set of a slot's stacks ---- */
+/* ---- the set of a slot's stacks -------------------------------------------------- */
 
 /* Marks fs as offering frames: its bit in its chunk, then the chunk's in its group. A
    thief that unmarks checks again after (fsched__frames_unmark). All seq_cst: either
@@ -10178,7 +10163,7 @@ static fsched_frames *fsched__frames_new(fsched__worker *w) {
     return fs;
 }
 
-/* ---- owning stacks ---- */
+/* ---- owning stacks --------------------------------------------------------------- */
 
 /* Owner: fs, which no tree holds, joins the free stacks. Beyond the first
    FSCHED__FRAMES_KEEP it gives its pages back: it offers nothing, so no thief reads its
@@ -10269,7 +10254,7 @@ FIBERSCHED_API void fsched_frames_leave(fsched_frames *fs) {
     fsched__frames_push(w, fs);
 }
 
-/* ---- offering and claiming ---- */
+/* ---- offering and claiming ------------------------------------------------------- */
 
 /* Owner: offers the n oldest of its own frames. */
 static void fsched__frames_offer(fsched_frames *fs, size_t n) {
@@ -11113,7 +11098,7 @@ static void fsched__graph_restore(fsched_graph *g) {
     }
 }
 
-/* ---- building ---- */
+/* ---- building -------------------------------------------------------------------- */
 
 FIBERSCHED_API fsched_result fsched_graph_create(const fsched_graph_desc *desc, fsched_graph **out) {
     fsched_graph_desc d;
@@ -11456,7 +11441,7 @@ FIBERSCHED_API fsched_result fsched_graph_add_graph(fsched_graph *g, fsched_grap
                                                     const fsched_graph_task_desc *desc,
                                                     fsched_graph_task **out);
 
-/* ---- running ---- */
+/* ---- running --------------------------------------------------------------------- */
 
 /* Whether a starts before b among ready tasks: higher level, then longer chain. */
 static inline int fsched__graph_before(const fsched_graph_task *a, const fsched_graph_task *b) {
@@ -11979,7 +11964,7 @@ FIBERSCHED_API fsched_result fsched_graph_destroy(fsched_graph *g) {
     return FSCHED_OK;
 }
 
-/* ---- composition ---- */
+/* ---- composition ----------------------------------------------------------------- */
 
 static int fsched__graph_run_sub(fsched_graph_task *self, void *arg) {
     fsched_graph *sub = (fsched_graph *)arg;
@@ -12003,7 +11988,7 @@ FIBERSCHED_API fsched_result fsched_graph_add_graph(fsched_graph *g, fsched_grap
     return fsched__graph_add(g, fsched__graph_run_sub, sub, desc, out, "fsched_graph_add_graph");
 }
 
-/* ---- inside a task, and queries ---- */
+/* ---- inside a task, and queries -------------------------------------------------- */
 
 FIBERSCHED_API fsched_graph *fsched_graph_task_graph(const fsched_graph_task *t) {
     return t ? t->graph : NULL;
@@ -12072,7 +12057,7 @@ FIBERSCHED_API size_t fsched_graph_task_count(fsched_graph *g) {
     return n;
 }
 
-/* ---- Graphviz ---- */
+/* ---- Graphviz -------------------------------------------------------------------- */
 
 static void fsched__dot_text(void (*write)(const char *, size_t, void *), void *user,
                              const char *text) {
@@ -12307,7 +12292,7 @@ static void fsched__free_str(const fsched_allocator *a, char *text) {
     if (text) fsched__free(a, text, strlen(text) + 1, 1);
 }
 
-/* ---- hubs ---- */
+/* ---- hubs ------------------------------------------------------------------------ */
 
 FIBERSCHED_API fsched_result fsched_hub_create(const fsched_hub_desc *desc, fsched_hub **out) {
     fsched_hub_desc d;
@@ -12441,7 +12426,7 @@ static fsched_link_kind fsched__hub_commit(fsched_hub *h, const fsched_link *l, 
     }
 }
 
-/* ---- nodes and links ---- */
+/* ---- nodes and links ------------------------------------------------------------- */
 
 FIBERSCHED_API fsched_result fsched_node_create(const fsched_node_desc *desc, fsched_node **out) {
     fsched_allocator a;
@@ -12590,7 +12575,7 @@ FIBERSCHED_API fsched_result fsched_node_report_get(const fsched_node *n, fsched
     return FSCHED_OK;
 }
 
-/* ---- updating a node (both schedulers) ---- */
+/* ---- updating a node (both schedulers) ------------------------------------------- */
 
 static void fsched__node_notify(fsched_node *m, fsched__worker *w, fsched__placed **ready);
 
@@ -12729,7 +12714,7 @@ static uint32_t fsched__node_give_back(fsched_node *n, fsched__worker *w) {
     return given;
 }
 
-/* ---- how a run ends: reports, terminate, the result ---- */
+/* ---- how a run ends: reports, terminate, the result ------------------------------ */
 
 /* Whether link l (without an envelope) waits for input that can never come: nothing is
    queued at or before its stage of the hub, and every earlier link (producers, earlier
@@ -12811,7 +12796,7 @@ static void fsched__pipe_end(fsched_pipeline *p) {
     FSCHED__STORE(&p->state, FSCHED__PIPE_ENDED, FSCHED__RELEASE);
 }
 
-/* ---- pipelines and the debugging scheduler ---- */
+/* ---- pipelines and the debugging scheduler --------------------------------------- */
 
 FIBERSCHED_API fsched_result fsched_pipeline_create(const fsched_pipeline_desc *desc,
                                                     fsched_pipeline **out) {
@@ -13080,7 +13065,7 @@ FIBERSCHED_API fsched_result fsched_pipeline_describe(const fsched_pipeline *p,
     return FSCHED_OK;
 }
 
-/* ---- the parallel scheduler ---- */
+/* ---- the parallel scheduler ------------------------------------------------------ */
 
 static void fsched__node_run(fsched__job *job, fsched__worker *w);
 
@@ -13650,7 +13635,7 @@ FIBERSCHED_API fsched_result fsched_parallel_pipeline(size_t max_in_flight,
 
 #if FIBERSCHED_TRACE
 
-/* ---- writing JSON ---- */
+/* ---- writing JSON ---------------------------------------------------------------- */
 
 /* The length of the well-formed UTF-8 sequence `t` begins with, or 0 (a stray byte, a
    cut sequence, an overlong form, a surrogate, or beyond U+10FFFF). */
@@ -14507,7 +14492,7 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
 
 namespace fsched {
 
-/* ---- errors ---- */
+/* ---- errors ---------------------------------------------------------------------- */
 
 namespace detail {
 class category : public std::error_category {
@@ -14539,7 +14524,7 @@ typedef void (*unobserved_exception_handler)(std::exception_ptr error);
 
 namespace detail {
 
-/* ---- what the wrappers share ---- */
+/* ---- what the wrappers share ----------------------------------------------------- */
 
 /* A failed call shaped after the standard library's, which has no result to return. */
 [[noreturn]] inline void fail(fsched_result r, const char *what) {
@@ -14805,7 +14790,7 @@ template <class F> bool call_offering(F f, first_error &errors) noexcept {
 }
 
 #if FSCHED__CPP_EXCEPTIONS
-/* ---- spawn and sync (FSCHED_TASK): what the macros call ---- */
+/* ---- spawn and sync (FSCHED_TASK): what the macros call -------------------------- */
 
 /* The exception of a child that another worker ran, kept in its frame in place of its
    result until the sync that observes it. */
@@ -14882,7 +14867,7 @@ private:
 };
 #endif
 
-/* ---- tasks ---- */
+/* ---- tasks ----------------------------------------------------------------------- */
 
 /* One side of a join: the caller's callable, where it is (join is synchronous). */
 template <class F> struct join_side {
@@ -14947,7 +14932,7 @@ fsched_result spawn_owned(fsched_wait_group *wg, first_error *errors, fsched_sch
     return r;
 }
 
-/* ---- reductions ---- */
+/* ---- reductions ------------------------------------------------------------------ */
 
 template <class T> struct exactly {
     typedef T type; /* a parameter of this type takes no part in deducing T */
@@ -15013,7 +14998,7 @@ private:
     }
 };
 
-/* ---- graphs ---- */
+/* ---- graphs ---------------------------------------------------------------------- */
 
 /* A graph task's callable, owned by the fsched::graph it was added to, on the graph's
    list until the graph is destroyed. `thrown` keeps what the callable threw in the task's
@@ -15064,7 +15049,7 @@ set_unobserved_exception_handler(unobserved_exception_handler h) noexcept {
 }
 #endif
 
-/* ---- tasks ---- */
+/* ---- tasks ----------------------------------------------------------------------- */
 
 /* Runs f() as a detached task on s, as fsched_spawn_named (name: a string that outlives
    the task, or nullptr). f is moved or copied into a block of the task's own;
@@ -15174,7 +15159,7 @@ FSCHED__NODISCARD fsched_result parallel_reduce(std::size_t begin, std::size_t e
                           detail::copies<T>());
 }
 
-/* ---- owners of the C objects ---- */
+/* ---- owners of the C objects ----------------------------------------------------- */
 
 /* Owns a scheduler (or none): destroys it, finishing its work, when it goes. Converts to
    fsched_sched * for the C calls and for spawn. Movable, not copyable. */
