@@ -26,6 +26,7 @@ caller and callee, at its first line:
     python3 tools/check_layers.py            # the header beside tools/
     python3 tools/check_layers.py --list     # the layer of every function
     python3 tools/check_layers.py --table    # the table, and the banners of each layer
+    python3 tools/check_layers.py --longest 10  # the longest functions
 
 What counts as a use: the name of a function the implementation defines, in a function
 body or an initializer at file scope, outside comments and strings, and not after "." or
@@ -481,12 +482,29 @@ def layer_name(f):
     return f.layer.name if f.layer else "no layer"
 
 
+def length(f):
+    """Lines from a function's head to its closing brace."""
+    return (f.body[-1][1] if f.body else f.line) - f.line + 1
+
+
+def print_longest(report, where, n):
+    functions = [f for f in report.functions if f.body]
+    lengths = sorted(length(f) for f in functions)
+    print("%s: %d functions, median %d lines, %d over 80" % (
+        where, len(functions), lengths[len(lengths) // 2] if lengths else 0,
+        sum(1 for x in lengths if x > 80)))
+    for f in sorted(functions, key=lambda f: (-length(f), f.line))[:n]:
+        print("%s:%d: %s (%s): %d lines" % (where, f.line, f.name, layer_name(f), length(f)))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("header", nargs="?", help="the header (default: fibersched.h)")
     parser.add_argument("--list", action="store_true", help="print the layer of every function")
     parser.add_argument("--table", action="store_true",
                         help="print the layers read and the banners of each")
+    parser.add_argument("--longest", type=int, metavar="N",
+                        help="print the N longest functions, and the median length")
     args = parser.parse_args(argv)
     with open(args.header or HEADER, encoding="utf-8") as f:
         report = check(f.read())
@@ -500,6 +518,8 @@ def main(argv=None):
     if args.list:
         for f in report.functions:
             print("%s:%d: %s (%s)" % (where, f.line, f.name, layer_name(f)))
+    if args.longest:
+        print_longest(report, where, args.longest)
     for line, message in report.errors:
         print("%s:%d: %s" % (where, line, message))
     if report.errors:
