@@ -1225,7 +1225,9 @@ FIBERSCHED_API fsched_result fsched_wait_fd(int fd, uint32_t events, uint64_t ti
    closed fd from the poller without a word, and its waiters would wait until their
    timeout. A wait on fd that begins while this runs ends too: cancelled, or, once fd is
    closed, as a wait on a closed fd or on the new file that took its number. Waits of
-   threads outside any scheduler (in poll()) are not ended. FSCHED_OK;
+   threads outside any scheduler (in poll()) are not ended, and one without a timeout may
+   then wait for ever: a poll() under way looks at a new file that took the number only
+   when the closed one stirs. FSCHED_OK;
    FSCHED_ERR_INVALID_ARGUMENT for a negative fd, one that is not open, or a scheduler's
    own; FSCHED_ERR_SYSTEM when close() failed otherwise (errno). Any thread. */
 FIBERSCHED_API fsched_result fsched_close_fd(int fd);

@@ -25,8 +25,7 @@
 #define FZ_SLOTS 4
 #define FZ_THREADS_MAX 6
 #define FZ_RESCUE_MS 20
-#define FZ_USERS 16
-#define FZ_ARMED_MS 5 /* a waiter this old has armed its wait */
+#define FZ_WAITS FZ_OPS_MAX
 #define FZ_CLOSED_FD 900 /* a number no input opens (checked) */
 
 enum { OP_OPEN, OP_WRITE, OP_FILL, OP_DRAIN, OP_CLOSE, OP_WAIT, OP_WAIT_BOGUS, OP_WAIT_FILE,
@@ -49,11 +48,16 @@ typedef struct slot {
     int fd[2];          /* read end, write end; -1 when closed */
     int last[2];        /* the numbers they had */
     int socket;         /* a socket pair (both ends read and write) */
-    int users;          /* waits under way on it */
-    int endless;        /* of those, waits without a timeout */
-    uint64_t since[FZ_USERS];
-    int user_endless[FZ_USERS];
 } slot;
+
+/* A wait on a slot's fd under way, by the number it waits on: that number may name
+   another file by the time the wait is armed (see wait_stale). */
+typedef struct fd_wait {
+    uint64_t since; /* 0: a free entry */
+    int fd;
+    int endless;    /* without a timeout */
+    int plain;      /* outside every scheduler: in poll(), which fsched_close_fd does not end */
+} fd_wait;
 
 typedef struct request {
     fsched_event done;
@@ -69,6 +73,7 @@ typedef struct world {
     fz_alloc_state alloc;
     pthread_mutex_t lock; /* the slots, the device */
     slot slots[FZ_SLOTS];
+    fd_wait waits[FZ_WAITS];
     request *queue;
     int file_fd;
     FZ_ATOMIC(int) actors;
@@ -92,14 +97,42 @@ static void nonblocking(int fd) {
     FZ_CHECK(flags >= 0 && fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0);
 }
 
-/* ---- slots ---- */
+/* ---- slots and the waits on them ---- */
 
-/* Opens slot k if it is closed: a pipe, or a socket pair. Under the lock. */
+/* Under the lock: whether a wait without a timeout is under way on number fd (only one
+   outside every scheduler, with `plain`). */
+static int waited_endless(const world *w, int fd, int plain) {
+    int k;
+    for (k = 0; k < FZ_WAITS; k++)
+        if (w->waits[k].since && w->waits[k].fd == fd && w->waits[k].endless &&
+            (w->waits[k].plain || !plain))
+            return 1;
+    return 0;
+}
+
+/* Under the lock: whether a wait without a timeout names a number no slot holds. Its fd
+   was closed by fsched_close_fd before the wait was armed (which the close cannot end):
+   it waits on whatever file takes the number next, maybe only once it is there. */
+static int wait_stale(const world *w) {
+    int k, s, held;
+    for (k = 0; k < FZ_WAITS; k++) {
+        if (!w->waits[k].since || !w->waits[k].endless) continue;
+        for (s = 0, held = 0; s < FZ_SLOTS; s++)
+            held |= w->slots[s].fd[0] == w->waits[k].fd || w->slots[s].fd[1] == w->waits[k].fd;
+        if (!held) return 1;
+    }
+    return 0;
+}
+
+/* Opens slot k if it is closed: a pipe, or a socket pair. Under the lock. A wait that
+   names a free number may be armed on the new fds: only a socket pair (both ends become
+   readable and writable) can end it, and only numbers kept open can (a pipe's end closed
+   again would drop the wait's registration without a word). */
 static void slot_open(world *w, slot *sl, int socket) {
     int fds[2], k;
     if (sl->fd[0] >= 0 || sl->fd[1] >= 0) return;
+    if (wait_stale(w)) socket = 1;
     if (socket ? socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0 : pipe(fds) != 0) return;
-    (void)w;
     for (k = 0; k < 2; k++) {
         nonblocking(fds[k]);
         FZ_CHECK(fds[k] < FZ_CLOSED_FD);
@@ -108,25 +141,23 @@ static void slot_open(world *w, slot *sl, int socket) {
     sl->socket = socket;
 }
 
-
-static int user_add(slot *sl, uint64_t timeout) {
+/* Under the lock: records a wait about to begin on fd; its entry, or -1. */
+static int wait_add(world *w, int fd, uint64_t timeout, int plain) {
     int k;
-    for (k = 0; k < FZ_USERS; k++)
-        if (!sl->since[k]) {
-            sl->since[k] = fz_now();
-            sl->users++;
-            sl->user_endless[k] = fz_endless(timeout);
-            sl->endless += sl->user_endless[k];
+    for (k = 0; k < FZ_WAITS; k++)
+        if (!w->waits[k].since) {
+            w->waits[k].since = fz_now();
+            w->waits[k].fd = fd;
+            w->waits[k].endless = fz_endless(timeout);
+            w->waits[k].plain = plain;
             return k;
         }
     return -1;
 }
 
-static void user_drop(world *w, slot *sl, int k) {
+static void wait_drop(world *w, int k) {
     pthread_mutex_lock(&w->lock);
-    sl->since[k] = 0;
-    sl->users--;
-    sl->endless -= sl->user_endless[k];
+    w->waits[k].since = 0;
     pthread_mutex_unlock(&w->lock);
 }
 
@@ -166,7 +197,7 @@ static void op_wait(world *w, const fz_op *op) {
     slot *sl = &w->slots[op->slot];
     uint32_t events = op->events % 3 + 1, ready = 0;
     uint64_t t = wait_timeout(w, op);
-    int fd, user, end = op->end & 1;
+    int fd, k = -1, end = op->end & 1, plain = fsched_current() == NULL;
     fsched_result r;
     pthread_mutex_lock(&w->lock);
     fd = sl->fd[end];
@@ -177,17 +208,14 @@ static void op_wait(world *w, const fz_op *op) {
     /* a read end is never writable, a pipe's write end never readable: only timed */
     if (!sl->socket && events != (end ? FSCHED_WRITABLE : FSCHED_READABLE) && fz_endless(t))
         t = FZ_MS;
-    user = user_add(sl, t);
+    if (fd >= 0) k = wait_add(w, fd, t, plain);
     pthread_mutex_unlock(&w->lock);
-    if (fd < 0 || user < 0) {
-        if (user >= 0) user_drop(w, sl, user);
-        return;
-    }
+    if (k < 0) return;
     if (!w->waiting_since) w->waiting_since = fz_now();
     r = fsched_wait_fd(fd, events, t, &ready);
-    user_drop(w, sl, user);
+    wait_drop(w, k);
     expect_fd_wait(w, r, events, ready, t, "fsched_wait_fd");
-    if (r == FSCHED_ERR_CANCELLED && fsched_current() == NULL)
+    if (r == FSCHED_ERR_CANCELLED && plain)
         FZ_CHECK(0); /* a plain thread's wait is not in a scheduler: nothing cancels it */
 }
 
@@ -219,12 +247,16 @@ static void op_wait_file(world *w, const fz_op *op) {
     if (r == FSCHED_ERR_CANCELLED) FZ_CHECK(sched_gone(w));
 }
 
+/* Not under a plain thread's wait without a timeout: fsched_close_fd does not end it (as
+   the header says), and poll() sleeps on the closed file, looking at the number again
+   only when that file stirs: a new file that took the number would leave it waiting for
+   ever, nothing the rescuer does could end it. */
 static void op_close(world *w, const fz_op *op) {
     slot *sl = &w->slots[op->slot];
     int end = op->end & 1, fd;
     pthread_mutex_lock(&w->lock);
     fd = sl->fd[end];
-    if (fd >= 0 && 1) {
+    if (fd >= 0 && !waited_endless(w, fd, 1)) {
         FZ_EXPECT(fsched_close_fd(fd), "fsched_close_fd", FSCHED_OK);
         sl->fd[end] = -1;
     }
@@ -240,17 +272,19 @@ static void op_close_bogus(world *w, const fz_op *op) {
 }
 
 /* A number reused after a plain close() (or taken by dup2): the waits of the old file
-   wait on, those on the new one see it. Not under a wait without a timeout: the kernel
-   drops the old file's registration without a word, and such a wait would wait for ever
-   (as the header says; fsched_close_fd is the way), nothing the rescuer does could end it. */
+   wait on, those on the new one see it. Not under a wait without a timeout on the number
+   (whichever slot it came by): the kernel drops the old file's registration without a
+   word, and such a wait would wait for ever (as the header says; fsched_close_fd is the
+   way), nothing the rescuer does could end it. No pipe made for a moment while a wait
+   names a free number (see slot_open). */
 static void op_plain_reuse(world *w, const fz_op *op) {
     slot *sl = &w->slots[op->slot];
     int end = op->end & 1;
     pthread_mutex_lock(&w->lock);
-    if (sl->fd[end] >= 0 && !sl->endless) {
+    if (sl->fd[end] >= 0 && !waited_endless(w, sl->fd[end], 0)) {
         if (op->variant & 1) {
             int fds[2];
-            if (pipe(fds) == 0) { /* the new pipe's read end takes the number */
+            if (!wait_stale(w) && pipe(fds) == 0) { /* the new pipe's read end takes the number */
                 nonblocking(fds[0]);
                 FZ_CHECK(dup2(fds[0], sl->fd[end]) == sl->fd[end]);
                 close(fds[0]);
@@ -370,11 +404,10 @@ static void poke(world *w) {
    (it drains a full pipe only now and then), and it asks for no other. */
 static int slot_wait_old(world *w) {
     uint64_t now = fz_now();
-    int k, u, old = 0;
+    int k, old = 0;
     pthread_mutex_lock(&w->lock);
-    for (k = 0; k < FZ_SLOTS; k++)
-        for (u = 0; u < FZ_USERS; u++)
-            old |= w->slots[k].since[u] && now - w->slots[k].since[u] > FZ_RESCUE_MS * FZ_MS;
+    for (k = 0; k < FZ_WAITS; k++)
+        old |= w->waits[k].since && now - w->waits[k].since > FZ_RESCUE_MS * FZ_MS;
     pthread_mutex_unlock(&w->lock);
     return old;
 }
