@@ -16,11 +16,11 @@ stands where it covers the operation:
   - on a line of the statement that holds it, from the end of the statement before to
     its own ";" (or, for a condition, to the "{" after it), a comment at its end too; or
   - in a comment block (lines of comments only) above it, which covers its paragraph:
-    the lines below it up to the first that is blank, the next comment block, an #elif,
-    #else or #endif, or the "}" that closes the block the comment stands in; and when
-    the code right below the comment opens a block (a function's body, a loop, an if),
-    that whole block as well, blank lines, comments and all. So a comment right above a
-    function's definition covers the function.
+    the lines below it up to the first that is blank, the next comment block, or the
+    "}" or #elif, #else, #endif that ends the block or branch the comment stands in; and
+    when the code right below the comment opens a block (a function's body, a loop, an
+    if), that whole block as well, blank lines, comments and all. So a comment right
+    above a function's definition covers the function.
 
 One comment argues for a group: the statements of a paragraph, a loop, a function.
 
@@ -170,13 +170,15 @@ def comment_blocks(lines, code, comments, begin, end):
 
 def covered_lines(block, starts, lines, tokens, depths, end):
     """The lines a comment block covers (see the docstring); `starts`: the first lines of
-    all blocks."""
+    all blocks; `depths`: per line, the braces (the lowest on it, at its end) and the
+    #ifs open before it."""
     last = block[1]
-    depth = depths[last][1]
+    braces, ifs = depths[last][1], depths[last + 1][2]
     covered = set()
     number = last + 1
     while number <= end and lines[number - 1].strip() and number not in starts and \
-            not BRANCH.match(lines[number - 1]) and depths[number][0] >= depth:
+            depths[number][0] >= braces and \
+            not (BRANCH.match(lines[number - 1]) and depths[number][2] <= ifs):
         covered.add(number)
         number += 1
     opened = block_below(tokens, last)
@@ -185,18 +187,24 @@ def covered_lines(block, starts, lines, tokens, depths, end):
     return covered
 
 
-def brace_depths(tokens, begin, end):
-    """Per line begin..end: the lowest brace depth on it, and the depth at its end."""
-    depths, depth = {}, 0
+def depths_of(lines, tokens, begin, end):
+    """Per line begin..end + 1: the lowest brace depth on it, the depth at its end, and
+    the #ifs open before it."""
+    depths, depth, ifs = {}, 0, 0
     k = 0
-    for number in range(begin, end + 1):
+    for number in range(begin, end + 2):
         low = depth
         while k < len(tokens) and tokens[k][1] <= number:
             if tokens[k][1] == number:
                 depth += {"{": 1, "}": -1}.get(tokens[k][0], 0)
                 low = min(low, depth)
             k += 1
-        depths[number] = (low, depth)
+        depths[number] = (low, depth, ifs)
+        directive = re.match(r"\s*#\s*(\w+)", lines[number - 1]) if number <= end else None
+        if directive and directive.group(1) in ("if", "ifdef", "ifndef"):
+            ifs += 1
+        elif directive and directive.group(1) == "endif":
+            ifs -= 1
     return depths
 
 
@@ -281,7 +289,7 @@ def argue(operations, lines, code, comments, tokens, begin, end):
 
     found = comment_blocks(lines, code, comments, begin, end)
     starts = set(block[0] for block in found)
-    depths = brace_depths(tokens, begin, end)
+    depths = depths_of(lines, tokens, begin, end)
     blocks = []  # (the block's last line, the lines it covers, its text)
     for block in found:
         blocks.append((block[1], covered_lines(block, starts, lines, tokens, depths, end),
