@@ -2416,7 +2416,8 @@ static void fsched__mutex_unlock(fsched__mutex *m) { pthread_mutex_unlock(&m->lo
 #if defined(FSCHED__OS_POSIX) || defined(FSCHED__OS_WINDOWS)
 #define FSCHED__HAVE_PAGES 1
 static size_t fsched__page_size(void) {
-    static size_t cached; /* benign race: every thread computes the same value */
+    /* relaxed: every thread computes the same value */
+    static size_t cached;
     size_t size = FSCHED__LOAD(&cached, FSCHED__RELAXED);
     if (!size) {
 #if defined(FSCHED__OS_WINDOWS)
@@ -2484,7 +2485,8 @@ static void fsched__pages_unmap(void *p, size_t size) {
    program. Elsewhere, no bound. */
 #if defined(__linux__)
 static uint32_t fsched__guards_max(void) {
-    static uint32_t cached; /* benign race: every thread computes the same value */
+    /* relaxed: every thread computes the same value */
+    static uint32_t cached;
     uint32_t n = FSCHED__LOAD(&cached, FSCHED__RELAXED);
     if (!n) {
         unsigned long maps = 65530; /* the kernel's default, when /proc cannot tell */
@@ -2518,7 +2520,7 @@ static int fsched__guard_take(void) {
 }
 
 static void fsched__guard_give(void) {
-    FSCHED__FETCH_SUB(&fsched__guards_live, 1u, FSCHED__RELAXED);
+    FSCHED__FETCH_SUB(&fsched__guards_live, 1u, FSCHED__RELAXED); /* relaxed: a count */
 }
 
 /* Gives the pages of [p, p + size), a part of a mapping, back to the system; the range
@@ -2729,11 +2731,13 @@ static uint64_t fsched__chaos_seed_get(void) {
 }
 
 static void fsched__chaos(fsched__point at) {
+    /* acquire: pairs with the test's release store of the hook, and what it set up */
     void (*hook)(fsched__point) = FSCHED__LOAD(&fsched__chaos_hook, FSCHED__ACQUIRE);
     uint64_t x = fsched__chaos_state;
     uint32_t r, i;
     if (hook) hook(at);
-    if (!x) { /* this thread's sequence: the seed and the order in which threads came */
+    if (!x) { /* this thread's sequence: the seed and the order in which threads came
+                 (relaxed: a ticket, only its uniqueness counts) */
         uint64_t seed = fsched__chaos_seed_get();
         if (seed == FSCHED__CHAOS_OFF) return;
         x = seed ^ (0x9e3779b97f4a7c15ull *
@@ -2799,7 +2803,8 @@ static void fsched__spin_lock(uint32_t *lock) {
     uint32_t spins = 0;
     for (;;) {
         uint32_t expected = 0;
-        /* acquire: the protected data as the last holder left it */
+        /* relaxed: a look that spins without writing the line; acquire: the protected
+           data as the last holder left it */
         if (!FSCHED__LOAD(lock, FSCHED__RELAXED) &&
             FSCHED__CAS_WEAK(lock, &expected, 1u, FSCHED__ACQUIRE, FSCHED__RELAXED))
             return;
@@ -2984,6 +2989,7 @@ FSCHED__UNUSED static int fsched__park(fsched__parker *p, uint64_t timeout_ns) {
 #elif defined(FSCHED__PARKER_FUTEX)
     {
         uint32_t expected = FSCHED__PARK_EMPTY;
+        /* acquire on failure: the permit that came meanwhile, as the exchange above */
         if (!FSCHED__CAS(&p->state, &expected, (uint32_t)FSCHED__PARK_PARKED, FSCHED__ACQUIRE,
                          FSCHED__ACQUIRE))
             goto consumed; /* notified between the exchange and here */
@@ -2999,14 +3005,16 @@ FSCHED__UNUSED static int fsched__park(fsched__parker *p, uint64_t timeout_ns) {
             syscall(SYS_futex, &p->state, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG,
                     (uint32_t)FSCHED__PARK_PARKED, tsp, NULL, FUTEX_BITSET_MATCH_ANY);
             expected = FSCHED__PARK_NOTIFIED;
+            /* acquire: takes the permit, and what the unparker wrote before it */
             if (FSCHED__CAS(&p->state, &expected, (uint32_t)FSCHED__PARK_EMPTY, FSCHED__ACQUIRE,
                             FSCHED__ACQUIRE))
                 return 1;
         }
-        /* timed out: leave PARKED; a notification racing with us still counts */
+        /* timed out: leave PARKED; a notification racing with us still counts (acquire,
+           as above) */
         return FSCHED__EXCHANGE(&p->state, (uint32_t)FSCHED__PARK_EMPTY, FSCHED__ACQUIRE) ==
                FSCHED__PARK_NOTIFIED;
-    consumed:
+    consumed: /* relaxed: the failed CAS took the permit with acquire; EMPTY tells nothing */
         FSCHED__STORE(&p->state, (uint32_t)FSCHED__PARK_EMPTY, FSCHED__RELAXED);
         return 1;
     }
@@ -3014,6 +3022,8 @@ FSCHED__UNUSED static int fsched__park(fsched__parker *p, uint64_t timeout_ns) {
     {
         int notified = 0;
         AcquireSRWLockExclusive(&p->lock);
+        /* acquire: taking the permit takes what the unparker wrote before it; relaxed,
+           the rest: PARKED and its reset tell nothing, and each turn ends in the take */
         for (;;) {
             uint32_t expected = FSCHED__PARK_NOTIFIED;
             DWORD ms = INFINITE;
@@ -3045,6 +3055,8 @@ FSCHED__UNUSED static int fsched__park(fsched__parker *p, uint64_t timeout_ns) {
         int notified = 0;
         fsched__parker_init(p);
         pthread_mutex_lock(&p->lock);
+        /* acquire: taking the permit takes what the unparker wrote before it; relaxed,
+           the rest: PARKED and its reset tell nothing, and each turn ends in the take */
         for (;;) {
             uint32_t expected = FSCHED__PARK_NOTIFIED;
             struct timespec ts;
@@ -3908,7 +3920,7 @@ static fsched_result fsched__stack_alloc(const fsched__stack_params *params, fsc
             } else {
                 /* out of mappings for guards (or of memory): this stack comes from a slab,
                    whose mappings many stacks share, with a canary instead of a guard
-                   (said once: there may be many) */
+                   (said once: there may be many; relaxed: only who says it counts) */
                 static uint32_t said;
                 if (capped && !FSCHED__EXCHANGE(&said, 1u, FSCHED__RELAXED))
                     fsched__log(&params->logger, FSCHED_LOG_WARNING,
