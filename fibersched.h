@@ -4208,8 +4208,8 @@ static inline void fsched__fiber_jump(fsched_fiber *from, fsched_fiber *to, void
 
 /* Takes the saved context of a suspended fiber, making it running; NULL if it is not
    suspended. Acquire: pairs with the release store that saved it (fibersched_asm.h), so
-   its registers are visible here even if another thread suspended it. Plain store for the
-   claim: switching to one fiber from two threads at once is a documented misuse. */
+   its registers are visible here even if another thread suspended it. Relaxed store for
+   the claim: switching to one fiber from two threads at once is a documented misuse. */
 static inline void *fsched__fiber_take(fsched_fiber *f) {
     void *sp = FSCHED__LOAD(&f->ctx.sp, FSCHED__ACQUIRE);
     if (sp) FSCHED__STORE(&f->ctx.sp, (void *)NULL, FSCHED__RELAXED);
@@ -4323,7 +4323,7 @@ static FSCHED__NOINLINE fsched_result fsched__switch_refused(fsched_fiber *self,
                               to ? "the fiber was destroyed" : "to is NULL");
     return FSCHED__MISUSE(&self->params.logger, FSCHED_ERR_WRONG_STATE,
                           "fsched_fiber_switch: fiber '%s' is %s", to->name,
-                          to == self ? "the calling fiber" :
+                          to == self ? "the calling fiber" : /* acquire, as fsched_fiber_state */
                           FSCHED__LOAD(&to->ctx.exit_sp, FSCHED__ACQUIRE) ? "finished" : "running");
 }
 
@@ -4516,6 +4516,7 @@ FIBERSCHED_API fsched_result fsched_install_overflow_handler(void) {
     {
         static pthread_mutex_t install_lock = PTHREAD_MUTEX_INITIALIZER;
         pthread_mutex_lock(&install_lock);
+        /* relaxed: only a holder of install_lock stores the flag */
         if (!FSCHED__LOAD(&fsched__overflow_installed, FSCHED__RELAXED)) {
 #endif
             memset(&sa, 0, sizeof sa);
@@ -4630,7 +4631,9 @@ static void fsched__cl_destroy(fsched__cl *q) {
 }
 
 /* Owner: an array with room for `need` jobs between t and b (the first, or a doubled
-   one that keeps the old array readable for thieves); NULL for want of memory. */
+   one that keeps the old array readable for thieves); NULL for want of memory. Relaxed,
+   the pointer's load and the copy: only the owner writes them; the release store of the
+   pointer publishes the copy. */
 static fsched__cl_array *fsched__cl_room(fsched__cl *q, int64_t t, int64_t b, int64_t need) {
     fsched__cl_array *arr = FSCHED__LOAD(&q->array, FSCHED__RELAXED), *bigger;
     int64_t capacity = arr ? arr->mask + 1 : 256, i;
@@ -4653,12 +4656,13 @@ static fsched__cl_array *fsched__cl_room(fsched__cl *q, int64_t t, int64_t b, in
    NULL), then the m jobs of `more`, as one batch. 0, pushing nothing, for want of memory. */
 static int fsched__cl_push(fsched__cl *q, fsched__job *const *ring, size_t first, size_t n,
                            fsched__job *const *more, size_t m) {
-    int64_t b = FSCHED__LOAD(&q->bottom, FSCHED__RELAXED);
+    int64_t b = FSCHED__LOAD(&q->bottom, FSCHED__RELAXED); /* relaxed: the owner's own */
     /* acquire: pairs with thieves' CAS on top, so slots they vacated may be reused */
     int64_t t = FSCHED__LOAD(&q->top, FSCHED__ACQUIRE);
     fsched__cl_array *arr = fsched__cl_room(q, t, b, b - t + (int64_t)(n + m));
     size_t i;
     if (!arr) return 0;
+    /* relaxed: the release store of bottom below publishes the slots */
     for (i = 0; i < n; i++)
         FSCHED__STORE(&arr->slots[(b + (int64_t)i) & arr->mask],
                       ring[(first + i) % FSCHED__RING_SIZE], FSCHED__RELAXED);
@@ -4674,6 +4678,7 @@ static int fsched__cl_push(fsched__cl *q, fsched__job *const *ring, size_t first
 /* Owner: takes the newest job, or NULL. Sets *emptied when the deque is now empty (it
    took the last job, lost it to a thief, or found none). */
 static fsched__job *fsched__cl_take(fsched__cl *q, int *emptied) {
+    /* relaxed: only the owner writes bottom and the array's pointer */
     int64_t b = FSCHED__LOAD(&q->bottom, FSCHED__RELAXED) - 1;
     fsched__cl_array *arr = FSCHED__LOAD(&q->array, FSCHED__RELAXED);
     int64_t t;
@@ -4685,6 +4690,9 @@ static fsched__job *fsched__cl_take(fsched__cl *q, int *emptied) {
        ThreadSanitizer) */
     FSCHED__STORE(&q->bottom, b, FSCHED__SEQ_CST);
     t = FSCHED__LOAD(&q->top, FSCHED__SEQ_CST);
+    /* Relaxed: the slot is the owner's own write; a CAS that fails leaves the job to
+       the thief and reads nothing; bottom goes back to where it was before the take,
+       above no slot that thieves have not been shown with release. */
     if (t <= b) {
         job = FSCHED__LOAD(&arr->slots[b & arr->mask], FSCHED__RELAXED);
         if (t == b) { /* the last job: race the thieves for it */
@@ -4709,11 +4717,13 @@ static fsched__job *fsched__cl_steal(fsched__cl *q, int *emptied) {
     int64_t b = FSCHED__LOAD(&q->bottom, FSCHED__SEQ_CST);
     *emptied = 0;
     if (t < b) {
-        /* acquire (consume in the paper): the slots of the array we load are visible */
+        /* acquire (consume in the paper): the slots of the array we load are visible;
+           relaxed, the slot: the load of bottom above acquired the push that wrote it */
         fsched__cl_array *arr = FSCHED__LOAD(&q->array, FSCHED__ACQUIRE);
         fsched__job *job = FSCHED__LOAD(&arr->slots[t & arr->mask], FSCHED__RELAXED);
         FSCHED__POINT(STEAL);
-        /* seq_cst: decides the race with other thieves and with the owner's take */
+        /* seq_cst: decides the race with other thieves and with the owner's take; relaxed
+           on failure: the job is another's, and nothing of it is read */
         if (!FSCHED__CAS(&q->top, &t, t + 1, FSCHED__SEQ_CST, FSCHED__RELAXED))
             return FSCHED__STEAL_RETRY;
         *emptied = t + 1 == b;
@@ -4729,7 +4739,8 @@ static inline int fsched__cl_looks_empty(fsched__cl *q) {
 }
 
 /* Owner: the newest job without taking it, or NULL. Only the owner writes slots and
-   bottom, so a take that follows returns this job or, if a thief took it, NULL. */
+   bottom, so a take that follows returns this job or, if a thief took it, NULL.
+   Relaxed: the owner's own writes, and top a hint that the take checks again. */
 static inline fsched__job *fsched__cl_peek(fsched__cl *q) {
     int64_t b = FSCHED__LOAD(&q->bottom, FSCHED__RELAXED);
     fsched__cl_array *arr;
