@@ -4800,7 +4800,7 @@ static void fsched__deque_share(fsched__deque *d) {
     if (n) fsched__deque_expose(d, n, NULL, 0);
 }
 
-/* True when the public part went empty (see fsched__deque_request). */
+/* True when the public part went empty. Relaxed: a hint (see fsched__deque_request). */
 static inline int fsched__deque_requested(fsched__deque *d) {
     return FSCHED__LOAD(&d->request, FSCHED__RELAXED) != 0;
 }
@@ -4882,7 +4882,9 @@ static void fsched__injector_push(fsched__injector *q, fsched__job *const *jobs,
     fsched__mutex_unlock(&q->lock);
 }
 
-/* Takes up to max jobs, oldest first; returns how many. */
+/* Takes up to max jobs, oldest first; returns how many. Relaxed, the size: a look before
+   the lock, which hands the jobs over; a worker about to sleep looks again with seq_cst
+   (fsched__work_visible). */
 static size_t fsched__injector_take(fsched__injector *q, fsched__job **out, size_t max) {
     size_t n = 0;
     if (!FSCHED__LOAD(&q->size, FSCHED__RELAXED)) return 0;
@@ -4956,7 +4958,9 @@ static inline int fsched__placed_allows(const fsched__placed *p, uint32_t index,
     return worker && index < 64 && ((p->workers >> index) & 1u);
 }
 
-/* Takes the oldest job of the highest level that slot `index` may run, or NULL. */
+/* Takes the oldest job of the highest level that slot `index` may run, or NULL. Relaxed,
+   the size: a look before the lock, which hands the job over; a put notifies its slot
+   after it (fsched__place), and the latch orders the two. */
 static fsched__placed *fsched__affine_take(fsched__affine *q, uint32_t index, int worker) {
     fsched__placed *p = NULL, *prev;
     uint32_t level;
