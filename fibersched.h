@@ -5317,7 +5317,8 @@ static int fsched__sched_unattended(const fsched_sched *s) {
     return 1;
 }
 
-/* Debug builds: says once per scheduler that spawns wait for a thread to run them. */
+/* Debug builds: says once per scheduler that spawns wait for a thread to run them.
+   Relaxed: only who says it counts. */
 static void fsched__say_unattended(fsched_sched *s) {
     if (!FSCHED__EXCHANGE(&s->said_unattended, 1u, FSCHED__RELAXED))
         fsched__log(&s->logger, FSCHED_LOG_WARNING,
@@ -5333,7 +5334,7 @@ static void fsched__notify(fsched__worker *w) {
     /* acq_rel: releases what was posted (a fiber in the inbox); the owner's acquiring
        exchange or CAS on the latch sees it */
     if (FSCHED__EXCHANGE(&w->latch, FSCHED__LATCH_SET, FSCHED__ACQ_REL) == FSCHED__LATCH_SLEEPING) {
-        FSCHED__FETCH_ADD(&w->wakeups, (uint64_t)1, FSCHED__RELAXED); /* a count, no order */
+        FSCHED__FETCH_ADD(&w->wakeups, (uint64_t)1, FSCHED__RELAXED); /* relaxed: a count */
         fsched__unpark(&w->parker);
 #if defined(FSCHED__IO)
         /* seq_cst: after the unpark's exchange (see fsched__io_sleep) */
@@ -5375,6 +5376,8 @@ static void fsched__work_ended(fsched_sched *s, fsched__worker *w) {
        either destroy counts this end or this sees destroy begun and tells its drainer */
     FSCHED__FETCH_ADD(&s->external_ended, (uint64_t)1, FSCHED__SEQ_CST);
     if (FSCHED__LOAD(&s->closing, FSCHED__SEQ_CST)) {
+        /* acquire, though the closing load above orders it already: the drainer is
+           stored before the flag */
         fsched__worker *drainer = FSCHED__LOAD(&s->drainer, FSCHED__ACQUIRE);
         if (drainer) fsched__notify(drainer);
     }
@@ -5443,7 +5446,8 @@ static void fsched__wake_do(const fsched__wake *k) {
     if (k->worker) {
         fsched__tell(k->worker, k->held);
     } else if (k->parker) {
-        /* the waiter reads WOKEN under this mutex, so it leaves only after the unlock */
+        /* the waiter reads WOKEN under this mutex, so it leaves only after the unlock;
+           release: pairs with its acquire load of the state (the mutex orders it too) */
 #if defined(FSCHED__PARKER_WIN32)
         AcquireSRWLockExclusive(&k->parker->lock);
         FSCHED__STORE(k->word, FSCHED__WAIT_WOKEN, FSCHED__RELEASE);
@@ -5501,7 +5505,9 @@ static void fsched__wait_list_unlock_wake(fsched_wait_list *l, fsched__wakes *wa
     wakes->n = 0;
 }
 
-/* The count is written under the lock and read without it (a hint for signal paths). */
+/* The count is written under the lock and read without it (a hint for signal paths).
+   Relaxed: the lock orders its writes; a condition variable's signal, the one read
+   without it that matters, is ordered after the append by the caller's mutex. */
 static void fsched__wait_list_append(fsched_wait_list *l, fsched__waiter *wt) {
     wt->next = NULL;
     wt->prev = (fsched__waiter *)l->tail;
@@ -5513,7 +5519,8 @@ static void fsched__wait_list_append(fsched_wait_list *l, fsched__waiter *wt) {
     FSCHED__STORE(&l->count, FSCHED__LOAD(&l->count, FSCHED__RELAXED) + 1u, FSCHED__RELAXED);
 }
 
-/* As fsched__wait_list_append, at the head (a waiter that was woken and lost a race). */
+/* As fsched__wait_list_append, at the head (a waiter that was woken and lost a race).
+   Relaxed, the count: as there. */
 static void fsched__wait_list_prepend(fsched_wait_list *l, fsched__waiter *wt) {
     wt->prev = NULL;
     wt->next = (fsched__waiter *)l->head;
@@ -5525,6 +5532,7 @@ static void fsched__wait_list_prepend(fsched_wait_list *l, fsched__waiter *wt) {
     FSCHED__STORE(&l->count, FSCHED__LOAD(&l->count, FSCHED__RELAXED) + 1u, FSCHED__RELAXED);
 }
 
+/* Relaxed, the count: as in fsched__wait_list_append. */
 static void fsched__wait_list_remove(fsched_wait_list *l, fsched__waiter *wt) {
     if (wt->prev) wt->prev->next = wt->next;
     else l->head = wt->next;
@@ -5585,7 +5593,8 @@ static void fsched__trace_buffer_free(const fsched_allocator *a, fsched__trace_b
 }
 
 /* The clock of the calling thread's scheduler; 0 outside any, or when its buffer is
-   full (the span will be dropped: no need to read the clock). */
+   full (the span will be dropped: no need to read the clock). Relaxed: the count is
+   this thread's own. */
 static uint64_t fsched__trace_now(void) {
     fsched__worker *w = fsched__thread_get()->worker;
     if (!w || FSCHED__LOAD(&w->trace->count, FSCHED__RELAXED) >= w->trace->capacity) return 0;
@@ -5604,7 +5613,8 @@ static void fsched__trace_record(fsched__trace_kind kind, uint64_t begin, uintpt
     size_t len = 0;
     if (!w) return;
     b = w->trace;
-    n = FSCHED__LOAD(&b->count, FSCHED__RELAXED); /* only this thread writes it */
+    /* relaxed: only this thread writes the count, and the dropped count, a statistic */
+    n = FSCHED__LOAD(&b->count, FSCHED__RELAXED);
     if (n >= b->capacity) {
         FSCHED__STORE(&b->dropped, FSCHED__LOAD(&b->dropped, FSCHED__RELAXED) + 1,
                       FSCHED__RELAXED);
@@ -6272,6 +6282,8 @@ static void fsched__idle_begin(fsched__worker *w, fsched__idle *idle) {
        the drainer (the last task may have ended here) */
     FSCHED__FETCH_ADD(&s->counters, FSCHED__INACTIVE_ONE, FSCHED__SEQ_CST);
     if (FSCHED__LOAD(&s->closing, FSCHED__SEQ_CST)) {
+        /* acquire, though the closing load above orders it already: the drainer is
+           stored before the flag */
         fsched__worker *drainer = FSCHED__LOAD(&s->drainer, FSCHED__ACQUIRE);
         if (drainer && drainer != w) fsched__notify(drainer);
     }
