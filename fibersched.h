@@ -5660,10 +5660,11 @@ static int fsched__post_ready(fsched__worker *w, fsched_fiber *f, fsched_sched *
         return 0;
     }
     *held = fsched__hold_for(w);
+    /* relaxed: a guess that the CAS checks; release: the fiber's state before it became
+       ready is visible to w */
     head = FSCHED__LOAD(&w->inbox, FSCHED__RELAXED);
     do {
         f->link = head;
-        /* release: the fiber's state before it became ready is visible to w */
     } while (!FSCHED__CAS_WEAK(&w->inbox, &head, f, FSCHED__RELEASE, FSCHED__RELAXED));
     FSCHED__POINT(POSTED);
     return 1;
@@ -5676,11 +5677,14 @@ static void fsched__make_ready(fsched__worker *w, fsched_fiber *f) {
 }
 
 /* Owner: consumes the latch, then moves fibers posted by other threads to the FIFO (in
-   the order they were posted). The latch is reset first: a post after it sets it again. */
+   the order they were posted). The latch is reset first: a post after it sets it again.
+   Relaxed, the looks before each exchange: a stale one is made good by the post's
+   notify, which sets the latch after it. */
 static void fsched__collect_posted(fsched__worker *w) {
     fsched_fiber *list, *rev = NULL;
     if (FSCHED__LOAD(&w->latch, FSCHED__RELAXED) == FSCHED__LATCH_SET)
-        FSCHED__EXCHANGE(&w->latch, FSCHED__LATCH_UNSET, FSCHED__ACQUIRE);
+        FSCHED__EXCHANGE(&w->latch, FSCHED__LATCH_UNSET, FSCHED__ACQUIRE); /* acquire: as
+                                                       fsched__notify's exchange says */
     if (!FSCHED__LOAD(&w->inbox, FSCHED__RELAXED)) return;
     /* acquire: pairs with the release CAS of each post */
     list = FSCHED__EXCHANGE(&w->inbox, (fsched_fiber *)NULL, FSCHED__ACQUIRE);
@@ -5982,6 +5986,7 @@ static void fsched__wake_sleepers(fsched_sched *s, uint32_t n);
    woken when too few awake workers are idle to take the jobs. */
 static void fsched__announce_jobs(fsched_sched *s, uint32_t n, uint64_t c) {
     uint32_t sleeping, awake_idle;
+    /* acquire on failure: the counters read anew, as fsched__new_jobs reads them */
     while ((FSCHED__JEC(c) & 1u) == 0) { /* sleepy: make it active again */
         if (FSCHED__CAS_WEAK(&s->counters, &c, c + FSCHED__JEC_ONE, FSCHED__SEQ_CST,
                              FSCHED__ACQUIRE)) {
@@ -6024,13 +6029,15 @@ static void fsched__new_jobs(fsched_sched *s, uint32_t n) {
     fsched__announce_jobs(s, n, c);
 }
 
-/* Wakes up to n sleeping slots. */
+/* Wakes up to n sleeping slots. Relaxed, the cursor: any start will do. */
 static void fsched__wake_sleepers(fsched_sched *s, uint32_t n) {
     uint32_t start = FSCHED__FETCH_ADD(&s->wake_cursor, 1u, FSCHED__RELAXED), i;
     for (i = 0; i < s->n_slots && n; i++) {
         fsched__worker *v = s->slots[(start + i) % s->n_slots];
         uint32_t expected = 1;
-        /* the flag is taken by exactly one waker; the sleeper uncounts itself */
+        /* the flag is taken by exactly one waker; the sleeper uncounts itself. Relaxed,
+           the look and a failed CAS; acq_rel, more than it needs: only who takes the flag
+           matters, and the notify that follows orders the rest */
         if (FSCHED__LOAD(&v->sleeping, FSCHED__RELAXED) &&
             FSCHED__CAS(&v->sleeping, &expected, 0u, FSCHED__ACQ_REL, FSCHED__RELAXED)) {
             fsched__notify(v);
@@ -6041,7 +6048,7 @@ static void fsched__wake_sleepers(fsched_sched *s, uint32_t n) {
 
 /* True when sleeping workers could take work and no awake one is looking for it. */
 static inline int fsched__wants_workers(fsched_sched *s) {
-    uint64_t c = FSCHED__LOAD(&s->counters, FSCHED__RELAXED); /* a hint */
+    uint64_t c = FSCHED__LOAD(&s->counters, FSCHED__RELAXED); /* relaxed: a hint */
     return FSCHED__SLEEPING(c) != 0 && FSCHED__INACTIVE(c) == FSCHED__SLEEPING(c);
 }
 
@@ -6083,7 +6090,7 @@ static FSCHED__NOINLINE void fsched__share(fsched__worker *w) {
     /* cleared first, so that a request made meanwhile survives (no other trigger is
        needed: a worker that goes to sleep has asked every other slot for work during
        its last search) */
-    FSCHED__STORE(&d->request, 0u, FSCHED__RELAXED);
+    FSCHED__STORE(&d->request, 0u, FSCHED__RELAXED); /* relaxed: a hint */
     fsched__deque_share(d);
     fsched__new_jobs(w->sched, 1);
 }
@@ -6095,7 +6102,7 @@ static FSCHED__NOINLINE void fsched__publish(fsched__worker *w, fsched__job *con
                                              size_t m) {
     fsched__deque *d = &w->deque;
     size_t n = d->ring_tail - d->ring_head;
-    FSCHED__STORE(&d->request, 0u, FSCHED__RELAXED); /* answered, as in fsched__share */
+    FSCHED__STORE(&d->request, 0u, FSCHED__RELAXED); /* answered (relaxed), as in fsched__share */
     if (fsched__deque_expose(d, n, jobs, m)) {
         fsched__new_jobs(w->sched, (uint32_t)(n + m));
         return;
@@ -6106,7 +6113,8 @@ static FSCHED__NOINLINE void fsched__publish(fsched__worker *w, fsched__job *con
 
 /* The slot that should queue p, which only some slots may run: its own slot, else the
    calling worker if allowed, else an allowed worker that sleeps, else the next allowed
-   worker in turn. NULL when no slot of s is allowed. */
+   worker in turn. NULL when no slot of s is allowed. Relaxed: hints for the pick; any
+   pick is correct, and the notify that follows orders the rest. */
 static fsched__worker *fsched__place_target(fsched_sched *s, fsched__worker *self,
                                             const fsched__placed *p) {
     uint32_t n = s->n_threads < 64 ? s->n_threads : 64, start, i;
@@ -6204,6 +6212,8 @@ static fsched__job *fsched__steal(fsched__worker *w) {
     for (i = 0; i < n; i++) {
         fsched__worker *v = s->slots[(start + i) % n];
         fsched__job *job;
+        /* relaxed: a hint; a slot's deques outlive its binding, and a slot skipped costs
+           only this search */
         if (v == w || (v->bound && !FSCHED__LOAD(&v->in_use, FSCHED__RELAXED))) continue;
         if ((job = fsched__steal_one(w, v))) {
             fsched__count(w->steals, 1);
@@ -6297,7 +6307,8 @@ static void fsched__idle_end(fsched__worker *w, fsched__idle *idle) {
     fsched__pass_search_on(w->sched);
 }
 
-/* Makes the jobs event counter even ("sleepy") and returns it. */
+/* Makes the jobs event counter even ("sleepy") and returns it. Relaxed, the read and a
+   failed CAS: guesses the CAS checks. */
 static uint32_t fsched__announce_sleepy(fsched_sched *s) {
     uint64_t c = FSCHED__LOAD(&s->counters, FSCHED__RELAXED);
     FSCHED__POINT(SLEEPY);
@@ -6315,6 +6326,7 @@ static uint32_t fsched__announce_sleepy(fsched_sched *s) {
 static void fsched__deadlock(fsched__worker *w) {
     fsched__waiter *wt = w->root_waiter;
     uint32_t expected = FSCHED__WAIT_WAITING;
+    /* acq_rel, as a waker's CAS of the state; relaxed on failure: someone else ended it */
     if (wt && FSCHED__CAS(&wt->state, &expected, FSCHED__WAIT_ABORTED, FSCHED__ACQ_REL,
                           FSCHED__RELAXED)) {
         fsched__log(&w->sched->logger, FSCHED_LOG_ERROR,
@@ -6346,6 +6358,7 @@ static void fsched__block(fsched__worker *w, uint64_t deadline) {
         /* masked from the look to the idle hook: an interrupt that sets the latch after
            the look is pending when the hook waits for one, and ends its wait */
         fsched__irq_state m = fsched__irq_save();
+        /* acquire: pairs with fsched__notify's exchange, as the latch's other reads */
         done = FSCHED__LOAD(&w->latch, FSCHED__ACQUIRE) == FSCHED__LATCH_SET ||
                (deadline && fsched__sched_now(s) >= deadline);
         if (!done && s->idle) s->idle(s->idle_user);
@@ -6376,10 +6389,13 @@ static void fsched__sleep(fsched__worker *w, fsched__idle *idle) {
     /* acquire: if the latch is SET, what was posted is visible (the loop handles it) */
     if (!FSCHED__CAS(&w->latch, &expected, FSCHED__LATCH_SLEEPY, FSCHED__ACQUIRE, FSCHED__ACQUIRE))
         return;
-    /* the flag goes up before the count, so a waker that sees the count finds the flag */
+    /* the flag goes up before the count, so a waker that sees the count finds the flag
+       (relaxed: the count's CAS releases it); relaxed, the read: a guess the CAS checks */
     FSCHED__STORE(&w->sleeping, 1u, FSCHED__RELAXED);
     c = FSCHED__LOAD(&s->counters, FSCHED__RELAXED);
     for (;;) {
+        /* relaxed, taking back the flag and the latch: a waker's or a poster's change
+           wins the CAS, and the latch it sets is acquired before the worker sleeps */
         if (FSCHED__JEC(c) != idle->jec) { /* work was published since we looked */
             expected = 1;
             FSCHED__CAS(&w->sleeping, &expected, 0u, FSCHED__RELAXED, FSCHED__RELAXED);
@@ -6388,7 +6404,8 @@ static void fsched__sleep(fsched__worker *w, fsched__idle *idle) {
             idle->rounds = 0;
             return;
         }
-        /* seq_cst, release: publishes the sleeping flag with the count */
+        /* seq_cst, release: publishes the sleeping flag with the count; relaxed on
+           failure: a new guess, compared only */
         if (FSCHED__CAS_WEAK(&s->counters, &c, c + FSCHED__SLEEPING_ONE, FSCHED__SEQ_CST,
                              FSCHED__RELAXED))
             break;
@@ -6401,6 +6418,11 @@ static void fsched__sleep(fsched__worker *w, fsched__idle *idle) {
     FSCHED__POINT(PARK);
     if (w->timer_count) deadline = w->timers[0]->deadline;
     expected = FSCHED__LATCH_SLEEPY;
+    /* relaxed, the looks: after the fence, which orders them against a publication
+       (see fsched__new_jobs), and a post sets the latch, which the CAS reads with
+       acquire; after the sleep, relaxed: back to UNSET only when nothing set the latch,
+       and a set latch stays for the loop, which acquires it, as the flag stays for its
+       waker */
     if (!FSCHED__LOAD(&s->injector.size, FSCHED__RELAXED) &&
         !FSCHED__LOAD(&w->inbox, FSCHED__RELAXED) &&
         FSCHED__CAS(&w->latch, &expected, FSCHED__LATCH_SLEEPING, FSCHED__ACQUIRE, FSCHED__ACQUIRE)) {
