@@ -6496,6 +6496,7 @@ static void fsched__run_fiber(fsched__worker *w, fsched_fiber *f) {
    scheduler terminates. */
 static int fsched__root_may_leave(fsched__worker *w) {
     if (w->until) return w->until(w);
+    /* acquire: pairs with the release store in fsched__stop_workers */
     return !w->bound && FSCHED__LOAD(&w->sched->terminating, FSCHED__ACQUIRE);
 }
 
@@ -6957,6 +6958,8 @@ static int fsched__in_own_code(const fsched__thread *t) {
     return t->current == t->worker->root && !t->current->inline_depth;
 }
 
+/* Acquire, the inbox: pairs with a post's release CAS, as where it is collected; relaxed,
+   the affinity queue's size: fsched__unbind reads it again under the queue's lock. */
 static int fsched__slot_drained(fsched__worker *w) {
     return w->blocked == 0 && !w->ready_head && !FSCHED__LOAD(&w->inbox, FSCHED__ACQUIRE) &&
            fsched__deque_empty(&w->deque) && fsched__cl_looks_empty(&w->high) &&
@@ -7070,6 +7073,7 @@ FIBERSCHED_API fsched_result fsched_destroy(fsched_sched *s) {
         r = FSCHED__MISUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
                            "fsched_destroy: called from the scheduler's own worker hook");
     } else {
+        /* acquire: pairs with the release that frees a slot (fsched__unbind) */
         for (i = s->n_threads; i < s->n_slots; i++)
             if (s->slots[i] != t->worker && FSCHED__LOAD(&s->slots[i]->in_use, FSCHED__ACQUIRE))
                 r = FSCHED__MISUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
@@ -7081,7 +7085,7 @@ FIBERSCHED_API fsched_result fsched_destroy(fsched_sched *s) {
             r = fsched__bind(s, 1, &w, NULL);
     }
     if (r == FSCHED_OK) {
-        FSCHED__STORE(&s->drainer, w, FSCHED__RELAXED); /* published by the next store */
+        FSCHED__STORE(&s->drainer, w, FSCHED__RELAXED); /* relaxed: the next store publishes it */
         /* seq_cst: see fsched__idle_begin and fsched__work_ended */
         FSCHED__STORE(&s->closing, 1u, FSCHED__SEQ_CST);
     }
@@ -7124,6 +7128,7 @@ FIBERSCHED_API fsched_result fsched_get_stats(const fsched_sched *s, fsched_stat
     if (!out) return FSCHED__MISUSE(NULL, FSCHED_ERR_INVALID_ARGUMENT, "fsched_get_stats: out is NULL");
     if ((r = fsched__sched_enter(m, 0, "fsched_get_stats")) != FSCHED_OK) return r;
     memset(out, 0, sizeof *out);
+    /* relaxed: statistics, each count read on its own */
     for (i = 0; i < m->n_slots; i++) {
         fsched__worker *w = m->slots[i];
         if (!w) continue;
