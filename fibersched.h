@@ -7427,7 +7427,8 @@ static int fsched__thread_waiter_end(fsched__waiter *wt, fsched__wakes *wakes) {
     return 1;
 #else
     /* WAKING keeps the waiter waiting (its timeout has lost) until the wake, after the
-       list's lock, sets WOKEN under the parker's mutex: no lock is held across another */
+       list's lock, sets WOKEN under the parker's mutex: no lock is held across another.
+       acq_rel and relaxed on failure, as above */
     if (!FSCHED__CAS(&wt->state, &expected, FSCHED__WAIT_WAKING, FSCHED__ACQ_REL,
                      FSCHED__RELAXED))
         return 0;
@@ -7443,7 +7444,8 @@ static int fsched__thread_waiter_waiting(uint32_t state) {
 
 /* The waiting thread's side: returns once its wait has ended, having ended it itself
    with TIMED_OUT if the deadline came first (or at once, with ABORTED, when no thread
-   could ever wake it). */
+   could ever wake it). Acquire, each read of the state: pairs with the CAS (or the store
+   of WOKEN) that ended the wait; acq_rel, its own end of it, as a waker's. */
 static void fsched__thread_waiter_block(fsched__waiter *wt) {
     for (;;) {
         uint32_t expected = FSCHED__WAIT_WAITING, to = FSCHED__WAIT_TIMED_OUT;
@@ -7589,7 +7591,8 @@ static int fsched__run_inline(fsched__worker *w) {
 
 /* Owner: waits inline when no fiber can be had to switch to (out of memory): runs jobs
    on the running fiber (to the nesting bound) until the waiter is resumed or times out;
-   an untimed wait that finds nothing to run ends for want of memory. */
+   an untimed wait that finds nothing to run ends for want of memory. Acquire and
+   acq_rel, as in fsched__thread_waiter_block. */
 static void fsched__wait_inline(fsched__worker *w, fsched__waiter *wt) {
     while (FSCHED__LOAD(&wt->state, FSCHED__ACQUIRE) == FSCHED__WAIT_WAITING) {
         uint32_t end = FSCHED__WAIT_WAITING, expected = FSCHED__WAIT_WAITING;
@@ -7717,6 +7720,7 @@ static void fsched__wait_list_init(fsched_wait_list *l) { memset(l, 0, sizeof *l
 static fsched_result fsched__wait_list_retire(fsched_wait_list *l, const char *busy,
                                               const char *what) {
     fsched__wait_list_lock(l);
+    /* relaxed: under the lock, which orders the count's writes */
     if (FSCHED__LOAD(&l->count, FSCHED__RELAXED)) busy = "destroyed while waited on";
     if (busy) {
         fsched__wait_list_unlock(l);
