@@ -5679,12 +5679,12 @@ static void fsched__make_ready(fsched__worker *w, fsched_fiber *f) {
 /* Owner: consumes the latch, then moves fibers posted by other threads to the FIFO (in
    the order they were posted). The latch is reset first: a post after it sets it again.
    Relaxed, the looks before each exchange: a stale one is made good by the post's
-   notify, which sets the latch after it. */
+   notify, which sets the latch after it; acquire, the latch's exchange: see
+   fsched__notify. */
 static void fsched__collect_posted(fsched__worker *w) {
     fsched_fiber *list, *rev = NULL;
     if (FSCHED__LOAD(&w->latch, FSCHED__RELAXED) == FSCHED__LATCH_SET)
-        FSCHED__EXCHANGE(&w->latch, FSCHED__LATCH_UNSET, FSCHED__ACQUIRE); /* acquire: as
-                                                       fsched__notify's exchange says */
+        FSCHED__EXCHANGE(&w->latch, FSCHED__LATCH_UNSET, FSCHED__ACQUIRE);
     if (!FSCHED__LOAD(&w->inbox, FSCHED__RELAXED)) return;
     /* acquire: pairs with the release CAS of each post */
     list = FSCHED__EXCHANGE(&w->inbox, (fsched_fiber *)NULL, FSCHED__ACQUIRE);
@@ -7773,7 +7773,7 @@ FIBERSCHED_API fsched_result fsched_event_set(fsched_event *e) {
         FSCHED__STORE(&e->signaled, 1u, FSCHED__RELEASE);
         fsched__wait_list_wake_all(&e->waiters, &wakes);
     } else if (!fsched__wait_list_wake_one(&e->waiters, &wakes)) {
-        FSCHED__STORE(&e->signaled, 1u, FSCHED__RELEASE); /* for the next wait */
+        FSCHED__STORE(&e->signaled, 1u, FSCHED__RELEASE); /* release, as above: next wait */
     }
     fsched__wait_list_unlock_wake(&e->waiters, &wakes);
     return FSCHED_OK;
@@ -7781,20 +7781,23 @@ FIBERSCHED_API fsched_result fsched_event_set(fsched_event *e) {
 
 FIBERSCHED_API fsched_result fsched_event_reset(fsched_event *e) {
     FSCHED__CHECK_LIVE(e, "fsched_event_reset");
+    /* relaxed: a reset publishes nothing; a wait that sees it looks again under the lock */
     FSCHED__STORE(&e->signaled, 0u, FSCHED__RELAXED);
     return FSCHED_OK;
 }
 
+/* Relaxed, the lock word: a check of misuse, as FSCHED__CHECK_LIVE; acquire, the flag:
+   pairs with the setter's release. */
 FIBERSCHED_API int fsched_event_is_set(const fsched_event *e) {
     return e && FSCHED__LOAD(&e->waiters.lock, FSCHED__RELAXED) != FSCHED__LIST_DEAD &&
            FSCHED__LOAD(&e->signaled, FSCHED__ACQUIRE) != 0;
 }
 
-/* Takes the signal if it is there: always for manual reset, consuming it otherwise. */
+/* Takes the signal if it is there: always for manual reset, consuming it otherwise.
+   Acquire: pairs with the setter's release; relaxed on failure: no signal to read. */
 static int fsched__event_try(fsched_event *e) {
     uint32_t expected = 1;
     if (e->manual_reset) return FSCHED__LOAD(&e->signaled, FSCHED__ACQUIRE) != 0;
-    /* acquire: pairs with the setter's release */
     return FSCHED__CAS(&e->signaled, &expected, 0u, FSCHED__ACQUIRE, FSCHED__RELAXED);
 }
 
@@ -7852,6 +7855,7 @@ FIBERSCHED_API fsched_result fsched_wait_group_init(fsched_wait_group *wg) {
 
 FIBERSCHED_API fsched_result fsched_wait_group_destroy(fsched_wait_group *wg) {
     FSCHED__CHECK_LIVE(wg, "fsched_wait_group_destroy");
+    /* acquire, as a waiter reads the count: the work counted happened before a zero */
     return fsched__wait_list_retire(&wg->waiters,
                                     FSCHED__LOAD(&wg->count, FSCHED__ACQUIRE) != 0
                                         ? "work is still counted" : NULL,
@@ -7862,7 +7866,7 @@ FIBERSCHED_API fsched_result fsched_wait_group_add(fsched_wait_group *wg, int64_
     fsched__wakes wakes;
     int64_t c;
     FSCHED__CHECK_LIVE(wg, "fsched_wait_group_add");
-    c = FSCHED__LOAD(&wg->count, FSCHED__RELAXED);
+    c = FSCHED__LOAD(&wg->count, FSCHED__RELAXED); /* relaxed: a guess the CAS checks */
     for (;;) { /* without the lock while the count stays above zero */
         if (n > 0 && c > INT64_MAX - n) /* c + n itself would overflow */
             return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
@@ -7879,6 +7883,7 @@ FIBERSCHED_API fsched_result fsched_wait_group_add(fsched_wait_group *wg, int64_
        free the group at once) */
     wakes.n = 0;
     fsched__wait_list_lock(&wg->waiters);
+    /* relaxed, the guess, and acq_rel, the CAS: as above */
     c = FSCHED__LOAD(&wg->count, FSCHED__RELAXED);
     for (;;) {
         if (c + n < 0) {
@@ -7901,8 +7906,8 @@ FIBERSCHED_API fsched_result fsched_wait_group_done(fsched_wait_group *wg) {
 
 static fsched__task *fsched__task_alloc(fsched__worker *w) {
     fsched__task *t = w->free_tasks;
+    /* relaxed: a look; acquire, the exchange: pairs with the release CAS of remote frees */
     if (!t && FSCHED__LOAD(&w->remote_free, FSCHED__RELAXED))
-        /* acquire: pairs with the release CAS of remote frees */
         t = FSCHED__EXCHANGE(&w->remote_free, (fsched__task *)NULL, FSCHED__ACQUIRE);
     if (!t) {
         fsched__task_slab *slab = (fsched__task_slab *)fsched__alloc(
