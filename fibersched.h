@@ -7976,10 +7976,11 @@ static void fsched__task_free(fsched_sched *s, fsched__worker *w, fsched__task *
         w->free_tasks = t;
     } else {
         fsched__worker *home = t->home;
+        /* relaxed: a guess the CAS checks; release: the task's fields are written before
+           its home reuses it */
         fsched__task *head = FSCHED__LOAD(&home->remote_free, FSCHED__RELAXED);
         do {
             t->next = head;
-            /* release: the task's fields are written before its home reuses it */
         } while (!FSCHED__CAS_WEAK(&home->remote_free, &head, t, FSCHED__RELEASE, FSCHED__RELAXED));
     }
 }
@@ -8036,7 +8037,9 @@ static FSCHED__ALWAYS_INLINE fsched__job *fsched__wait_group_take_public(
    code does not help: it waits on its root fiber while the tasks run on fibers (so that
    a task that blocks is never taken for the thread's own wait, and no task runs on the
    thread's stack). The tasks run on this stack, nested as deep as their recursion: this
-   frame is one level of it, and holds nothing more than the loop needs. */
+   frame is one level of it, and holds nothing more than the loop needs. Acquire, as
+   every read of the count in a wait: pairs with the acq_rel CAS that counted it down, so
+   the work counted happens before the wait returns. */
 static FSCHED__ALWAYS_INLINE void fsched__wait_group_help(fsched_wait_group *wg) {
     fsched__worker *w = fsched__tls_thread.worker;
     fsched__deque *d;
@@ -8062,7 +8065,7 @@ static FSCHED__ALWAYS_INLINE void fsched__wait_group_help(fsched_wait_group *wg)
 
 /* The rest of a wait after helping: returns at once if the count is zero, else suspends
    until it is. Out of line, so that its waiter is not on the stack while the wait runs
-   tasks there. */
+   tasks there. Acquire: see fsched__wait_group_help. */
 static FSCHED__NOINLINE fsched_result fsched__wait_group_block(fsched_wait_group *wg,
                                                               uint64_t deadline) {
     fsched__waiter wt;
@@ -8087,7 +8090,7 @@ static FSCHED__NOINLINE fsched_result fsched__wait_group_block(fsched_wait_group
    that no thread is bound to, and the caller is not bound to it either. */
 static FSCHED__NOINLINE fsched_result fsched__wait_group_unattended(fsched_wait_group *wg,
                                                                    const char *what) {
-    /* relaxed: a hint (see fsched__spawn) */
+    /* relaxed: a hint (see fsched__spawn); acquire, the count: as in a wait */
     fsched_sched *s = (fsched_sched *)FSCHED__LOAD(&wg->single, FSCHED__RELAXED);
     fsched__worker *w = fsched__tls_thread.worker;
     fsched_result r = FSCHED_OK;
@@ -8102,6 +8105,8 @@ static FSCHED__NOINLINE fsched_result fsched__wait_group_unattended(fsched_wait_
     return r;
 }
 
+/* Relaxed, the look at `single`: a hint (see fsched__spawn); acquire, the count: see
+   fsched__wait_group_help. */
 FIBERSCHED_API fsched_result fsched_wait_group_wait(fsched_wait_group *wg) {
     fsched_result r;
     FSCHED__CHECK_LIVE(wg, "fsched_wait_group_wait");
@@ -8112,6 +8117,7 @@ FIBERSCHED_API fsched_result fsched_wait_group_wait(fsched_wait_group *wg) {
     return fsched__wait_group_block(wg, 0);
 }
 
+/* Relaxed and acquire, as in fsched_wait_group_wait. */
 FIBERSCHED_API fsched_result fsched_wait_group_wait_for(fsched_wait_group *wg, uint64_t timeout_ns) {
     uint64_t deadline;
     fsched_result r;
