@@ -8157,6 +8157,7 @@ FIBERSCHED_API fsched_result fsched_mutex_init(fsched_mutex *m) {
 
 FIBERSCHED_API fsched_result fsched_mutex_destroy(fsched_mutex *m) {
     FSCHED__CHECK_LIVE(m, "fsched_mutex_destroy");
+    /* acquire: pairs with the unlock's release: the last critical section came first */
     return fsched__wait_list_retire(&m->waiters,
                                     FSCHED__LOAD(&m->state, FSCHED__ACQUIRE) &
                                             FSCHED__MUTEX_LOCKED
@@ -8166,9 +8167,10 @@ FIBERSCHED_API fsched_result fsched_mutex_destroy(fsched_mutex *m) {
 
 /* Takes the mutex if it is free; 1 when taken. */
 static int fsched__mutex_try(fsched_mutex *m) {
-    uint32_t st = FSCHED__LOAD(&m->state, FSCHED__RELAXED);
+    uint32_t st = FSCHED__LOAD(&m->state, FSCHED__RELAXED); /* relaxed: a guess */
     while (!(st & FSCHED__MUTEX_LOCKED))
-        /* acquire: the previous holder's critical section happens before ours */
+        /* acquire: the previous holder's critical section happens before ours; relaxed
+           on failure: a new guess */
         if (FSCHED__CAS_WEAK(&m->state, &st, st | FSCHED__MUTEX_LOCKED, FSCHED__ACQUIRE,
                              FSCHED__RELAXED))
             return 1;
@@ -8204,6 +8206,9 @@ static fsched_result fsched__mutex_acquire(fsched_mutex *m, uint64_t deadline) {
 #endif
         wt.since = since;
         fsched__wait_list_lock(&m->waiters);
+        /* relaxed, the guesses; acquire, taking it, as in fsched__mutex_try; relaxed, the
+           mark: the unlocker's CAS, a read-modify-write, sees it, and the list's lock
+           hands the waiter over */
         st = FSCHED__LOAD(&m->state, FSCHED__RELAXED);
         for (;;) { /* under the list lock: take the mutex, or mark it waited on */
             if (!(st & FSCHED__MUTEX_LOCKED)) {
@@ -8333,6 +8338,9 @@ FIBERSCHED_API fsched_result fsched_cond_wait_for(fsched_cond *c, fsched_mutex *
     return fsched__cond_wait(c, m, fsched__deadline_after(timeout_ns));
 }
 
+/* Acquire, the look at the count, though the caller's mutex orders it already: a waiter
+   appends itself before it unlocks the mutex, which whoever changed the condition locked
+   after it. */
 FIBERSCHED_API fsched_result fsched_cond_signal(fsched_cond *c) {
     fsched__wakes wakes;
     FSCHED__CHECK_LIVE(c, "fsched_cond_signal");
@@ -8344,6 +8352,7 @@ FIBERSCHED_API fsched_result fsched_cond_signal(fsched_cond *c) {
     return FSCHED_OK;
 }
 
+/* Acquire, as in fsched_cond_signal. */
 FIBERSCHED_API fsched_result fsched_cond_broadcast(fsched_cond *c) {
     fsched__wakes wakes;
     FSCHED__CHECK_LIVE(c, "fsched_cond_broadcast");
