@@ -8382,9 +8382,10 @@ FIBERSCHED_API fsched_result fsched_sema_destroy(fsched_sema *s) {
 }
 
 static int fsched__sema_try(fsched_sema *s) {
-    int64_t c = FSCHED__LOAD(&s->count, FSCHED__RELAXED);
+    int64_t c = FSCHED__LOAD(&s->count, FSCHED__RELAXED); /* relaxed: a guess */
     while (c > 0)
-        /* acquire: the releaser's writes happen before ours */
+        /* acquire: the releaser's writes happen before ours; relaxed on failure: a new
+           guess */
         if (FSCHED__CAS_WEAK(&s->count, &c, c - 1, FSCHED__ACQUIRE, FSCHED__RELAXED)) {
             fsched__wait_list_quiesce(&s->waiters); /* the releaser may still be inside */
             return 1;
@@ -8392,7 +8393,8 @@ static int fsched__sema_try(fsched_sema *s) {
     return 0;
 }
 
-/* With the list locked (no waker inside): takes a unit if there is one. */
+/* With the list locked (no waker inside): takes a unit if there is one. Relaxed and
+   acquire, as in fsched__sema_try. */
 static int fsched__sema_take_locked(fsched_sema *s) {
     int64_t c = FSCHED__LOAD(&s->count, FSCHED__RELAXED);
     while (c > 0)
@@ -8448,7 +8450,7 @@ FIBERSCHED_API fsched_result fsched_sema_release(fsched_sema *s, int64_t n) {
     wakes.n = 0;
     fsched__wait_list_lock(&s->waiters);
     /* releases are serialized by the lock and acquires only lower the count: it cannot
-       overflow once this test passed */
+       overflow once this test passed (relaxed: a bound, which only grows looser) */
     if (n > INT64_MAX - FSCHED__LOAD(&s->count, FSCHED__RELAXED)) {
         fsched__wait_list_unlock(&s->waiters);
         return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
