@@ -9023,6 +9023,8 @@ static uint32_t fsched__io_set_fill(fsched__io *io, struct pollfd *set, uint32_t
         fsched__fd *rec;
         for (rec = io->buckets[b]; rec; rec = rec->next) {
             uint32_t want;
+            /* relaxed: a look; a wait that comes after it interrupts the poll (see
+               fsched__fd_wait) */
             if (!FSCHED__LOAD(&rec->waiters.count, FSCHED__RELAXED)) continue;
             fsched__wait_list_lock(&rec->waiters);
             want = fsched__fd_wanted(rec);
@@ -9187,7 +9189,8 @@ static fsched__io *fsched__io_own(fsched_sched *s) {
     /* acquire: pairs with the CAS that published the poller */
     fsched__io *io = FSCHED__LOAD(&s->io, FSCHED__ACQUIRE);
     uint32_t free = 0;
-    /* acquire: what the previous owner's answers wrote; a busy owner is left alone */
+    /* relaxed: a hint (see fsched__fd_wait); acquire: what the previous owner's answers
+       wrote; a busy owner is left alone */
     if (!io || !FSCHED__LOAD(&s->fd_waits, FSCHED__RELAXED) ||
         !FSCHED__CAS(&io->owner, &free, 1u, FSCHED__ACQUIRE, FSCHED__RELAXED))
         return NULL;
@@ -9203,6 +9206,7 @@ static void fsched__io_disown(fsched__io *io) {
 /* ---- the poll hook and the watch ------------------------------------------------- */
 
 static uint64_t fsched__watch_interval(const fsched_sched *s) {
+    /* relaxed: a pace; any recent interval will do */
     uint64_t i = FSCHED__LOAD(&s->poll_interval, FSCHED__RELAXED);
     return i ? i : FSCHED__WATCH_INTERVAL;
 }
@@ -9223,6 +9227,7 @@ static int fsched__poll_call(fsched_sched *s) {
     uint32_t free = 0;
     int pending = 0;
     fsched_poll_fn fn;
+    /* relaxed: a look; the hook itself is read under the lock */
     if (!FSCHED__LOAD(&s->poll_fn, FSCHED__RELAXED)) return 0;
     /* acquire: the hook and its user as fsched_set_poll left them, under this lock */
     if (!FSCHED__CAS(&s->poll_busy, &free, 1u | FSCHED__POLL_CALLING, FSCHED__ACQUIRE,
@@ -9237,6 +9242,7 @@ static int fsched__poll_call(fsched_sched *s) {
            after an interval */
         pending |= s->poll_fn && s->poll_fn != fn;
     }
+    /* release: unlocks; pairs with the next taker's acquire */
     FSCHED__FETCH_SUB(&s->poll_busy, 1u | FSCHED__POLL_CALLING, FSCHED__RELEASE);
     return pending;
 }
@@ -9272,6 +9278,7 @@ static void fsched__watch_tick(fsched__worker *w) {
 #if defined(FSCHED__IO)
     fsched__io *io;
 #endif
+    /* relaxed: a look; fsched__poll_call takes the lock */
     if (FSCHED__LOAD(&s->poll_fn, FSCHED__RELAXED) &&
         fsched__watch_due(&s->hook_next, now, fsched__watch_interval(s)))
         fsched__poll_call(s);
@@ -9293,7 +9300,7 @@ static void fsched__io_sleep(fsched__worker *w, fsched__io *io, int timeout_ms) 
     FSCHED__POINT(POLL);
     FSCHED__EXCHANGE(&w->polls, 1u, FSCHED__SEQ_CST);
     if (!fsched__park_take(&w->parker)) fsched__io_poll(io, timeout_ms);
-    FSCHED__STORE(&w->polls, 0u, FSCHED__RELAXED); /* a late interrupt only ends a poll */
+    FSCHED__STORE(&w->polls, 0u, FSCHED__RELAXED); /* relaxed: a late interrupt ends a poll */
 }
 #endif
 
@@ -9328,7 +9335,7 @@ static int fsched__watch_block(fsched__worker *w, uint64_t deadline) {
 #endif
     if (!pending) return 0;
 #if defined(FIBERSCHED_NO_THREADS)
-    while (fsched__sched_now(s) < deadline &&
+    while (fsched__sched_now(s) < deadline && /* acquire: see fsched__notify */
            FSCHED__LOAD(&w->latch, FSCHED__ACQUIRE) != FSCHED__LATCH_SET)
         fsched__cpu_relax();
 #else
@@ -9431,7 +9438,7 @@ static fsched__io *fsched__io_get(fsched_sched *s, fsched_result *r) {
     if (*r != FSCHED_OK && errno == ENOMEM) *r = FSCHED_ERR_OUT_OF_MEMORY;
     /* acq_rel: publishes the poller; a loser frees its own and takes the winner's */
     if (*r == FSCHED_OK && FSCHED__CAS(&s->io, &none, io, FSCHED__ACQ_REL, FSCHED__ACQUIRE)) {
-        FSCHED__STORE(&s->watch, &fsched__watch_io, FSCHED__RELAXED); /* a hint for the loop */
+        FSCHED__STORE(&s->watch, &fsched__watch_io, FSCHED__RELAXED); /* relaxed: a hint */
         fsched__io_fork_hook();
         fsched__spin_lock(&fsched__io_all_lock);
         io->next = fsched__io_all;
@@ -9463,17 +9470,19 @@ FIBERSCHED_API fsched_result fsched_set_poll(fsched_sched *s, fsched_poll_fn fn,
         fsched__sched_release(s);
         return r;
     }
+    /* relaxed: under the hook's lock, whose release below publishes them to its next
+       taker; to the rest, hints (a poller, once published, stays) */
     s->poll_user = user;
     FSCHED__STORE(&s->poll_interval, interval_ns, FSCHED__RELAXED);
     /* the new interval from now: due at once (busy workers call a new hook at their next
-       look), or from the hook an interval after this call */
+       look), or from the hook an interval after this call; relaxed, as above */
     FSCHED__STORE(&s->hook_next,
                   inside ? fsched__time_add(fsched__sched_now(s), fsched__watch_interval(s)) : 0,
                   FSCHED__RELAXED);
     FSCHED__STORE(&s->poll_fn, fn, FSCHED__RELAXED);
     FSCHED__STORE(&s->watch, fn || FSCHED__LOAD(&s->io, FSCHED__RELAXED) ? &fsched__watch_io : NULL,
                   FSCHED__RELAXED);
-    if (!inside) FSCHED__FETCH_SUB(&s->poll_busy, 3u, FSCHED__RELEASE);
+    if (!inside) FSCHED__FETCH_SUB(&s->poll_busy, 3u, FSCHED__RELEASE); /* release: unlocks */
     /* an idle worker calls the new hook soon, and from then on at every interval; from
        the hook, its caller does (a hook that sets itself again at every call, to change
        its interval, say, would have each call wake a worker for the next). Announced as
@@ -9567,7 +9576,8 @@ static fsched_result fsched__fd_wait(fsched__io *io, fsched__fd_waiter *fw, int 
     fw->result = FSCHED_OK;
     fw->counted = 0;
     fsched__wait_list_lock(&rec->waiters);
-    /* under the lock that destroy's cancel takes after it set `closing` */
+    /* under the lock that destroy's cancel takes after it set `closing` (relaxed: the
+       lock orders it) */
     if (FSCHED__LOAD(&s->closing, FSCHED__RELAXED)) {
         r = FSCHED_ERR_CANCELLED;
     } else {
@@ -9608,7 +9618,7 @@ static fsched_result fsched__fd_wait(fsched__io *io, fsched__fd_waiter *fw, int 
     }
 #endif
     r = fsched__wait_commit(&rec->waiters, &fw->wt);
-    FSCHED__FETCH_SUB(&s->fd_waits, 1u, FSCHED__RELAXED);
+    FSCHED__FETCH_SUB(&s->fd_waits, 1u, FSCHED__RELAXED); /* relaxed: a hint, as above */
     /* off the list, whoever ended the wait gone from its lock: still counted only when
        it did not answer (a timeout) */
     if (fw->counted) {
@@ -9634,6 +9644,7 @@ FIBERSCHED_API fsched_result fsched_wait_fd(int fd, uint32_t events, uint64_t ti
         return FSCHED__MISUSE(NULL, FSCHED_ERR_INVALID_ARGUMENT,
                               "fsched_wait_fd: fd %d or events %u out of range", fd, events);
     if (!w || !timeout_ns) return fsched__fd_poll_thread(fd, events, timeout_ns, ready);
+    /* relaxed: an early answer; fsched__fd_wait looks again under the lock */
     if (FSCHED__LOAD(&w->sched->closing, FSCHED__RELAXED)) return FSCHED_ERR_CANCELLED;
     if (!(io = fsched__io_get(w->sched, &r))) return r;
     deadline = timeout_ns == FSCHED_FOREVER ? 0 : fsched__deadline_after(timeout_ns);
