@@ -10348,7 +10348,7 @@ FIBERSCHED_API fsched_result fsched_frames_outside(fsched_result (*root)(void *c
 FIBERSCHED_API void fsched_frames_leave(fsched_frames *fs) {
     fsched__worker *w = (fsched__worker *)fs->worker;
     ((fsched_fiber *)fs->fiber)->frames = fs->outer;
-    FSCHED__STORE(&fs->in_use, 0u, FSCHED__RELAXED); /* a hint, as in fsched__frames_hold */
+    FSCHED__STORE(&fs->in_use, 0u, FSCHED__RELAXED); /* relaxed: see fsched__frames_hold */
     /* the fiber's outer tree spawns again (release: as in fsched__frames_hold) */
     if (fs->outer) FSCHED__STORE(&w->frames_current, fs->outer, FSCHED__RELEASE);
     /* every frame was synced: nothing is offered (tail == split), so no thief writes the
@@ -10367,10 +10367,10 @@ static void fsched__frames_offer(fsched_frames *fs, size_t n) {
     uint64_t cur = FSCHED__LOAD(&fs->shared, FSCHED__RELAXED), want;
     fsched_frame *f;
     for (f = fs->split; f < fs->split + n; f++) f->latch = 0;
+    /* seq_cst: against a thief's unmarking (fsched__frames_mark); it releases the frames'
+       contents to a thief's acquire of the word; relaxed on failure: a new guess */
     do { /* thieves may move the tail meanwhile; only the owner moves split */
         want = FSCHED__FRAMES_PACK(FSCHED__FRAMES_TAIL(cur), split + (uint32_t)n);
-        /* seq_cst: against a thief's unmarking (fsched__frames_mark); it releases the
-           frames' contents to a thief's acquire of the word */
     } while (!FSCHED__CAS(&fs->shared, &cur, want, FSCHED__SEQ_CST, FSCHED__RELAXED));
     fs->split += n;
     fsched__frames_mark(fs);
@@ -10416,6 +10416,7 @@ FIBERSCHED_API int fsched_frames_reclaim(fsched_frames *fs, fsched_frame *frame)
     /* claimed: wait for the thief, as a join does. Nothing is offered meanwhile (tail ==
        split), so no thief writes the word; afterwards the offered part starts here */
     fsched__latch_wait((fsched__worker *)fs->worker, &frame->latch);
+    /* relaxed: as in fsched_frames_leave, with nothing offered */
     FSCHED__STORE(&fs->shared, FSCHED__FRAMES_PACK(at, at), FSCHED__RELAXED);
     fs->split = frame;
     frame->run = NULL;
