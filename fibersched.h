@@ -11254,7 +11254,10 @@ static fsched_result fsched__graph_check(const fsched_graph *g, const char *what
     return FSCHED_OK;
 }
 
-/* Whether the caller may change g's structure now: while g runs, only g's running tasks. */
+/* Whether the caller may change g's structure now: while g runs, only g's running tasks.
+   Under g's lock. Acquire: pairs with the release that ended the last run. From here on,
+   relaxed reads of `running` under the lock see the same: a run begins under the lock,
+   and one ends only after its tasks, the caller among them, have returned. */
 static fsched_result fsched__graph_may_build(fsched_graph *g, const char *what) {
     fsched_graph_task *cur;
     if (!FSCHED__LOAD(&g->running, FSCHED__ACQUIRE)) return FSCHED_OK;
@@ -11293,6 +11296,7 @@ static fsched_result fsched__graph_add(fsched_graph *g, fsched_graph_fn fn, void
     fsched__mutex_lock(&g->lock);
     if ((r = fsched__graph_may_build(g, what)) != FSCHED_OK) goto unlock;
     cur = fsched__graph_current();
+    /* relaxed: see fsched__graph_may_build */
     during_run = FSCHED__LOAD(&g->running, FSCHED__RELAXED) && cur && cur->graph == g;
     if (!during_run) fsched__graph_restore(g); /* building on: the last run's additions go */
     if (during_run && ((d.on_caller && g->caller_slot < 0) ||
@@ -11354,7 +11358,9 @@ static fsched_result fsched__graph_add(fsched_graph *g, fsched_graph_fn fn, void
     t->ord = g->next_ord++;
     t->index = g->tasks.n - 1;
     if (during_run) {
-        /* added by a running task: held by it until it returns, then part of this run */
+        /* added by a running task: held by it until it returns, then part of this run
+           (relaxed: the caller's run, set before its task was queued; cur's hold keeps
+           the count above zero) */
         uint32_t run = FSCHED__LOAD(&g->run, FSCHED__RELAXED);
         t->dynamic = 1;
         if (d.on_caller) t->placed.slot = g->caller_slot;
@@ -11423,7 +11429,9 @@ static void fsched__graph_queue(fsched_graph_task *t, fsched__worker *w,
                                 fsched_graph_task **local);
 
 /* precede while g runs (from one of its tasks), under the lock: `after` must not have
-   started; the edge counts for this run unless `before` has completed. */
+   started; the edge counts for this run unless `before` has completed. Relaxed, the run:
+   the caller's own; acquire, the first look at the count, more than it needs: only the
+   count matters, as to the CAS that holds `after` back (relaxed). */
 static fsched_result fsched__graph_precede_running(fsched_graph *g, fsched_graph_task *before,
                                                    fsched_graph_task *after) {
     uint32_t run = FSCHED__LOAD(&g->run, FSCHED__RELAXED);
@@ -11438,7 +11446,6 @@ static fsched_result fsched__graph_precede_running(fsched_graph *g, fsched_graph
             return FSCHED__MISUSE(&g->logger, FSCHED_ERR_WRONG_STATE,
                                   "fsched_graph_precede: task '%s' has already started",
                                   after->name ? after->name : "");
-        /* relaxed: only the count matters here */
     } while (!FSCHED__CAS_WEAK(&after->pending, &c, c + 1, FSCHED__RELAXED, FSCHED__RELAXED));
     r = fsched__ord_add_edge(g, before, after);
     if (r == FSCHED_ERR_INVALID_ARGUMENT)
@@ -11476,7 +11483,8 @@ static fsched_result fsched__graph_precede_running(fsched_graph *g, fsched_graph
     }
     {
         /* before has completed: the edge does not hold `after` back (before's result
-           lives until the run ends) */
+           lives until the run ends). Acquire: pairs with the release that completed it;
+           relaxed, the marks: the acq_rel decrement below publishes them */
         uint32_t st = (uint32_t)(FSCHED__LOAD(&before->state, FSCHED__ACQUIRE) & 7u);
         if (st == FSCHED_TASK_FAILED)
             FSCHED__FETCH_OR(&after->upstream, FSCHED__UPSTREAM_FAILED, FSCHED__RELAXED);
@@ -11500,6 +11508,7 @@ FIBERSCHED_API fsched_result fsched_graph_precede(fsched_graph *g, fsched_graph_
                               "fsched_graph_precede: a task is NULL or not of this graph");
     fsched__mutex_lock(&g->lock);
     if ((r = fsched__graph_may_build(g, "fsched_graph_precede")) != FSCHED_OK) goto unlock;
+    /* relaxed, `running`: see fsched__graph_may_build */
     if (!FSCHED__LOAD(&g->running, FSCHED__RELAXED)) {
         if (before->dynamic || after->dynamic) { /* of the last run: gone as building goes on */
             r = FSCHED__MISUSE(&g->logger, FSCHED_ERR_INVALID_ARGUMENT,
@@ -11509,7 +11518,7 @@ FIBERSCHED_API fsched_result fsched_graph_precede(fsched_graph *g, fsched_graph_
         fsched__graph_restore(g);
     }
     if (fsched__graph_has_edge(before, after)) goto unlock;
-    if (FSCHED__LOAD(&g->running, FSCHED__RELAXED)) {
+    if (FSCHED__LOAD(&g->running, FSCHED__RELAXED)) { /* relaxed: as above */
         r = fsched__graph_precede_running(g, before, after);
         goto unlock;
     }
