@@ -11639,7 +11639,8 @@ static void fsched__graph_sort_ready(fsched_graph_task **v, size_t n) { /* inser
 
 /* Queues a ready task. When it cannot be queued (out of memory, or no slot may run it any
    more) it is doomed: put on `local` to be completed as failed without running, or, with
-   no list, completed here. */
+   no list, completed here. Relaxed: the run is the task's own, begun before it was
+   armed; READY (as RUNNING) publishes nothing, only a completed state does. */
 static void fsched__graph_queue(fsched_graph_task *t, fsched__worker *w,
                                 fsched_graph_task **local) {
     fsched_graph *g = t->graph;
@@ -11709,7 +11710,8 @@ static void fsched__graph_end(fsched_graph *g, fsched__worker *w) {
 /* Records t as the run's first failure if it is; fail-fast cancels the rest. */
 static void fsched__graph_record_failure(fsched_graph *g, fsched_graph_task *t) {
     fsched_graph_task *none = NULL;
-    /* acq_rel: the waiter reads the task's status after reading this */
+    /* acq_rel: the waiter reads the task's status after reading this; release, the
+       cancel: pairs with the acquire of the tasks that look at it */
     FSCHED__CAS(&g->first_failed, &none, t, FSCHED__ACQ_REL, FSCHED__RELAXED);
     if (g->policy == FSCHED_GRAPH_FAIL_FAST) FSCHED__STORE(&g->cancel, 1u, FSCHED__RELEASE);
 }
@@ -11721,7 +11723,7 @@ static inline void fsched__graph_release(fsched_graph_task *s, uint32_t bad, fsc
                                          fsched_graph_task **local, const uint32_t *chain,
                                          fsched_graph_task **best, fsched_graph_task **batch,
                                          size_t *n) {
-    if (bad) FSCHED__FETCH_OR(&s->upstream, bad, FSCHED__RELAXED);
+    if (bad) FSCHED__FETCH_OR(&s->upstream, bad, FSCHED__RELAXED); /* relaxed: see below */
     /* acq_rel: the predecessor's effects (and an upstream mark) happen before s runs */
     if ((uint32_t)FSCHED__FETCH_SUB(&s->pending, (uint64_t)1, FSCHED__ACQ_REL) != 1) return;
     if (local && w && *chain < FSCHED__GRAPH_CHAIN_MAX &&
@@ -11741,7 +11743,9 @@ static inline void fsched__graph_release(fsched_graph_task *s, uint32_t bad, fsc
 /* Completes t with `state`: starts what it added, releases predecessors' results nobody
    needs, tells its successors, and re-arms itself for the next run. The best successor
    made ready may be put on *local to run next on this worker; the others are queued.
-   The caller counts t off the run's remaining tasks (see fsched__graph_process_list). */
+   The caller counts t off the run's remaining tasks (see fsched__graph_process_list).
+   Relaxed: the run, READY, as in fsched__graph_queue; the counts of tasks that did not
+   finish, which the caller's acq_rel count of `remaining` gathers for the run's end. */
 static void fsched__graph_complete(fsched_graph_task *t, fsched__worker *w, uint32_t state,
                                    fsched_graph_task **local, uint32_t *chain) {
     fsched_graph *g = t->graph;
@@ -11785,7 +11789,9 @@ static void fsched__graph_complete(fsched_graph_task *t, fsched__worker *w, uint
         }
     }
     /* re-armed for the next run (nothing else touches these in this one: every
-       predecessor has completed, and a later edge sees this task has started) */
+       predecessor has completed, and a later edge sees this task has started); relaxed:
+       the run's end publishes them to the next (the acq_rel count of `remaining`, then
+       the release of `running`, which the next fsched_graph_run acquires) */
     t->doomed = 0;
     FSCHED__STORE(&t->upstream, 0u, FSCHED__RELAXED);
     FSCHED__STORE(&t->pending, FSCHED__GRAPH_PENDING(run + 1, t->npreds_built), FSCHED__RELAXED);
@@ -11810,12 +11816,14 @@ static void fsched__graph_process(fsched_graph_task *t, fsched__worker *w,
         fsched__graph_record_failure(g, t);
     } else if (up & FSCHED__UPSTREAM_FAILED) {
         state = FSCHED_TASK_FAILED;
-    } else if ((up & FSCHED__UPSTREAM_CANCELLED) || FSCHED__LOAD(&g->cancel, FSCHED__ACQUIRE)) {
+    } else if ((up & FSCHED__UPSTREAM_CANCELLED) || /* acquire: pairs with the cancel's */
+               FSCHED__LOAD(&g->cancel, FSCHED__ACQUIRE)) {
         state = FSCHED_TASK_CANCELLED;
     } else {
         fsched_fiber *f = fsched__tls_thread.current;
         void *outer = f->graph_task; /* a task may run inline while another one waits */
         fsched__running outer_running;
+        /* relaxed: as in fsched__graph_queue */
         FSCHED__STORE(&t->state,
                       FSCHED__GRAPH_STATE(FSCHED__LOAD(&g->run, FSCHED__RELAXED),
                                           FSCHED_TASK_RUNNING),
@@ -11855,7 +11863,7 @@ static void fsched__graph_process_list(fsched_graph_task *t, fsched__worker *w) 
            chain the loop gets a turn: the rest goes to the ring of the deque, not shared
            even when asked for (the worker takes it back at once: handing a chain to an
            idle worker would only move it, and wake that worker for nothing) */
-        if (chain >= FSCHED__GRAPH_CHAIN_MAX || w->ready_head ||
+        if (chain >= FSCHED__GRAPH_CHAIN_MAX || w->ready_head || /* relaxed: a hint */
             FSCHED__LOAD(&w->inbox, FSCHED__RELAXED)) {
             while (local) {
                 fsched_graph_task *x = local;
@@ -11926,6 +11934,7 @@ FIBERSCHED_API fsched_result fsched_graph_run(fsched_graph *g, fsched_sched *s) 
     if (w && w->sched != s) w = NULL; /* a task of another scheduler: from outside */
     if (!w && (r = fsched__sched_enter(s, 1, "fsched_graph_run")) != FSCHED_OK) return r;
     fsched__mutex_lock(&g->lock);
+    /* acquire: pairs with the release that ended the last run */
     if (FSCHED__LOAD(&g->running, FSCHED__ACQUIRE)) {
         r = FSCHED__MISUSE(&g->logger, FSCHED_ERR_WRONG_STATE, "fsched_graph_run: already running");
         goto unlock;
@@ -11951,8 +11960,9 @@ FIBERSCHED_API fsched_result fsched_graph_run(fsched_graph *g, fsched_sched *s) 
         r = FSCHED_ERR_OUT_OF_MEMORY;
         goto unlock;
     }
-    if (w) FSCHED__STORE(&w->spawned, w->spawned + 1, FSCHED__RELEASE); /* as a spawn */
-    else FSCHED__FETCH_ADD(&s->external_begun, (uint64_t)1, FSCHED__RELAXED); /* see spawn */
+    /* release and relaxed: counted as a spawn is (see fsched__spawn) */
+    if (w) FSCHED__STORE(&w->spawned, w->spawned + 1, FSCHED__RELEASE);
+    else FSCHED__FETCH_ADD(&s->external_begun, (uint64_t)1, FSCHED__RELAXED);
     g->sched = s;
     g->caller_slot = w ? (int32_t)w->index : -1;
     for (i = 0; i < g->placed.n; i++)
@@ -11995,6 +12005,7 @@ static fsched_result fsched__graph_wait(fsched_graph *g, uint64_t timeout_ns, in
     run = g->run; /* the run this call reports on: the current one, or the last */
     fsched__mutex_unlock(&g->lock);
     if (!run) return FSCHED__MISUSE(&g->logger, FSCHED_ERR_WRONG_STATE, "%s: never ran", what);
+    /* acquire, as every read of `running` outside a run's tasks */
     if (cur && cur->graph == g && FSCHED__LOAD(&g->running, FSCHED__ACQUIRE))
         return FSCHED__MISUSE(&g->logger, FSCHED_ERR_WRONG_STATE,
                               "%s: a task cannot wait for its own graph", what);
@@ -12012,7 +12023,8 @@ static fsched_result fsched__graph_wait(fsched_graph *g, uint64_t timeout_ns, in
     }
     fsched__mutex_unlock(&g->lock);
     /* the ender clears `running` last: wait for that (or for a later run, which began only
-       after it), so that the caller may free g at once */
+       after it), so that the caller may free g at once (acquire: pairs with the ender's
+       release of `running`, and with fsched_graph_run's of `run`) */
     while (FSCHED__LOAD(&g->running, FSCHED__ACQUIRE) && FSCHED__LOAD(&g->run, FSCHED__ACQUIRE) == run)
         fsched__backoff(&spins);
     if (out) *out = o;
@@ -12034,6 +12046,7 @@ FIBERSCHED_API fsched_result fsched_graph_cancel(fsched_graph *g) {
     /* under the lock: the flag belongs to the run that is current now, never to one that
        begins later (fsched_graph_run clears it under the same lock) */
     fsched__mutex_lock(&g->lock);
+    /* acquire, as every read of `running` outside a run's tasks */
     if (FSCHED__LOAD(&g->running, FSCHED__ACQUIRE) && g->ended_run != g->run) {
         FSCHED__POINT(CANCEL);
         /* release: tasks that see the flag see what the canceller did before */
@@ -12048,6 +12061,7 @@ FIBERSCHED_API fsched_result fsched_graph_destroy(fsched_graph *g) {
     uint32_t i;
     if (!g) return FSCHED_OK;
     if ((r = fsched__graph_check(g, "fsched_graph_destroy")) != FSCHED_OK) return r;
+    /* acquire: pairs with the release that ended the last run, whose tasks came first */
     if (FSCHED__LOAD(&g->running, FSCHED__ACQUIRE))
         return FSCHED__MISUSE(&g->logger, FSCHED_ERR_WRONG_STATE,
                               "fsched_graph_destroy: the graph is running");
@@ -13316,8 +13330,9 @@ FIBERSCHED_API fsched_result fsched_pipeline_run(fsched_pipeline *p, fsched_sche
                               "fsched_pipeline_run: the pipeline has started or run");
     if (w && w->sched != s) w = NULL;
     if (!w && (r = fsched__sched_enter(s, 1, "fsched_pipeline_run")) != FSCHED_OK) return r;
-    if (w) FSCHED__STORE(&w->spawned, w->spawned + 1, FSCHED__RELEASE); /* as a spawn */
-    else FSCHED__FETCH_ADD(&s->external_begun, (uint64_t)1, FSCHED__RELAXED); /* see spawn */
+    /* release and relaxed: counted as a spawn is (see fsched__spawn) */
+    if (w) FSCHED__STORE(&w->spawned, w->spawned + 1, FSCHED__RELEASE);
+    else FSCHED__FETCH_ADD(&s->external_begun, (uint64_t)1, FSCHED__RELAXED);
     p->sched = s;
     fsched__pipe_initialize_nodes(p);
     p->active = p->n_nodes + 1; /* + this call, until every node is queued */
