@@ -12133,9 +12133,11 @@ FIBERSCHED_API fsched_result fsched_graph_set_result(fsched_graph_task *self, vo
     self->release_user = user;
     if (!self->holds_result) { /* listed once per run, released when the run is over */
         fsched_graph *g = self->graph;
+        /* relaxed: a guess the CAS checks; release: the task's fields before its entry,
+           for the exchange that takes the list */
         fsched_graph_task *head = FSCHED__LOAD(&g->results, FSCHED__RELAXED);
         self->holds_result = 1;
-        do self->result_next = head; /* release: the task's fields before its entry */
+        do self->result_next = head;
         while (!FSCHED__CAS_WEAK(&g->results, &head, self, FSCHED__RELEASE, FSCHED__RELAXED));
     }
     return FSCHED_OK;
@@ -12152,10 +12154,12 @@ FIBERSCHED_API fsched_graph_task *fsched_graph_pred(const fsched_graph_task *t, 
 }
 
 FIBERSCHED_API int fsched_graph_cancelled(const fsched_graph_task *t) {
+    /* acquire: pairs with the cancel's release */
     return t && FSCHED__LOAD(&t->graph->cancel, FSCHED__ACQUIRE) != 0;
 }
 
-/* A task's state in the current (or last) run: WAITING until the run reaches it. */
+/* A task's state in the current (or last) run: WAITING until the run reaches it. Acquire:
+   pairs with the release that completed the task, and with fsched_graph_run's of `run`. */
 static fsched_task_state fsched__graph_state(const fsched_graph_task *t) {
     uint64_t st = FSCHED__LOAD(&t->state, FSCHED__ACQUIRE);
     if ((uint32_t)(st >> 3) != FSCHED__LOAD(&t->graph->run, FSCHED__ACQUIRE))
@@ -12489,6 +12493,7 @@ FIBERSCHED_API fsched_result fsched_hub_destroy(fsched_hub *h) {
     return FSCHED_OK;
 }
 
+/* Relaxed: a count written under the hub's lock, read without it as a statistic. */
 FIBERSCHED_API uint32_t fsched_hub_full_count(const fsched_hub *h) {
     return h && h->magic == FSCHED__HUB_LIVE ? FSCHED__LOAD(&h->full, FSCHED__RELAXED) : 0;
 }
@@ -12497,7 +12502,8 @@ FIBERSCHED_API const char *fsched_hub_name(const fsched_hub *h) {
     return h && h->name ? h->name : "";
 }
 
-/* Under the hub's lock: an envelope for link l, or NULL (see fsched_link_kind). */
+/* Under the hub's lock: an envelope for link l, or NULL (see fsched_link_kind). Relaxed,
+   the count: see fsched_hub_full_count. */
 static fsched__env *fsched__hub_take(fsched_hub *h, const fsched_link *l) {
     fsched__env *e;
     uint32_t i;
@@ -12529,7 +12535,8 @@ static fsched__env *fsched__hub_take(fsched_hub *h, const fsched_link *l) {
 }
 
 /* Under the hub's lock: hands e on as link l commits it. Returns the kind of link whose
-   nodes may now advance (with *stage for MODIFY/PEEK links), as a notification. */
+   nodes may now advance (with *stage for MODIFY/PEEK links), as a notification. Relaxed,
+   the count: see fsched_hub_full_count. */
 static fsched_link_kind fsched__hub_commit(fsched_hub *h, const fsched_link *l, fsched__env *e,
                                            uint32_t *stage) {
     switch (l->kind) {
