@@ -12370,7 +12370,9 @@ struct fsched_pipeline {
     fsched_logger logger;
     fsched_node **nodes;
     uint32_t n_nodes, nodes_cap;
-    uint32_t state;             /* atomic: FSCHED__PIPE_* */
+    uint32_t state;             /* atomic: FSCHED__PIPE_*; each move a release, each read
+                                   an acquire: what came before a move (building, a
+                                   run, its end) is seen with the state it made */
     fsched_result result;
     /* the debugging scheduler */
     uint32_t next;              /* the node to update next */
@@ -12762,6 +12764,7 @@ static int fsched__node_start_advance(fsched_node *n, fsched__worker *w) {
     uint32_t expected = FSCHED__ADV_ADVANCING, i;
     for (i = 0; i < n->n_links; i++) n->links[i]->keep = 0;
     FSCHED__TRACE(uint64_t trace_begin = fsched__trace_now();)
+    /* relaxed: the advance, called next, is what lets anyone call fsched_node_complete */
     FSCHED__STORE(&n->phase, FSCHED__ADV_ADVANCING, FSCHED__RELAXED);
     if (w && (n->report.advances & 7u) == 0u) {
         uint64_t begin = fsched__sched_now(w->sched), took;
@@ -12786,6 +12789,7 @@ static int fsched__node_start_advance(fsched_node *n, fsched__worker *w) {
 static void fsched__node_finish(fsched_node *n, fsched__worker *w, fsched__placed **ready) {
     int advanced = n->advanced;
     uint32_t i;
+    /* relaxed: the completion is taken; only the next advance reads the phase again */
     FSCHED__STORE(&n->phase, FSCHED__ADV_NONE, FSCHED__RELAXED);
     if (n->desc.post_advance) n->desc.post_advance(n, n->desc.user, advanced);
     if (advanced) n->report.advances++;
@@ -12927,6 +12931,7 @@ static void fsched__pipe_end(fsched_pipeline *p) {
     }
     p->result = starved ? FSCHED_ERR_STALLED : FSCHED_OK;
     fsched__pipe_log(p, "Pipeline terminated.", NULL, NULL);
+    /* release: see the pipeline's `state` */
     FSCHED__STORE(&p->state, FSCHED__PIPE_ENDED, FSCHED__RELEASE);
 }
 
@@ -13001,6 +13006,7 @@ FIBERSCHED_API fsched_result fsched_pipeline_destroy(fsched_pipeline *p) {
     fsched_result r;
     if (!p) return FSCHED_OK;
     if ((r = fsched__pipe_check(p, "fsched_pipeline_destroy")) != FSCHED_OK) return r;
+    /* acquire: see the pipeline's `state` */
     st = FSCHED__LOAD(&p->state, FSCHED__ACQUIRE);
     if (st == FSCHED__PIPE_RUNNING)
         return FSCHED__MISUSE(&p->logger, FSCHED_ERR_WRONG_STATE,
@@ -13030,6 +13036,7 @@ FIBERSCHED_API fsched_result fsched_pipeline_add(fsched_pipeline *p, fsched_node
     if (!n || n->magic != FSCHED__NODE_LIVE || !n->desc.advance)
         return FSCHED__MISUSE(&p->logger, FSCHED_ERR_INVALID_ARGUMENT,
                               "fsched_pipeline_add: not a live node with an advance callback");
+    /* acquire: see the pipeline's `state` */
     if (FSCHED__LOAD(&p->state, FSCHED__ACQUIRE) != FSCHED__PIPE_BUILDING || n->pipeline)
         return FSCHED__MISUSE(&p->logger, FSCHED_ERR_WRONG_STATE,
                               "fsched_pipeline_add: %s",
@@ -13059,12 +13066,14 @@ static void fsched__pipe_initialize_nodes(fsched_pipeline *p) {
 FIBERSCHED_API fsched_result fsched_pipeline_initialize(fsched_pipeline *p) {
     fsched_result r;
     if ((r = fsched__pipe_check(p, "fsched_pipeline_initialize")) != FSCHED_OK) return r;
+    /* acquire: see the pipeline's `state` */
     if (FSCHED__LOAD(&p->state, FSCHED__ACQUIRE) != FSCHED__PIPE_BUILDING)
         return FSCHED__MISUSE(&p->logger, FSCHED_ERR_WRONG_STATE,
                               "fsched_pipeline_initialize: the pipeline has started");
     fsched__pipe_initialize_nodes(p);
     p->next = 0;
     p->generation = 0;
+    /* release: see the pipeline's `state` */
     FSCHED__STORE(&p->state, FSCHED__PIPE_STEPPING, FSCHED__RELEASE);
     return FSCHED_OK;
 }
@@ -13108,6 +13117,7 @@ FIBERSCHED_API fsched_result fsched_pipeline_step(fsched_pipeline *p) {
     fsched_result r;
     uint32_t st;
     if ((r = fsched__pipe_check(p, "fsched_pipeline_step")) != FSCHED_OK) return r;
+    /* acquire: see the pipeline's `state` */
     st = FSCHED__LOAD(&p->state, FSCHED__ACQUIRE);
     if (st == FSCHED__PIPE_BUILDING) fsched_pipeline_initialize(p); /* the first step does */
     else if (st != FSCHED__PIPE_STEPPING)
@@ -13139,6 +13149,7 @@ FIBERSCHED_API fsched_result fsched_pipeline_step(fsched_pipeline *p) {
     return FSCHED_OK;
 }
 
+/* Acquire, each read of the state: see the pipeline's `state`. */
 FIBERSCHED_API fsched_result fsched_pipeline_run_until(fsched_pipeline *p, int (*pred)(void *user),
                                                        void *user) {
     fsched_result r;
@@ -13156,6 +13167,7 @@ FIBERSCHED_API fsched_result fsched_pipeline_run_until(fsched_pipeline *p, int (
 }
 
 FIBERSCHED_API int fsched_pipeline_finished(const fsched_pipeline *p) {
+    /* acquire: see the pipeline's `state` */
     return fsched__live_check(p) && p->magic == FSCHED__PIPE_LIVE &&
            FSCHED__LOAD(&p->state, FSCHED__ACQUIRE) == FSCHED__PIPE_ENDED;
 }
@@ -13286,7 +13298,7 @@ FIBERSCHED_API fsched_result fsched_node_complete(fsched_node *n, int advanced) 
     if (!n || n->magic != FSCHED__NODE_LIVE)
         return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
                               "fsched_node_complete: not a live node");
-    ph = FSCHED__LOAD(&n->phase, FSCHED__RELAXED);
+    ph = FSCHED__LOAD(&n->phase, FSCHED__RELAXED); /* relaxed: a guess the CAS checks */
     for (;;) {
         if (ph != FSCHED__ADV_ADVANCING && ph != FSCHED__ADV_RETURNED)
             return FSCHED__MISUSE(&n->logger, FSCHED_ERR_WRONG_STATE,
@@ -13300,6 +13312,7 @@ FIBERSCHED_API fsched_result fsched_node_complete(fsched_node *n, int advanced) 
     FSCHED__POINT(COMPLETE);
     if (ph == FSCHED__ADV_ADVANCING) return FSCHED_OK; /* the callback finishes it */
     /* the callback returned first: whoever runs the node next finishes it */
+    /* acquire: see the pipeline's `state` */
     if (FSCHED__LOAD(&n->pipeline->state, FSCHED__ACQUIRE) == FSCHED__PIPE_RUNNING) {
         fsched_sched *s = n->pipeline->sched;
         fsched__worker *w = fsched__tls_thread.worker;
@@ -13315,6 +13328,7 @@ FIBERSCHED_API fsched_result fsched_node_complete(fsched_node *n, int advanced) 
     return FSCHED_OK;
 }
 
+/* Acquire, each read of the state: see the pipeline's `state`. */
 FIBERSCHED_API fsched_result fsched_pipeline_run(fsched_pipeline *p, fsched_sched *s) {
     fsched__worker *w = fsched__tls_thread.worker;
     fsched_result r;
