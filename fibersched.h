@@ -12993,7 +12993,7 @@ static void fsched__link_return(fsched_link *l) {
         h->q_head = (h->q_head + h->count - 1) % h->count;
         h->queue[h->q_head] = l->env;
         h->q_len++;
-        FSCHED__STORE(&h->full, h->q_len, FSCHED__RELAXED);
+        FSCHED__STORE(&h->full, h->q_len, FSCHED__RELAXED); /* relaxed: see fsched_hub_full_count */
     } else {
         l->env->held = 0;
     }
@@ -13102,6 +13102,7 @@ static fsched_result fsched__debug_update(fsched_pipeline *p, fsched_node *n) {
             fsched__pipe_log(p, "Node ", n->report.label, " never completed its advance.");
             return r;
         }
+        /* acquire, though the event's wait orders it already: the phase came first */
         FIBERSCHED_ASSERT(FSCHED__LOAD(&n->phase, FSCHED__ACQUIRE) == FSCHED__ADV_COMPLETED);
     }
     /* an advance that moved nothing is no progress (a generation of those ends the run) */
@@ -13217,7 +13218,9 @@ static void fsched__node_run(fsched__job *job, fsched__worker *w);
 
 /* Something m depends on changed: an idle node is queued, a busy one looks again. A
    short node is listed in *ready (when given) to run next on w, but on a bound slot,
-   which may leave (nodes are placed at the normal level, for any slot). */
+   which may leave (nodes are placed at the normal level, for any slot). Relaxed, the
+   first look: a notifier that sees DIRTY returns, having committed under a hub's lock
+   that the node's next look takes (fsched__node_attach), so that look sees its change. */
 static void fsched__node_notify(fsched_node *m, fsched__worker *w, fsched__placed **ready) {
     uint32_t st = FSCHED__LOAD(&m->busy, FSCHED__RELAXED);
     for (;;) {
@@ -13283,7 +13286,8 @@ static void fsched__node_run(fsched__job *job, fsched__worker *w) {
                 fsched_event_set(&p->done); /* every node idle: the run is over */
             return;
         }
-        FSCHED__STORE(&n->busy, FSCHED__NODE_BUSY, FSCHED__RELAXED); /* DIRTY: look again */
+        /* DIRTY: look again (relaxed: the failed CAS acquired it; see fsched__node_notify) */
+        FSCHED__STORE(&n->busy, FSCHED__NODE_BUSY, FSCHED__RELAXED);
         declined = 0;
     }
     n->placed.next = w->local;
@@ -13363,13 +13367,15 @@ FIBERSCHED_API fsched_result fsched_pipeline_run(fsched_pipeline *p, fsched_sche
         p->nodes[i]->busy = FSCHED__NODE_BUSY;
         p->nodes[i]->advance_ns = UINT64_MAX; /* unknown: not short */
     }
-    /* release: the set-up above is visible to the nodes' jobs */
+    /* release: the set-up above is visible to the nodes' jobs; acq_rel, this call's count:
+       as a node's, in fsched__node_run */
     FSCHED__STORE(&p->state, FSCHED__PIPE_RUNNING, FSCHED__RELEASE);
     for (i = 0; i < p->n_nodes; i++) fsched__place(s, w, &p->nodes[i]->placed);
     if (FSCHED__FETCH_SUB(&p->active, 1u, FSCHED__ACQ_REL) == 1) fsched_event_set(&p->done);
     if (!w) fsched__sched_release(s); /* the run, counted, keeps s alive until it ends */
     r = fsched_event_wait(&p->done); /* a task suspends; a thread blocks */
     if (r != FSCHED_OK) { /* cannot happen with threads: nothing else ends this wait */
+        /* acquire: pairs with the last node's acq_rel count, as the event would */
         while (FSCHED__LOAD(&p->active, FSCHED__ACQUIRE)) fsched_yield();
     }
     fsched__pipe_end(p);
