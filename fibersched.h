@@ -13454,6 +13454,7 @@ static int fsched__lp_enter(fsched__lp *lp, size_t k, fsched__lp_item *it) {
         return 1;
     }
     it->stage = k;
+    /* relaxed: where the item is, for the stall report alone, which reads it as a hint */
     FSCHED__STORE(&it->where, FSCHED__LP_WHERE(it->seq, k, FSCHED__LP_WAITING), FSCHED__RELAXED);
     if (in_order) { /* sorted by seq: the one allowed next is first */
         fsched__lp_item **pp = &st->waiting;
@@ -13509,6 +13510,7 @@ static void *fsched__lp_stage_call(const fsched_stage *sg, void *data, int *stop
     return data;
 }
 
+/* Relaxed, the item's `where`: see fsched__lp_enter. */
 static void fsched__lp_carry(fsched__lp *lp, fsched__lp_item *it, fsched__worker *w) {
     while (it->stage < lp->n) {
         size_t k = it->stage;
@@ -13562,6 +13564,7 @@ static void fsched__lp_input(fsched__job *job, fsched__worker *w) {
     lp->free_count--;
     fsched__spin_unlock(&lp->lock);
     {
+        /* relaxed: for the stall report, as an item's `where` (see fsched__lp_enter) */
         FSCHED__TRACE(uint64_t trace_begin = fsched__trace_now();)
         FSCHED__STORE(&lp->input_where, FSCHED__LP_RUNNING, FSCHED__RELAXED);
         data = fsched__lp_stage_call(&lp->stages[0], NULL, &stop);
@@ -13606,7 +13609,8 @@ static void fsched__lp_log(const fsched__lp *lp, const fsched_parallel_pipeline_
 }
 
 /* A snapshot of where the items are (the sum over records of their positions): equal
-   snapshots a period apart mean no item moved. */
+   snapshots a period apart mean no item moved. Relaxed: positions read as hints, each
+   on its own; a stale one only delays a report. */
 static uint64_t fsched__lp_snapshot(const fsched__lp *lp) {
     uint64_t sum = FSCHED__LOAD(&lp->items, FSCHED__RELAXED) * 0x9e3779b97f4a7c15ull;
     size_t i;
@@ -13615,7 +13619,8 @@ static uint64_t fsched__lp_snapshot(const fsched__lp *lp) {
     return sum;
 }
 
-/* Reports where the items are: per stage, those running in it and those waiting. */
+/* Reports where the items are: per stage, those running in it and those waiting.
+   Relaxed: as in fsched__lp_snapshot. */
 static void fsched__lp_report(const fsched__lp *lp, const fsched_parallel_pipeline_desc *d,
                               const fsched_logger *logger, uint64_t still_ns) {
     size_t k, i;
@@ -14046,6 +14051,7 @@ FIBERSCHED_API fsched_result fsched_trace_count(const fsched_sched *s, uint64_t 
 #if FIBERSCHED_TRACE
     uint32_t i;
     if (r == FSCHED_OK) {
+        /* relaxed: statistics, each count read on its own */
         for (i = 0; i < s->n_slots; i++) {
             sum_recorded += FSCHED__LOAD(&s->slots[i]->trace->count, FSCHED__RELAXED);
             sum_dropped += FSCHED__LOAD(&s->slots[i]->trace->dropped, FSCHED__RELAXED);
