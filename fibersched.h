@@ -14870,11 +14870,13 @@ template <class F> void call_catching(F &f, std::exception_ptr *thrown) noexcept
 class first_error {
 public:
     first_error() noexcept : state_(empty) {}
-    /* Whether an exception was offered and not yet taken. */
+    /* Whether an exception was offered and not yet taken (relaxed: a look; take acquires
+       what it finds). */
     bool failed() const noexcept { return state_.load(std::memory_order_relaxed) != empty; }
     void offer(std::exception_ptr e) noexcept {
         int expected = empty;
-        /* acquire: a take that emptied the slot is done with error_ */
+        /* acquire: a take that emptied the slot is done with error_; release, the store:
+           error_ is written before a take sees the slot full */
         if (state_.compare_exchange_strong(expected, busy, std::memory_order_acquire,
                                            std::memory_order_relaxed)) {
             error_ = std::move(e);
@@ -14884,7 +14886,8 @@ public:
     std::exception_ptr take() noexcept {
         std::exception_ptr e;
         int expected = full;
-        /* acquire: the offer's write of error_ */
+        /* acquire: the offer's write of error_; release, the store: done with error_
+           before the next offer fills it */
         if (state_.compare_exchange_strong(expected, busy, std::memory_order_acquire,
                                            std::memory_order_relaxed)) {
             e = std::move(error_);
@@ -14922,6 +14925,7 @@ inline void print_unobserved(std::exception_ptr error) {
 }
 
 inline void report_unobserved(std::exception_ptr error) noexcept {
+    /* acquire: pairs with the exchange that set the handler (what it uses was ready) */
     unobserved_exception_handler h = unobserved_handler().load(std::memory_order_acquire);
     try {
         (h ? h : print_unobserved)(std::move(error));
@@ -15203,7 +15207,8 @@ private:
 #if FSCHED__CPP_EXCEPTIONS
 /* Sets the handler of exceptions that nothing observes (see EXCEPTIONS above) and returns
    the previous one; nullptr means the default, which prints a line to stderr. Any
-   thread. */
+   thread. Acq_rel: releases what the new handler uses to the threads that call it, and
+   acquires the previous one's, which the caller may call. */
 inline unobserved_exception_handler
 set_unobserved_exception_handler(unobserved_exception_handler h) noexcept {
     return detail::unobserved_handler().exchange(h, std::memory_order_acq_rel);
@@ -15475,6 +15480,8 @@ private:
    its callables are then left to the run, never freed. Movable, not copyable. */
 class graph {
 public:
+    /* Relaxed, moving: the owner's own act; callables a running task added are read only
+       after the wait for its run (close), which orders them. `ran_` is the owner's. */
     graph() noexcept : g_(nullptr), callables_(nullptr), ran_(false) {}
     graph(graph &&other) noexcept
         : g_(other.g_), callables_(other.callables_.exchange(nullptr, std::memory_order_relaxed)),
@@ -15569,14 +15576,16 @@ public:
 
 private:
     void keep(detail::graph_callable *c) noexcept {
+        /* relaxed: a guess the CAS checks; release: a wait that finds c on the list sees
+           its task */
         c->next = callables_.load(std::memory_order_relaxed);
-        /* release: a wait that finds c on the list sees its task */
         while (!callables_.compare_exchange_weak(c->next, c, std::memory_order_release,
                                                  std::memory_order_relaxed)) {
         }
     }
     /* The callable of task t, or null (a task added with the C calls). */
     detail::graph_callable *callable_of(const fsched_graph_task *t) const noexcept {
+        /* acquire: pairs with keep's release */
         detail::graph_callable *c = callables_.load(std::memory_order_acquire);
         while (c && c->task != t) c = c->next;
         return c;
@@ -15611,6 +15620,7 @@ private:
 #endif
         return fsched_graph_destroy(g_) == FSCHED_OK;
     }
+    /* Relaxed, `ran_` and the list left to a run: the owner's own (see the constructors). */
     void close() noexcept {
         if (!g_) return;
         /* a graph never run through this owner is destroyed at once (unless the C calls
