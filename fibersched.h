@@ -4883,8 +4883,8 @@ static void fsched__injector_push(fsched__injector *q, fsched__job *const *jobs,
 }
 
 /* Takes up to max jobs, oldest first; returns how many. Relaxed, the size: a look before
-   the lock, which hands the jobs over; a worker about to sleep looks again with seq_cst
-   (fsched__work_visible). */
+   the lock, which hands the jobs over; every push is followed by fsched__new_jobs, whose
+   fence orders it against a sleeper's last look (see fsched__sleep). */
 static size_t fsched__injector_take(fsched__injector *q, fsched__job **out, size_t max) {
     size_t n = 0;
     if (!FSCHED__LOAD(&q->size, FSCHED__RELAXED)) return 0;
@@ -9471,7 +9471,8 @@ FIBERSCHED_API fsched_result fsched_set_poll(fsched_sched *s, fsched_poll_fn fn,
         return r;
     }
     /* relaxed: under the hook's lock, whose release below publishes them to its next
-       taker; to the rest, hints (a poller, once published, stays) */
+       taker, and `watch`, a hint (see fsched__watch_of); the look at the poller is as
+       good relaxed as in any order: one published after it is not seen by this store */
     s->poll_user = user;
     FSCHED__STORE(&s->poll_interval, interval_ns, FSCHED__RELAXED);
     /* the new interval from now: due at once (busy workers call a new hook at their next
