@@ -2418,7 +2418,8 @@ static void fsched__mutex_unlock(fsched__mutex *m) { pthread_mutex_unlock(&m->lo
 #if defined(FSCHED__OS_POSIX) || defined(FSCHED__OS_WINDOWS)
 #define FSCHED__HAVE_PAGES 1
 static size_t fsched__page_size(void) {
-    static size_t cached; /* benign race: every thread computes the same value */
+    /* relaxed: every thread computes the same value */
+    static size_t cached;
     size_t size = FSCHED__LOAD(&cached, FSCHED__RELAXED);
     if (!size) {
 #if defined(FSCHED__OS_WINDOWS)
@@ -2486,7 +2487,8 @@ static void fsched__pages_unmap(void *p, size_t size) {
    program. Elsewhere, no bound. */
 #if defined(__linux__)
 static uint32_t fsched__guards_max(void) {
-    static uint32_t cached; /* benign race: every thread computes the same value */
+    /* relaxed: every thread computes the same value */
+    static uint32_t cached;
     uint32_t n = FSCHED__LOAD(&cached, FSCHED__RELAXED);
     if (!n) {
         unsigned long maps = 65530; /* the kernel's default, when /proc cannot tell */
@@ -2520,7 +2522,7 @@ static int fsched__guard_take(void) {
 }
 
 static void fsched__guard_give(void) {
-    FSCHED__FETCH_SUB(&fsched__guards_live, 1u, FSCHED__RELAXED);
+    FSCHED__FETCH_SUB(&fsched__guards_live, 1u, FSCHED__RELAXED); /* relaxed: a count */
 }
 
 /* Gives the pages of [p, p + size), a part of a mapping, back to the system; the range
@@ -2731,11 +2733,13 @@ static uint64_t fsched__chaos_seed_get(void) {
 }
 
 static void fsched__chaos(fsched__point at) {
+    /* acquire: pairs with the test's release store of the hook, and what it set up */
     void (*hook)(fsched__point) = FSCHED__LOAD(&fsched__chaos_hook, FSCHED__ACQUIRE);
     uint64_t x = fsched__chaos_state;
     uint32_t r, i;
     if (hook) hook(at);
-    if (!x) { /* this thread's sequence: the seed and the order in which threads came */
+    if (!x) { /* this thread's sequence: the seed and the order in which threads came
+                 (relaxed: a ticket, only its uniqueness counts) */
         uint64_t seed = fsched__chaos_seed_get();
         if (seed == FSCHED__CHAOS_OFF) return;
         x = seed ^ (0x9e3779b97f4a7c15ull *
@@ -2801,7 +2805,8 @@ static void fsched__spin_lock(uint32_t *lock) {
     uint32_t spins = 0;
     for (;;) {
         uint32_t expected = 0;
-        /* acquire: the protected data as the last holder left it */
+        /* relaxed: a look that spins without writing the line; acquire: the protected
+           data as the last holder left it */
         if (!FSCHED__LOAD(lock, FSCHED__RELAXED) &&
             FSCHED__CAS_WEAK(lock, &expected, 1u, FSCHED__ACQUIRE, FSCHED__RELAXED))
             return;
@@ -2986,6 +2991,7 @@ FSCHED__UNUSED static int fsched__park(fsched__parker *p, uint64_t timeout_ns) {
 #elif defined(FSCHED__PARKER_FUTEX)
     {
         uint32_t expected = FSCHED__PARK_EMPTY;
+        /* acquire on failure: the permit that came meanwhile, as the exchange above */
         if (!FSCHED__CAS(&p->state, &expected, (uint32_t)FSCHED__PARK_PARKED, FSCHED__ACQUIRE,
                          FSCHED__ACQUIRE))
             goto consumed; /* notified between the exchange and here */
@@ -3001,14 +3007,16 @@ FSCHED__UNUSED static int fsched__park(fsched__parker *p, uint64_t timeout_ns) {
             syscall(SYS_futex, &p->state, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG,
                     (uint32_t)FSCHED__PARK_PARKED, tsp, NULL, FUTEX_BITSET_MATCH_ANY);
             expected = FSCHED__PARK_NOTIFIED;
+            /* acquire: takes the permit, and what the unparker wrote before it */
             if (FSCHED__CAS(&p->state, &expected, (uint32_t)FSCHED__PARK_EMPTY, FSCHED__ACQUIRE,
                             FSCHED__ACQUIRE))
                 return 1;
         }
-        /* timed out: leave PARKED; a notification racing with us still counts */
+        /* timed out: leave PARKED; a notification racing with us still counts (acquire,
+           as above) */
         return FSCHED__EXCHANGE(&p->state, (uint32_t)FSCHED__PARK_EMPTY, FSCHED__ACQUIRE) ==
                FSCHED__PARK_NOTIFIED;
-    consumed:
+    consumed: /* relaxed: the failed CAS took the permit with acquire; EMPTY tells nothing */
         FSCHED__STORE(&p->state, (uint32_t)FSCHED__PARK_EMPTY, FSCHED__RELAXED);
         return 1;
     }
@@ -3016,6 +3024,8 @@ FSCHED__UNUSED static int fsched__park(fsched__parker *p, uint64_t timeout_ns) {
     {
         int notified = 0;
         AcquireSRWLockExclusive(&p->lock);
+        /* acquire: taking the permit takes what the unparker wrote before it; relaxed,
+           the rest: PARKED and its reset tell nothing, and each turn ends in the take */
         for (;;) {
             uint32_t expected = FSCHED__PARK_NOTIFIED;
             DWORD ms = INFINITE;
@@ -3047,6 +3057,8 @@ FSCHED__UNUSED static int fsched__park(fsched__parker *p, uint64_t timeout_ns) {
         int notified = 0;
         fsched__parker_init(p);
         pthread_mutex_lock(&p->lock);
+        /* acquire: taking the permit takes what the unparker wrote before it; relaxed,
+           the rest: PARKED and its reset tell nothing, and each turn ends in the take */
         for (;;) {
             uint32_t expected = FSCHED__PARK_NOTIFIED;
             struct timespec ts;
@@ -3910,7 +3922,7 @@ static fsched_result fsched__stack_alloc(const fsched__stack_params *params, fsc
             } else {
                 /* out of mappings for guards (or of memory): this stack comes from a slab,
                    whose mappings many stacks share, with a canary instead of a guard
-                   (said once: there may be many) */
+                   (said once: there may be many; relaxed: only who says it counts) */
                 static uint32_t said;
                 if (capped && !FSCHED__EXCHANGE(&said, 1u, FSCHED__RELAXED))
                     fsched__log(&params->logger, FSCHED_LOG_WARNING,
@@ -4198,8 +4210,8 @@ static inline void fsched__fiber_jump(fsched_fiber *from, fsched_fiber *to, void
 
 /* Takes the saved context of a suspended fiber, making it running; NULL if it is not
    suspended. Acquire: pairs with the release store that saved it (fibersched_asm.h), so
-   its registers are visible here even if another thread suspended it. Plain store for the
-   claim: switching to one fiber from two threads at once is a documented misuse. */
+   its registers are visible here even if another thread suspended it. Relaxed store for
+   the claim: switching to one fiber from two threads at once is a documented misuse. */
 static inline void *fsched__fiber_take(fsched_fiber *f) {
     void *sp = FSCHED__LOAD(&f->ctx.sp, FSCHED__ACQUIRE);
     if (sp) FSCHED__STORE(&f->ctx.sp, (void *)NULL, FSCHED__RELAXED);
@@ -4313,7 +4325,7 @@ static FSCHED__NOINLINE fsched_result fsched__switch_refused(fsched_fiber *self,
                               to ? "the fiber was destroyed" : "to is NULL");
     return FSCHED__MISUSE(&self->params.logger, FSCHED_ERR_WRONG_STATE,
                           "fsched_fiber_switch: fiber '%s' is %s", to->name,
-                          to == self ? "the calling fiber" :
+                          to == self ? "the calling fiber" : /* acquire, as fsched_fiber_state */
                           FSCHED__LOAD(&to->ctx.exit_sp, FSCHED__ACQUIRE) ? "finished" : "running");
 }
 
@@ -4506,6 +4518,7 @@ FIBERSCHED_API fsched_result fsched_install_overflow_handler(void) {
     {
         static pthread_mutex_t install_lock = PTHREAD_MUTEX_INITIALIZER;
         pthread_mutex_lock(&install_lock);
+        /* relaxed: only a holder of install_lock stores the flag */
         if (!FSCHED__LOAD(&fsched__overflow_installed, FSCHED__RELAXED)) {
 #endif
             memset(&sa, 0, sizeof sa);
@@ -4620,7 +4633,9 @@ static void fsched__cl_destroy(fsched__cl *q) {
 }
 
 /* Owner: an array with room for `need` jobs between t and b (the first, or a doubled
-   one that keeps the old array readable for thieves); NULL for want of memory. */
+   one that keeps the old array readable for thieves); NULL for want of memory. Relaxed,
+   the pointer's load and the copy: only the owner writes them; the release store of the
+   pointer publishes the copy. */
 static fsched__cl_array *fsched__cl_room(fsched__cl *q, int64_t t, int64_t b, int64_t need) {
     fsched__cl_array *arr = FSCHED__LOAD(&q->array, FSCHED__RELAXED), *bigger;
     int64_t capacity = arr ? arr->mask + 1 : 256, i;
@@ -4643,12 +4658,13 @@ static fsched__cl_array *fsched__cl_room(fsched__cl *q, int64_t t, int64_t b, in
    NULL), then the m jobs of `more`, as one batch. 0, pushing nothing, for want of memory. */
 static int fsched__cl_push(fsched__cl *q, fsched__job *const *ring, size_t first, size_t n,
                            fsched__job *const *more, size_t m) {
-    int64_t b = FSCHED__LOAD(&q->bottom, FSCHED__RELAXED);
+    int64_t b = FSCHED__LOAD(&q->bottom, FSCHED__RELAXED); /* relaxed: the owner's own */
     /* acquire: pairs with thieves' CAS on top, so slots they vacated may be reused */
     int64_t t = FSCHED__LOAD(&q->top, FSCHED__ACQUIRE);
     fsched__cl_array *arr = fsched__cl_room(q, t, b, b - t + (int64_t)(n + m));
     size_t i;
     if (!arr) return 0;
+    /* relaxed: the release store of bottom below publishes the slots */
     for (i = 0; i < n; i++)
         FSCHED__STORE(&arr->slots[(b + (int64_t)i) & arr->mask],
                       ring[(first + i) % FSCHED__RING_SIZE], FSCHED__RELAXED);
@@ -4664,6 +4680,7 @@ static int fsched__cl_push(fsched__cl *q, fsched__job *const *ring, size_t first
 /* Owner: takes the newest job, or NULL. Sets *emptied when the deque is now empty (it
    took the last job, lost it to a thief, or found none). */
 static fsched__job *fsched__cl_take(fsched__cl *q, int *emptied) {
+    /* relaxed: only the owner writes bottom and the array's pointer */
     int64_t b = FSCHED__LOAD(&q->bottom, FSCHED__RELAXED) - 1;
     fsched__cl_array *arr = FSCHED__LOAD(&q->array, FSCHED__RELAXED);
     int64_t t;
@@ -4675,6 +4692,9 @@ static fsched__job *fsched__cl_take(fsched__cl *q, int *emptied) {
        ThreadSanitizer) */
     FSCHED__STORE(&q->bottom, b, FSCHED__SEQ_CST);
     t = FSCHED__LOAD(&q->top, FSCHED__SEQ_CST);
+    /* Relaxed: the slot is the owner's own write; a CAS that fails leaves the job to
+       the thief and reads nothing; bottom goes back to where it was before the take,
+       above no slot that thieves have not been shown with release. */
     if (t <= b) {
         job = FSCHED__LOAD(&arr->slots[b & arr->mask], FSCHED__RELAXED);
         if (t == b) { /* the last job: race the thieves for it */
@@ -4699,11 +4719,13 @@ static fsched__job *fsched__cl_steal(fsched__cl *q, int *emptied) {
     int64_t b = FSCHED__LOAD(&q->bottom, FSCHED__SEQ_CST);
     *emptied = 0;
     if (t < b) {
-        /* acquire (consume in the paper): the slots of the array we load are visible */
+        /* acquire (consume in the paper): the slots of the array we load are visible;
+           relaxed, the slot: the load of bottom above acquired the push that wrote it */
         fsched__cl_array *arr = FSCHED__LOAD(&q->array, FSCHED__ACQUIRE);
         fsched__job *job = FSCHED__LOAD(&arr->slots[t & arr->mask], FSCHED__RELAXED);
         FSCHED__POINT(STEAL);
-        /* seq_cst: decides the race with other thieves and with the owner's take */
+        /* seq_cst: decides the race with other thieves and with the owner's take; relaxed
+           on failure: the job is another's, and nothing of it is read */
         if (!FSCHED__CAS(&q->top, &t, t + 1, FSCHED__SEQ_CST, FSCHED__RELAXED))
             return FSCHED__STEAL_RETRY;
         *emptied = t + 1 == b;
@@ -4719,7 +4741,8 @@ static inline int fsched__cl_looks_empty(fsched__cl *q) {
 }
 
 /* Owner: the newest job without taking it, or NULL. Only the owner writes slots and
-   bottom, so a take that follows returns this job or, if a thief took it, NULL. */
+   bottom, so a take that follows returns this job or, if a thief took it, NULL.
+   Relaxed: the owner's own writes, and top a hint that the take checks again. */
 static inline fsched__job *fsched__cl_peek(fsched__cl *q) {
     int64_t b = FSCHED__LOAD(&q->bottom, FSCHED__RELAXED);
     fsched__cl_array *arr;
@@ -4779,7 +4802,7 @@ static void fsched__deque_share(fsched__deque *d) {
     if (n) fsched__deque_expose(d, n, NULL, 0);
 }
 
-/* True when the public part went empty (see fsched__deque_request). */
+/* True when the public part went empty. Relaxed: a hint (see fsched__deque_request). */
 static inline int fsched__deque_requested(fsched__deque *d) {
     return FSCHED__LOAD(&d->request, FSCHED__RELAXED) != 0;
 }
@@ -4861,7 +4884,9 @@ static void fsched__injector_push(fsched__injector *q, fsched__job *const *jobs,
     fsched__mutex_unlock(&q->lock);
 }
 
-/* Takes up to max jobs, oldest first; returns how many. */
+/* Takes up to max jobs, oldest first; returns how many. Relaxed, the size: a look before
+   the lock, which hands the jobs over; every push is followed by fsched__new_jobs, whose
+   fence orders it against a sleeper's last look (see fsched__sleep). */
 static size_t fsched__injector_take(fsched__injector *q, fsched__job **out, size_t max) {
     size_t n = 0;
     if (!FSCHED__LOAD(&q->size, FSCHED__RELAXED)) return 0;
@@ -4935,7 +4960,9 @@ static inline int fsched__placed_allows(const fsched__placed *p, uint32_t index,
     return worker && index < 64 && ((p->workers >> index) & 1u);
 }
 
-/* Takes the oldest job of the highest level that slot `index` may run, or NULL. */
+/* Takes the oldest job of the highest level that slot `index` may run, or NULL. Relaxed,
+   the size: a look before the lock, which hands the job over; a put notifies its slot
+   after it (fsched__place), and the latch orders the two. */
 static fsched__placed *fsched__affine_take(fsched__affine *q, uint32_t index, int worker) {
     fsched__placed *p = NULL, *prev;
     uint32_t level;
@@ -5292,7 +5319,8 @@ static int fsched__sched_unattended(const fsched_sched *s) {
     return 1;
 }
 
-/* Debug builds: says once per scheduler that spawns wait for a thread to run them. */
+/* Debug builds: says once per scheduler that spawns wait for a thread to run them.
+   Relaxed: only who says it counts. */
 static void fsched__say_unattended(fsched_sched *s) {
     if (!FSCHED__EXCHANGE(&s->said_unattended, 1u, FSCHED__RELAXED))
         fsched__log(&s->logger, FSCHED_LOG_WARNING,
@@ -5308,7 +5336,7 @@ static void fsched__notify(fsched__worker *w) {
     /* acq_rel: releases what was posted (a fiber in the inbox); the owner's acquiring
        exchange or CAS on the latch sees it */
     if (FSCHED__EXCHANGE(&w->latch, FSCHED__LATCH_SET, FSCHED__ACQ_REL) == FSCHED__LATCH_SLEEPING) {
-        FSCHED__FETCH_ADD(&w->wakeups, (uint64_t)1, FSCHED__RELAXED); /* a count, no order */
+        FSCHED__FETCH_ADD(&w->wakeups, (uint64_t)1, FSCHED__RELAXED); /* relaxed: a count */
         fsched__unpark(&w->parker);
 #if defined(FSCHED__IO)
         /* seq_cst: after the unpark's exchange (see fsched__io_sleep) */
@@ -5350,6 +5378,8 @@ static void fsched__work_ended(fsched_sched *s, fsched__worker *w) {
        either destroy counts this end or this sees destroy begun and tells its drainer */
     FSCHED__FETCH_ADD(&s->external_ended, (uint64_t)1, FSCHED__SEQ_CST);
     if (FSCHED__LOAD(&s->closing, FSCHED__SEQ_CST)) {
+        /* acquire, though the closing load above orders it already: the drainer is
+           stored before the flag */
         fsched__worker *drainer = FSCHED__LOAD(&s->drainer, FSCHED__ACQUIRE);
         if (drainer) fsched__notify(drainer);
     }
@@ -5418,7 +5448,8 @@ static void fsched__wake_do(const fsched__wake *k) {
     if (k->worker) {
         fsched__tell(k->worker, k->held);
     } else if (k->parker) {
-        /* the waiter reads WOKEN under this mutex, so it leaves only after the unlock */
+        /* the waiter reads WOKEN under this mutex, so it leaves only after the unlock;
+           release: pairs with its acquire load of the state (the mutex orders it too) */
 #if defined(FSCHED__PARKER_WIN32)
         AcquireSRWLockExclusive(&k->parker->lock);
         FSCHED__STORE(k->word, FSCHED__WAIT_WOKEN, FSCHED__RELEASE);
@@ -5476,7 +5507,9 @@ static void fsched__wait_list_unlock_wake(fsched_wait_list *l, fsched__wakes *wa
     wakes->n = 0;
 }
 
-/* The count is written under the lock and read without it (a hint for signal paths). */
+/* The count is written under the lock and read without it (a hint for signal paths).
+   Relaxed: the lock orders its writes; a condition variable's signal, the one read
+   without it that matters, is ordered after the append by the caller's mutex. */
 static void fsched__wait_list_append(fsched_wait_list *l, fsched__waiter *wt) {
     wt->next = NULL;
     wt->prev = (fsched__waiter *)l->tail;
@@ -5488,7 +5521,8 @@ static void fsched__wait_list_append(fsched_wait_list *l, fsched__waiter *wt) {
     FSCHED__STORE(&l->count, FSCHED__LOAD(&l->count, FSCHED__RELAXED) + 1u, FSCHED__RELAXED);
 }
 
-/* As fsched__wait_list_append, at the head (a waiter that was woken and lost a race). */
+/* As fsched__wait_list_append, at the head (a waiter that was woken and lost a race).
+   Relaxed, the count: as there. */
 static void fsched__wait_list_prepend(fsched_wait_list *l, fsched__waiter *wt) {
     wt->prev = NULL;
     wt->next = (fsched__waiter *)l->head;
@@ -5500,6 +5534,7 @@ static void fsched__wait_list_prepend(fsched_wait_list *l, fsched__waiter *wt) {
     FSCHED__STORE(&l->count, FSCHED__LOAD(&l->count, FSCHED__RELAXED) + 1u, FSCHED__RELAXED);
 }
 
+/* Relaxed, the count: as in fsched__wait_list_append. */
 static void fsched__wait_list_remove(fsched_wait_list *l, fsched__waiter *wt) {
     if (wt->prev) wt->prev->next = wt->next;
     else l->head = wt->next;
@@ -5560,7 +5595,8 @@ static void fsched__trace_buffer_free(const fsched_allocator *a, fsched__trace_b
 }
 
 /* The clock of the calling thread's scheduler; 0 outside any, or when its buffer is
-   full (the span will be dropped: no need to read the clock). */
+   full (the span will be dropped: no need to read the clock). Relaxed: the count is
+   this thread's own. */
 static uint64_t fsched__trace_now(void) {
     fsched__worker *w = fsched__thread_get()->worker;
     if (!w || FSCHED__LOAD(&w->trace->count, FSCHED__RELAXED) >= w->trace->capacity) return 0;
@@ -5579,7 +5615,8 @@ static void fsched__trace_record(fsched__trace_kind kind, uint64_t begin, uintpt
     size_t len = 0;
     if (!w) return;
     b = w->trace;
-    n = FSCHED__LOAD(&b->count, FSCHED__RELAXED); /* only this thread writes it */
+    /* relaxed: only this thread writes the count, and the dropped count, a statistic */
+    n = FSCHED__LOAD(&b->count, FSCHED__RELAXED);
     if (n >= b->capacity) {
         FSCHED__STORE(&b->dropped, FSCHED__LOAD(&b->dropped, FSCHED__RELAXED) + 1,
                       FSCHED__RELAXED);
@@ -5625,10 +5662,11 @@ static int fsched__post_ready(fsched__worker *w, fsched_fiber *f, fsched_sched *
         return 0;
     }
     *held = fsched__hold_for(w);
+    /* relaxed: a guess that the CAS checks; release: the fiber's state before it became
+       ready is visible to w */
     head = FSCHED__LOAD(&w->inbox, FSCHED__RELAXED);
     do {
         f->link = head;
-        /* release: the fiber's state before it became ready is visible to w */
     } while (!FSCHED__CAS_WEAK(&w->inbox, &head, f, FSCHED__RELEASE, FSCHED__RELAXED));
     FSCHED__POINT(POSTED);
     return 1;
@@ -5641,7 +5679,10 @@ static void fsched__make_ready(fsched__worker *w, fsched_fiber *f) {
 }
 
 /* Owner: consumes the latch, then moves fibers posted by other threads to the FIFO (in
-   the order they were posted). The latch is reset first: a post after it sets it again. */
+   the order they were posted). The latch is reset first: a post after it sets it again.
+   Relaxed, the looks before each exchange: a stale one is made good by the post's
+   notify, which sets the latch after it; acquire, the latch's exchange: see
+   fsched__notify. */
 static void fsched__collect_posted(fsched__worker *w) {
     fsched_fiber *list, *rev = NULL;
     if (FSCHED__LOAD(&w->latch, FSCHED__RELAXED) == FSCHED__LATCH_SET)
@@ -5947,6 +5988,7 @@ static void fsched__wake_sleepers(fsched_sched *s, uint32_t n);
    woken when too few awake workers are idle to take the jobs. */
 static void fsched__announce_jobs(fsched_sched *s, uint32_t n, uint64_t c) {
     uint32_t sleeping, awake_idle;
+    /* acquire on failure: the counters read anew, as fsched__new_jobs reads them */
     while ((FSCHED__JEC(c) & 1u) == 0) { /* sleepy: make it active again */
         if (FSCHED__CAS_WEAK(&s->counters, &c, c + FSCHED__JEC_ONE, FSCHED__SEQ_CST,
                              FSCHED__ACQUIRE)) {
@@ -5989,13 +6031,15 @@ static void fsched__new_jobs(fsched_sched *s, uint32_t n) {
     fsched__announce_jobs(s, n, c);
 }
 
-/* Wakes up to n sleeping slots. */
+/* Wakes up to n sleeping slots. Relaxed, the cursor: any start will do. */
 static void fsched__wake_sleepers(fsched_sched *s, uint32_t n) {
     uint32_t start = FSCHED__FETCH_ADD(&s->wake_cursor, 1u, FSCHED__RELAXED), i;
     for (i = 0; i < s->n_slots && n; i++) {
         fsched__worker *v = s->slots[(start + i) % s->n_slots];
         uint32_t expected = 1;
-        /* the flag is taken by exactly one waker; the sleeper uncounts itself */
+        /* the flag is taken by exactly one waker; the sleeper uncounts itself. Relaxed,
+           the look and a failed CAS; acq_rel, more than it needs: only who takes the flag
+           matters, and the notify that follows orders the rest */
         if (FSCHED__LOAD(&v->sleeping, FSCHED__RELAXED) &&
             FSCHED__CAS(&v->sleeping, &expected, 0u, FSCHED__ACQ_REL, FSCHED__RELAXED)) {
             fsched__notify(v);
@@ -6006,7 +6050,7 @@ static void fsched__wake_sleepers(fsched_sched *s, uint32_t n) {
 
 /* True when sleeping workers could take work and no awake one is looking for it. */
 static inline int fsched__wants_workers(fsched_sched *s) {
-    uint64_t c = FSCHED__LOAD(&s->counters, FSCHED__RELAXED); /* a hint */
+    uint64_t c = FSCHED__LOAD(&s->counters, FSCHED__RELAXED); /* relaxed: a hint */
     return FSCHED__SLEEPING(c) != 0 && FSCHED__INACTIVE(c) == FSCHED__SLEEPING(c);
 }
 
@@ -6048,7 +6092,7 @@ static FSCHED__NOINLINE void fsched__share(fsched__worker *w) {
     /* cleared first, so that a request made meanwhile survives (no other trigger is
        needed: a worker that goes to sleep has asked every other slot for work during
        its last search) */
-    FSCHED__STORE(&d->request, 0u, FSCHED__RELAXED);
+    FSCHED__STORE(&d->request, 0u, FSCHED__RELAXED); /* relaxed: a hint */
     fsched__deque_share(d);
     fsched__new_jobs(w->sched, 1);
 }
@@ -6060,7 +6104,7 @@ static FSCHED__NOINLINE void fsched__publish(fsched__worker *w, fsched__job *con
                                              size_t m) {
     fsched__deque *d = &w->deque;
     size_t n = d->ring_tail - d->ring_head;
-    FSCHED__STORE(&d->request, 0u, FSCHED__RELAXED); /* answered, as in fsched__share */
+    FSCHED__STORE(&d->request, 0u, FSCHED__RELAXED); /* answered (relaxed), as in fsched__share */
     if (fsched__deque_expose(d, n, jobs, m)) {
         fsched__new_jobs(w->sched, (uint32_t)(n + m));
         return;
@@ -6071,7 +6115,8 @@ static FSCHED__NOINLINE void fsched__publish(fsched__worker *w, fsched__job *con
 
 /* The slot that should queue p, which only some slots may run: its own slot, else the
    calling worker if allowed, else an allowed worker that sleeps, else the next allowed
-   worker in turn. NULL when no slot of s is allowed. */
+   worker in turn. NULL when no slot of s is allowed. Relaxed: hints for the pick; any
+   pick is correct, and the notify that follows orders the rest. */
 static fsched__worker *fsched__place_target(fsched_sched *s, fsched__worker *self,
                                             const fsched__placed *p) {
     uint32_t n = s->n_threads < 64 ? s->n_threads : 64, start, i;
@@ -6169,6 +6214,8 @@ static fsched__job *fsched__steal(fsched__worker *w) {
     for (i = 0; i < n; i++) {
         fsched__worker *v = s->slots[(start + i) % n];
         fsched__job *job;
+        /* relaxed: a hint; a slot's deques outlive its binding, and a slot skipped costs
+           only this search */
         if (v == w || (v->bound && !FSCHED__LOAD(&v->in_use, FSCHED__RELAXED))) continue;
         if ((job = fsched__steal_one(w, v))) {
             fsched__count(w->steals, 1);
@@ -6247,6 +6294,8 @@ static void fsched__idle_begin(fsched__worker *w, fsched__idle *idle) {
        the drainer (the last task may have ended here) */
     FSCHED__FETCH_ADD(&s->counters, FSCHED__INACTIVE_ONE, FSCHED__SEQ_CST);
     if (FSCHED__LOAD(&s->closing, FSCHED__SEQ_CST)) {
+        /* acquire, though the closing load above orders it already: the drainer is
+           stored before the flag */
         fsched__worker *drainer = FSCHED__LOAD(&s->drainer, FSCHED__ACQUIRE);
         if (drainer && drainer != w) fsched__notify(drainer);
     }
@@ -6260,7 +6309,8 @@ static void fsched__idle_end(fsched__worker *w, fsched__idle *idle) {
     fsched__pass_search_on(w->sched);
 }
 
-/* Makes the jobs event counter even ("sleepy") and returns it. */
+/* Makes the jobs event counter even ("sleepy") and returns it. Relaxed, the read and a
+   failed CAS: guesses the CAS checks. */
 static uint32_t fsched__announce_sleepy(fsched_sched *s) {
     uint64_t c = FSCHED__LOAD(&s->counters, FSCHED__RELAXED);
     FSCHED__POINT(SLEEPY);
@@ -6278,6 +6328,7 @@ static uint32_t fsched__announce_sleepy(fsched_sched *s) {
 static void fsched__deadlock(fsched__worker *w) {
     fsched__waiter *wt = w->root_waiter;
     uint32_t expected = FSCHED__WAIT_WAITING;
+    /* acq_rel, as a waker's CAS of the state; relaxed on failure: someone else ended it */
     if (wt && FSCHED__CAS(&wt->state, &expected, FSCHED__WAIT_ABORTED, FSCHED__ACQ_REL,
                           FSCHED__RELAXED)) {
         fsched__log(&w->sched->logger, FSCHED_LOG_ERROR,
@@ -6309,6 +6360,7 @@ static void fsched__block(fsched__worker *w, uint64_t deadline) {
         /* masked from the look to the idle hook: an interrupt that sets the latch after
            the look is pending when the hook waits for one, and ends its wait */
         fsched__irq_state m = fsched__irq_save();
+        /* acquire: pairs with fsched__notify's exchange, as the latch's other reads */
         done = FSCHED__LOAD(&w->latch, FSCHED__ACQUIRE) == FSCHED__LATCH_SET ||
                (deadline && fsched__sched_now(s) >= deadline);
         if (!done && s->idle) s->idle(s->idle_user);
@@ -6339,10 +6391,13 @@ static void fsched__sleep(fsched__worker *w, fsched__idle *idle) {
     /* acquire: if the latch is SET, what was posted is visible (the loop handles it) */
     if (!FSCHED__CAS(&w->latch, &expected, FSCHED__LATCH_SLEEPY, FSCHED__ACQUIRE, FSCHED__ACQUIRE))
         return;
-    /* the flag goes up before the count, so a waker that sees the count finds the flag */
+    /* the flag goes up before the count, so a waker that sees the count finds the flag
+       (relaxed: the count's CAS releases it); relaxed, the read: a guess the CAS checks */
     FSCHED__STORE(&w->sleeping, 1u, FSCHED__RELAXED);
     c = FSCHED__LOAD(&s->counters, FSCHED__RELAXED);
     for (;;) {
+        /* relaxed, taking back the flag and the latch: a waker's or a poster's change
+           wins the CAS, and the latch it sets is acquired before the worker sleeps */
         if (FSCHED__JEC(c) != idle->jec) { /* work was published since we looked */
             expected = 1;
             FSCHED__CAS(&w->sleeping, &expected, 0u, FSCHED__RELAXED, FSCHED__RELAXED);
@@ -6351,7 +6406,8 @@ static void fsched__sleep(fsched__worker *w, fsched__idle *idle) {
             idle->rounds = 0;
             return;
         }
-        /* seq_cst, release: publishes the sleeping flag with the count */
+        /* seq_cst, release: publishes the sleeping flag with the count; relaxed on
+           failure: a new guess, compared only */
         if (FSCHED__CAS_WEAK(&s->counters, &c, c + FSCHED__SLEEPING_ONE, FSCHED__SEQ_CST,
                              FSCHED__RELAXED))
             break;
@@ -6364,6 +6420,11 @@ static void fsched__sleep(fsched__worker *w, fsched__idle *idle) {
     FSCHED__POINT(PARK);
     if (w->timer_count) deadline = w->timers[0]->deadline;
     expected = FSCHED__LATCH_SLEEPY;
+    /* relaxed, the looks: after the fence, which orders them against a publication
+       (see fsched__new_jobs), and a post sets the latch, which the CAS reads with
+       acquire; after the sleep, relaxed: back to UNSET only when nothing set the latch,
+       and a set latch stays for the loop, which acquires it, as the flag stays for its
+       waker */
     if (!FSCHED__LOAD(&s->injector.size, FSCHED__RELAXED) &&
         !FSCHED__LOAD(&w->inbox, FSCHED__RELAXED) &&
         FSCHED__CAS(&w->latch, &expected, FSCHED__LATCH_SLEEPING, FSCHED__ACQUIRE, FSCHED__ACQUIRE)) {
@@ -6437,6 +6498,7 @@ static void fsched__run_fiber(fsched__worker *w, fsched_fiber *f) {
    scheduler terminates. */
 static int fsched__root_may_leave(fsched__worker *w) {
     if (w->until) return w->until(w);
+    /* acquire: pairs with the release store in fsched__stop_workers */
     return !w->bound && FSCHED__LOAD(&w->sched->terminating, FSCHED__ACQUIRE);
 }
 
@@ -6898,6 +6960,8 @@ static int fsched__in_own_code(const fsched__thread *t) {
     return t->current == t->worker->root && !t->current->inline_depth;
 }
 
+/* Acquire, the inbox: pairs with a post's release CAS, as where it is collected; relaxed,
+   the affinity queue's size: fsched__unbind reads it again under the queue's lock. */
 static int fsched__slot_drained(fsched__worker *w) {
     return w->blocked == 0 && !w->ready_head && !FSCHED__LOAD(&w->inbox, FSCHED__ACQUIRE) &&
            fsched__deque_empty(&w->deque) && fsched__cl_looks_empty(&w->high) &&
@@ -7011,6 +7075,7 @@ FIBERSCHED_API fsched_result fsched_destroy(fsched_sched *s) {
         r = FSCHED__MISUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
                            "fsched_destroy: called from the scheduler's own worker hook");
     } else {
+        /* acquire: pairs with the release that frees a slot (fsched__unbind) */
         for (i = s->n_threads; i < s->n_slots; i++)
             if (s->slots[i] != t->worker && FSCHED__LOAD(&s->slots[i]->in_use, FSCHED__ACQUIRE))
                 r = FSCHED__MISUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
@@ -7022,7 +7087,7 @@ FIBERSCHED_API fsched_result fsched_destroy(fsched_sched *s) {
             r = fsched__bind(s, 1, &w, NULL);
     }
     if (r == FSCHED_OK) {
-        FSCHED__STORE(&s->drainer, w, FSCHED__RELAXED); /* published by the next store */
+        FSCHED__STORE(&s->drainer, w, FSCHED__RELAXED); /* relaxed: the next store publishes it */
         /* seq_cst: see fsched__idle_begin and fsched__work_ended */
         FSCHED__STORE(&s->closing, 1u, FSCHED__SEQ_CST);
     }
@@ -7065,6 +7130,7 @@ FIBERSCHED_API fsched_result fsched_get_stats(const fsched_sched *s, fsched_stat
     if (!out) return FSCHED__MISUSE(NULL, FSCHED_ERR_INVALID_ARGUMENT, "fsched_get_stats: out is NULL");
     if ((r = fsched__sched_enter(m, 0, "fsched_get_stats")) != FSCHED_OK) return r;
     memset(out, 0, sizeof *out);
+    /* relaxed: statistics, each count read on its own */
     for (i = 0; i < m->n_slots; i++) {
         fsched__worker *w = m->slots[i];
         if (!w) continue;
@@ -7363,7 +7429,8 @@ static int fsched__thread_waiter_end(fsched__waiter *wt, fsched__wakes *wakes) {
     return 1;
 #else
     /* WAKING keeps the waiter waiting (its timeout has lost) until the wake, after the
-       list's lock, sets WOKEN under the parker's mutex: no lock is held across another */
+       list's lock, sets WOKEN under the parker's mutex: no lock is held across another.
+       acq_rel and relaxed on failure, as above */
     if (!FSCHED__CAS(&wt->state, &expected, FSCHED__WAIT_WAKING, FSCHED__ACQ_REL,
                      FSCHED__RELAXED))
         return 0;
@@ -7379,7 +7446,8 @@ static int fsched__thread_waiter_waiting(uint32_t state) {
 
 /* The waiting thread's side: returns once its wait has ended, having ended it itself
    with TIMED_OUT if the deadline came first (or at once, with ABORTED, when no thread
-   could ever wake it). */
+   could ever wake it). Acquire, each read of the state: pairs with the CAS (or the store
+   of WOKEN) that ended the wait; acq_rel, its own end of it, as a waker's. */
 static void fsched__thread_waiter_block(fsched__waiter *wt) {
     for (;;) {
         uint32_t expected = FSCHED__WAIT_WAITING, to = FSCHED__WAIT_TIMED_OUT;
@@ -7525,7 +7593,8 @@ static int fsched__run_inline(fsched__worker *w) {
 
 /* Owner: waits inline when no fiber can be had to switch to (out of memory): runs jobs
    on the running fiber (to the nesting bound) until the waiter is resumed or times out;
-   an untimed wait that finds nothing to run ends for want of memory. */
+   an untimed wait that finds nothing to run ends for want of memory. Acquire and
+   acq_rel, as in fsched__thread_waiter_block. */
 static void fsched__wait_inline(fsched__worker *w, fsched__waiter *wt) {
     while (FSCHED__LOAD(&wt->state, FSCHED__ACQUIRE) == FSCHED__WAIT_WAITING) {
         uint32_t end = FSCHED__WAIT_WAITING, expected = FSCHED__WAIT_WAITING;
@@ -7653,6 +7722,7 @@ static void fsched__wait_list_init(fsched_wait_list *l) { memset(l, 0, sizeof *l
 static fsched_result fsched__wait_list_retire(fsched_wait_list *l, const char *busy,
                                               const char *what) {
     fsched__wait_list_lock(l);
+    /* relaxed: under the lock, which orders the count's writes */
     if (FSCHED__LOAD(&l->count, FSCHED__RELAXED)) busy = "destroyed while waited on";
     if (busy) {
         fsched__wait_list_unlock(l);
@@ -7705,7 +7775,7 @@ FIBERSCHED_API fsched_result fsched_event_set(fsched_event *e) {
         FSCHED__STORE(&e->signaled, 1u, FSCHED__RELEASE);
         fsched__wait_list_wake_all(&e->waiters, &wakes);
     } else if (!fsched__wait_list_wake_one(&e->waiters, &wakes)) {
-        FSCHED__STORE(&e->signaled, 1u, FSCHED__RELEASE); /* for the next wait */
+        FSCHED__STORE(&e->signaled, 1u, FSCHED__RELEASE); /* release, as above: next wait */
     }
     fsched__wait_list_unlock_wake(&e->waiters, &wakes);
     return FSCHED_OK;
@@ -7713,20 +7783,23 @@ FIBERSCHED_API fsched_result fsched_event_set(fsched_event *e) {
 
 FIBERSCHED_API fsched_result fsched_event_reset(fsched_event *e) {
     FSCHED__CHECK_LIVE(e, "fsched_event_reset");
+    /* relaxed: a reset publishes nothing; a wait that sees it looks again under the lock */
     FSCHED__STORE(&e->signaled, 0u, FSCHED__RELAXED);
     return FSCHED_OK;
 }
 
+/* Relaxed, the lock word: a check of misuse, as FSCHED__CHECK_LIVE; acquire, the flag:
+   pairs with the setter's release. */
 FIBERSCHED_API int fsched_event_is_set(const fsched_event *e) {
     return e && FSCHED__LOAD(&e->waiters.lock, FSCHED__RELAXED) != FSCHED__LIST_DEAD &&
            FSCHED__LOAD(&e->signaled, FSCHED__ACQUIRE) != 0;
 }
 
-/* Takes the signal if it is there: always for manual reset, consuming it otherwise. */
+/* Takes the signal if it is there: always for manual reset, consuming it otherwise.
+   Acquire: pairs with the setter's release; relaxed on failure: no signal to read. */
 static int fsched__event_try(fsched_event *e) {
     uint32_t expected = 1;
     if (e->manual_reset) return FSCHED__LOAD(&e->signaled, FSCHED__ACQUIRE) != 0;
-    /* acquire: pairs with the setter's release */
     return FSCHED__CAS(&e->signaled, &expected, 0u, FSCHED__ACQUIRE, FSCHED__RELAXED);
 }
 
@@ -7784,6 +7857,7 @@ FIBERSCHED_API fsched_result fsched_wait_group_init(fsched_wait_group *wg) {
 
 FIBERSCHED_API fsched_result fsched_wait_group_destroy(fsched_wait_group *wg) {
     FSCHED__CHECK_LIVE(wg, "fsched_wait_group_destroy");
+    /* acquire, as a waiter reads the count: the work counted happened before a zero */
     return fsched__wait_list_retire(&wg->waiters,
                                     FSCHED__LOAD(&wg->count, FSCHED__ACQUIRE) != 0
                                         ? "work is still counted" : NULL,
@@ -7794,7 +7868,7 @@ FIBERSCHED_API fsched_result fsched_wait_group_add(fsched_wait_group *wg, int64_
     fsched__wakes wakes;
     int64_t c;
     FSCHED__CHECK_LIVE(wg, "fsched_wait_group_add");
-    c = FSCHED__LOAD(&wg->count, FSCHED__RELAXED);
+    c = FSCHED__LOAD(&wg->count, FSCHED__RELAXED); /* relaxed: a guess the CAS checks */
     for (;;) { /* without the lock while the count stays above zero */
         if (n > 0 && c > INT64_MAX - n) /* c + n itself would overflow */
             return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
@@ -7811,6 +7885,7 @@ FIBERSCHED_API fsched_result fsched_wait_group_add(fsched_wait_group *wg, int64_
        free the group at once) */
     wakes.n = 0;
     fsched__wait_list_lock(&wg->waiters);
+    /* relaxed, the guess, and acq_rel, the CAS: as above */
     c = FSCHED__LOAD(&wg->count, FSCHED__RELAXED);
     for (;;) {
         if (c + n < 0) {
@@ -7833,8 +7908,8 @@ FIBERSCHED_API fsched_result fsched_wait_group_done(fsched_wait_group *wg) {
 
 static fsched__task *fsched__task_alloc(fsched__worker *w) {
     fsched__task *t = w->free_tasks;
+    /* relaxed: a look; acquire, the exchange: pairs with the release CAS of remote frees */
     if (!t && FSCHED__LOAD(&w->remote_free, FSCHED__RELAXED))
-        /* acquire: pairs with the release CAS of remote frees */
         t = FSCHED__EXCHANGE(&w->remote_free, (fsched__task *)NULL, FSCHED__ACQUIRE);
     if (!t) {
         fsched__task_slab *slab = (fsched__task_slab *)fsched__alloc(
@@ -7903,10 +7978,11 @@ static void fsched__task_free(fsched_sched *s, fsched__worker *w, fsched__task *
         w->free_tasks = t;
     } else {
         fsched__worker *home = t->home;
+        /* relaxed: a guess the CAS checks; release: the task's fields are written before
+           its home reuses it */
         fsched__task *head = FSCHED__LOAD(&home->remote_free, FSCHED__RELAXED);
         do {
             t->next = head;
-            /* release: the task's fields are written before its home reuses it */
         } while (!FSCHED__CAS_WEAK(&home->remote_free, &head, t, FSCHED__RELEASE, FSCHED__RELAXED));
     }
 }
@@ -7963,7 +8039,9 @@ static FSCHED__ALWAYS_INLINE fsched__job *fsched__wait_group_take_public(
    code does not help: it waits on its root fiber while the tasks run on fibers (so that
    a task that blocks is never taken for the thread's own wait, and no task runs on the
    thread's stack). The tasks run on this stack, nested as deep as their recursion: this
-   frame is one level of it, and holds nothing more than the loop needs. */
+   frame is one level of it, and holds nothing more than the loop needs. Acquire, as
+   every read of the count in a wait: pairs with the acq_rel CAS that counted it down, so
+   the work counted happens before the wait returns. */
 static FSCHED__ALWAYS_INLINE void fsched__wait_group_help(fsched_wait_group *wg) {
     fsched__worker *w = fsched__tls_thread.worker;
     fsched__deque *d;
@@ -7989,7 +8067,7 @@ static FSCHED__ALWAYS_INLINE void fsched__wait_group_help(fsched_wait_group *wg)
 
 /* The rest of a wait after helping: returns at once if the count is zero, else suspends
    until it is. Out of line, so that its waiter is not on the stack while the wait runs
-   tasks there. */
+   tasks there. Acquire: see fsched__wait_group_help. */
 static FSCHED__NOINLINE fsched_result fsched__wait_group_block(fsched_wait_group *wg,
                                                               uint64_t deadline) {
     fsched__waiter wt;
@@ -8014,7 +8092,7 @@ static FSCHED__NOINLINE fsched_result fsched__wait_group_block(fsched_wait_group
    that no thread is bound to, and the caller is not bound to it either. */
 static FSCHED__NOINLINE fsched_result fsched__wait_group_unattended(fsched_wait_group *wg,
                                                                    const char *what) {
-    /* relaxed: a hint (see fsched__spawn) */
+    /* relaxed: a hint (see fsched__spawn); acquire, the count: as in a wait */
     fsched_sched *s = (fsched_sched *)FSCHED__LOAD(&wg->single, FSCHED__RELAXED);
     fsched__worker *w = fsched__tls_thread.worker;
     fsched_result r = FSCHED_OK;
@@ -8029,6 +8107,8 @@ static FSCHED__NOINLINE fsched_result fsched__wait_group_unattended(fsched_wait_
     return r;
 }
 
+/* Relaxed, the look at `single`: a hint (see fsched__spawn); acquire, the count: see
+   fsched__wait_group_help. */
 FIBERSCHED_API fsched_result fsched_wait_group_wait(fsched_wait_group *wg) {
     fsched_result r;
     FSCHED__CHECK_LIVE(wg, "fsched_wait_group_wait");
@@ -8039,6 +8119,7 @@ FIBERSCHED_API fsched_result fsched_wait_group_wait(fsched_wait_group *wg) {
     return fsched__wait_group_block(wg, 0);
 }
 
+/* Relaxed and acquire, as in fsched_wait_group_wait. */
 FIBERSCHED_API fsched_result fsched_wait_group_wait_for(fsched_wait_group *wg, uint64_t timeout_ns) {
     uint64_t deadline;
     fsched_result r;
@@ -8078,6 +8159,7 @@ FIBERSCHED_API fsched_result fsched_mutex_init(fsched_mutex *m) {
 
 FIBERSCHED_API fsched_result fsched_mutex_destroy(fsched_mutex *m) {
     FSCHED__CHECK_LIVE(m, "fsched_mutex_destroy");
+    /* acquire: pairs with the unlock's release: the last critical section came first */
     return fsched__wait_list_retire(&m->waiters,
                                     FSCHED__LOAD(&m->state, FSCHED__ACQUIRE) &
                                             FSCHED__MUTEX_LOCKED
@@ -8087,9 +8169,10 @@ FIBERSCHED_API fsched_result fsched_mutex_destroy(fsched_mutex *m) {
 
 /* Takes the mutex if it is free; 1 when taken. */
 static int fsched__mutex_try(fsched_mutex *m) {
-    uint32_t st = FSCHED__LOAD(&m->state, FSCHED__RELAXED);
+    uint32_t st = FSCHED__LOAD(&m->state, FSCHED__RELAXED); /* relaxed: a guess */
     while (!(st & FSCHED__MUTEX_LOCKED))
-        /* acquire: the previous holder's critical section happens before ours */
+        /* acquire: the previous holder's critical section happens before ours; relaxed
+           on failure: a new guess */
         if (FSCHED__CAS_WEAK(&m->state, &st, st | FSCHED__MUTEX_LOCKED, FSCHED__ACQUIRE,
                              FSCHED__RELAXED))
             return 1;
@@ -8125,6 +8208,9 @@ static fsched_result fsched__mutex_acquire(fsched_mutex *m, uint64_t deadline) {
 #endif
         wt.since = since;
         fsched__wait_list_lock(&m->waiters);
+        /* relaxed, the guesses; acquire, taking it, as in fsched__mutex_try; relaxed, the
+           mark: the unlocker's CAS, a read-modify-write, sees it, and the list's lock
+           hands the waiter over */
         st = FSCHED__LOAD(&m->state, FSCHED__RELAXED);
         for (;;) { /* under the list lock: take the mutex, or mark it waited on */
             if (!(st & FSCHED__MUTEX_LOCKED)) {
@@ -8254,6 +8340,9 @@ FIBERSCHED_API fsched_result fsched_cond_wait_for(fsched_cond *c, fsched_mutex *
     return fsched__cond_wait(c, m, fsched__deadline_after(timeout_ns));
 }
 
+/* Acquire, the look at the count, though the caller's mutex orders it already: a waiter
+   appends itself before it unlocks the mutex, which whoever changed the condition locked
+   after it. */
 FIBERSCHED_API fsched_result fsched_cond_signal(fsched_cond *c) {
     fsched__wakes wakes;
     FSCHED__CHECK_LIVE(c, "fsched_cond_signal");
@@ -8265,6 +8354,7 @@ FIBERSCHED_API fsched_result fsched_cond_signal(fsched_cond *c) {
     return FSCHED_OK;
 }
 
+/* Acquire, as in fsched_cond_signal. */
 FIBERSCHED_API fsched_result fsched_cond_broadcast(fsched_cond *c) {
     fsched__wakes wakes;
     FSCHED__CHECK_LIVE(c, "fsched_cond_broadcast");
@@ -8294,9 +8384,10 @@ FIBERSCHED_API fsched_result fsched_sema_destroy(fsched_sema *s) {
 }
 
 static int fsched__sema_try(fsched_sema *s) {
-    int64_t c = FSCHED__LOAD(&s->count, FSCHED__RELAXED);
+    int64_t c = FSCHED__LOAD(&s->count, FSCHED__RELAXED); /* relaxed: a guess */
     while (c > 0)
-        /* acquire: the releaser's writes happen before ours */
+        /* acquire: the releaser's writes happen before ours; relaxed on failure: a new
+           guess */
         if (FSCHED__CAS_WEAK(&s->count, &c, c - 1, FSCHED__ACQUIRE, FSCHED__RELAXED)) {
             fsched__wait_list_quiesce(&s->waiters); /* the releaser may still be inside */
             return 1;
@@ -8304,7 +8395,8 @@ static int fsched__sema_try(fsched_sema *s) {
     return 0;
 }
 
-/* With the list locked (no waker inside): takes a unit if there is one. */
+/* With the list locked (no waker inside): takes a unit if there is one. Relaxed and
+   acquire, as in fsched__sema_try. */
 static int fsched__sema_take_locked(fsched_sema *s) {
     int64_t c = FSCHED__LOAD(&s->count, FSCHED__RELAXED);
     while (c > 0)
@@ -8360,7 +8452,7 @@ FIBERSCHED_API fsched_result fsched_sema_release(fsched_sema *s, int64_t n) {
     wakes.n = 0;
     fsched__wait_list_lock(&s->waiters);
     /* releases are serialized by the lock and acquires only lower the count: it cannot
-       overflow once this test passed */
+       overflow once this test passed (relaxed: a bound, which only grows looser) */
     if (n > INT64_MAX - FSCHED__LOAD(&s->count, FSCHED__RELAXED)) {
         fsched__wait_list_unlock(&s->waiters);
         return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
@@ -8933,6 +9025,8 @@ static uint32_t fsched__io_set_fill(fsched__io *io, struct pollfd *set, uint32_t
         fsched__fd *rec;
         for (rec = io->buckets[b]; rec; rec = rec->next) {
             uint32_t want;
+            /* relaxed: a look; a wait that comes after it interrupts the poll (see
+               fsched__fd_wait) */
             if (!FSCHED__LOAD(&rec->waiters.count, FSCHED__RELAXED)) continue;
             fsched__wait_list_lock(&rec->waiters);
             want = fsched__fd_wanted(rec);
@@ -9097,7 +9191,8 @@ static fsched__io *fsched__io_own(fsched_sched *s) {
     /* acquire: pairs with the CAS that published the poller */
     fsched__io *io = FSCHED__LOAD(&s->io, FSCHED__ACQUIRE);
     uint32_t free = 0;
-    /* acquire: what the previous owner's answers wrote; a busy owner is left alone */
+    /* relaxed: a hint (see fsched__fd_wait); acquire: what the previous owner's answers
+       wrote; a busy owner is left alone */
     if (!io || !FSCHED__LOAD(&s->fd_waits, FSCHED__RELAXED) ||
         !FSCHED__CAS(&io->owner, &free, 1u, FSCHED__ACQUIRE, FSCHED__RELAXED))
         return NULL;
@@ -9113,6 +9208,7 @@ static void fsched__io_disown(fsched__io *io) {
 /* ---- the poll hook and the watch ------------------------------------------------- */
 
 static uint64_t fsched__watch_interval(const fsched_sched *s) {
+    /* relaxed: a pace; any recent interval will do */
     uint64_t i = FSCHED__LOAD(&s->poll_interval, FSCHED__RELAXED);
     return i ? i : FSCHED__WATCH_INTERVAL;
 }
@@ -9133,6 +9229,7 @@ static int fsched__poll_call(fsched_sched *s) {
     uint32_t free = 0;
     int pending = 0;
     fsched_poll_fn fn;
+    /* relaxed: a look; the hook itself is read under the lock */
     if (!FSCHED__LOAD(&s->poll_fn, FSCHED__RELAXED)) return 0;
     /* acquire: the hook and its user as fsched_set_poll left them, under this lock */
     if (!FSCHED__CAS(&s->poll_busy, &free, 1u | FSCHED__POLL_CALLING, FSCHED__ACQUIRE,
@@ -9147,6 +9244,7 @@ static int fsched__poll_call(fsched_sched *s) {
            after an interval */
         pending |= s->poll_fn && s->poll_fn != fn;
     }
+    /* release: unlocks; pairs with the next taker's acquire */
     FSCHED__FETCH_SUB(&s->poll_busy, 1u | FSCHED__POLL_CALLING, FSCHED__RELEASE);
     return pending;
 }
@@ -9182,6 +9280,7 @@ static void fsched__watch_tick(fsched__worker *w) {
 #if defined(FSCHED__IO)
     fsched__io *io;
 #endif
+    /* relaxed: a look; fsched__poll_call takes the lock */
     if (FSCHED__LOAD(&s->poll_fn, FSCHED__RELAXED) &&
         fsched__watch_due(&s->hook_next, now, fsched__watch_interval(s)))
         fsched__poll_call(s);
@@ -9203,7 +9302,7 @@ static void fsched__io_sleep(fsched__worker *w, fsched__io *io, int timeout_ms) 
     FSCHED__POINT(POLL);
     FSCHED__EXCHANGE(&w->polls, 1u, FSCHED__SEQ_CST);
     if (!fsched__park_take(&w->parker)) fsched__io_poll(io, timeout_ms);
-    FSCHED__STORE(&w->polls, 0u, FSCHED__RELAXED); /* a late interrupt only ends a poll */
+    FSCHED__STORE(&w->polls, 0u, FSCHED__RELAXED); /* relaxed: a late interrupt ends a poll */
 }
 #endif
 
@@ -9238,7 +9337,7 @@ static int fsched__watch_block(fsched__worker *w, uint64_t deadline) {
 #endif
     if (!pending) return 0;
 #if defined(FIBERSCHED_NO_THREADS)
-    while (fsched__sched_now(s) < deadline &&
+    while (fsched__sched_now(s) < deadline && /* acquire: see fsched__notify */
            FSCHED__LOAD(&w->latch, FSCHED__ACQUIRE) != FSCHED__LATCH_SET)
         fsched__cpu_relax();
 #else
@@ -9341,7 +9440,7 @@ static fsched__io *fsched__io_get(fsched_sched *s, fsched_result *r) {
     if (*r != FSCHED_OK && errno == ENOMEM) *r = FSCHED_ERR_OUT_OF_MEMORY;
     /* acq_rel: publishes the poller; a loser frees its own and takes the winner's */
     if (*r == FSCHED_OK && FSCHED__CAS(&s->io, &none, io, FSCHED__ACQ_REL, FSCHED__ACQUIRE)) {
-        FSCHED__STORE(&s->watch, &fsched__watch_io, FSCHED__RELAXED); /* a hint for the loop */
+        FSCHED__STORE(&s->watch, &fsched__watch_io, FSCHED__RELAXED); /* relaxed: a hint */
         fsched__io_fork_hook();
         fsched__spin_lock(&fsched__io_all_lock);
         io->next = fsched__io_all;
@@ -9373,17 +9472,20 @@ FIBERSCHED_API fsched_result fsched_set_poll(fsched_sched *s, fsched_poll_fn fn,
         fsched__sched_release(s);
         return r;
     }
+    /* relaxed: under the hook's lock, whose release below publishes them to its next
+       taker, and `watch`, a hint (see fsched__watch_of); the look at the poller is as
+       good relaxed as in any order: one published after it is not seen by this store */
     s->poll_user = user;
     FSCHED__STORE(&s->poll_interval, interval_ns, FSCHED__RELAXED);
     /* the new interval from now: due at once (busy workers call a new hook at their next
-       look), or from the hook an interval after this call */
+       look), or from the hook an interval after this call; relaxed, as above */
     FSCHED__STORE(&s->hook_next,
                   inside ? fsched__time_add(fsched__sched_now(s), fsched__watch_interval(s)) : 0,
                   FSCHED__RELAXED);
     FSCHED__STORE(&s->poll_fn, fn, FSCHED__RELAXED);
     FSCHED__STORE(&s->watch, fn || FSCHED__LOAD(&s->io, FSCHED__RELAXED) ? &fsched__watch_io : NULL,
                   FSCHED__RELAXED);
-    if (!inside) FSCHED__FETCH_SUB(&s->poll_busy, 3u, FSCHED__RELEASE);
+    if (!inside) FSCHED__FETCH_SUB(&s->poll_busy, 3u, FSCHED__RELEASE); /* release: unlocks */
     /* an idle worker calls the new hook soon, and from then on at every interval; from
        the hook, its caller does (a hook that sets itself again at every call, to change
        its interval, say, would have each call wake a worker for the next). Announced as
@@ -9477,7 +9579,8 @@ static fsched_result fsched__fd_wait(fsched__io *io, fsched__fd_waiter *fw, int 
     fw->result = FSCHED_OK;
     fw->counted = 0;
     fsched__wait_list_lock(&rec->waiters);
-    /* under the lock that destroy's cancel takes after it set `closing` */
+    /* under the lock that destroy's cancel takes after it set `closing` (relaxed: the
+       lock orders it) */
     if (FSCHED__LOAD(&s->closing, FSCHED__RELAXED)) {
         r = FSCHED_ERR_CANCELLED;
     } else {
@@ -9518,7 +9621,7 @@ static fsched_result fsched__fd_wait(fsched__io *io, fsched__fd_waiter *fw, int 
     }
 #endif
     r = fsched__wait_commit(&rec->waiters, &fw->wt);
-    FSCHED__FETCH_SUB(&s->fd_waits, 1u, FSCHED__RELAXED);
+    FSCHED__FETCH_SUB(&s->fd_waits, 1u, FSCHED__RELAXED); /* relaxed: a hint, as above */
     /* off the list, whoever ended the wait gone from its lock: still counted only when
        it did not answer (a timeout) */
     if (fw->counted) {
@@ -9544,6 +9647,7 @@ FIBERSCHED_API fsched_result fsched_wait_fd(int fd, uint32_t events, uint64_t ti
         return FSCHED__MISUSE(NULL, FSCHED_ERR_INVALID_ARGUMENT,
                               "fsched_wait_fd: fd %d or events %u out of range", fd, events);
     if (!w || !timeout_ns) return fsched__fd_poll_thread(fd, events, timeout_ns, ready);
+    /* relaxed: an early answer; fsched__fd_wait looks again under the lock */
     if (FSCHED__LOAD(&w->sched->closing, FSCHED__RELAXED)) return FSCHED_ERR_CANCELLED;
     if (!(io = fsched__io_get(w->sched, &r))) return r;
     deadline = timeout_ns == FSCHED_FOREVER ? 0 : fsched__deadline_after(timeout_ns);
@@ -10247,7 +10351,7 @@ FIBERSCHED_API fsched_result fsched_frames_outside(fsched_result (*root)(void *c
 FIBERSCHED_API void fsched_frames_leave(fsched_frames *fs) {
     fsched__worker *w = (fsched__worker *)fs->worker;
     ((fsched_fiber *)fs->fiber)->frames = fs->outer;
-    FSCHED__STORE(&fs->in_use, 0u, FSCHED__RELAXED); /* a hint, as in fsched__frames_hold */
+    FSCHED__STORE(&fs->in_use, 0u, FSCHED__RELAXED); /* relaxed: see fsched__frames_hold */
     /* the fiber's outer tree spawns again (release: as in fsched__frames_hold) */
     if (fs->outer) FSCHED__STORE(&w->frames_current, fs->outer, FSCHED__RELEASE);
     /* every frame was synced: nothing is offered (tail == split), so no thief writes the
@@ -10266,10 +10370,10 @@ static void fsched__frames_offer(fsched_frames *fs, size_t n) {
     uint64_t cur = FSCHED__LOAD(&fs->shared, FSCHED__RELAXED), want;
     fsched_frame *f;
     for (f = fs->split; f < fs->split + n; f++) f->latch = 0;
+    /* seq_cst: against a thief's unmarking (fsched__frames_mark); it releases the frames'
+       contents to a thief's acquire of the word; relaxed on failure: a new guess */
     do { /* thieves may move the tail meanwhile; only the owner moves split */
         want = FSCHED__FRAMES_PACK(FSCHED__FRAMES_TAIL(cur), split + (uint32_t)n);
-        /* seq_cst: against a thief's unmarking (fsched__frames_mark); it releases the
-           frames' contents to a thief's acquire of the word */
     } while (!FSCHED__CAS(&fs->shared, &cur, want, FSCHED__SEQ_CST, FSCHED__RELAXED));
     fs->split += n;
     fsched__frames_mark(fs);
@@ -10315,6 +10419,7 @@ FIBERSCHED_API int fsched_frames_reclaim(fsched_frames *fs, fsched_frame *frame)
     /* claimed: wait for the thief, as a join does. Nothing is offered meanwhile (tail ==
        split), so no thief writes the word; afterwards the offered part starts here */
     fsched__latch_wait((fsched__worker *)fs->worker, &frame->latch);
+    /* relaxed: as in fsched_frames_leave, with nothing offered */
     FSCHED__STORE(&fs->shared, FSCHED__FRAMES_PACK(at, at), FSCHED__RELAXED);
     fs->split = frame;
     frame->run = NULL;
@@ -11152,7 +11257,10 @@ static fsched_result fsched__graph_check(const fsched_graph *g, const char *what
     return FSCHED_OK;
 }
 
-/* Whether the caller may change g's structure now: while g runs, only g's running tasks. */
+/* Whether the caller may change g's structure now: while g runs, only g's running tasks.
+   Under g's lock. Acquire: pairs with the release that ended the last run. From here on,
+   relaxed reads of `running` under the lock see the same: a run begins under the lock,
+   and one ends only after its tasks, the caller among them, have returned. */
 static fsched_result fsched__graph_may_build(fsched_graph *g, const char *what) {
     fsched_graph_task *cur;
     if (!FSCHED__LOAD(&g->running, FSCHED__ACQUIRE)) return FSCHED_OK;
@@ -11191,6 +11299,7 @@ static fsched_result fsched__graph_add(fsched_graph *g, fsched_graph_fn fn, void
     fsched__mutex_lock(&g->lock);
     if ((r = fsched__graph_may_build(g, what)) != FSCHED_OK) goto unlock;
     cur = fsched__graph_current();
+    /* relaxed: see fsched__graph_may_build */
     during_run = FSCHED__LOAD(&g->running, FSCHED__RELAXED) && cur && cur->graph == g;
     if (!during_run) fsched__graph_restore(g); /* building on: the last run's additions go */
     if (during_run && ((d.on_caller && g->caller_slot < 0) ||
@@ -11252,7 +11361,9 @@ static fsched_result fsched__graph_add(fsched_graph *g, fsched_graph_fn fn, void
     t->ord = g->next_ord++;
     t->index = g->tasks.n - 1;
     if (during_run) {
-        /* added by a running task: held by it until it returns, then part of this run */
+        /* added by a running task: held by it until it returns, then part of this run
+           (relaxed: the caller's run, set before its task was queued; cur's hold keeps
+           the count above zero) */
         uint32_t run = FSCHED__LOAD(&g->run, FSCHED__RELAXED);
         t->dynamic = 1;
         if (d.on_caller) t->placed.slot = g->caller_slot;
@@ -11321,7 +11432,9 @@ static void fsched__graph_queue(fsched_graph_task *t, fsched__worker *w,
                                 fsched_graph_task **local);
 
 /* precede while g runs (from one of its tasks), under the lock: `after` must not have
-   started; the edge counts for this run unless `before` has completed. */
+   started; the edge counts for this run unless `before` has completed. Relaxed, the run:
+   the caller's own; acquire, the first look at the count, more than it needs: only the
+   count matters, as to the CAS that holds `after` back (relaxed). */
 static fsched_result fsched__graph_precede_running(fsched_graph *g, fsched_graph_task *before,
                                                    fsched_graph_task *after) {
     uint32_t run = FSCHED__LOAD(&g->run, FSCHED__RELAXED);
@@ -11336,7 +11449,6 @@ static fsched_result fsched__graph_precede_running(fsched_graph *g, fsched_graph
             return FSCHED__MISUSE(&g->logger, FSCHED_ERR_WRONG_STATE,
                                   "fsched_graph_precede: task '%s' has already started",
                                   after->name ? after->name : "");
-        /* relaxed: only the count matters here */
     } while (!FSCHED__CAS_WEAK(&after->pending, &c, c + 1, FSCHED__RELAXED, FSCHED__RELAXED));
     r = fsched__ord_add_edge(g, before, after);
     if (r == FSCHED_ERR_INVALID_ARGUMENT)
@@ -11374,7 +11486,8 @@ static fsched_result fsched__graph_precede_running(fsched_graph *g, fsched_graph
     }
     {
         /* before has completed: the edge does not hold `after` back (before's result
-           lives until the run ends) */
+           lives until the run ends). Acquire: pairs with the release that completed it;
+           relaxed, the marks: the acq_rel decrement below publishes them */
         uint32_t st = (uint32_t)(FSCHED__LOAD(&before->state, FSCHED__ACQUIRE) & 7u);
         if (st == FSCHED_TASK_FAILED)
             FSCHED__FETCH_OR(&after->upstream, FSCHED__UPSTREAM_FAILED, FSCHED__RELAXED);
@@ -11398,6 +11511,7 @@ FIBERSCHED_API fsched_result fsched_graph_precede(fsched_graph *g, fsched_graph_
                               "fsched_graph_precede: a task is NULL or not of this graph");
     fsched__mutex_lock(&g->lock);
     if ((r = fsched__graph_may_build(g, "fsched_graph_precede")) != FSCHED_OK) goto unlock;
+    /* relaxed, `running`: see fsched__graph_may_build */
     if (!FSCHED__LOAD(&g->running, FSCHED__RELAXED)) {
         if (before->dynamic || after->dynamic) { /* of the last run: gone as building goes on */
             r = FSCHED__MISUSE(&g->logger, FSCHED_ERR_INVALID_ARGUMENT,
@@ -11407,7 +11521,7 @@ FIBERSCHED_API fsched_result fsched_graph_precede(fsched_graph *g, fsched_graph_
         fsched__graph_restore(g);
     }
     if (fsched__graph_has_edge(before, after)) goto unlock;
-    if (FSCHED__LOAD(&g->running, FSCHED__RELAXED)) {
+    if (FSCHED__LOAD(&g->running, FSCHED__RELAXED)) { /* relaxed: as above */
         r = fsched__graph_precede_running(g, before, after);
         goto unlock;
     }
@@ -11528,7 +11642,8 @@ static void fsched__graph_sort_ready(fsched_graph_task **v, size_t n) { /* inser
 
 /* Queues a ready task. When it cannot be queued (out of memory, or no slot may run it any
    more) it is doomed: put on `local` to be completed as failed without running, or, with
-   no list, completed here. */
+   no list, completed here. Relaxed: the run is the task's own, begun before it was
+   armed; READY (as RUNNING) publishes nothing, only a completed state does. */
 static void fsched__graph_queue(fsched_graph_task *t, fsched__worker *w,
                                 fsched_graph_task **local) {
     fsched_graph *g = t->graph;
@@ -11598,7 +11713,8 @@ static void fsched__graph_end(fsched_graph *g, fsched__worker *w) {
 /* Records t as the run's first failure if it is; fail-fast cancels the rest. */
 static void fsched__graph_record_failure(fsched_graph *g, fsched_graph_task *t) {
     fsched_graph_task *none = NULL;
-    /* acq_rel: the waiter reads the task's status after reading this */
+    /* acq_rel: the waiter reads the task's status after reading this; release, the
+       cancel: pairs with the acquire of the tasks that look at it */
     FSCHED__CAS(&g->first_failed, &none, t, FSCHED__ACQ_REL, FSCHED__RELAXED);
     if (g->policy == FSCHED_GRAPH_FAIL_FAST) FSCHED__STORE(&g->cancel, 1u, FSCHED__RELEASE);
 }
@@ -11610,7 +11726,7 @@ static inline void fsched__graph_release(fsched_graph_task *s, uint32_t bad, fsc
                                          fsched_graph_task **local, const uint32_t *chain,
                                          fsched_graph_task **best, fsched_graph_task **batch,
                                          size_t *n) {
-    if (bad) FSCHED__FETCH_OR(&s->upstream, bad, FSCHED__RELAXED);
+    if (bad) FSCHED__FETCH_OR(&s->upstream, bad, FSCHED__RELAXED); /* relaxed: see below */
     /* acq_rel: the predecessor's effects (and an upstream mark) happen before s runs */
     if ((uint32_t)FSCHED__FETCH_SUB(&s->pending, (uint64_t)1, FSCHED__ACQ_REL) != 1) return;
     if (local && w && *chain < FSCHED__GRAPH_CHAIN_MAX &&
@@ -11630,7 +11746,9 @@ static inline void fsched__graph_release(fsched_graph_task *s, uint32_t bad, fsc
 /* Completes t with `state`: starts what it added, releases predecessors' results nobody
    needs, tells its successors, and re-arms itself for the next run. The best successor
    made ready may be put on *local to run next on this worker; the others are queued.
-   The caller counts t off the run's remaining tasks (see fsched__graph_process_list). */
+   The caller counts t off the run's remaining tasks (see fsched__graph_process_list).
+   Relaxed: the run, READY, as in fsched__graph_queue; the counts of tasks that did not
+   finish, which the caller's acq_rel count of `remaining` gathers for the run's end. */
 static void fsched__graph_complete(fsched_graph_task *t, fsched__worker *w, uint32_t state,
                                    fsched_graph_task **local, uint32_t *chain) {
     fsched_graph *g = t->graph;
@@ -11674,7 +11792,9 @@ static void fsched__graph_complete(fsched_graph_task *t, fsched__worker *w, uint
         }
     }
     /* re-armed for the next run (nothing else touches these in this one: every
-       predecessor has completed, and a later edge sees this task has started) */
+       predecessor has completed, and a later edge sees this task has started); relaxed:
+       the run's end publishes them to the next (the acq_rel count of `remaining`, then
+       the release of `running`, which the next fsched_graph_run acquires) */
     t->doomed = 0;
     FSCHED__STORE(&t->upstream, 0u, FSCHED__RELAXED);
     FSCHED__STORE(&t->pending, FSCHED__GRAPH_PENDING(run + 1, t->npreds_built), FSCHED__RELAXED);
@@ -11699,12 +11819,14 @@ static void fsched__graph_process(fsched_graph_task *t, fsched__worker *w,
         fsched__graph_record_failure(g, t);
     } else if (up & FSCHED__UPSTREAM_FAILED) {
         state = FSCHED_TASK_FAILED;
-    } else if ((up & FSCHED__UPSTREAM_CANCELLED) || FSCHED__LOAD(&g->cancel, FSCHED__ACQUIRE)) {
+    } else if ((up & FSCHED__UPSTREAM_CANCELLED) || /* acquire: pairs with the cancel's */
+               FSCHED__LOAD(&g->cancel, FSCHED__ACQUIRE)) {
         state = FSCHED_TASK_CANCELLED;
     } else {
         fsched_fiber *f = fsched__tls_thread.current;
         void *outer = f->graph_task; /* a task may run inline while another one waits */
         fsched__running outer_running;
+        /* relaxed: as in fsched__graph_queue */
         FSCHED__STORE(&t->state,
                       FSCHED__GRAPH_STATE(FSCHED__LOAD(&g->run, FSCHED__RELAXED),
                                           FSCHED_TASK_RUNNING),
@@ -11744,7 +11866,7 @@ static void fsched__graph_process_list(fsched_graph_task *t, fsched__worker *w) 
            chain the loop gets a turn: the rest goes to the ring of the deque, not shared
            even when asked for (the worker takes it back at once: handing a chain to an
            idle worker would only move it, and wake that worker for nothing) */
-        if (chain >= FSCHED__GRAPH_CHAIN_MAX || w->ready_head ||
+        if (chain >= FSCHED__GRAPH_CHAIN_MAX || w->ready_head || /* relaxed: a hint */
             FSCHED__LOAD(&w->inbox, FSCHED__RELAXED)) {
             while (local) {
                 fsched_graph_task *x = local;
@@ -11815,6 +11937,7 @@ FIBERSCHED_API fsched_result fsched_graph_run(fsched_graph *g, fsched_sched *s) 
     if (w && w->sched != s) w = NULL; /* a task of another scheduler: from outside */
     if (!w && (r = fsched__sched_enter(s, 1, "fsched_graph_run")) != FSCHED_OK) return r;
     fsched__mutex_lock(&g->lock);
+    /* acquire: pairs with the release that ended the last run */
     if (FSCHED__LOAD(&g->running, FSCHED__ACQUIRE)) {
         r = FSCHED__MISUSE(&g->logger, FSCHED_ERR_WRONG_STATE, "fsched_graph_run: already running");
         goto unlock;
@@ -11840,8 +11963,9 @@ FIBERSCHED_API fsched_result fsched_graph_run(fsched_graph *g, fsched_sched *s) 
         r = FSCHED_ERR_OUT_OF_MEMORY;
         goto unlock;
     }
-    if (w) FSCHED__STORE(&w->spawned, w->spawned + 1, FSCHED__RELEASE); /* as a spawn */
-    else FSCHED__FETCH_ADD(&s->external_begun, (uint64_t)1, FSCHED__RELAXED); /* see spawn */
+    /* release and relaxed: counted as a spawn is (see fsched__spawn) */
+    if (w) FSCHED__STORE(&w->spawned, w->spawned + 1, FSCHED__RELEASE);
+    else FSCHED__FETCH_ADD(&s->external_begun, (uint64_t)1, FSCHED__RELAXED);
     g->sched = s;
     g->caller_slot = w ? (int32_t)w->index : -1;
     for (i = 0; i < g->placed.n; i++)
@@ -11884,6 +12008,7 @@ static fsched_result fsched__graph_wait(fsched_graph *g, uint64_t timeout_ns, in
     run = g->run; /* the run this call reports on: the current one, or the last */
     fsched__mutex_unlock(&g->lock);
     if (!run) return FSCHED__MISUSE(&g->logger, FSCHED_ERR_WRONG_STATE, "%s: never ran", what);
+    /* acquire, as every read of `running` outside a run's tasks */
     if (cur && cur->graph == g && FSCHED__LOAD(&g->running, FSCHED__ACQUIRE))
         return FSCHED__MISUSE(&g->logger, FSCHED_ERR_WRONG_STATE,
                               "%s: a task cannot wait for its own graph", what);
@@ -11901,7 +12026,8 @@ static fsched_result fsched__graph_wait(fsched_graph *g, uint64_t timeout_ns, in
     }
     fsched__mutex_unlock(&g->lock);
     /* the ender clears `running` last: wait for that (or for a later run, which began only
-       after it), so that the caller may free g at once */
+       after it), so that the caller may free g at once (acquire: pairs with the ender's
+       release of `running`, and with fsched_graph_run's of `run`) */
     while (FSCHED__LOAD(&g->running, FSCHED__ACQUIRE) && FSCHED__LOAD(&g->run, FSCHED__ACQUIRE) == run)
         fsched__backoff(&spins);
     if (out) *out = o;
@@ -11923,6 +12049,7 @@ FIBERSCHED_API fsched_result fsched_graph_cancel(fsched_graph *g) {
     /* under the lock: the flag belongs to the run that is current now, never to one that
        begins later (fsched_graph_run clears it under the same lock) */
     fsched__mutex_lock(&g->lock);
+    /* acquire, as every read of `running` outside a run's tasks */
     if (FSCHED__LOAD(&g->running, FSCHED__ACQUIRE) && g->ended_run != g->run) {
         FSCHED__POINT(CANCEL);
         /* release: tasks that see the flag see what the canceller did before */
@@ -11937,6 +12064,7 @@ FIBERSCHED_API fsched_result fsched_graph_destroy(fsched_graph *g) {
     uint32_t i;
     if (!g) return FSCHED_OK;
     if ((r = fsched__graph_check(g, "fsched_graph_destroy")) != FSCHED_OK) return r;
+    /* acquire: pairs with the release that ended the last run, whose tasks came first */
     if (FSCHED__LOAD(&g->running, FSCHED__ACQUIRE))
         return FSCHED__MISUSE(&g->logger, FSCHED_ERR_WRONG_STATE,
                               "fsched_graph_destroy: the graph is running");
@@ -12008,9 +12136,11 @@ FIBERSCHED_API fsched_result fsched_graph_set_result(fsched_graph_task *self, vo
     self->release_user = user;
     if (!self->holds_result) { /* listed once per run, released when the run is over */
         fsched_graph *g = self->graph;
+        /* relaxed: a guess the CAS checks; release: the task's fields before its entry,
+           for the exchange that takes the list */
         fsched_graph_task *head = FSCHED__LOAD(&g->results, FSCHED__RELAXED);
         self->holds_result = 1;
-        do self->result_next = head; /* release: the task's fields before its entry */
+        do self->result_next = head;
         while (!FSCHED__CAS_WEAK(&g->results, &head, self, FSCHED__RELEASE, FSCHED__RELAXED));
     }
     return FSCHED_OK;
@@ -12027,10 +12157,12 @@ FIBERSCHED_API fsched_graph_task *fsched_graph_pred(const fsched_graph_task *t, 
 }
 
 FIBERSCHED_API int fsched_graph_cancelled(const fsched_graph_task *t) {
+    /* acquire: pairs with the cancel's release */
     return t && FSCHED__LOAD(&t->graph->cancel, FSCHED__ACQUIRE) != 0;
 }
 
-/* A task's state in the current (or last) run: WAITING until the run reaches it. */
+/* A task's state in the current (or last) run: WAITING until the run reaches it. Acquire:
+   pairs with the release that completed the task, and with fsched_graph_run's of `run`. */
 static fsched_task_state fsched__graph_state(const fsched_graph_task *t) {
     uint64_t st = FSCHED__LOAD(&t->state, FSCHED__ACQUIRE);
     if ((uint32_t)(st >> 3) != FSCHED__LOAD(&t->graph->run, FSCHED__ACQUIRE))
@@ -12241,7 +12373,9 @@ struct fsched_pipeline {
     fsched_logger logger;
     fsched_node **nodes;
     uint32_t n_nodes, nodes_cap;
-    uint32_t state;             /* atomic: FSCHED__PIPE_* */
+    uint32_t state;             /* atomic: FSCHED__PIPE_*; each move a release, each read
+                                   an acquire: what came before a move (building, a
+                                   run, its end) is seen with the state it made */
     fsched_result result;
     /* the debugging scheduler */
     uint32_t next;              /* the node to update next */
@@ -12364,6 +12498,7 @@ FIBERSCHED_API fsched_result fsched_hub_destroy(fsched_hub *h) {
     return FSCHED_OK;
 }
 
+/* Relaxed: a count written under the hub's lock, read without it as a statistic. */
 FIBERSCHED_API uint32_t fsched_hub_full_count(const fsched_hub *h) {
     return h && h->magic == FSCHED__HUB_LIVE ? FSCHED__LOAD(&h->full, FSCHED__RELAXED) : 0;
 }
@@ -12372,7 +12507,8 @@ FIBERSCHED_API const char *fsched_hub_name(const fsched_hub *h) {
     return h && h->name ? h->name : "";
 }
 
-/* Under the hub's lock: an envelope for link l, or NULL (see fsched_link_kind). */
+/* Under the hub's lock: an envelope for link l, or NULL (see fsched_link_kind). Relaxed,
+   the count: see fsched_hub_full_count. */
 static fsched__env *fsched__hub_take(fsched_hub *h, const fsched_link *l) {
     fsched__env *e;
     uint32_t i;
@@ -12404,7 +12540,8 @@ static fsched__env *fsched__hub_take(fsched_hub *h, const fsched_link *l) {
 }
 
 /* Under the hub's lock: hands e on as link l commits it. Returns the kind of link whose
-   nodes may now advance (with *stage for MODIFY/PEEK links), as a notification. */
+   nodes may now advance (with *stage for MODIFY/PEEK links), as a notification. Relaxed,
+   the count: see fsched_hub_full_count. */
 static fsched_link_kind fsched__hub_commit(fsched_hub *h, const fsched_link *l, fsched__env *e,
                                            uint32_t *stage) {
     switch (l->kind) {
@@ -12630,6 +12767,7 @@ static int fsched__node_start_advance(fsched_node *n, fsched__worker *w) {
     uint32_t expected = FSCHED__ADV_ADVANCING, i;
     for (i = 0; i < n->n_links; i++) n->links[i]->keep = 0;
     FSCHED__TRACE(uint64_t trace_begin = fsched__trace_now();)
+    /* relaxed: the advance, called next, is what lets anyone call fsched_node_complete */
     FSCHED__STORE(&n->phase, FSCHED__ADV_ADVANCING, FSCHED__RELAXED);
     if (w && (n->report.advances & 7u) == 0u) {
         uint64_t begin = fsched__sched_now(w->sched), took;
@@ -12654,6 +12792,7 @@ static int fsched__node_start_advance(fsched_node *n, fsched__worker *w) {
 static void fsched__node_finish(fsched_node *n, fsched__worker *w, fsched__placed **ready) {
     int advanced = n->advanced;
     uint32_t i;
+    /* relaxed: the completion is taken; only the next advance reads the phase again */
     FSCHED__STORE(&n->phase, FSCHED__ADV_NONE, FSCHED__RELAXED);
     if (n->desc.post_advance) n->desc.post_advance(n, n->desc.user, advanced);
     if (advanced) n->report.advances++;
@@ -12795,6 +12934,7 @@ static void fsched__pipe_end(fsched_pipeline *p) {
     }
     p->result = starved ? FSCHED_ERR_STALLED : FSCHED_OK;
     fsched__pipe_log(p, "Pipeline terminated.", NULL, NULL);
+    /* release: see the pipeline's `state` */
     FSCHED__STORE(&p->state, FSCHED__PIPE_ENDED, FSCHED__RELEASE);
 }
 
@@ -12856,7 +12996,7 @@ static void fsched__link_return(fsched_link *l) {
         h->q_head = (h->q_head + h->count - 1) % h->count;
         h->queue[h->q_head] = l->env;
         h->q_len++;
-        FSCHED__STORE(&h->full, h->q_len, FSCHED__RELAXED);
+        FSCHED__STORE(&h->full, h->q_len, FSCHED__RELAXED); /* relaxed: see fsched_hub_full_count */
     } else {
         l->env->held = 0;
     }
@@ -12869,6 +13009,7 @@ FIBERSCHED_API fsched_result fsched_pipeline_destroy(fsched_pipeline *p) {
     fsched_result r;
     if (!p) return FSCHED_OK;
     if ((r = fsched__pipe_check(p, "fsched_pipeline_destroy")) != FSCHED_OK) return r;
+    /* acquire: see the pipeline's `state` */
     st = FSCHED__LOAD(&p->state, FSCHED__ACQUIRE);
     if (st == FSCHED__PIPE_RUNNING)
         return FSCHED__MISUSE(&p->logger, FSCHED_ERR_WRONG_STATE,
@@ -12898,6 +13039,7 @@ FIBERSCHED_API fsched_result fsched_pipeline_add(fsched_pipeline *p, fsched_node
     if (!n || n->magic != FSCHED__NODE_LIVE || !n->desc.advance)
         return FSCHED__MISUSE(&p->logger, FSCHED_ERR_INVALID_ARGUMENT,
                               "fsched_pipeline_add: not a live node with an advance callback");
+    /* acquire: see the pipeline's `state` */
     if (FSCHED__LOAD(&p->state, FSCHED__ACQUIRE) != FSCHED__PIPE_BUILDING || n->pipeline)
         return FSCHED__MISUSE(&p->logger, FSCHED_ERR_WRONG_STATE,
                               "fsched_pipeline_add: %s",
@@ -12927,12 +13069,14 @@ static void fsched__pipe_initialize_nodes(fsched_pipeline *p) {
 FIBERSCHED_API fsched_result fsched_pipeline_initialize(fsched_pipeline *p) {
     fsched_result r;
     if ((r = fsched__pipe_check(p, "fsched_pipeline_initialize")) != FSCHED_OK) return r;
+    /* acquire: see the pipeline's `state` */
     if (FSCHED__LOAD(&p->state, FSCHED__ACQUIRE) != FSCHED__PIPE_BUILDING)
         return FSCHED__MISUSE(&p->logger, FSCHED_ERR_WRONG_STATE,
                               "fsched_pipeline_initialize: the pipeline has started");
     fsched__pipe_initialize_nodes(p);
     p->next = 0;
     p->generation = 0;
+    /* release: see the pipeline's `state` */
     FSCHED__STORE(&p->state, FSCHED__PIPE_STEPPING, FSCHED__RELEASE);
     return FSCHED_OK;
 }
@@ -12961,6 +13105,7 @@ static fsched_result fsched__debug_update(fsched_pipeline *p, fsched_node *n) {
             fsched__pipe_log(p, "Node ", n->report.label, " never completed its advance.");
             return r;
         }
+        /* acquire, though the event's wait orders it already: the phase came first */
         FIBERSCHED_ASSERT(FSCHED__LOAD(&n->phase, FSCHED__ACQUIRE) == FSCHED__ADV_COMPLETED);
     }
     /* an advance that moved nothing is no progress (a generation of those ends the run) */
@@ -12976,6 +13121,7 @@ FIBERSCHED_API fsched_result fsched_pipeline_step(fsched_pipeline *p) {
     fsched_result r;
     uint32_t st;
     if ((r = fsched__pipe_check(p, "fsched_pipeline_step")) != FSCHED_OK) return r;
+    /* acquire: see the pipeline's `state` */
     st = FSCHED__LOAD(&p->state, FSCHED__ACQUIRE);
     if (st == FSCHED__PIPE_BUILDING) fsched_pipeline_initialize(p); /* the first step does */
     else if (st != FSCHED__PIPE_STEPPING)
@@ -13007,6 +13153,7 @@ FIBERSCHED_API fsched_result fsched_pipeline_step(fsched_pipeline *p) {
     return FSCHED_OK;
 }
 
+/* Acquire, each read of the state: see the pipeline's `state`. */
 FIBERSCHED_API fsched_result fsched_pipeline_run_until(fsched_pipeline *p, int (*pred)(void *user),
                                                        void *user) {
     fsched_result r;
@@ -13024,6 +13171,7 @@ FIBERSCHED_API fsched_result fsched_pipeline_run_until(fsched_pipeline *p, int (
 }
 
 FIBERSCHED_API int fsched_pipeline_finished(const fsched_pipeline *p) {
+    /* acquire: see the pipeline's `state` */
     return fsched__live_check(p) && p->magic == FSCHED__PIPE_LIVE &&
            FSCHED__LOAD(&p->state, FSCHED__ACQUIRE) == FSCHED__PIPE_ENDED;
 }
@@ -13073,7 +13221,9 @@ static void fsched__node_run(fsched__job *job, fsched__worker *w);
 
 /* Something m depends on changed: an idle node is queued, a busy one looks again. A
    short node is listed in *ready (when given) to run next on w, but on a bound slot,
-   which may leave (nodes are placed at the normal level, for any slot). */
+   which may leave (nodes are placed at the normal level, for any slot). Relaxed, the
+   first look: a notifier that sees DIRTY returns, having committed under a hub's lock
+   that the node's next look takes (fsched__node_attach), so that look sees its change. */
 static void fsched__node_notify(fsched_node *m, fsched__worker *w, fsched__placed **ready) {
     uint32_t st = FSCHED__LOAD(&m->busy, FSCHED__RELAXED);
     for (;;) {
@@ -13139,7 +13289,8 @@ static void fsched__node_run(fsched__job *job, fsched__worker *w) {
                 fsched_event_set(&p->done); /* every node idle: the run is over */
             return;
         }
-        FSCHED__STORE(&n->busy, FSCHED__NODE_BUSY, FSCHED__RELAXED); /* DIRTY: look again */
+        /* DIRTY: look again (relaxed: the failed CAS acquired it; see fsched__node_notify) */
+        FSCHED__STORE(&n->busy, FSCHED__NODE_BUSY, FSCHED__RELAXED);
         declined = 0;
     }
     n->placed.next = w->local;
@@ -13154,7 +13305,7 @@ FIBERSCHED_API fsched_result fsched_node_complete(fsched_node *n, int advanced) 
     if (!n || n->magic != FSCHED__NODE_LIVE)
         return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
                               "fsched_node_complete: not a live node");
-    ph = FSCHED__LOAD(&n->phase, FSCHED__RELAXED);
+    ph = FSCHED__LOAD(&n->phase, FSCHED__RELAXED); /* relaxed: a guess the CAS checks */
     for (;;) {
         if (ph != FSCHED__ADV_ADVANCING && ph != FSCHED__ADV_RETURNED)
             return FSCHED__MISUSE(&n->logger, FSCHED_ERR_WRONG_STATE,
@@ -13168,6 +13319,7 @@ FIBERSCHED_API fsched_result fsched_node_complete(fsched_node *n, int advanced) 
     FSCHED__POINT(COMPLETE);
     if (ph == FSCHED__ADV_ADVANCING) return FSCHED_OK; /* the callback finishes it */
     /* the callback returned first: whoever runs the node next finishes it */
+    /* acquire: see the pipeline's `state` */
     if (FSCHED__LOAD(&n->pipeline->state, FSCHED__ACQUIRE) == FSCHED__PIPE_RUNNING) {
         fsched_sched *s = n->pipeline->sched;
         fsched__worker *w = fsched__tls_thread.worker;
@@ -13183,6 +13335,7 @@ FIBERSCHED_API fsched_result fsched_node_complete(fsched_node *n, int advanced) 
     return FSCHED_OK;
 }
 
+/* Acquire, each read of the state: see the pipeline's `state`. */
 FIBERSCHED_API fsched_result fsched_pipeline_run(fsched_pipeline *p, fsched_sched *s) {
     fsched__worker *w = fsched__tls_thread.worker;
     fsched_result r;
@@ -13205,8 +13358,9 @@ FIBERSCHED_API fsched_result fsched_pipeline_run(fsched_pipeline *p, fsched_sche
                               "fsched_pipeline_run: the pipeline has started or run");
     if (w && w->sched != s) w = NULL;
     if (!w && (r = fsched__sched_enter(s, 1, "fsched_pipeline_run")) != FSCHED_OK) return r;
-    if (w) FSCHED__STORE(&w->spawned, w->spawned + 1, FSCHED__RELEASE); /* as a spawn */
-    else FSCHED__FETCH_ADD(&s->external_begun, (uint64_t)1, FSCHED__RELAXED); /* see spawn */
+    /* release and relaxed: counted as a spawn is (see fsched__spawn) */
+    if (w) FSCHED__STORE(&w->spawned, w->spawned + 1, FSCHED__RELEASE);
+    else FSCHED__FETCH_ADD(&s->external_begun, (uint64_t)1, FSCHED__RELAXED);
     p->sched = s;
     fsched__pipe_initialize_nodes(p);
     p->active = p->n_nodes + 1; /* + this call, until every node is queued */
@@ -13216,13 +13370,15 @@ FIBERSCHED_API fsched_result fsched_pipeline_run(fsched_pipeline *p, fsched_sche
         p->nodes[i]->busy = FSCHED__NODE_BUSY;
         p->nodes[i]->advance_ns = UINT64_MAX; /* unknown: not short */
     }
-    /* release: the set-up above is visible to the nodes' jobs */
+    /* release: the set-up above is visible to the nodes' jobs; acq_rel, this call's count:
+       as a node's, in fsched__node_run */
     FSCHED__STORE(&p->state, FSCHED__PIPE_RUNNING, FSCHED__RELEASE);
     for (i = 0; i < p->n_nodes; i++) fsched__place(s, w, &p->nodes[i]->placed);
     if (FSCHED__FETCH_SUB(&p->active, 1u, FSCHED__ACQ_REL) == 1) fsched_event_set(&p->done);
     if (!w) fsched__sched_release(s); /* the run, counted, keeps s alive until it ends */
     r = fsched_event_wait(&p->done); /* a task suspends; a thread blocks */
     if (r != FSCHED_OK) { /* cannot happen with threads: nothing else ends this wait */
+        /* acquire: pairs with the last node's acq_rel count, as the event would */
         while (FSCHED__LOAD(&p->active, FSCHED__ACQUIRE)) fsched_yield();
     }
     fsched__pipe_end(p);
@@ -13301,6 +13457,7 @@ static int fsched__lp_enter(fsched__lp *lp, size_t k, fsched__lp_item *it) {
         return 1;
     }
     it->stage = k;
+    /* relaxed: where the item is, for the stall report alone, which reads it as a hint */
     FSCHED__STORE(&it->where, FSCHED__LP_WHERE(it->seq, k, FSCHED__LP_WAITING), FSCHED__RELAXED);
     if (in_order) { /* sorted by seq: the one allowed next is first */
         fsched__lp_item **pp = &st->waiting;
@@ -13356,6 +13513,7 @@ static void *fsched__lp_stage_call(const fsched_stage *sg, void *data, int *stop
     return data;
 }
 
+/* Relaxed, the item's `where`: see fsched__lp_enter. */
 static void fsched__lp_carry(fsched__lp *lp, fsched__lp_item *it, fsched__worker *w) {
     while (it->stage < lp->n) {
         size_t k = it->stage;
@@ -13409,6 +13567,7 @@ static void fsched__lp_input(fsched__job *job, fsched__worker *w) {
     lp->free_count--;
     fsched__spin_unlock(&lp->lock);
     {
+        /* relaxed: for the stall report, as an item's `where` (see fsched__lp_enter) */
         FSCHED__TRACE(uint64_t trace_begin = fsched__trace_now();)
         FSCHED__STORE(&lp->input_where, FSCHED__LP_RUNNING, FSCHED__RELAXED);
         data = fsched__lp_stage_call(&lp->stages[0], NULL, &stop);
@@ -13453,7 +13612,8 @@ static void fsched__lp_log(const fsched__lp *lp, const fsched_parallel_pipeline_
 }
 
 /* A snapshot of where the items are (the sum over records of their positions): equal
-   snapshots a period apart mean no item moved. */
+   snapshots a period apart mean no item moved. Relaxed: positions read as hints, each
+   on its own; a stale one only delays a report. */
 static uint64_t fsched__lp_snapshot(const fsched__lp *lp) {
     uint64_t sum = FSCHED__LOAD(&lp->items, FSCHED__RELAXED) * 0x9e3779b97f4a7c15ull;
     size_t i;
@@ -13462,7 +13622,8 @@ static uint64_t fsched__lp_snapshot(const fsched__lp *lp) {
     return sum;
 }
 
-/* Reports where the items are: per stage, those running in it and those waiting. */
+/* Reports where the items are: per stage, those running in it and those waiting.
+   Relaxed: as in fsched__lp_snapshot. */
 static void fsched__lp_report(const fsched__lp *lp, const fsched_parallel_pipeline_desc *d,
                               const fsched_logger *logger, uint64_t still_ns) {
     size_t k, i;
@@ -13893,6 +14054,7 @@ FIBERSCHED_API fsched_result fsched_trace_count(const fsched_sched *s, uint64_t 
 #if FIBERSCHED_TRACE
     uint32_t i;
     if (r == FSCHED_OK) {
+        /* relaxed: statistics, each count read on its own */
         for (i = 0; i < s->n_slots; i++) {
             sum_recorded += FSCHED__LOAD(&s->slots[i]->trace->count, FSCHED__RELAXED);
             sum_dropped += FSCHED__LOAD(&s->slots[i]->trace->dropped, FSCHED__RELAXED);
@@ -14711,11 +14873,13 @@ template <class F> void call_catching(F &f, std::exception_ptr *thrown) noexcept
 class first_error {
 public:
     first_error() noexcept : state_(empty) {}
-    /* Whether an exception was offered and not yet taken. */
+    /* Whether an exception was offered and not yet taken (relaxed: a look; take acquires
+       what it finds). */
     bool failed() const noexcept { return state_.load(std::memory_order_relaxed) != empty; }
     void offer(std::exception_ptr e) noexcept {
         int expected = empty;
-        /* acquire: a take that emptied the slot is done with error_ */
+        /* acquire: a take that emptied the slot is done with error_; release, the store:
+           error_ is written before a take sees the slot full */
         if (state_.compare_exchange_strong(expected, busy, std::memory_order_acquire,
                                            std::memory_order_relaxed)) {
             error_ = std::move(e);
@@ -14725,7 +14889,8 @@ public:
     std::exception_ptr take() noexcept {
         std::exception_ptr e;
         int expected = full;
-        /* acquire: the offer's write of error_ */
+        /* acquire: the offer's write of error_; release, the store: done with error_
+           before the next offer fills it */
         if (state_.compare_exchange_strong(expected, busy, std::memory_order_acquire,
                                            std::memory_order_relaxed)) {
             e = std::move(error_);
@@ -14763,6 +14928,7 @@ inline void print_unobserved(std::exception_ptr error) {
 }
 
 inline void report_unobserved(std::exception_ptr error) noexcept {
+    /* acquire: pairs with the exchange that set the handler (what it uses was ready) */
     unobserved_exception_handler h = unobserved_handler().load(std::memory_order_acquire);
     try {
         (h ? h : print_unobserved)(std::move(error));
@@ -15044,7 +15210,8 @@ private:
 #if FSCHED__CPP_EXCEPTIONS
 /* Sets the handler of exceptions that nothing observes (see EXCEPTIONS above) and returns
    the previous one; nullptr means the default, which prints a line to stderr. Any
-   thread. */
+   thread. Acq_rel: releases what the new handler uses to the threads that call it, and
+   acquires the previous one's, which the caller may call. */
 inline unobserved_exception_handler
 set_unobserved_exception_handler(unobserved_exception_handler h) noexcept {
     return detail::unobserved_handler().exchange(h, std::memory_order_acq_rel);
@@ -15316,6 +15483,8 @@ private:
    its callables are then left to the run, never freed. Movable, not copyable. */
 class graph {
 public:
+    /* Relaxed, moving: the owner's own act; callables a running task added are read only
+       after the wait for its run (close), which orders them. `ran_` is the owner's. */
     graph() noexcept : g_(nullptr), callables_(nullptr), ran_(false) {}
     graph(graph &&other) noexcept
         : g_(other.g_), callables_(other.callables_.exchange(nullptr, std::memory_order_relaxed)),
@@ -15410,14 +15579,16 @@ public:
 
 private:
     void keep(detail::graph_callable *c) noexcept {
+        /* relaxed: a guess the CAS checks; release: a wait that finds c on the list sees
+           its task */
         c->next = callables_.load(std::memory_order_relaxed);
-        /* release: a wait that finds c on the list sees its task */
         while (!callables_.compare_exchange_weak(c->next, c, std::memory_order_release,
                                                  std::memory_order_relaxed)) {
         }
     }
     /* The callable of task t, or null (a task added with the C calls). */
     detail::graph_callable *callable_of(const fsched_graph_task *t) const noexcept {
+        /* acquire: pairs with keep's release */
         detail::graph_callable *c = callables_.load(std::memory_order_acquire);
         while (c && c->task != t) c = c->next;
         return c;
@@ -15452,6 +15623,7 @@ private:
 #endif
         return fsched_graph_destroy(g_) == FSCHED_OK;
     }
+    /* Relaxed, `ran_` and the list left to a run: the owner's own (see the constructors). */
     void close() noexcept {
         if (!g_) return;
         /* a graph never run through this owner is destroyed at once (unless the C calls
