@@ -2696,6 +2696,7 @@ typedef enum fsched__point {
     FSCHED__AT_FD_CLOSED,    /* ... and closed it; waits that came meanwhile are held */
     FSCHED__AT_UNMARK,       /* a thief saw a frame stack offer nothing, about to unmark it */
     FSCHED__AT_DEFAULT,      /* a call from outside every scheduler looks for the default */
+    FSCHED__AT_POLL_SET,     /* fsched_set_poll is about to say whether workers watch */
     FSCHED__AT_COUNT
 } fsched__point;
 /* Called, when set, at every point before the random perturbation (tests stall here). */
@@ -5163,9 +5164,9 @@ struct fsched_sched {
     fsched_logger logger;
     uint64_t (*clock)(void *user);
     void *clock_user;
-    const struct fsched__watch *watch; /* a poller or a poll hook: how workers look out
-                             (NULL: nothing to watch; read every turn, written once or
-                             twice: kept off the lines others write) */
+    const struct fsched__watch *watch; /* how workers look out, once a poller or a poll
+                             hook was made (NULL: never; read every turn, written once:
+                             kept off the lines others write) */
     FSCHED__ALIGN_LINE uint64_t counters;
     FSCHED__ALIGN_LINE fsched__injector injector;
     FSCHED__ALIGN_LINE uint32_t closing;   /* fsched_destroy has begun */
@@ -5210,7 +5211,7 @@ struct fsched_sched {
 #define FSCHED__IDLE_FIBERS_MAX 16u
 
 /* How the layers below io reach it: the io layer, above them, installs this in
-   s->watch once there is something to watch (a poller or a poll hook). */
+   s->watch once there is something to watch (a poller or a poll hook), for good. */
 typedef struct fsched__io fsched__io;
 typedef struct fsched__watch {
     void (*tick)(struct fsched__worker *w);    /* between tasks: a look, if one is due */
@@ -9473,8 +9474,7 @@ FIBERSCHED_API fsched_result fsched_set_poll(fsched_sched *s, fsched_poll_fn fn,
         return r;
     }
     /* relaxed: under the hook's lock, whose release below publishes them to its next
-       taker, and `watch`, a hint (see fsched__watch_of); the look at the poller is as
-       good relaxed as in any order: one published after it is not seen by this store */
+       taker, and `watch`, a hint (see fsched__watch_of) */
     s->poll_user = user;
     FSCHED__STORE(&s->poll_interval, interval_ns, FSCHED__RELAXED);
     /* the new interval from now: due at once (busy workers call a new hook at their next
@@ -9483,8 +9483,11 @@ FIBERSCHED_API fsched_result fsched_set_poll(fsched_sched *s, fsched_poll_fn fn,
                   inside ? fsched__time_add(fsched__sched_now(s), fsched__watch_interval(s)) : 0,
                   FSCHED__RELAXED);
     FSCHED__STORE(&s->poll_fn, fn, FSCHED__RELAXED);
-    FSCHED__STORE(&s->watch, fn || FSCHED__LOAD(&s->io, FSCHED__RELAXED) ? &fsched__watch_io : NULL,
-                  FSCHED__RELAXED);
+    FSCHED__POINT(POLL_SET);
+    /* never taken back (a hook taken away leaves workers looking: a few loads a turn),
+       so that a first fd wait, which installs it too, cannot have its poller left
+       unwatched by a call that looked before it made the poller */
+    if (fn) FSCHED__STORE(&s->watch, &fsched__watch_io, FSCHED__RELAXED);
     if (!inside) FSCHED__FETCH_SUB(&s->poll_busy, 3u, FSCHED__RELEASE); /* release: unlocks */
     /* an idle worker calls the new hook soon, and from then on at every interval; from
        the hook, its caller does (a hook that sets itself again at every call, to change

@@ -39,6 +39,8 @@
    18. fork() while another thread's fsched_close_fd is about to close an fd: in the
        child the fd stays open, and a wait on it must not be held for a close that no
        thread there makes (it waited until its timeout).
+   19. fsched_set_poll takes a hook away while the first fd wait makes the poller: the
+       workers must go on watching it (they stopped: the wait never saw its fd ready).
 
    Seed 0 (FIBERSCHED_CHAOS_SEED=0) runs only the stalls; any other seed adds random
    perturbation at every point. */
@@ -1404,6 +1406,83 @@ static void test_fork_while_closing(void) {
     CHECK_OK(fsched_destroy(s));
 }
 
+/* ---- 19: a hook taken away while the first fd wait makes the poller ---- */
+
+static int t19_armed, t19_stalled, t19_go, t19_queued;
+static _Thread_local int t19_waiter; /* this thread runs the wait of the test */
+
+static void t19_hook(fsched__point at) {
+    int one = 1;
+    if (at == FSCHED__AT_WAITING && t19_waiter) STORE(&t19_queued, 1);
+    if (at == FSCHED__AT_POLL_SET &&
+        __atomic_compare_exchange_n(&t19_armed, &one, 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+        STORE(&t19_stalled, 1);
+        await_flag(&t19_go);
+    }
+}
+
+static void t19_unset(void *arg) { CHECK_OK(fsched_set_poll((fsched_sched *)arg, NULL, NULL, 0)); }
+
+typedef struct t19_case {
+    int fd;
+    fsched_result r;
+    fsched_event done;
+} t19_case;
+
+static void t19_wait(void *arg) {
+    t19_case *c = (t19_case *)arg;
+    t19_waiter = 1;
+    c->r = fsched_wait_fd(c->fd, FSCHED_READABLE, FSCHED_FOREVER, NULL);
+    t19_waiter = 0;
+    CHECK_OK(fsched_event_set(&c->done));
+}
+
+/* fsched_set_poll(s, NULL) decides that nothing is watched, and is stalled before it
+   says so while a task's fd wait makes s's poller: workers must go on watching it (they
+   stopped, and the wait never saw its fd ready). */
+static void test_unset_poll_while_first_wait(void) {
+    fsched_sched *s = guarded_sched(1);
+    test_thread unsetter;
+    t19_case c;
+    fsched_event ran;
+    int fds[2];
+    char byte = 1;
+    begin("19. a poll hook taken away while the first fd wait makes the poller");
+    CHECK(pipe(fds) == 0);
+    c.fd = fds[0];
+    c.r = FSCHED_ERR_WRONG_STATE;
+    CHECK_OK(fsched_event_init(&c.done, 1, 0));
+    CHECK_OK(fsched_event_init(&ran, 0, 0));
+    STORE(&t19_stalled, 0);
+    STORE(&t19_go, 0);
+    STORE(&t19_queued, 0);
+    STORE(&t19_armed, 1);
+    set_hook(t19_hook);
+    unsetter = thread_run(t19_unset, s);
+    await_flag(&t19_stalled);
+    CHECK_OK(fsched_spawn(s, t19_wait, &c));
+    await_flag(&t19_queued); /* the poller is made, and watches the pipe */
+    STORE(&t19_go, 1);
+    thread_join(unsetter);
+    set_hook(NULL);
+    CHECK_OK(fsched_spawn(s, t16_set, &ran)); /* the worker wakes, and goes back to sleep */
+    CHECK_OK(fsched_event_wait_for(&ran, 5000000000ull));
+    stall_ms(20);
+    CHECK(write(fds[1], &byte, 1) == 1);
+    if (fsched_event_wait_for(&c.done, 5000000000ull) != FSCHED_OK) {
+        CHECK(!"the wait saw its fd ready");
+        CHECK_OK(fsched_close_fd(fds[0])); /* ends it, so that the test can go on */
+        CHECK_OK(fsched_event_wait_for(&c.done, 5000000000ull));
+    } else {
+        CHECK_OK(c.r);
+        CHECK_OK(fsched_close_fd(fds[0]));
+    }
+    CHECK_OK(fsched_destroy(s));
+    CHECK_OK(fsched_event_destroy(&c.done));
+    CHECK_OK(fsched_event_destroy(&ran));
+    close(fds[1]);
+}
+
 /* Usage: test_races [N ...] runs the tests numbered N, such as 3 or 3b (default: all). */
 int main(int argc, char **argv) {
     static void (*const tests[])(void) = {
@@ -1413,9 +1492,9 @@ int main(int argc, char **argv) {
         test_graph_rerun_races, test_woken_while_lock_held, test_mutex_no_convoy,
         test_bind_races_destroy, test_batch_published_while_searching, test_one_job_one_wake,
         test_frame_taken_back_or_claimed, test_slab_mapped_twice, test_wake_after_return, test_work_for_poller,
-        test_wait_while_closing, test_fork_while_closing};
+        test_wait_while_closing, test_fork_while_closing, test_unset_poll_while_first_wait};
     static const char *const labels[] = {"1", "2", "3a", "3b", "3c", "4", "5",
-                                         "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16", "17", "18"};
+                                         "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16", "17", "18", "19"};
     size_t i;
     int k;
     test_watchdog(600);
