@@ -9486,7 +9486,7 @@ FIBERSCHED_API fsched_result fsched_set_poll(fsched_sched *s, fsched_poll_fn fn,
     FSCHED__POINT(POLL_SET);
     /* never taken back (a hook taken away leaves workers looking: a few loads a turn),
        so that a first fd wait, which installs it too, cannot have its poller left
-       unwatched by a call that looked before it made the poller */
+       unwatched by a call that looked before it made the poller; relaxed: a hint) */
     if (fn) FSCHED__STORE(&s->watch, &fsched__watch_io, FSCHED__RELAXED);
     if (!inside) FSCHED__FETCH_SUB(&s->poll_busy, 3u, FSCHED__RELEASE); /* release: unlocks */
     /* an idle worker calls the new hook soon, and from then on at every interval; from
