@@ -279,6 +279,25 @@
    memory the program freed or reused; destroying any object while another thread is
    inside a call on it (but fsched_destroy, which waits for calls from outside).
 
+   NAMES
+
+   Public functions and types are fsched_*, their constants and macros FSCHED_*, the
+   configuration macros FIBERSCHED_*; a name with a double underscore (fsched__*,
+   FSCHED__*) is the library's own, also where the declarations show it. A function is
+   fsched_<object>_<verb> (fsched_graph_run, fsched_event_wait_for); the scheduler, the
+   object of most, goes without a name (fsched_spawn, fsched_worker_count). Two kinds
+   follow one rule each:
+   - a getter reads something of an object and changes nothing: fsched_<object>_<thing>,
+     with no verb (fsched_worker_count, fsched_graph_task_state, fsched_hub_name); where
+     that name is taken by the type of what it reads, fsched_<object>_get_<thing>
+     (fsched_get_stats fills an fsched_stats; fsched_fiber_get_state,
+     fsched_stack_pool_get_stats, fsched_node_get_report);
+   - a yes/no question returns int, nonzero for yes: fsched_<object>_is_<adjective>
+     (fsched_event_is_set, fsched_graph_is_cancelled, fsched_node_is_served,
+     fsched_pipeline_is_finished).
+   A renamed function answers to its old name for one more release, through a wrapper
+   the compiler warns about as deprecated (CHANGELOG.md lists them).
+
    THREAD SAFETY
 
    Scheduler functions may be called from any thread unless their declaration says
@@ -358,6 +377,17 @@
 #define FIBERSCHED_API __attribute__((visibility("default")))
 #else
 #define FIBERSCHED_API extern
+#endif
+
+/* FSCHED__DEPRECATED(msg): a compiler's warning at every use of what it marks */
+#if defined(__cplusplus) && __cplusplus >= 201402L
+#define FSCHED__DEPRECATED(msg) [[deprecated(msg)]]
+#elif defined(__GNUC__) || defined(__clang__)
+#define FSCHED__DEPRECATED(msg) __attribute__((deprecated(msg)))
+#elif defined(_MSC_VER)
+#define FSCHED__DEPRECATED(msg) __declspec(deprecated(msg))
+#else
+#define FSCHED__DEPRECATED(msg)
 #endif
 
 #ifdef __cplusplus
@@ -1393,7 +1423,7 @@ FIBERSCHED_API fsched_result fsched_graph_wait_for(fsched_graph *g, uint64_t tim
                                                    fsched_graph_outcome *out);
 
 /* Cancels the current run: tasks not yet started are marked cancelled and do not run;
-   running tasks may notice through fsched_graph_cancelled. Any thread. */
+   running tasks may notice through fsched_graph_is_cancelled. Any thread. */
 FIBERSCHED_API fsched_result fsched_graph_cancel(fsched_graph *g);
 
 /* Writes g in Graphviz DOT, with each task's name and state, through write (called with
@@ -1429,7 +1459,7 @@ FIBERSCHED_API size_t fsched_graph_pred_count(const fsched_graph_task *t);
 FIBERSCHED_API fsched_graph_task *fsched_graph_pred(const fsched_graph_task *t, size_t i);
 
 /* Nonzero when the run of t's graph has been cancelled (a running task may stop early). */
-FIBERSCHED_API int fsched_graph_cancelled(const fsched_graph_task *t);
+FIBERSCHED_API int fsched_graph_is_cancelled(const fsched_graph_task *t);
 
 /* State of t (FSCHED_TASK_WAITING for NULL). Any thread. */
 FIBERSCHED_API fsched_task_state fsched_graph_task_state(const fsched_graph_task *t);
@@ -1523,7 +1553,7 @@ typedef struct fsched_node_desc {
     void (*initialize)(fsched_node *node, void *user);        /* optional, once before */
     int (*can_advance)(fsched_node *node, void *user);        /* optional: default, every
                                                                  link has an envelope
-                                                                 (fsched_node_served);
+                                                                 (fsched_node_is_served);
                                                                  nonzero: yes;
                                                                  FSCHED_NODE_FINISHED */
     void (*advance)(fsched_node *node, void *user);           /* required: ends with
@@ -1588,11 +1618,11 @@ FIBERSCHED_API fsched_result fsched_node_link(fsched_node *node, fsched_hub *hub
 FIBERSCHED_API fsched_result fsched_node_complete(fsched_node *node, int advanced);
 
 /* The node's report once a run has ended (end FSCHED_NODE_RUNNING before). */
-FIBERSCHED_API fsched_result fsched_node_report_get(const fsched_node *node,
+FIBERSCHED_API fsched_result fsched_node_get_report(const fsched_node *node,
                                                     fsched_node_report *out);
 FIBERSCHED_API const char *fsched_node_label(const fsched_node *node);
 /* Nonzero when every link of the node holds an envelope (the default can_advance). */
-FIBERSCHED_API int fsched_node_served(const fsched_node *node);
+FIBERSCHED_API int fsched_node_is_served(const fsched_node *node);
 
 /* The envelope the link holds, or NULL. From the node's callbacks (and, during an
    advance, from the thread that completes it). */
@@ -1612,7 +1642,7 @@ FIBERSCHED_API fsched_result fsched_pipeline_destroy(fsched_pipeline *p);
 FIBERSCHED_API fsched_result fsched_pipeline_add(fsched_pipeline *p, fsched_node *node);
 
 /* Runs the pipeline to its end and returns FSCHED_OK when every node ended done, or
-   FSCHED_ERR_STALLED when some starved (see fsched_node_report_get and
+   FSCHED_ERR_STALLED when some starved (see fsched_node_get_report and
    fsched_pipeline_describe). s NULL: the debugging scheduler, on the calling thread (it
    continues a run begun step by step); else the parallel scheduler on s: from a task or
    bound thread of s the caller's fiber waits, any other thread blocks. A pipeline runs
@@ -1630,7 +1660,7 @@ FIBERSCHED_API fsched_result fsched_pipeline_step(fsched_pipeline *p);
 FIBERSCHED_API fsched_result fsched_pipeline_run_until(fsched_pipeline *p,
                                                        int (*pred)(void *user), void *user);
 /* Nonzero once the run has ended. */
-FIBERSCHED_API int fsched_pipeline_finished(const fsched_pipeline *p);
+FIBERSCHED_API int fsched_pipeline_is_finished(const fsched_pipeline *p);
 
 /* Writes, one line per node, how each node ended ("done", or "starved: waiting to
    consume from hub 'x'"), through write (pieces of text, no terminator). */
@@ -1723,6 +1753,28 @@ FIBERSCHED_API fsched_result fsched_trace_write_json(fsched_sched *s,
    pointer may be NULL). Any thread. */
 FIBERSCHED_API fsched_result fsched_trace_count(const fsched_sched *s, uint64_t *recorded,
                                                 uint64_t *dropped);
+
+/* ---- deprecated names -------------------------------------------------------------
+   Old names of renamed functions, kept for one release: each forwards to its new name
+   (see NAMES at the top), and the compiler warns where it is used. */
+
+FSCHED__DEPRECATED("use fsched_node_get_report")
+static inline fsched_result fsched_node_report_get(const fsched_node *node,
+                                                   fsched_node_report *out) {
+    return fsched_node_get_report(node, out);
+}
+FSCHED__DEPRECATED("use fsched_node_is_served")
+static inline int fsched_node_served(const fsched_node *node) {
+    return fsched_node_is_served(node);
+}
+FSCHED__DEPRECATED("use fsched_graph_is_cancelled")
+static inline int fsched_graph_cancelled(const fsched_graph_task *t) {
+    return fsched_graph_is_cancelled(t);
+}
+FSCHED__DEPRECATED("use fsched_pipeline_is_finished")
+static inline int fsched_pipeline_finished(const fsched_pipeline *p) {
+    return fsched_pipeline_is_finished(p);
+}
 
 #ifdef __cplusplus
 }
@@ -12024,7 +12076,7 @@ FIBERSCHED_API fsched_graph_task *fsched_graph_pred(const fsched_graph_task *t, 
     return t && i < t->npreds ? fsched__graph_pred_at(t, (uint32_t)i) : NULL;
 }
 
-FIBERSCHED_API int fsched_graph_cancelled(const fsched_graph_task *t) {
+FIBERSCHED_API int fsched_graph_is_cancelled(const fsched_graph_task *t) {
     return t && FSCHED__LOAD(&t->graph->cancel, FSCHED__ACQUIRE) != 0;
 }
 
@@ -12558,7 +12610,7 @@ FIBERSCHED_API const char *fsched_node_label(const fsched_node *n) {
     return n && n->label ? n->label : "";
 }
 
-FIBERSCHED_API int fsched_node_served(const fsched_node *n) {
+FIBERSCHED_API int fsched_node_is_served(const fsched_node *n) {
     uint32_t i;
     if (!n) return 0;
     for (i = 0; i < n->n_links; i++)
@@ -12566,10 +12618,10 @@ FIBERSCHED_API int fsched_node_served(const fsched_node *n) {
     return 1;
 }
 
-FIBERSCHED_API fsched_result fsched_node_report_get(const fsched_node *n, fsched_node_report *out) {
+FIBERSCHED_API fsched_result fsched_node_get_report(const fsched_node *n, fsched_node_report *out) {
     if (!n || n->magic != FSCHED__NODE_LIVE || !out)
         return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_node_report_get: NULL argument or dead node");
+                              "fsched_node_get_report: NULL argument or dead node");
     *out = n->report;
     out->advance_ns = n->advance_ns == UINT64_MAX ? 0 : n->advance_ns;
     return FSCHED_OK;
@@ -12600,7 +12652,7 @@ static void fsched__node_attach(fsched_node *n) {
 static int fsched__node_can_advance(fsched_node *n) {
     int r;
     n->report.updates++;
-    if (!n->desc.can_advance) return fsched_node_served(n);
+    if (!n->desc.can_advance) return fsched_node_is_served(n);
     r = n->desc.can_advance(n, n->desc.user);
     return r == FSCHED_NODE_FINISHED ? r : r != 0;
 }
@@ -12743,8 +12795,8 @@ static void fsched__pipe_end(fsched_pipeline *p) {
     for (i = 0; i < p->n_nodes; i++) {
         fsched_node *n = p->nodes[i];
         /* finished, or declined with every link served */
-        n->report.end = n->finished || fsched_node_served(n) ? FSCHED_NODE_DONE
-                                                             : FSCHED_NODE_STARVED;
+        n->report.end = n->finished || fsched_node_is_served(n) ? FSCHED_NODE_DONE
+                                                                : FSCHED_NODE_STARVED;
     }
     while (changed) {
         changed = 0;
@@ -13021,7 +13073,7 @@ FIBERSCHED_API fsched_result fsched_pipeline_run_until(fsched_pipeline *p, int (
     return FSCHED_OK;
 }
 
-FIBERSCHED_API int fsched_pipeline_finished(const fsched_pipeline *p) {
+FIBERSCHED_API int fsched_pipeline_is_finished(const fsched_pipeline *p) {
     return fsched__live_check(p) && p->magic == FSCHED__PIPE_LIVE &&
            FSCHED__LOAD(&p->state, FSCHED__ACQUIRE) == FSCHED__PIPE_ENDED;
 }
@@ -15290,7 +15342,7 @@ private:
 /* Owns a dependency graph (fsched_graph, see "dependency graphs") whose tasks are
    callables. create makes the C graph; add takes a callable, moved or copied into a
    block the graph owns until it is destroyed, called as f(self) when it can be called so
-   (self: the running fsched_graph_task, for fsched_graph_cancelled, results, ...), else
+   (self: the running fsched_graph_task, for fsched_graph_is_cancelled, results, ...), else
    as f(); it returns nothing (success) or a status, an int (0: success; anything else
    fails the task, as in C). Building, running, waiting and cancelling follow the C
    calls, on the same threads; a running task may add to its own graph (its callable is
