@@ -908,13 +908,18 @@ struct fsched_frames {
     uint64_t shared __attribute__((aligned(64))); /* offered [tail, split): tail low, split high */
 };
 
-FIBERSCHED_API fsched_result fsched_frames_enter(fsched_frames **out);
-FIBERSCHED_API fsched_result fsched_frames_outside(fsched_result (*root)(void *call),
-                                                   void *call);
-FIBERSCHED_API void fsched_frames_leave(fsched_frames *fs);
-FIBERSCHED_API void fsched_frames_share(fsched_frames *fs, fsched_frame *head);
-FIBERSCHED_API int fsched_frames_reclaim(fsched_frames *fs, fsched_frame *frame);
-FIBERSCHED_API void fsched_frames_full(fsched_frames *fs);
+/* The macros' plumbing (and that of the C++ layer's helpers of them), not an API: a
+   root takes a frame stack (enter; from outside every scheduler it runs through
+   outside, on the default scheduler) and gives it back (leave); a spawn offers frames
+   to workers that asked (share), or stops the program when the stack is full (full); a
+   sync takes an offered frame back, or waits for the worker that took it (reclaim). */
+FIBERSCHED_API fsched_result fsched__frames_enter(fsched_frames **out);
+FIBERSCHED_API fsched_result fsched__frames_outside(fsched_result (*root)(void *call),
+                                                    void *call);
+FIBERSCHED_API void fsched__frames_leave(fsched_frames *fs);
+FIBERSCHED_API void fsched__frames_share(fsched_frames *fs, fsched_frame *head);
+FIBERSCHED_API int fsched__frames_reclaim(fsched_frames *fs, fsched_frame *frame);
+FIBERSCHED_API void fsched__frames_full(fsched_frames *fs);
 
 #define FSCHED__TASK_FN static __attribute__((unused))
 /* a negative array size (a compile-time error) when an argument or result is too large */
@@ -973,7 +978,7 @@ FIBERSCHED_API void fsched_frames_full(fsched_frames *fs);
 #define FSCHED__TASK_TAKEN(head) (void)0
 #define FSCHED__TASK_ROOT(fs, root_call)                                                   \
     root_call;                                                                             \
-    fsched_frames_leave(fs)
+    fsched__frames_leave(fs)
 #define FSCHED__TASK_THROWN
 #define FSCHED__TASK_OUTSIDE(call, run_root) run_root
 #define FSCHED__TASK_RETHROW(call) (void)0
@@ -1003,7 +1008,7 @@ FIBERSCHED_API void fsched_frames_full(fsched_frames *fs);
                                                     fsched_frame *fsched__head) {            \
         name##_fsched_data *fsched__d = (name##_fsched_data *)(void *)&fsched__head->data;    \
         if (__builtin_expect(fsched__head >= fsched__fs->split, 1) ||                        \
-            fsched_frames_reclaim(fsched__fs, fsched__head)) {                               \
+            fsched__frames_reclaim(fsched__fs, fsched__head)) {                               \
             fsched__head->run = 0;                                                           \
             sync_here;                                                                       \
         } else {                                                                             \
@@ -1030,14 +1035,14 @@ FIBERSCHED_API void fsched_frames_full(fsched_frames *fs);
         fsched_result fsched__r;                                                             \
         fsched__c.arg = fsched__arg;                                                         \
         fsched__c.out = fsched__out;                                                         \
-        fsched__r = fsched_frames_outside(name##_fsched_outside, &fsched__c);                \
+        fsched__r = fsched__frames_outside(name##_fsched_outside, &fsched__c);                \
         FSCHED__TASK_RETHROW(fsched__c);                                                     \
         return fsched__r;                                                                    \
     }                                                                                        \
     FSCHED__TASK_FN inline fsched_result name##_fsched_root(atype fsched__arg,               \
                                                             void *fsched__out) {             \
         fsched_frames *fsched__fs;                                                           \
-        fsched_result fsched__r = fsched_frames_enter(&fsched__fs);                          \
+        fsched_result fsched__r = fsched__frames_enter(&fsched__fs);                          \
         if (fsched__r != FSCHED_OK) return fsched__r;                                        \
         if (__builtin_expect(!fsched__fs, 0))                                                \
             return name##_fsched_root_outside(fsched__arg, fsched__out);                     \
@@ -1071,11 +1076,11 @@ FIBERSCHED_API void fsched_frames_full(fsched_frames *fs);
 #define FSCHED_SPAWN(name, arg)                                                            \
     do {                                                                                   \
         if (__builtin_expect(fsched__head == fsched__fs->end, 0))                          \
-            fsched_frames_full(fsched__fs);                                                \
+            fsched__frames_full(fsched__fs);                                                \
         name##_fsched_spawn(fsched__head, (arg));                                          \
         ++fsched__head;                                                                    \
         if (__builtin_expect(__atomic_load_n(&fsched__fs->asked, __ATOMIC_RELAXED) != 0, 0)) \
-            fsched_frames_share(fsched__fs, fsched__head);                                 \
+            fsched__frames_share(fsched__fs, fsched__head);                                 \
     } while (0)
 
 /* Inside a task: runs name(arg) here and returns its result. */
@@ -10268,8 +10273,8 @@ static void fsched__frames_hold(fsched__worker *w, fsched_frames *fs, fsched_fib
 }
 
 /* FSCHED_OK with *out NULL outside every scheduler: the macro then runs the tree through
-   fsched_frames_outside. */
-FIBERSCHED_API fsched_result fsched_frames_enter(fsched_frames **out) {
+   fsched__frames_outside. */
+FIBERSCHED_API fsched_result fsched__frames_enter(fsched_frames **out) {
     fsched__worker *w = fsched__tls_thread.worker;
     fsched_frames *fs;
     fsched_result refused;
@@ -10289,12 +10294,12 @@ FIBERSCHED_API fsched_result fsched_frames_enter(fsched_frames **out) {
     return FSCHED_OK;
 }
 
-FIBERSCHED_API fsched_result fsched_frames_outside(fsched_result (*root)(void *call),
-                                                   void *call) {
+FIBERSCHED_API fsched_result fsched__frames_outside(fsched_result (*root)(void *call),
+                                                    void *call) {
     return fsched__call_outside(root, call, "FSCHED_RUN");
 }
 
-FIBERSCHED_API void fsched_frames_leave(fsched_frames *fs) {
+FIBERSCHED_API void fsched__frames_leave(fsched_frames *fs) {
     fsched__worker *w = (fsched__worker *)fs->worker;
     ((fsched_fiber *)fs->fiber)->frames = fs->outer;
     FSCHED__STORE(&fs->in_use, 0u, FSCHED__RELAXED); /* a hint, as in fsched__frames_hold */
@@ -10326,7 +10331,7 @@ static void fsched__frames_offer(fsched_frames *fs, size_t n) {
     fsched__new_jobs(w->sched, (uint32_t)n);
 }
 
-FIBERSCHED_API void fsched_frames_share(fsched_frames *fs, fsched_frame *head) {
+FIBERSCHED_API void fsched__frames_share(fsched_frames *fs, fsched_frame *head) {
     size_t own = (size_t)(head - fs->split);
     if (!own) return; /* nothing of its own to offer: the request stays */
     /* cleared first, so that a request made meanwhile survives (relaxed: a hint) */
@@ -10346,7 +10351,7 @@ static void fsched__frames_offer_held(fsched_fiber *f) {
     }
 }
 
-FIBERSCHED_API int fsched_frames_reclaim(fsched_frames *fs, fsched_frame *frame) {
+FIBERSCHED_API int fsched__frames_reclaim(fsched_frames *fs, fsched_frame *frame) {
     uint32_t at = (uint32_t)(frame - fs->base);
     /* relaxed: a first guess for the CAS, which decides (a claimed frame's result is read
        only after the latch's acquire) */
@@ -10371,7 +10376,7 @@ FIBERSCHED_API int fsched_frames_reclaim(fsched_frames *fs, fsched_frame *frame)
     return 0;
 }
 
-FIBERSCHED_API void fsched_frames_full(fsched_frames *fs) {
+FIBERSCHED_API void fsched__frames_full(fsched_frames *fs) {
     fsched__worker *w = (fsched__worker *)fs->worker;
     fsched__log(&w->sched->logger, FSCHED_LOG_ERROR,
                 "FSCHED_SPAWN: %lu frames spawned and not synced in one task tree: the frame "
@@ -10475,7 +10480,7 @@ static void fsched__frame_job_execute(fsched__job *job, fsched__worker *w) {
     fsched__running_end(f, outer);
     FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_CHILD, trace_begin, FSCHED__CODE(frame->run),
                                        NULL, 0);)
-    fsched_frames_leave(fs);
+    fsched__frames_leave(fs);
     FSCHED__POINT(JOIN);
     /* acq_rel: releases the result (or the exception) to the owner, acquires the fiber it
        left there; after it the owner may reuse the frame */
@@ -14875,7 +14880,7 @@ inline void frames_drop(fsched_frames *fs, fsched_frame *head) noexcept {
     while (top < fs->end && top->run) ++top;
     while (top > head) {
         --top;
-        if (top >= fs->split || fsched_frames_reclaim(fs, top)) top->run = nullptr;
+        if (top >= fs->split || fsched__frames_reclaim(fs, top)) top->run = nullptr;
         else if (top->latch == FSCHED__FRAME_THREW) frame_exception(top)->~exception_ptr();
     }
 }
@@ -14912,7 +14917,7 @@ public:
     explicit frames_lease(fsched_frames *fs) noexcept : fs_(fs) {}
     frames_lease(const frames_lease &) = delete;
     frames_lease &operator=(const frames_lease &) = delete;
-    ~frames_lease() { fsched_frames_leave(fs_); }
+    ~frames_lease() { fsched__frames_leave(fs_); }
 
 private:
     fsched_frames *fs_;
