@@ -2753,7 +2753,6 @@ typedef enum fsched__point {
 } fsched__point;
 /* Called, when set, at every point before the random perturbation (tests stall here). */
 static void (*fsched__chaos_hook)(fsched__point at);
-static void fsched__chaos(fsched__point at);
 #define FSCHED__POINT(name) fsched__chaos(FSCHED__AT_##name)
 #else
 #define FSCHED__POINT(name) ((void)0)
@@ -11494,9 +11493,6 @@ unlock:
     fsched__mutex_unlock(&g->lock);
     return r;
 }
-FIBERSCHED_API fsched_result fsched_graph_add_graph(fsched_graph *g, fsched_graph *sub,
-                                                    const fsched_graph_task_desc *desc,
-                                                    fsched_graph_task **out);
 
 /* ---- running --------------------------------------------------------------------- */
 
@@ -13124,8 +13120,6 @@ FIBERSCHED_API fsched_result fsched_pipeline_describe(const fsched_pipeline *p,
 
 /* ---- the parallel scheduler ------------------------------------------------------ */
 
-static void fsched__node_run(fsched__job *job, fsched__worker *w);
-
 /* Something m depends on changed: an idle node is queued, a busy one looks again. A
    short node is listed in *ready (when given) to run next on w, but on a bound slot,
    which may leave (nodes are placed at the normal level, for any slot). */
@@ -13390,8 +13384,6 @@ static void fsched__lp_leave(fsched__lp *lp, size_t k, uint64_t seq, fsched__wor
         fsched__lp_queue(w, &next->job);
     }
 }
-
-static void fsched__lp_input(fsched__job *job, fsched__worker *w);
 
 /* Under lp->lock, released here: whether the run is over (the input stopped and every
    record is free), which then ends the caller's wait; lp is not touched after that. */
