@@ -379,6 +379,35 @@
 #define FIBERSCHED_API extern
 #endif
 
+/* FSCHED__ALIGNED(n), first in a member's declaration: the member aligned to n bytes.
+   Without any of these the declarations still compile, members unaligned: a program's
+   own units read only the members before such a one, and the implementation needs GCC
+   or Clang anyway. */
+#if defined(__cplusplus) && __cplusplus >= 201103L
+#define FSCHED__ALIGNED(n) alignas(n)
+#elif !defined(__cplusplus) && defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
+#define FSCHED__ALIGNED(n) _Alignas(n)
+#elif defined(__GNUC__) || defined(__clang__)
+#define FSCHED__ALIGNED(n) __attribute__((aligned(n)))
+#elif defined(_MSC_VER)
+#define FSCHED__ALIGNED(n) __declspec(align(n))
+#else
+#define FSCHED__ALIGNED(n)
+#endif
+
+/* FSCHED__UNUSED, after a parameter or first in a function's declaration: no warning
+   when it goes unused. FSCHED__LIKELY(x), FSCHED__UNLIKELY(x): x, with the branch the
+   compiler should lay out first. */
+#if defined(__GNUC__) || defined(__clang__)
+#define FSCHED__UNUSED __attribute__((unused))
+#define FSCHED__LIKELY(x) __builtin_expect(!!(x), 1)
+#define FSCHED__UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define FSCHED__UNUSED
+#define FSCHED__LIKELY(x) (x)
+#define FSCHED__UNLIKELY(x) (x)
+#endif
+
 /* FSCHED__DEPRECATED(msg): a compiler's warning at every use of what it marks */
 #if defined(__cplusplus) && __cplusplus >= 201402L
 #define FSCHED__DEPRECATED(msg) [[deprecated(msg)]]
@@ -905,7 +934,7 @@ struct fsched_frames {
     size_t bytes;                /* of its frames */
     size_t mapped;               /* bytes of the memory that begins at base and is freed
                                     with it (0: part of an earlier stack's) */
-    uint64_t shared __attribute__((aligned(64))); /* offered [tail, split): tail low, split high */
+    FSCHED__ALIGNED(64) uint64_t shared; /* offered [tail, split): tail low, split high */
 };
 
 /* The macros' plumbing (and that of the C++ layer's helpers of them), not an API: a
@@ -921,7 +950,7 @@ FIBERSCHED_API void fsched__frames_share(fsched_frames *fs, fsched_frame *head);
 FIBERSCHED_API int fsched__frames_reclaim(fsched_frames *fs, fsched_frame *frame);
 FIBERSCHED_API void fsched__frames_full(fsched_frames *fs);
 
-#define FSCHED__TASK_FN static __attribute__((unused))
+#define FSCHED__TASK_FN static FSCHED__UNUSED
 /* a negative array size (a compile-time error) when an argument or result is too large */
 #define FSCHED__FITS_FRAME(type) (sizeof(type) <= FSCHED_FRAME_BYTES ? 1 : -1)
 #if defined(__cplusplus) && !defined(FIBERSCHED_NO_CPP) &&                                 \
@@ -939,7 +968,7 @@ FIBERSCHED_API void fsched__frames_full(fsched_frames *fs);
     }                                                                                      \
     return 0
 #define FSCHED__TASK_TAKEN(head)                                                           \
-    if (__builtin_expect((head)->latch == FSCHED__FRAME_THREW, 0))                         \
+    if (FSCHED__UNLIKELY((head)->latch == FSCHED__FRAME_THREW))                            \
     fsched::detail::frame_rethrow(head)
 #define FSCHED__TASK_ROOT(fs, root_call)                                                   \
     fsched::detail::frames_lease fsched__lease(fs);                                        \
@@ -969,8 +998,8 @@ FIBERSCHED_API void fsched__frames_full(fsched_frames *fs);
         fsched::detail::frames_unwound(fsched__fs, fsched__head, fsched__thrown);          \
     }                                                                                      \
     static inline rtype name##_fsched_user(                                                \
-        fsched_frames *fsched__fs __attribute__((unused)),                                 \
-        fsched_frame *fsched__head __attribute__((unused)), atype aname)
+        fsched_frames *fsched__fs FSCHED__UNUSED,                                          \
+        fsched_frame *fsched__head FSCHED__UNUSED, atype aname)
 #else
 #define FSCHED__TASK_RUN(frame, run_body)                                                  \
     run_body;                                                                              \
@@ -983,8 +1012,8 @@ FIBERSCHED_API void fsched__frames_full(fsched_frames *fs);
 #define FSCHED__TASK_OUTSIDE(call, run_root) run_root
 #define FSCHED__TASK_RETHROW(call) (void)0
 #define FSCHED__TASK_BODY(rtype, name, atype, aname)                                       \
-    static inline rtype name##_fsched_body(fsched_frames *fsched__fs __attribute__((unused)), \
-                                           fsched_frame *fsched__head __attribute__((unused)), \
+    static inline rtype name##_fsched_body(fsched_frames *fsched__fs FSCHED__UNUSED,       \
+                                           fsched_frame *fsched__head FSCHED__UNUSED,      \
                                            atype aname)
 #endif
 #define FSCHED__TASK_COMMON(rtype, name, atype, aname, data_members, run_body, sync_here,   \
@@ -1007,7 +1036,7 @@ FIBERSCHED_API void fsched__frames_full(fsched_frames *fs);
     FSCHED__TASK_FN inline rtype name##_fsched_sync(fsched_frames *fsched__fs,               \
                                                     fsched_frame *fsched__head) {            \
         name##_fsched_data *fsched__d = (name##_fsched_data *)(void *)&fsched__head->data;    \
-        if (__builtin_expect(fsched__head >= fsched__fs->split, 1) ||                        \
+        if (FSCHED__LIKELY(fsched__head >= fsched__fs->split) ||                              \
             fsched__frames_reclaim(fsched__fs, fsched__head)) {                               \
             fsched__head->run = 0;                                                           \
             sync_here;                                                                       \
@@ -1044,7 +1073,7 @@ FIBERSCHED_API void fsched__frames_full(fsched_frames *fs);
         fsched_frames *fsched__fs;                                                           \
         fsched_result fsched__r = fsched__frames_enter(&fsched__fs);                          \
         if (fsched__r != FSCHED_OK) return fsched__r;                                        \
-        if (__builtin_expect(!fsched__fs, 0))                                                \
+        if (FSCHED__UNLIKELY(!fsched__fs))                                                   \
             return name##_fsched_root_outside(fsched__arg, fsched__out);                     \
         FSCHED__TASK_ROOT(fsched__fs, root_call);                                            \
         (void)fsched__out;                                                                   \
@@ -1075,11 +1104,11 @@ FIBERSCHED_API void fsched__frames_full(fsched_frames *fs);
 /* Inside a task: offers name(arg) to other workers (a statement). */
 #define FSCHED_SPAWN(name, arg)                                                            \
     do {                                                                                   \
-        if (__builtin_expect(fsched__head == fsched__fs->end, 0))                          \
+        if (FSCHED__UNLIKELY(fsched__head == fsched__fs->end))                             \
             fsched__frames_full(fsched__fs);                                                \
         name##_fsched_spawn(fsched__head, (arg));                                          \
         ++fsched__head;                                                                    \
-        if (__builtin_expect(__atomic_load_n(&fsched__fs->asked, __ATOMIC_RELAXED) != 0, 0)) \
+        if (FSCHED__UNLIKELY(__atomic_load_n(&fsched__fs->asked, __ATOMIC_RELAXED) != 0))  \
             fsched__frames_share(fsched__fs, fsched__head);                                 \
     } while (0)
 
@@ -2040,9 +2069,6 @@ void __tsan_set_fiber_name(void *fiber, const char *name);
 
 #define FSCHED__NOINLINE __attribute__((noinline))
 #define FSCHED__ALWAYS_INLINE __inline__ __attribute__((always_inline))
-#define FSCHED__UNUSED __attribute__((unused))
-#define FSCHED__LIKELY(x) __builtin_expect(!!(x), 1)
-#define FSCHED__UNLIKELY(x) __builtin_expect(!!(x), 0)
 #if defined(FIBERSCHED_NO_THREADS)
 #define FSCHED__CACHE_LINE 16 /* one thread shares no lines: the alignment stacks need */
 #else
