@@ -2254,13 +2254,43 @@ static void fsched__log(const fsched_logger *logger, fsched_log_level level, con
     va_end(ap);
 }
 
-/* Misuse: returns `code` and, in debug builds, says why through the logger. */
+/* fsched__log of "where: " followed by the message, the name set before the format so
+   that it stays a plain string where nothing formats (FIBERSCHED_NO_STDIO) */
+FSCHED__UNUSED static void fsched__log_in(const fsched_logger *logger, fsched_log_level level,
+                                          const char *where, const char *fmt, ...)
+#if defined(__GNUC__) && !defined(FIBERSCHED_NO_STDIO)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+static void fsched__log_in(const fsched_logger *logger, fsched_log_level level,
+                           const char *where, const char *fmt, ...) {
+    char with[256];
+    size_t n = strlen(where), m = strlen(fmt);
+    va_list ap;
+    va_start(ap, fmt);
+    if (n + 2 + m < sizeof with) {
+        memcpy(with, where, n);
+        memcpy(with + n, ": ", 2);
+        memcpy(with + n + 2, fmt, m + 1);
+        fmt = with;
+    }
+    fsched__logv(logger, level, fmt, ap);
+    va_end(ap);
+}
+
+/* Misuse: returns `code` and, in debug builds, says why through the logger. A helper
+   that acts for a public function names it, as that function's caller gave it
+   (`what`); the public function itself says FSCHED__REFUSE, which names it by __func__:
+   "fsched_event_set: NULL argument". */
 #if FSCHED__DEBUG
 #define FSCHED__MISUSE(logger, code, ...) (fsched__log((logger), FSCHED_LOG_ERROR, __VA_ARGS__), (code))
+#define FSCHED__REFUSE(logger, code, ...)                                                   \
+    (fsched__log_in((logger), FSCHED_LOG_ERROR, __func__, __VA_ARGS__), (code))
 #else
 /* release builds say nothing, but still use the arguments (no unused warnings) */
 static inline void fsched__say_nothing(const char *fmt, ...) { (void)fmt; }
 #define FSCHED__MISUSE(logger, code, ...) ((void)(logger), fsched__say_nothing(__VA_ARGS__), (code))
+#define FSCHED__REFUSE(logger, code, ...) FSCHED__MISUSE(logger, code, __VA_ARGS__)
 #endif
 
 /* Ends the process: only for corrupted memory and impossible states. */
@@ -4165,8 +4195,8 @@ FIBERSCHED_API fsched_result fsched_stack_pool_create(const fsched_stack_pool_de
     fsched_result r;
     if (desc) d = *desc;
     else memset(&d, 0, sizeof d);
-    if (!out) return FSCHED__MISUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
-                                    "fsched_stack_pool_create: out is NULL");
+    if (!out) return FSCHED__REFUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
+                                    "out is NULL");
     *out = NULL;
     r = fsched__stack_params_resolve(d.stack_size, d.guard_size, d.stack_kind, &d.allocator,
                                      &d.logger, &params);
@@ -4204,9 +4234,9 @@ FIBERSCHED_API void fsched_stack_pool_destroy(fsched_stack_pool *pool) {
 
 FIBERSCHED_API fsched_result fsched_stack_pool_get_stats(fsched_stack_pool *pool,
                                                          fsched_stack_pool_stats *out) {
-    if (!pool || !out) return FSCHED__MISUSE((const fsched_logger *)NULL,
+    if (!pool || !out) return FSCHED__REFUSE((const fsched_logger *)NULL,
                                              FSCHED_ERR_INVALID_ARGUMENT,
-                                             "fsched_stack_pool_get_stats: NULL argument");
+                                             "NULL argument");
     fsched__mutex_lock(&pool->lock);
     out->cached = pool->n_cached;
     out->in_use = pool->in_use;
@@ -4354,15 +4384,15 @@ FIBERSCHED_API fsched_result fsched_fiber_create(const fsched_fiber_desc *desc,
     fsched_result r;
     if (desc) d = *desc;
     else memset(&d, 0, sizeof d);
-    if (!out) return FSCHED__MISUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
-                                    "fsched_fiber_create: out is NULL");
+    if (!out) return FSCHED__REFUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
+                                    "out is NULL");
     *out = NULL;
-    if (!fn) return FSCHED__MISUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
-                                   "fsched_fiber_create: fn is NULL");
+    if (!fn) return FSCHED__REFUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
+                                   "fn is NULL");
     if (d.pool) {
         if (d.stack_size || d.guard_size || d.stack_kind != FSCHED_STACK_DEFAULT)
-            return FSCHED__MISUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
-                                  "fsched_fiber_create: stack sizes are given by the pool");
+            return FSCHED__REFUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
+                                  "stack sizes are given by the pool");
         r = fsched__pool_take(d.pool, &f);
     } else {
         fsched__stack_params params;
@@ -4431,15 +4461,15 @@ FIBERSCHED_API fsched_result fsched_fiber_switch(fsched_fiber *to) {
 
 FIBERSCHED_API fsched_result fsched_fiber_destroy(fsched_fiber *f) {
     if (!f || f->magic != FSCHED__FIBER_LIVE)
-        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_fiber_destroy: %s", f ? "the fiber was destroyed" : "f is NULL");
+        return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "%s", f ? "the fiber was destroyed" : "f is NULL");
     if (f->is_root)
-        return FSCHED__MISUSE(&f->params.logger, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_fiber_destroy: a thread's own fiber cannot be destroyed");
+        return FSCHED__REFUSE(&f->params.logger, FSCHED_ERR_INVALID_ARGUMENT,
+                              "a thread's own fiber cannot be destroyed");
     /* acquire: the fiber's last switch away is complete before its stack is freed */
     if (fsched_fiber_get_state(f) == FSCHED_FIBER_RUNNING)
-        return FSCHED__MISUSE(&f->params.logger, FSCHED_ERR_WRONG_STATE,
-                              "fsched_fiber_destroy: fiber '%s' is running", f->name);
+        return FSCHED__REFUSE(&f->params.logger, FSCHED_ERR_WRONG_STATE,
+                              "fiber '%s' is running", f->name);
     fsched__fiber_release(f);
     return FSCHED_OK;
 }
@@ -4458,8 +4488,8 @@ FIBERSCHED_API fsched_fiber_state fsched_fiber_get_state(const fsched_fiber *f) 
 
 FIBERSCHED_API fsched_result fsched_fiber_stack(const fsched_fiber *f, void **lo, size_t *size) {
     if (!f || f->magic != FSCHED__FIBER_LIVE || !lo || !size)
-        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_fiber_stack: NULL or destroyed argument");
+        return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "NULL or destroyed argument");
     *lo = f->stack_lo;
     *size = (size_t)(f->stack_hi - f->stack_lo);
     return FSCHED_OK;
@@ -4468,8 +4498,8 @@ FIBERSCHED_API fsched_result fsched_fiber_stack(const fsched_fiber *f, void **lo
 FIBERSCHED_API fsched_result fsched_fiber_stack_used(const fsched_fiber *f, size_t *used) {
     const unsigned char *p;
     if (!f || f->magic != FSCHED__FIBER_LIVE || !used)
-        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_fiber_stack_used: NULL or destroyed argument");
+        return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "NULL or destroyed argument");
     if (!FIBERSCHED_STACK_PAINT || f->params.kind != FSCHED_STACK_HEAP ||
         f->stack_lo == f->stack_hi)
         return FSCHED_ERR_UNSUPPORTED; /* not painted */
@@ -6804,12 +6834,12 @@ FIBERSCHED_API fsched_result fsched_create(const fsched_desc *desc, fsched_sched
     uint32_t i, bound;
     if (desc) d = *desc;
     else memset(&d, 0, sizeof d);
-    if (!out) return FSCHED__MISUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
-                                    "fsched_create: out is NULL");
+    if (!out) return FSCHED__REFUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
+                                    "out is NULL");
     *out = NULL;
     if (d.single_threaded && d.workers)
-        return FSCHED__MISUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_create: single_threaded with %lu workers (a single-threaded "
+        return FSCHED__REFUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
+                              "single_threaded with %lu workers (a single-threaded "
                               "scheduler has no worker threads: leave workers 0)",
                               (unsigned long)d.workers);
 #if defined(FIBERSCHED_NO_THREADS)
@@ -6823,13 +6853,13 @@ FIBERSCHED_API fsched_result fsched_create(const fsched_desc *desc, fsched_sched
     bound = d.max_bound_threads ? d.max_bound_threads : 8;
 #endif
     if (d.workers > FSCHED_MAX_WORKERS || bound > FSCHED_MAX_WORKERS)
-        return FSCHED__MISUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_create: %lu workers and %lu bound threads: at most %d of "
+        return FSCHED__REFUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
+                              "%lu workers and %lu bound threads: at most %d of "
                               "each (FSCHED_MAX_WORKERS)", (unsigned long)d.workers,
                               (unsigned long)bound, FSCHED_MAX_WORKERS);
     if (d.interrupt_tasks > 65536)
-        return FSCHED__MISUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_create: %lu interrupt tasks is too many",
+        return FSCHED__REFUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
+                              "%lu interrupt tasks is too many",
                               (unsigned long)d.interrupt_tasks);
     a = fsched__allocator_resolve(&d.allocator);
     s = (fsched_sched *)fsched__alloc(&a, sizeof *s, FSCHED__CACHE_LINE);
@@ -6882,8 +6912,8 @@ FIBERSCHED_API fsched_result fsched_create(const fsched_desc *desc, fsched_sched
         if (first_fiber && !(first = fsched__idle_take(s->slots[i]))) {
             size_t stack_size = s->stacks->params.stack_size;
             fsched__sched_free(s);
-            return FSCHED__MISUSE(&d.logger, FSCHED_ERR_OUT_OF_MEMORY,
-                                  "fsched_create: no fiber stack of %lu bytes could be had "
+            return FSCHED__REFUSE(&d.logger, FSCHED_ERR_OUT_OF_MEMORY,
+                                  "no fiber stack of %lu bytes could be had "
                                   "(out of memory or address space)", (unsigned long)stack_size);
         }
         if (first) fsched__idle_park(s->slots[i], first);
@@ -7032,11 +7062,11 @@ FIBERSCHED_API fsched_result fsched_unbind(void) {
     fsched__thread *t = fsched__thread_get();
     fsched__worker *w = t->worker;
     if (!w || !w->bound)
-        return FSCHED__MISUSE(w ? &w->sched->logger : NULL, FSCHED_ERR_WRONG_STATE,
-                              "fsched_unbind: the thread is %s", w ? "a worker" : "not bound");
+        return FSCHED__REFUSE(w ? &w->sched->logger : NULL, FSCHED_ERR_WRONG_STATE,
+                              "the thread is %s", w ? "a worker" : "not bound");
     if (!fsched__in_own_code(t))
-        return FSCHED__MISUSE(&w->sched->logger, FSCHED_ERR_WRONG_STATE,
-                              "fsched_unbind: called from a task, not from the bound thread itself");
+        return FSCHED__REFUSE(&w->sched->logger, FSCHED_ERR_WRONG_STATE,
+                              "called from a task, not from the bound thread itself");
     fsched__unbind(w);
     return FSCHED_OK;
 }
@@ -7081,20 +7111,20 @@ FIBERSCHED_API fsched_result fsched_destroy(fsched_sched *s) {
     /* exclusively: no call may enter s through the registry while destroy begins (a
        bind, a spawn from outside: they see s closing afterwards, or are seen here) */
     fsched__live_write_lock();
-    if ((r = fsched__sched_open(s, 1, "fsched_destroy")) != FSCHED_OK) {
+    if ((r = fsched__sched_open(s, 1, __func__)) != FSCHED_OK) {
         /* destroyed already, or another thread destroys it */
     } else if (t->worker && (t->worker->sched != s || !t->worker->bound ||
                              !fsched__in_own_code(t))) {
-        r = FSCHED__MISUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
-                           "fsched_destroy: called from a task or from another scheduler");
+        r = FSCHED__REFUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
+                           "called from a task or from another scheduler");
     } else if (t->in_worker_hook == s) {
-        r = FSCHED__MISUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
-                           "fsched_destroy: called from the scheduler's own worker hook");
+        r = FSCHED__REFUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
+                           "called from the scheduler's own worker hook");
     } else {
         for (i = s->n_threads; i < s->n_slots; i++)
             if (s->slots[i] != t->worker && FSCHED__LOAD(&s->slots[i]->in_use, FSCHED__ACQUIRE))
-                r = FSCHED__MISUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
-                                   "fsched_destroy: another thread is still bound");
+                r = FSCHED__REFUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
+                                   "another thread is still bound");
     }
     if (r == FSCHED_OK) {
         w = t->worker;
@@ -7130,7 +7160,7 @@ FIBERSCHED_API fsched_sched *fsched_current(void) {
 
 FIBERSCHED_API uint32_t fsched_worker_count(const fsched_sched *s) {
     uint32_t n;
-    if (fsched__sched_enter((fsched_sched *)s, 0, "fsched_worker_count") != FSCHED_OK) return 0;
+    if (fsched__sched_enter((fsched_sched *)s, 0, __func__) != FSCHED_OK) return 0;
     n = s->n_threads;
     fsched__sched_release((fsched_sched *)s);
     return n;
@@ -7142,8 +7172,8 @@ FIBERSCHED_API fsched_result fsched_get_stats(const fsched_sched *s, fsched_stat
     int64_t fibers = 0;
     uint32_t i;
     fsched_result r;
-    if (!out) return FSCHED__MISUSE(NULL, FSCHED_ERR_INVALID_ARGUMENT, "fsched_get_stats: out is NULL");
-    if ((r = fsched__sched_enter(m, 0, "fsched_get_stats")) != FSCHED_OK) return r;
+    if (!out) return FSCHED__REFUSE(NULL, FSCHED_ERR_INVALID_ARGUMENT, "out is NULL");
+    if ((r = fsched__sched_enter(m, 0, __func__)) != FSCHED_OK) return r;
     memset(out, 0, sizeof *out);
     for (i = 0; i < m->n_slots; i++) {
         fsched__worker *w = m->slots[i];
@@ -7368,8 +7398,8 @@ static fsched_result fsched__default_enter(fsched_sched **out, const char *what)
 
 FIBERSCHED_API fsched_result fsched_default_configure(const fsched_desc *desc) {
     if (!fsched__default_claim())
-        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
-                              "fsched_default_configure: the default scheduler exists already "
+        return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
+                              "the default scheduler exists already "
                               "(made, set or gotten), or the process is exiting");
     if (desc) fsched__default_desc = *desc;
     else memset(&fsched__default_desc, 0, sizeof fsched__default_desc);
@@ -7379,7 +7409,7 @@ FIBERSCHED_API fsched_result fsched_default_configure(const fsched_desc *desc) {
 }
 
 FIBERSCHED_API fsched_result fsched_default_set(fsched_sched *s) {
-    fsched_result r = fsched__sched_enter(s, 1, "fsched_default_set");
+    fsched_result r = fsched__sched_enter(s, 1, __func__);
     if (r != FSCHED_OK) return r;
     if (fsched__default_claim()) {
         fsched__default_hook();
@@ -7387,8 +7417,8 @@ FIBERSCHED_API fsched_result fsched_default_set(fsched_sched *s) {
         fsched__default_sched = s;
         fsched__default_unclaim(FSCHED__DEFAULT_SET);
     } else {
-        r = FSCHED__MISUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
-                           "fsched_default_set: the default scheduler exists already (made, "
+        r = FSCHED__REFUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
+                           "the default scheduler exists already (made, "
                            "set or gotten), or the process is exiting");
     }
     fsched__sched_release(s);
@@ -7399,9 +7429,9 @@ FIBERSCHED_API fsched_result fsched_default_get(fsched_sched **out) {
     fsched_sched *s = NULL;
     fsched_result r;
     if (!out)
-        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_default_get: out is NULL");
-    r = fsched__default_find_live(&s, "fsched_default_get");
+        return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "out is NULL");
+    r = fsched__default_find_live(&s, __func__);
     *out = r == FSCHED_OK ? s : NULL;
     return r;
 }
@@ -7743,27 +7773,28 @@ static fsched_result fsched__wait_list_retire(fsched_wait_list *l, const char *b
     return FSCHED_OK;
 }
 
-#define FSCHED__CHECK_ARG(ptr, fn)                                                          \
+/* In a public function, as the checks below: refuses a NULL argument, naming the function */
+#define FSCHED__CHECK_ARG(ptr)                                                              \
     do {                                                                                    \
         if (!(ptr))                                                                         \
-            return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT, \
-                                  fn ": NULL argument");                                    \
+            return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT, \
+                                  "NULL argument");                                         \
     } while (0)
 
 /* A primitive that is NULL or was destroyed (its lock word poisoned): refused. Relaxed:
    a check of misuse; a destroy racing the call itself is undefined. */
-#define FSCHED__CHECK_LIVE(obj, fn)                                                         \
+#define FSCHED__CHECK_LIVE(obj)                                                             \
     do {                                                                                    \
-        FSCHED__CHECK_ARG(obj, fn);                                                         \
+        FSCHED__CHECK_ARG(obj);                                                             \
         if (FSCHED__LOAD(&(obj)->waiters.lock, FSCHED__RELAXED) == FSCHED__LIST_DEAD)       \
-            return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT, \
-                                  fn ": the object was destroyed");                         \
+            return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT, \
+                                  "the object was destroyed");                              \
     } while (0)
 
 /* ---- event ----------------------------------------------------------------------- */
 
 FIBERSCHED_API fsched_result fsched_event_init(fsched_event *e, int manual_reset, int initially_set) {
-    FSCHED__CHECK_ARG(e, "fsched_event_init");
+    FSCHED__CHECK_ARG(e);
     fsched__wait_list_init(&e->waiters);
     e->signaled = initially_set ? 1u : 0u;
     e->manual_reset = manual_reset ? 1u : 0u;
@@ -7771,13 +7802,13 @@ FIBERSCHED_API fsched_result fsched_event_init(fsched_event *e, int manual_reset
 }
 
 FIBERSCHED_API fsched_result fsched_event_destroy(fsched_event *e) {
-    FSCHED__CHECK_LIVE(e, "fsched_event_destroy");
-    return fsched__wait_list_retire(&e->waiters, NULL, "fsched_event_destroy");
+    FSCHED__CHECK_LIVE(e);
+    return fsched__wait_list_retire(&e->waiters, NULL, __func__);
 }
 
 FIBERSCHED_API fsched_result fsched_event_set(fsched_event *e) {
     fsched__wakes wakes;
-    FSCHED__CHECK_LIVE(e, "fsched_event_set");
+    FSCHED__CHECK_LIVE(e);
     wakes.n = 0;
     fsched__wait_list_lock(&e->waiters);
     if (e->manual_reset) {
@@ -7792,7 +7823,7 @@ FIBERSCHED_API fsched_result fsched_event_set(fsched_event *e) {
 }
 
 FIBERSCHED_API fsched_result fsched_event_reset(fsched_event *e) {
-    FSCHED__CHECK_LIVE(e, "fsched_event_reset");
+    FSCHED__CHECK_LIVE(e);
     FSCHED__STORE(&e->signaled, 0u, FSCHED__RELAXED);
     return FSCHED_OK;
 }
@@ -7830,32 +7861,32 @@ static fsched_result fsched__event_wait(fsched_event *e, uint64_t deadline) {
 }
 
 FIBERSCHED_API fsched_result fsched_event_wait(fsched_event *e) {
-    FSCHED__CHECK_LIVE(e, "fsched_event_wait");
+    FSCHED__CHECK_LIVE(e);
     return fsched__event_wait(e, 0);
 }
 
-#define FSCHED__CHECK_CLOCK(fn)                                                             \
+#define FSCHED__CHECK_CLOCK()                                                               \
     do {                                                                                    \
         if (!fsched__have_clock())                                                          \
-            return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_UNSUPPORTED,      \
-                                  fn ": no clock (give the scheduler's desc a clock)");     \
+            return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_UNSUPPORTED,      \
+                                  "no clock (give the scheduler's desc a clock)");          \
     } while (0)
 
 FIBERSCHED_API fsched_result fsched_event_wait_for(fsched_event *e, uint64_t timeout_ns) {
-    FSCHED__CHECK_LIVE(e, "fsched_event_wait_for");
+    FSCHED__CHECK_LIVE(e);
     if (fsched__event_try(e)) {
         fsched__wait_list_quiesce(&e->waiters);
         return FSCHED_OK;
     }
     if (!timeout_ns) return FSCHED_ERR_TIMEOUT;
-    FSCHED__CHECK_CLOCK("fsched_event_wait_for");
+    FSCHED__CHECK_CLOCK();
     return fsched__event_wait(e, fsched__deadline_after(timeout_ns));
 }
 
 /* ---- wait group ------------------------------------------------------------------ */
 
 FIBERSCHED_API fsched_result fsched_wait_group_init(fsched_wait_group *wg) {
-    FSCHED__CHECK_ARG(wg, "fsched_wait_group_init");
+    FSCHED__CHECK_ARG(wg);
     fsched__wait_list_init(&wg->waiters);
     wg->count = 0;
     wg->single = NULL;
@@ -7863,25 +7894,25 @@ FIBERSCHED_API fsched_result fsched_wait_group_init(fsched_wait_group *wg) {
 }
 
 FIBERSCHED_API fsched_result fsched_wait_group_destroy(fsched_wait_group *wg) {
-    FSCHED__CHECK_LIVE(wg, "fsched_wait_group_destroy");
+    FSCHED__CHECK_LIVE(wg);
     return fsched__wait_list_retire(&wg->waiters,
                                     FSCHED__LOAD(&wg->count, FSCHED__ACQUIRE) != 0
                                         ? "work is still counted" : NULL,
-                                    "fsched_wait_group_destroy");
+                                    __func__);
 }
 
 FIBERSCHED_API fsched_result fsched_wait_group_add(fsched_wait_group *wg, int64_t n) {
     fsched__wakes wakes;
     int64_t c;
-    FSCHED__CHECK_LIVE(wg, "fsched_wait_group_add");
+    FSCHED__CHECK_LIVE(wg);
     c = FSCHED__LOAD(&wg->count, FSCHED__RELAXED);
     for (;;) { /* without the lock while the count stays above zero */
         if (n > 0 && c > INT64_MAX - n) /* c + n itself would overflow */
-            return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
-                                  "fsched_wait_group_add: the count would pass INT64_MAX");
+            return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                                  "the count would pass INT64_MAX");
         if (c + n < 0)
-            return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
-                                  "fsched_wait_group_add: the count would go below zero");
+            return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
+                                  "the count would go below zero");
         if (c + n == 0 && n != 0) break;
         /* acq_rel: the work counted down happens before a waiter returns */
         if (FSCHED__CAS_WEAK(&wg->count, &c, c + n, FSCHED__ACQ_REL, FSCHED__RELAXED))
@@ -7895,8 +7926,8 @@ FIBERSCHED_API fsched_result fsched_wait_group_add(fsched_wait_group *wg, int64_
     for (;;) {
         if (c + n < 0) {
             fsched__wait_list_unlock(&wg->waiters);
-            return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
-                                  "fsched_wait_group_add: the count would go below zero");
+            return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
+                                  "the count would go below zero");
         }
         if (FSCHED__CAS_WEAK(&wg->count, &c, c + n, FSCHED__ACQ_REL, FSCHED__RELAXED)) break;
     }
@@ -8111,9 +8142,9 @@ static FSCHED__NOINLINE fsched_result fsched__wait_group_unattended(fsched_wait_
 
 FIBERSCHED_API fsched_result fsched_wait_group_wait(fsched_wait_group *wg) {
     fsched_result r;
-    FSCHED__CHECK_LIVE(wg, "fsched_wait_group_wait");
+    FSCHED__CHECK_LIVE(wg);
     if (FSCHED__UNLIKELY(FSCHED__LOAD(&wg->single, FSCHED__RELAXED)) &&
-        (r = fsched__wait_group_unattended(wg, "fsched_wait_group_wait")) != FSCHED_OK)
+        (r = fsched__wait_group_unattended(wg, __func__)) != FSCHED_OK)
         return r;
     fsched__wait_group_help(wg);
     return fsched__wait_group_block(wg, 0);
@@ -8122,15 +8153,15 @@ FIBERSCHED_API fsched_result fsched_wait_group_wait(fsched_wait_group *wg) {
 FIBERSCHED_API fsched_result fsched_wait_group_wait_for(fsched_wait_group *wg, uint64_t timeout_ns) {
     uint64_t deadline;
     fsched_result r;
-    FSCHED__CHECK_LIVE(wg, "fsched_wait_group_wait_for");
+    FSCHED__CHECK_LIVE(wg);
     if (FSCHED__LOAD(&wg->count, FSCHED__ACQUIRE) == 0) {
         fsched__wait_list_quiesce(&wg->waiters);
         return FSCHED_OK;
     }
     if (!timeout_ns) return FSCHED_ERR_TIMEOUT;
-    FSCHED__CHECK_CLOCK("fsched_wait_group_wait_for");
+    FSCHED__CHECK_CLOCK();
     if (FSCHED__UNLIKELY(FSCHED__LOAD(&wg->single, FSCHED__RELAXED)) &&
-        (r = fsched__wait_group_unattended(wg, "fsched_wait_group_wait_for")) != FSCHED_OK)
+        (r = fsched__wait_group_unattended(wg, __func__)) != FSCHED_OK)
         return r;
     deadline = fsched__deadline_after(timeout_ns); /* from the call, helping included */
     fsched__wait_group_help(wg);
@@ -8150,19 +8181,19 @@ FIBERSCHED_API fsched_result fsched_wait_group_wait_for(fsched_wait_group *wg, u
 #define FSCHED__MUTEX_HANDOFF_NS 1000000u
 
 FIBERSCHED_API fsched_result fsched_mutex_init(fsched_mutex *m) {
-    FSCHED__CHECK_ARG(m, "fsched_mutex_init");
+    FSCHED__CHECK_ARG(m);
     fsched__wait_list_init(&m->waiters);
     m->state = 0;
     return FSCHED_OK;
 }
 
 FIBERSCHED_API fsched_result fsched_mutex_destroy(fsched_mutex *m) {
-    FSCHED__CHECK_LIVE(m, "fsched_mutex_destroy");
+    FSCHED__CHECK_LIVE(m);
     return fsched__wait_list_retire(&m->waiters,
                                     FSCHED__LOAD(&m->state, FSCHED__ACQUIRE) &
                                             FSCHED__MUTEX_LOCKED
                                         ? "the mutex is locked" : NULL,
-                                    "fsched_mutex_destroy");
+                                    __func__);
 }
 
 /* Takes the mutex if it is free; 1 when taken. */
@@ -8177,7 +8208,7 @@ static int fsched__mutex_try(fsched_mutex *m) {
 }
 
 FIBERSCHED_API fsched_result fsched_mutex_try_lock(fsched_mutex *m) {
-    FSCHED__CHECK_LIVE(m, "fsched_mutex_try_lock");
+    FSCHED__CHECK_LIVE(m);
     if (!fsched__mutex_try(m)) return FSCHED_ERR_TIMEOUT;
     fsched__wait_list_quiesce(&m->waiters);
     return FSCHED_OK;
@@ -8235,13 +8266,13 @@ static fsched_result fsched__mutex_acquire(fsched_mutex *m, uint64_t deadline) {
 }
 
 FIBERSCHED_API fsched_result fsched_mutex_lock(fsched_mutex *m) {
-    FSCHED__CHECK_LIVE(m, "fsched_mutex_lock");
+    FSCHED__CHECK_LIVE(m);
     return fsched__mutex_acquire(m, 0);
 }
 
 FIBERSCHED_API fsched_result fsched_mutex_lock_for(fsched_mutex *m, uint64_t timeout_ns) {
-    FSCHED__CHECK_LIVE(m, "fsched_mutex_lock_for");
-    FSCHED__CHECK_CLOCK("fsched_mutex_lock_for");
+    FSCHED__CHECK_LIVE(m);
+    FSCHED__CHECK_CLOCK();
     return fsched__mutex_acquire(m, fsched__deadline_after(timeout_ns));
 }
 
@@ -8259,12 +8290,12 @@ static int fsched__mutex_starving(const fsched__waiter *wt) {
 FIBERSCHED_API fsched_result fsched_mutex_unlock(fsched_mutex *m) {
     fsched__wakes wakes;
     uint32_t st = FSCHED__MUTEX_LOCKED, handoff = 0;
-    FSCHED__CHECK_LIVE(m, "fsched_mutex_unlock");
+    FSCHED__CHECK_LIVE(m);
     /* release: our critical section happens before the next holder's */
     if (FSCHED__CAS(&m->state, &st, 0u, FSCHED__RELEASE, FSCHED__RELAXED)) return FSCHED_OK;
     if (!(st & FSCHED__MUTEX_LOCKED))
-        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
-                              "fsched_mutex_unlock: the mutex is not locked");
+        return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
+                              "the mutex is not locked");
     wakes.n = 0;
     fsched__wait_list_lock(&m->waiters);
     while (m->waiters.head) {
@@ -8287,14 +8318,14 @@ FIBERSCHED_API fsched_result fsched_mutex_unlock(fsched_mutex *m) {
 /* ---- condition variable ---------------------------------------------------------- */
 
 FIBERSCHED_API fsched_result fsched_cond_init(fsched_cond *c) {
-    FSCHED__CHECK_ARG(c, "fsched_cond_init");
+    FSCHED__CHECK_ARG(c);
     fsched__wait_list_init(&c->waiters);
     return FSCHED_OK;
 }
 
 FIBERSCHED_API fsched_result fsched_cond_destroy(fsched_cond *c) {
-    FSCHED__CHECK_LIVE(c, "fsched_cond_destroy");
-    return fsched__wait_list_retire(&c->waiters, NULL, "fsched_cond_destroy");
+    FSCHED__CHECK_LIVE(c);
+    return fsched__wait_list_retire(&c->waiters, NULL, __func__);
 }
 
 static fsched_result fsched__cond_wait(fsched_cond *c, fsched_mutex *m, uint64_t deadline) {
@@ -8322,21 +8353,21 @@ static fsched_result fsched__cond_wait(fsched_cond *c, fsched_mutex *m, uint64_t
 }
 
 FIBERSCHED_API fsched_result fsched_cond_wait(fsched_cond *c, fsched_mutex *m) {
-    FSCHED__CHECK_LIVE(c, "fsched_cond_wait");
-    FSCHED__CHECK_LIVE(m, "fsched_cond_wait");
+    FSCHED__CHECK_LIVE(c);
+    FSCHED__CHECK_LIVE(m);
     return fsched__cond_wait(c, m, 0);
 }
 
 FIBERSCHED_API fsched_result fsched_cond_wait_for(fsched_cond *c, fsched_mutex *m, uint64_t timeout_ns) {
-    FSCHED__CHECK_LIVE(c, "fsched_cond_wait_for");
-    FSCHED__CHECK_LIVE(m, "fsched_cond_wait_for");
-    FSCHED__CHECK_CLOCK("fsched_cond_wait_for");
+    FSCHED__CHECK_LIVE(c);
+    FSCHED__CHECK_LIVE(m);
+    FSCHED__CHECK_CLOCK();
     return fsched__cond_wait(c, m, fsched__deadline_after(timeout_ns));
 }
 
 FIBERSCHED_API fsched_result fsched_cond_signal(fsched_cond *c) {
     fsched__wakes wakes;
-    FSCHED__CHECK_LIVE(c, "fsched_cond_signal");
+    FSCHED__CHECK_LIVE(c);
     if (!FSCHED__LOAD(&c->waiters.count, FSCHED__ACQUIRE)) return FSCHED_OK;
     wakes.n = 0;
     fsched__wait_list_lock(&c->waiters);
@@ -8347,7 +8378,7 @@ FIBERSCHED_API fsched_result fsched_cond_signal(fsched_cond *c) {
 
 FIBERSCHED_API fsched_result fsched_cond_broadcast(fsched_cond *c) {
     fsched__wakes wakes;
-    FSCHED__CHECK_LIVE(c, "fsched_cond_broadcast");
+    FSCHED__CHECK_LIVE(c);
     if (!FSCHED__LOAD(&c->waiters.count, FSCHED__ACQUIRE)) return FSCHED_OK;
     wakes.n = 0;
     fsched__wait_list_lock(&c->waiters);
@@ -8359,18 +8390,18 @@ FIBERSCHED_API fsched_result fsched_cond_broadcast(fsched_cond *c) {
 /* ---- semaphore ------------------------------------------------------------------- */
 
 FIBERSCHED_API fsched_result fsched_sema_init(fsched_sema *s, int64_t initial) {
-    FSCHED__CHECK_ARG(s, "fsched_sema_init");
+    FSCHED__CHECK_ARG(s);
     if (initial < 0)
-        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_sema_init: negative count");
+        return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "negative count");
     fsched__wait_list_init(&s->waiters);
     s->count = initial;
     return FSCHED_OK;
 }
 
 FIBERSCHED_API fsched_result fsched_sema_destroy(fsched_sema *s) {
-    FSCHED__CHECK_LIVE(s, "fsched_sema_destroy");
-    return fsched__wait_list_retire(&s->waiters, NULL, "fsched_sema_destroy");
+    FSCHED__CHECK_LIVE(s);
+    return fsched__wait_list_retire(&s->waiters, NULL, __func__);
 }
 
 static int fsched__sema_try(fsched_sema *s) {
@@ -8393,7 +8424,7 @@ static int fsched__sema_take_locked(fsched_sema *s) {
 }
 
 FIBERSCHED_API fsched_result fsched_sema_try_acquire(fsched_sema *s) {
-    FSCHED__CHECK_LIVE(s, "fsched_sema_try_acquire");
+    FSCHED__CHECK_LIVE(s);
     return fsched__sema_try(s) ? FSCHED_OK : FSCHED_ERR_TIMEOUT;
 }
 
@@ -8420,22 +8451,22 @@ static fsched_result fsched__sema_acquire(fsched_sema *s, uint64_t deadline) {
 }
 
 FIBERSCHED_API fsched_result fsched_sema_acquire(fsched_sema *s) {
-    FSCHED__CHECK_LIVE(s, "fsched_sema_acquire");
+    FSCHED__CHECK_LIVE(s);
     return fsched__sema_acquire(s, 0);
 }
 
 FIBERSCHED_API fsched_result fsched_sema_acquire_for(fsched_sema *s, uint64_t timeout_ns) {
-    FSCHED__CHECK_LIVE(s, "fsched_sema_acquire_for");
-    FSCHED__CHECK_CLOCK("fsched_sema_acquire_for");
+    FSCHED__CHECK_LIVE(s);
+    FSCHED__CHECK_CLOCK();
     return fsched__sema_acquire(s, fsched__deadline_after(timeout_ns));
 }
 
 FIBERSCHED_API fsched_result fsched_sema_release(fsched_sema *s, int64_t n) {
     fsched__wakes wakes;
-    FSCHED__CHECK_LIVE(s, "fsched_sema_release");
+    FSCHED__CHECK_LIVE(s);
     if (n < 0)
-        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_sema_release: negative count");
+        return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "negative count");
     if (n == 0) return FSCHED_OK;
     wakes.n = 0;
     fsched__wait_list_lock(&s->waiters);
@@ -8443,8 +8474,8 @@ FIBERSCHED_API fsched_result fsched_sema_release(fsched_sema *s, int64_t n) {
        overflow once this test passed */
     if (n > INT64_MAX - FSCHED__LOAD(&s->count, FSCHED__RELAXED)) {
         fsched__wait_list_unlock(&s->waiters);
-        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_sema_release: the count would pass INT64_MAX");
+        return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "the count would pass INT64_MAX");
     }
     /* waiters first (each gets its unit directly), the rest to the count */
     while (n > 0 && fsched__wait_list_wake_one(&s->waiters, &wakes)) n--;
@@ -9444,7 +9475,7 @@ static fsched__io *fsched__io_get(fsched_sched *s, fsched_result *r) {
 
 FIBERSCHED_API fsched_result fsched_set_poll(fsched_sched *s, fsched_poll_fn fn, void *user,
                                              uint64_t interval_ns) {
-    fsched_result r = fsched__sched_enter(s, 0, "fsched_set_poll");
+    fsched_result r = fsched__sched_enter(s, 0, __func__);
     int inside;
     if (r != FSCHED_OK) return r;
     /* the hook's own lock, unless this is the call that holds it */
@@ -9621,8 +9652,8 @@ FIBERSCHED_API fsched_result fsched_wait_fd(int fd, uint32_t events, uint64_t ti
     uint64_t deadline;
     fsched_result r = FSCHED_OK;
     if (fd < 0 || !events || (events & ~(FSCHED_READABLE | FSCHED_WRITABLE)))
-        return FSCHED__MISUSE(NULL, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_wait_fd: fd %d or events %u out of range", fd, events);
+        return FSCHED__REFUSE(NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "fd %d or events %u out of range", fd, events);
     if (!w || !timeout_ns) return fsched__fd_poll_thread(fd, events, timeout_ns, ready);
     if (FSCHED__LOAD(&w->sched->closing, FSCHED__RELAXED)) return FSCHED_ERR_CANCELLED;
     if (!(io = fsched__io_get(w->sched, &r))) return r;
@@ -9638,7 +9669,7 @@ FIBERSCHED_API fsched_result fsched_wait_fd(int fd, uint32_t events, uint64_t ti
     (void)events;
     (void)timeout_ns;
     (void)ready;
-    return FSCHED__MISUSE(NULL, FSCHED_ERR_UNSUPPORTED, "fsched_wait_fd: no file descriptors here");
+    return FSCHED__REFUSE(NULL, FSCHED_ERR_UNSUPPORTED, "no file descriptors here");
 #endif
 }
 
@@ -9654,7 +9685,7 @@ FIBERSCHED_API fsched_result fsched_close_fd(int fd) {
     fsched__io *io;
     int own, rc, err;
     if (fd < 0)
-        return FSCHED__MISUSE(NULL, FSCHED_ERR_INVALID_ARGUMENT, "fsched_close_fd: fd %d", fd);
+        return FSCHED__REFUSE(NULL, FSCHED_ERR_INVALID_ARGUMENT, "fd %d", fd);
     /* the list's lock keeps every poller in it alive (fsched__watch_free takes it first) */
     fsched__spin_lock(&fsched__io_all_lock);
     if (!(own = fsched__io_owns(fd))) {
@@ -9663,8 +9694,8 @@ FIBERSCHED_API fsched_result fsched_close_fd(int fd) {
     }
     fsched__spin_unlock(&fsched__io_all_lock);
     if (own)
-        return FSCHED__MISUSE(NULL, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_close_fd: fd %d is a scheduler's own", fd);
+        return FSCHED__REFUSE(NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "fd %d is a scheduler's own", fd);
     FSCHED__POINT(FD_CLOSE);
     rc = close(fd);
     err = errno;
@@ -9672,12 +9703,12 @@ FIBERSCHED_API fsched_result fsched_close_fd(int fd) {
     fsched__fd_closing_end(&entry);
     if (rc == 0) return FSCHED_OK;
     errno = err;
-    return err == EBADF ? FSCHED__MISUSE(NULL, FSCHED_ERR_INVALID_ARGUMENT,
-                                         "fsched_close_fd: fd %d is not open", fd)
+    return err == EBADF ? FSCHED__REFUSE(NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                                         "fd %d is not open", fd)
                         : FSCHED_ERR_SYSTEM;
 #else
     (void)fd;
-    return FSCHED__MISUSE(NULL, FSCHED_ERR_UNSUPPORTED, "fsched_close_fd: no file descriptors here");
+    return FSCHED__REFUSE(NULL, FSCHED_ERR_UNSUPPORTED, "no file descriptors here");
 #endif
 }
 
@@ -9778,14 +9809,14 @@ FIBERSCHED_API fsched_result fsched_spawn_named(fsched_sched *s, void (*fn)(void
 
 FIBERSCHED_API fsched_result fsched_wait_group_spawn(fsched_wait_group *wg, fsched_sched *s,
                                                      void (*fn)(void *arg), void *arg) {
-    FSCHED__CHECK_LIVE(wg, "fsched_wait_group_spawn");
+    FSCHED__CHECK_LIVE(wg);
     return fsched__spawn(s, wg, fn, arg, NULL, 0, NULL);
 }
 
 FIBERSCHED_API fsched_result fsched_wait_group_spawn_named(fsched_wait_group *wg, fsched_sched *s,
                                                            void (*fn)(void *arg), void *arg,
                                                            const char *name) {
-    FSCHED__CHECK_LIVE(wg, "fsched_wait_group_spawn_named");
+    FSCHED__CHECK_LIVE(wg);
     return fsched__spawn(s, wg, fn, arg, NULL, 0, name);
 }
 
@@ -10707,13 +10738,13 @@ FIBERSCHED_API fsched_result fsched_parallel_for(size_t begin, size_t end, size_
                                                  void *ctx) {
     fsched__range r;
     if (!body)
-        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_parallel_for: body is NULL");
+        return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "body is NULL");
     memset(&r, 0, sizeof r);
     r.body = body;
     r.ctx = ctx;
     r.grain = grain;
-    return fsched__range_start(&r, begin, end, NULL, "fsched_parallel_for");
+    return fsched__range_start(&r, begin, end, NULL, __func__);
 }
 
 FIBERSCHED_API fsched_result fsched_parallel_reduce(
@@ -10723,8 +10754,8 @@ FIBERSCHED_API fsched_result fsched_parallel_reduce(
     fsched__range r;
     fsched_result res;
     if (!init || !body || !combine || !result || !size)
-        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_parallel_reduce: NULL function, result or size 0");
+        return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "NULL function, result or size 0");
     memset(&r, 0, sizeof r);
     r.rbody = body;
     r.init = init;
@@ -10733,7 +10764,7 @@ FIBERSCHED_API fsched_result fsched_parallel_reduce(
     r.grain = grain;
     r.size = size;
     init(ctx, result);
-    res = fsched__range_start(&r, begin, end, result, "fsched_parallel_reduce");
+    res = fsched__range_start(&r, begin, end, result, __func__);
     return res;
 }
 
@@ -11188,12 +11219,12 @@ FIBERSCHED_API fsched_result fsched_graph_create(const fsched_graph_desc *desc, 
     fsched_graph *g;
     if (desc) d = *desc;
     else memset(&d, 0, sizeof d);
-    if (!out) return FSCHED__MISUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
-                                    "fsched_graph_create: out is NULL");
+    if (!out) return FSCHED__REFUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
+                                    "out is NULL");
     *out = NULL;
     if (d.on_failure != FSCHED_GRAPH_SKIP_DEPENDENTS && d.on_failure != FSCHED_GRAPH_FAIL_FAST)
-        return FSCHED__MISUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_graph_create: unknown failure policy %d", (int)d.on_failure);
+        return FSCHED__REFUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
+                              "unknown failure policy %d", (int)d.on_failure);
     a = fsched__allocator_resolve(&d.allocator);
     g = (fsched_graph *)fsched__alloc(&a, sizeof *g, FSCHED__CACHE_LINE);
     if (!g) return FSCHED_ERR_OUT_OF_MEMORY;
@@ -11356,7 +11387,7 @@ unlock:
 FIBERSCHED_API fsched_result fsched_graph_add(fsched_graph *g, fsched_graph_fn fn, void *arg,
                                               const fsched_graph_task_desc *desc,
                                               fsched_graph_task **out) {
-    return fsched__graph_add(g, fn, arg, desc, out, "fsched_graph_add");
+    return fsched__graph_add(g, fn, arg, desc, out, __func__);
 }
 
 /* Whether `before` -> `after` exists: looks through the shorter of the two lists. */
@@ -11471,17 +11502,17 @@ FIBERSCHED_API fsched_result fsched_graph_precede(fsched_graph *g, fsched_graph_
                                                   fsched_graph_task *after) {
     fsched__gedge *e;
     fsched_result r;
-    if ((r = fsched__graph_check(g, "fsched_graph_precede")) != FSCHED_OK) return r;
+    if ((r = fsched__graph_check(g, __func__)) != FSCHED_OK) return r;
     if (!before || !after || before->graph != g || after->graph != g ||
         !before->placed.job.execute || !after->placed.job.execute)
-        return FSCHED__MISUSE(&g->logger, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_graph_precede: a task is NULL or not of this graph");
+        return FSCHED__REFUSE(&g->logger, FSCHED_ERR_INVALID_ARGUMENT,
+                              "a task is NULL or not of this graph");
     fsched__mutex_lock(&g->lock);
-    if ((r = fsched__graph_may_build(g, "fsched_graph_precede")) != FSCHED_OK) goto unlock;
+    if ((r = fsched__graph_may_build(g, __func__)) != FSCHED_OK) goto unlock;
     if (!FSCHED__LOAD(&g->running, FSCHED__RELAXED)) {
         if (before->dynamic || after->dynamic) { /* of the last run: gone as building goes on */
-            r = FSCHED__MISUSE(&g->logger, FSCHED_ERR_INVALID_ARGUMENT,
-                               "fsched_graph_precede: a task added by the last run");
+            r = FSCHED__REFUSE(&g->logger, FSCHED_ERR_INVALID_ARGUMENT,
+                               "a task added by the last run");
             goto unlock;
         }
         fsched__graph_restore(g);
@@ -11493,7 +11524,7 @@ FIBERSCHED_API fsched_result fsched_graph_precede(fsched_graph *g, fsched_graph_
     }
     r = fsched__ord_add_edge(g, before, after);
     if (r == FSCHED_ERR_INVALID_ARGUMENT)
-        r = FSCHED__MISUSE(&g->logger, r, "fsched_graph_precede: '%s' -> '%s' closes a cycle",
+        r = FSCHED__REFUSE(&g->logger, r, "'%s' -> '%s' closes a cycle",
                            before->name ? before->name : "", after->name ? after->name : "");
     if (r != FSCHED_OK) goto unlock;
     e = (fsched__gedge *)fsched__slab_get(&g->edge_slab, &g->allocator);
@@ -11885,29 +11916,29 @@ FIBERSCHED_API fsched_result fsched_graph_run(fsched_graph *g, fsched_sched *s) 
     fsched_graph_task *local = NULL;
     fsched_result r;
     uint32_t i;
-    if ((r = fsched__graph_check(g, "fsched_graph_run")) != FSCHED_OK) return r;
+    if ((r = fsched__graph_check(g, __func__)) != FSCHED_OK) return r;
     if (!s && !(s = fsched_current()) &&
-        (r = fsched__default_find_live(&s, "fsched_graph_run")) != FSCHED_OK)
+        (r = fsched__default_find_live(&s, __func__)) != FSCHED_OK)
         return r;
     if (w && w->sched != s) w = NULL; /* a task of another scheduler: from outside */
-    if (!w && (r = fsched__sched_enter(s, 1, "fsched_graph_run")) != FSCHED_OK) return r;
+    if (!w && (r = fsched__sched_enter(s, 1, __func__)) != FSCHED_OK) return r;
     fsched__mutex_lock(&g->lock);
     if (FSCHED__LOAD(&g->running, FSCHED__ACQUIRE)) {
-        r = FSCHED__MISUSE(&g->logger, FSCHED_ERR_WRONG_STATE, "fsched_graph_run: already running");
+        r = FSCHED__REFUSE(&g->logger, FSCHED_ERR_WRONG_STATE, "already running");
         goto unlock;
     }
     for (i = 0; i < g->placed.n; i++) {
         fsched_graph_task *t = g->placed.v[i];
         if (t->on_caller && !w) {
-            r = FSCHED__MISUSE(&g->logger, FSCHED_ERR_WRONG_STATE,
-                               "fsched_graph_run: task '%s' runs on the caller, which is no "
+            r = FSCHED__REFUSE(&g->logger, FSCHED_ERR_WRONG_STATE,
+                               "task '%s' runs on the caller, which is no "
                                "task or bound thread of the scheduler (fsched_bind it)",
                                t->name ? t->name : "");
             goto unlock;
         }
         if (t->workers && !fsched__graph_workers_exist(s, t->workers)) {
-            r = FSCHED__MISUSE(&g->logger, FSCHED_ERR_INVALID_ARGUMENT,
-                               "fsched_graph_run: task '%s' may run only on workers the "
+            r = FSCHED__REFUSE(&g->logger, FSCHED_ERR_INVALID_ARGUMENT,
+                               "task '%s' may run only on workers the "
                                "scheduler does not have", t->name ? t->name : "");
             goto unlock;
         }
@@ -11986,16 +12017,16 @@ static fsched_result fsched__graph_wait(fsched_graph *g, uint64_t timeout_ns, in
 }
 
 FIBERSCHED_API fsched_result fsched_graph_wait(fsched_graph *g, fsched_graph_outcome *out) {
-    return fsched__graph_wait(g, 0, 0, out, "fsched_graph_wait");
+    return fsched__graph_wait(g, 0, 0, out, __func__);
 }
 
 FIBERSCHED_API fsched_result fsched_graph_wait_for(fsched_graph *g, uint64_t timeout_ns,
                                                    fsched_graph_outcome *out) {
-    return fsched__graph_wait(g, timeout_ns, 1, out, "fsched_graph_wait_for");
+    return fsched__graph_wait(g, timeout_ns, 1, out, __func__);
 }
 
 FIBERSCHED_API fsched_result fsched_graph_cancel(fsched_graph *g) {
-    fsched_result r = fsched__graph_check(g, "fsched_graph_cancel");
+    fsched_result r = fsched__graph_check(g, __func__);
     if (r != FSCHED_OK) return r;
     /* under the lock: the flag belongs to the run that is current now, never to one that
        begins later (fsched_graph_run clears it under the same lock) */
@@ -12013,10 +12044,10 @@ FIBERSCHED_API fsched_result fsched_graph_destroy(fsched_graph *g) {
     fsched_result r;
     uint32_t i;
     if (!g) return FSCHED_OK;
-    if ((r = fsched__graph_check(g, "fsched_graph_destroy")) != FSCHED_OK) return r;
+    if ((r = fsched__graph_check(g, __func__)) != FSCHED_OK) return r;
     if (FSCHED__LOAD(&g->running, FSCHED__ACQUIRE))
-        return FSCHED__MISUSE(&g->logger, FSCHED_ERR_WRONG_STATE,
-                              "fsched_graph_destroy: the graph is running");
+        return FSCHED__REFUSE(&g->logger, FSCHED_ERR_WRONG_STATE,
+                              "the graph is running");
     fsched__mutex_lock(&g->lock);
     fsched__graph_restore(g); /* and the results */
     for (i = 0; i < g->tasks.n; i++) {
@@ -12059,12 +12090,12 @@ static int fsched__graph_run_sub(fsched_graph_task *self, void *arg) {
 FIBERSCHED_API fsched_result fsched_graph_add_graph(fsched_graph *g, fsched_graph *sub,
                                                     const fsched_graph_task_desc *desc,
                                                     fsched_graph_task **out) {
-    fsched_result r = fsched__graph_check(sub, "fsched_graph_add_graph");
+    fsched_result r = fsched__graph_check(sub, __func__);
     if (r != FSCHED_OK) return r;
     if (sub == g)
-        return FSCHED__MISUSE(&g->logger, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_graph_add_graph: a graph cannot contain itself");
-    return fsched__graph_add(g, fsched__graph_run_sub, sub, desc, out, "fsched_graph_add_graph");
+        return FSCHED__REFUSE(&g->logger, FSCHED_ERR_INVALID_ARGUMENT,
+                              "a graph cannot contain itself");
+    return fsched__graph_add(g, fsched__graph_run_sub, sub, desc, out, __func__);
 }
 
 /* ---- inside a task, and queries -------------------------------------------------- */
@@ -12077,8 +12108,8 @@ FIBERSCHED_API fsched_result fsched_graph_set_result(fsched_graph_task *self, vo
                                                      void (*release)(void *result, void *user),
                                                      void *user) {
     if (!self || fsched__graph_current() != self)
-        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
-                              "fsched_graph_set_result: only a task itself, while it runs");
+        return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
+                              "only a task itself, while it runs");
     if (self->result || self->release) fsched__graph_release_result(self); /* replaced */
     self->result = result;
     self->release = release;
@@ -12129,7 +12160,7 @@ FIBERSCHED_API const char *fsched_graph_task_name(const fsched_graph_task *t) {
 
 FIBERSCHED_API size_t fsched_graph_task_count(fsched_graph *g) {
     size_t n;
-    if (fsched__graph_check(g, "fsched_graph_task_count") != FSCHED_OK) return 0;
+    if (fsched__graph_check(g, __func__) != FSCHED_OK) return 0;
     fsched__mutex_lock(&g->lock);
     n = g->tasks.n;
     fsched__mutex_unlock(&g->lock);
@@ -12180,12 +12211,12 @@ FIBERSCHED_API fsched_result fsched_graph_dump_dot(fsched_graph *g,
                                               "finished", "failed", "cancelled"};
     static const char *const state_colors[] = {"white", "lightyellow", "lightblue",
                                                "palegreen", "salmon", "lightgray"};
-    fsched_result r = fsched__graph_check(g, "fsched_graph_dump_dot");
+    fsched_result r = fsched__graph_check(g, __func__);
     uint32_t i;
     if (r != FSCHED_OK) return r;
     if (!write)
-        return FSCHED__MISUSE(&g->logger, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_graph_dump_dot: write is NULL");
+        return FSCHED__REFUSE(&g->logger, FSCHED_ERR_INVALID_ARGUMENT,
+                              "write is NULL");
     fsched__mutex_lock(&g->lock);
     fsched__dot_text(write, user, "digraph \"");
     fsched__dot_quoted(write, user, g->name ? g->name : "fibersched");
@@ -12381,13 +12412,13 @@ FIBERSCHED_API fsched_result fsched_hub_create(const fsched_hub_desc *desc, fsch
     int failed;
     if (desc) d = *desc;
     else memset(&d, 0, sizeof d);
-    if (!out) return FSCHED__MISUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
-                                    "fsched_hub_create: out is NULL");
+    if (!out) return FSCHED__REFUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
+                                    "out is NULL");
     *out = NULL;
     if (d.envelopes == 0 || d.envelopes > (1u << 24) ||
         (d.capacity && d.capacity > SIZE_MAX / d.envelopes))
-        return FSCHED__MISUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_hub_create: %lu envelopes of %lu bytes",
+        return FSCHED__REFUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
+                              "%lu envelopes of %lu bytes",
                               (unsigned long)d.envelopes, (unsigned long)d.capacity);
     a = fsched__allocator_resolve(&d.allocator);
     h = (fsched_hub *)fsched__alloc(&a, sizeof *h, FSCHED__CACHE_LINE);
@@ -12424,11 +12455,11 @@ FIBERSCHED_API fsched_result fsched_hub_destroy(fsched_hub *h) {
     fsched_allocator a;
     if (!h) return FSCHED_OK;
     if (h->magic != FSCHED__HUB_LIVE)
-        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_hub_destroy: not a live hub");
+        return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "not a live hub");
     if (h->n_links)
-        return FSCHED__MISUSE(&h->logger, FSCHED_ERR_WRONG_STATE,
-                              "fsched_hub_destroy: nodes are still linked to hub '%s'",
+        return FSCHED__REFUSE(&h->logger, FSCHED_ERR_WRONG_STATE,
+                              "nodes are still linked to hub '%s'",
                               h->name ? h->name : "");
     a = h->allocator;
     fsched__free(&a, h->data, h->count * h->capacity, FSCHED__CACHE_LINE);
@@ -12511,12 +12542,12 @@ FIBERSCHED_API fsched_result fsched_node_create(const fsched_node_desc *desc, fs
     fsched_allocator a;
     fsched_node *n;
     int failed;
-    if (!out) return FSCHED__MISUSE(desc ? &desc->logger : NULL, FSCHED_ERR_INVALID_ARGUMENT,
-                                    "fsched_node_create: out is NULL");
+    if (!out) return FSCHED__REFUSE(desc ? &desc->logger : NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                                    "out is NULL");
     *out = NULL;
     if (!desc || !desc->advance)
-        return FSCHED__MISUSE(desc ? &desc->logger : NULL, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_node_create: a node needs an advance callback");
+        return FSCHED__REFUSE(desc ? &desc->logger : NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "a node needs an advance callback");
     a = fsched__allocator_resolve(&desc->allocator);
     n = (fsched_node *)fsched__alloc(&a, sizeof *n, FSCHED__CACHE_LINE);
     if (!n) return FSCHED_ERR_OUT_OF_MEMORY;
@@ -12570,11 +12601,11 @@ static void fsched__node_free(fsched_node *n) {
 FIBERSCHED_API fsched_result fsched_node_destroy(fsched_node *n) {
     if (!n) return FSCHED_OK;
     if (n->magic != FSCHED__NODE_LIVE)
-        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_node_destroy: not a live node");
+        return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "not a live node");
     if (n->pipeline)
-        return FSCHED__MISUSE(&n->logger, FSCHED_ERR_WRONG_STATE,
-                              "fsched_node_destroy: node '%s' belongs to a pipeline",
+        return FSCHED__REFUSE(&n->logger, FSCHED_ERR_WRONG_STATE,
+                              "node '%s' belongs to a pipeline",
                               n->label ? n->label : "");
     fsched__node_free(n);
     return FSCHED_OK;
@@ -12600,11 +12631,11 @@ FIBERSCHED_API fsched_result fsched_node_link(fsched_node *n, fsched_hub *h, fsc
     if (out) *out = NULL;
     if (!n || n->magic != FSCHED__NODE_LIVE || !h || h->magic != FSCHED__HUB_LIVE ||
         (unsigned)kind > (unsigned)FSCHED_LINK_PEEK)
-        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_node_link: a NULL or dead node or hub, or an unknown kind");
+        return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "a NULL or dead node or hub, or an unknown kind");
     if (n->pipeline)
-        return FSCHED__MISUSE(&n->logger, FSCHED_ERR_WRONG_STATE,
-                              "fsched_node_link: node '%s' already belongs to a pipeline",
+        return FSCHED__REFUSE(&n->logger, FSCHED_ERR_WRONG_STATE,
+                              "node '%s' already belongs to a pipeline",
                               n->label ? n->label : "");
     if (!fsched__grow_ptrs(&n->allocator, (void ***)&n->links, n->n_links, &n->links_cap) ||
         !fsched__grow_ptrs(&h->allocator, (void ***)&h->links, h->n_links, &h->links_cap))
@@ -12627,8 +12658,8 @@ FIBERSCHED_API fsched_envelope *fsched_link_envelope(const fsched_link *l) {
 }
 
 FIBERSCHED_API fsched_result fsched_link_keep(fsched_link *l) {
-    if (!l) return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
-                                  "fsched_link_keep: link is NULL");
+    if (!l) return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                                  "link is NULL");
     l->keep = 1;
     return FSCHED_OK;
 }
@@ -12647,8 +12678,8 @@ FIBERSCHED_API int fsched_node_is_served(const fsched_node *n) {
 
 FIBERSCHED_API fsched_result fsched_node_get_report(const fsched_node *n, fsched_node_report *out) {
     if (!n || n->magic != FSCHED__NODE_LIVE || !out)
-        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_node_get_report: NULL argument or dead node");
+        return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "NULL argument or dead node");
     *out = n->report;
     out->advance_ns = n->advance_ns == UINT64_MAX ? 0 : n->advance_ns;
     return FSCHED_OK;
@@ -12885,8 +12916,8 @@ FIBERSCHED_API fsched_result fsched_pipeline_create(const fsched_pipeline_desc *
     int failed;
     if (desc) d = *desc;
     else memset(&d, 0, sizeof d);
-    if (!out) return FSCHED__MISUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
-                                    "fsched_pipeline_create: out is NULL");
+    if (!out) return FSCHED__REFUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
+                                    "out is NULL");
     *out = NULL;
     a = fsched__allocator_resolve(&d.allocator);
     p = (fsched_pipeline *)fsched__alloc(&a, sizeof *p, FSCHED__CACHE_LINE);
@@ -12945,11 +12976,11 @@ FIBERSCHED_API fsched_result fsched_pipeline_destroy(fsched_pipeline *p) {
     uint32_t i, st;
     fsched_result r;
     if (!p) return FSCHED_OK;
-    if ((r = fsched__pipe_check(p, "fsched_pipeline_destroy")) != FSCHED_OK) return r;
+    if ((r = fsched__pipe_check(p, __func__)) != FSCHED_OK) return r;
     st = FSCHED__LOAD(&p->state, FSCHED__ACQUIRE);
     if (st == FSCHED__PIPE_RUNNING)
-        return FSCHED__MISUSE(&p->logger, FSCHED_ERR_WRONG_STATE,
-                              "fsched_pipeline_destroy: the pipeline is running");
+        return FSCHED__REFUSE(&p->logger, FSCHED_ERR_WRONG_STATE,
+                              "the pipeline is running");
     for (i = 0; i < p->n_nodes; i++) {
         fsched_node *n = p->nodes[i];
         uint32_t k;
@@ -12971,13 +13002,13 @@ FIBERSCHED_API fsched_result fsched_pipeline_destroy(fsched_pipeline *p) {
 
 FIBERSCHED_API fsched_result fsched_pipeline_add(fsched_pipeline *p, fsched_node *n) {
     fsched_result r;
-    if ((r = fsched__pipe_check(p, "fsched_pipeline_add")) != FSCHED_OK) return r;
+    if ((r = fsched__pipe_check(p, __func__)) != FSCHED_OK) return r;
     if (!n || n->magic != FSCHED__NODE_LIVE || !n->desc.advance)
-        return FSCHED__MISUSE(&p->logger, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_pipeline_add: not a live node with an advance callback");
+        return FSCHED__REFUSE(&p->logger, FSCHED_ERR_INVALID_ARGUMENT,
+                              "not a live node with an advance callback");
     if (FSCHED__LOAD(&p->state, FSCHED__ACQUIRE) != FSCHED__PIPE_BUILDING || n->pipeline)
-        return FSCHED__MISUSE(&p->logger, FSCHED_ERR_WRONG_STATE,
-                              "fsched_pipeline_add: %s",
+        return FSCHED__REFUSE(&p->logger, FSCHED_ERR_WRONG_STATE,
+                              "%s",
                               n->pipeline ? "the node belongs to a pipeline already"
                                           : "the pipeline has started");
     if (!fsched__grow_ptrs(&p->allocator, (void ***)&p->nodes, p->n_nodes, &p->nodes_cap))
@@ -13003,10 +13034,10 @@ static void fsched__pipe_initialize_nodes(fsched_pipeline *p) {
 
 FIBERSCHED_API fsched_result fsched_pipeline_initialize(fsched_pipeline *p) {
     fsched_result r;
-    if ((r = fsched__pipe_check(p, "fsched_pipeline_initialize")) != FSCHED_OK) return r;
+    if ((r = fsched__pipe_check(p, __func__)) != FSCHED_OK) return r;
     if (FSCHED__LOAD(&p->state, FSCHED__ACQUIRE) != FSCHED__PIPE_BUILDING)
-        return FSCHED__MISUSE(&p->logger, FSCHED_ERR_WRONG_STATE,
-                              "fsched_pipeline_initialize: the pipeline has started");
+        return FSCHED__REFUSE(&p->logger, FSCHED_ERR_WRONG_STATE,
+                              "the pipeline has started");
     fsched__pipe_initialize_nodes(p);
     p->next = 0;
     p->generation = 0;
@@ -13052,12 +13083,12 @@ static fsched_result fsched__debug_update(fsched_pipeline *p, fsched_node *n) {
 FIBERSCHED_API fsched_result fsched_pipeline_step(fsched_pipeline *p) {
     fsched_result r;
     uint32_t st;
-    if ((r = fsched__pipe_check(p, "fsched_pipeline_step")) != FSCHED_OK) return r;
+    if ((r = fsched__pipe_check(p, __func__)) != FSCHED_OK) return r;
     st = FSCHED__LOAD(&p->state, FSCHED__ACQUIRE);
     if (st == FSCHED__PIPE_BUILDING) fsched_pipeline_initialize(p); /* the first step does */
     else if (st != FSCHED__PIPE_STEPPING)
-        return FSCHED__MISUSE(&p->logger, FSCHED_ERR_WRONG_STATE,
-                              "fsched_pipeline_step: the run has ended or runs on the "
+        return FSCHED__REFUSE(&p->logger, FSCHED_ERR_WRONG_STATE,
+                              "the run has ended or runs on the "
                               "parallel scheduler");
     if (p->next == 0) p->advanced_in_generation = 0;
     if (p->next < p->n_nodes) {
@@ -13087,10 +13118,10 @@ FIBERSCHED_API fsched_result fsched_pipeline_step(fsched_pipeline *p) {
 FIBERSCHED_API fsched_result fsched_pipeline_run_until(fsched_pipeline *p, int (*pred)(void *user),
                                                        void *user) {
     fsched_result r;
-    if ((r = fsched__pipe_check(p, "fsched_pipeline_run_until")) != FSCHED_OK) return r;
+    if ((r = fsched__pipe_check(p, __func__)) != FSCHED_OK) return r;
     if (!pred)
-        return FSCHED__MISUSE(&p->logger, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_pipeline_run_until: pred is NULL");
+        return FSCHED__REFUSE(&p->logger, FSCHED_ERR_INVALID_ARGUMENT,
+                              "pred is NULL");
     if (FSCHED__LOAD(&p->state, FSCHED__ACQUIRE) != FSCHED__PIPE_STEPPING)
         return fsched_pipeline_step(p); /* the same refusal */
     while (!pred(user)) {
@@ -13111,10 +13142,10 @@ FIBERSCHED_API fsched_result fsched_pipeline_describe(const fsched_pipeline *p,
                                                       void *user) {
     fsched_result r;
     uint32_t i;
-    if ((r = fsched__pipe_check(p, "fsched_pipeline_describe")) != FSCHED_OK) return r;
+    if ((r = fsched__pipe_check(p, __func__)) != FSCHED_OK) return r;
     if (!write)
-        return FSCHED__MISUSE(&p->logger, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_pipeline_describe: write is NULL");
+        return FSCHED__REFUSE(&p->logger, FSCHED_ERR_INVALID_ARGUMENT,
+                              "write is NULL");
     for (i = 0; i < p->n_nodes; i++) {
         const fsched_node_report *rep = &p->nodes[i]->report;
         fsched__line l;
@@ -13227,13 +13258,13 @@ static void fsched__node_run(fsched__job *job, fsched__worker *w) {
 FIBERSCHED_API fsched_result fsched_node_complete(fsched_node *n, int advanced) {
     uint32_t ph;
     if (!n || n->magic != FSCHED__NODE_LIVE)
-        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_node_complete: not a live node");
+        return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "not a live node");
     ph = FSCHED__LOAD(&n->phase, FSCHED__RELAXED);
     for (;;) {
         if (ph != FSCHED__ADV_ADVANCING && ph != FSCHED__ADV_RETURNED)
-            return FSCHED__MISUSE(&n->logger, FSCHED_ERR_WRONG_STATE,
-                                  "fsched_node_complete: node '%s' has no advance in flight",
+            return FSCHED__REFUSE(&n->logger, FSCHED_ERR_WRONG_STATE,
+                                  "node '%s' has no advance in flight",
                                   n->label ? n->label : "");
         n->advanced = advanced ? 1 : 0;
         /* acq_rel: publishes `advanced` and what the advance did to whoever finishes */
@@ -13262,24 +13293,24 @@ FIBERSCHED_API fsched_result fsched_pipeline_run(fsched_pipeline *p, fsched_sche
     fsched__worker *w = fsched__tls_thread.worker;
     fsched_result r;
     uint32_t i, st;
-    if ((r = fsched__pipe_check(p, "fsched_pipeline_run")) != FSCHED_OK) return r;
+    if ((r = fsched__pipe_check(p, __func__)) != FSCHED_OK) return r;
     st = FSCHED__LOAD(&p->state, FSCHED__ACQUIRE);
     if (!s) { /* the debugging scheduler, to the end */
         if (st == FSCHED__PIPE_BUILDING && (r = fsched_pipeline_initialize(p)) != FSCHED_OK)
             return r;
         if (FSCHED__LOAD(&p->state, FSCHED__ACQUIRE) != FSCHED__PIPE_STEPPING)
-            return FSCHED__MISUSE(&p->logger, FSCHED_ERR_WRONG_STATE,
-                                  "fsched_pipeline_run: the pipeline has run");
+            return FSCHED__REFUSE(&p->logger, FSCHED_ERR_WRONG_STATE,
+                                  "the pipeline has run");
         do {
             r = fsched_pipeline_step(p);
         } while (FSCHED__LOAD(&p->state, FSCHED__ACQUIRE) == FSCHED__PIPE_STEPPING);
         return r;
     }
     if (st != FSCHED__PIPE_BUILDING)
-        return FSCHED__MISUSE(&p->logger, FSCHED_ERR_WRONG_STATE,
-                              "fsched_pipeline_run: the pipeline has started or run");
+        return FSCHED__REFUSE(&p->logger, FSCHED_ERR_WRONG_STATE,
+                              "the pipeline has started or run");
     if (w && w->sched != s) w = NULL;
-    if (!w && (r = fsched__sched_enter(s, 1, "fsched_pipeline_run")) != FSCHED_OK) return r;
+    if (!w && (r = fsched__sched_enter(s, 1, __func__)) != FSCHED_OK) return r;
     if (w) FSCHED__STORE(&w->spawned, w->spawned + 1, FSCHED__RELEASE); /* as a spawn */
     else FSCHED__FETCH_ADD(&s->external_begun, (uint64_t)1, FSCHED__RELAXED); /* see spawn */
     p->sched = s;
@@ -13922,12 +13953,12 @@ FIBERSCHED_API fsched_result fsched_trace_write_json(fsched_sched *s,
                                                      void (*write)(const char *text,
                                                                    size_t len, void *user),
                                                      void *user) {
-    fsched_result r = fsched__trace_enter(s, "fsched_trace_write_json");
+    fsched_result r = fsched__trace_enter(s, __func__);
     if (r != FSCHED_OK) return r;
 #if FIBERSCHED_TRACE
     if (!write) {
-        r = FSCHED__MISUSE(&s->logger, FSCHED_ERR_INVALID_ARGUMENT,
-                           "fsched_trace_write_json: write is NULL");
+        r = FSCHED__REFUSE(&s->logger, FSCHED_ERR_INVALID_ARGUMENT,
+                           "write is NULL");
     } else {
         static const char head[] = "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[";
         static const char tail[] = "\n]}\n";
@@ -13961,7 +13992,7 @@ FIBERSCHED_API fsched_result fsched_trace_write_json(fsched_sched *s,
 
 FIBERSCHED_API fsched_result fsched_trace_count(const fsched_sched *s, uint64_t *recorded,
                                                 uint64_t *dropped) {
-    fsched_result r = fsched__trace_enter(s, "fsched_trace_count");
+    fsched_result r = fsched__trace_enter(s, __func__);
     uint64_t sum_recorded = 0, sum_dropped = 0;
 #if FIBERSCHED_TRACE
     uint32_t i;
