@@ -4195,8 +4195,7 @@ FIBERSCHED_API fsched_result fsched_stack_pool_create(const fsched_stack_pool_de
     fsched_result r;
     if (desc) d = *desc;
     else memset(&d, 0, sizeof d);
-    if (!out) return FSCHED__REFUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
-                                    "out is NULL");
+    if (!out) return FSCHED__REFUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT, "out is NULL");
     *out = NULL;
     r = fsched__stack_params_resolve(d.stack_size, d.guard_size, d.stack_kind, &d.allocator,
                                      &d.logger, &params);
@@ -4384,11 +4383,9 @@ FIBERSCHED_API fsched_result fsched_fiber_create(const fsched_fiber_desc *desc,
     fsched_result r;
     if (desc) d = *desc;
     else memset(&d, 0, sizeof d);
-    if (!out) return FSCHED__REFUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
-                                    "out is NULL");
+    if (!out) return FSCHED__REFUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT, "out is NULL");
     *out = NULL;
-    if (!fn) return FSCHED__REFUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
-                                   "fn is NULL");
+    if (!fn) return FSCHED__REFUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT, "fn is NULL");
     if (d.pool) {
         if (d.stack_size || d.guard_size || d.stack_kind != FSCHED_STACK_DEFAULT)
             return FSCHED__REFUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
@@ -6834,8 +6831,7 @@ FIBERSCHED_API fsched_result fsched_create(const fsched_desc *desc, fsched_sched
     uint32_t i, bound;
     if (desc) d = *desc;
     else memset(&d, 0, sizeof d);
-    if (!out) return FSCHED__REFUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
-                                    "out is NULL");
+    if (!out) return FSCHED__REFUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT, "out is NULL");
     *out = NULL;
     if (d.single_threaded && d.workers)
         return FSCHED__REFUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
@@ -11219,8 +11215,7 @@ FIBERSCHED_API fsched_result fsched_graph_create(const fsched_graph_desc *desc, 
     fsched_graph *g;
     if (desc) d = *desc;
     else memset(&d, 0, sizeof d);
-    if (!out) return FSCHED__REFUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
-                                    "out is NULL");
+    if (!out) return FSCHED__REFUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT, "out is NULL");
     *out = NULL;
     if (d.on_failure != FSCHED_GRAPH_SKIP_DEPENDENTS && d.on_failure != FSCHED_GRAPH_FAIL_FAST)
         return FSCHED__REFUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
@@ -12046,8 +12041,7 @@ FIBERSCHED_API fsched_result fsched_graph_destroy(fsched_graph *g) {
     if (!g) return FSCHED_OK;
     if ((r = fsched__graph_check(g, __func__)) != FSCHED_OK) return r;
     if (FSCHED__LOAD(&g->running, FSCHED__ACQUIRE))
-        return FSCHED__REFUSE(&g->logger, FSCHED_ERR_WRONG_STATE,
-                              "the graph is running");
+        return FSCHED__REFUSE(&g->logger, FSCHED_ERR_WRONG_STATE, "the graph is running");
     fsched__mutex_lock(&g->lock);
     fsched__graph_restore(g); /* and the results */
     for (i = 0; i < g->tasks.n; i++) {
@@ -12215,8 +12209,7 @@ FIBERSCHED_API fsched_result fsched_graph_dump_dot(fsched_graph *g,
     uint32_t i;
     if (r != FSCHED_OK) return r;
     if (!write)
-        return FSCHED__REFUSE(&g->logger, FSCHED_ERR_INVALID_ARGUMENT,
-                              "write is NULL");
+        return FSCHED__REFUSE(&g->logger, FSCHED_ERR_INVALID_ARGUMENT, "write is NULL");
     fsched__mutex_lock(&g->lock);
     fsched__dot_text(write, user, "digraph \"");
     fsched__dot_quoted(write, user, g->name ? g->name : "fibersched");
@@ -12412,8 +12405,7 @@ FIBERSCHED_API fsched_result fsched_hub_create(const fsched_hub_desc *desc, fsch
     int failed;
     if (desc) d = *desc;
     else memset(&d, 0, sizeof d);
-    if (!out) return FSCHED__REFUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
-                                    "out is NULL");
+    if (!out) return FSCHED__REFUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT, "out is NULL");
     *out = NULL;
     if (d.envelopes == 0 || d.envelopes > (1u << 24) ||
         (d.capacity && d.capacity > SIZE_MAX / d.envelopes))
@@ -12916,8 +12908,7 @@ FIBERSCHED_API fsched_result fsched_pipeline_create(const fsched_pipeline_desc *
     int failed;
     if (desc) d = *desc;
     else memset(&d, 0, sizeof d);
-    if (!out) return FSCHED__REFUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
-                                    "out is NULL");
+    if (!out) return FSCHED__REFUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT, "out is NULL");
     *out = NULL;
     a = fsched__allocator_resolve(&d.allocator);
     p = (fsched_pipeline *)fsched__alloc(&a, sizeof *p, FSCHED__CACHE_LINE);
@@ -12979,8 +12970,7 @@ FIBERSCHED_API fsched_result fsched_pipeline_destroy(fsched_pipeline *p) {
     if ((r = fsched__pipe_check(p, __func__)) != FSCHED_OK) return r;
     st = FSCHED__LOAD(&p->state, FSCHED__ACQUIRE);
     if (st == FSCHED__PIPE_RUNNING)
-        return FSCHED__REFUSE(&p->logger, FSCHED_ERR_WRONG_STATE,
-                              "the pipeline is running");
+        return FSCHED__REFUSE(&p->logger, FSCHED_ERR_WRONG_STATE, "the pipeline is running");
     for (i = 0; i < p->n_nodes; i++) {
         fsched_node *n = p->nodes[i];
         uint32_t k;
@@ -13036,8 +13026,7 @@ FIBERSCHED_API fsched_result fsched_pipeline_initialize(fsched_pipeline *p) {
     fsched_result r;
     if ((r = fsched__pipe_check(p, __func__)) != FSCHED_OK) return r;
     if (FSCHED__LOAD(&p->state, FSCHED__ACQUIRE) != FSCHED__PIPE_BUILDING)
-        return FSCHED__REFUSE(&p->logger, FSCHED_ERR_WRONG_STATE,
-                              "the pipeline has started");
+        return FSCHED__REFUSE(&p->logger, FSCHED_ERR_WRONG_STATE, "the pipeline has started");
     fsched__pipe_initialize_nodes(p);
     p->next = 0;
     p->generation = 0;
@@ -13120,8 +13109,7 @@ FIBERSCHED_API fsched_result fsched_pipeline_run_until(fsched_pipeline *p, int (
     fsched_result r;
     if ((r = fsched__pipe_check(p, __func__)) != FSCHED_OK) return r;
     if (!pred)
-        return FSCHED__REFUSE(&p->logger, FSCHED_ERR_INVALID_ARGUMENT,
-                              "pred is NULL");
+        return FSCHED__REFUSE(&p->logger, FSCHED_ERR_INVALID_ARGUMENT, "pred is NULL");
     if (FSCHED__LOAD(&p->state, FSCHED__ACQUIRE) != FSCHED__PIPE_STEPPING)
         return fsched_pipeline_step(p); /* the same refusal */
     while (!pred(user)) {
@@ -13144,8 +13132,7 @@ FIBERSCHED_API fsched_result fsched_pipeline_describe(const fsched_pipeline *p,
     uint32_t i;
     if ((r = fsched__pipe_check(p, __func__)) != FSCHED_OK) return r;
     if (!write)
-        return FSCHED__REFUSE(&p->logger, FSCHED_ERR_INVALID_ARGUMENT,
-                              "write is NULL");
+        return FSCHED__REFUSE(&p->logger, FSCHED_ERR_INVALID_ARGUMENT, "write is NULL");
     for (i = 0; i < p->n_nodes; i++) {
         const fsched_node_report *rep = &p->nodes[i]->report;
         fsched__line l;
@@ -13299,8 +13286,7 @@ FIBERSCHED_API fsched_result fsched_pipeline_run(fsched_pipeline *p, fsched_sche
         if (st == FSCHED__PIPE_BUILDING && (r = fsched_pipeline_initialize(p)) != FSCHED_OK)
             return r;
         if (FSCHED__LOAD(&p->state, FSCHED__ACQUIRE) != FSCHED__PIPE_STEPPING)
-            return FSCHED__REFUSE(&p->logger, FSCHED_ERR_WRONG_STATE,
-                                  "the pipeline has run");
+            return FSCHED__REFUSE(&p->logger, FSCHED_ERR_WRONG_STATE, "the pipeline has run");
         do {
             r = fsched_pipeline_step(p);
         } while (FSCHED__LOAD(&p->state, FSCHED__ACQUIRE) == FSCHED__PIPE_STEPPING);
@@ -13957,8 +13943,7 @@ FIBERSCHED_API fsched_result fsched_trace_write_json(fsched_sched *s,
     if (r != FSCHED_OK) return r;
 #if FIBERSCHED_TRACE
     if (!write) {
-        r = FSCHED__REFUSE(&s->logger, FSCHED_ERR_INVALID_ARGUMENT,
-                           "write is NULL");
+        r = FSCHED__REFUSE(&s->logger, FSCHED_ERR_INVALID_ARGUMENT, "write is NULL");
     } else {
         static const char head[] = "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[";
         static const char tail[] = "\n]}\n";
