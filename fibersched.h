@@ -279,6 +279,25 @@
    memory the program freed or reused; destroying any object while another thread is
    inside a call on it (but fsched_destroy, which waits for calls from outside).
 
+   NAMES
+
+   Public functions and types are fsched_*, their constants and macros FSCHED_*, the
+   configuration macros FIBERSCHED_*; a name with a double underscore (fsched__*,
+   FSCHED__*) is the library's own, also where the declarations show it. A function is
+   fsched_<object>_<verb> (fsched_graph_run, fsched_event_wait_for); the scheduler, the
+   object of most, goes without a name (fsched_spawn, fsched_worker_count). Two kinds
+   follow one rule each:
+   - a getter reads something of an object and changes nothing: fsched_<object>_<thing>,
+     with no verb (fsched_worker_count, fsched_graph_task_state, fsched_hub_name); where
+     that name is taken by the type of what it reads, fsched_<object>_get_<thing>
+     (fsched_get_stats fills an fsched_stats; fsched_fiber_get_state,
+     fsched_stack_pool_get_stats, fsched_node_get_report);
+   - a yes/no question returns int, nonzero for yes: fsched_<object>_is_<adjective>
+     (fsched_event_is_set, fsched_graph_is_cancelled, fsched_node_is_served,
+     fsched_pipeline_is_finished).
+   A renamed function answers to its old name for one more release, through a wrapper
+   the compiler warns about as deprecated (CHANGELOG.md lists them).
+
    THREAD SAFETY
 
    Scheduler functions may be called from any thread unless their declaration says
@@ -358,6 +377,46 @@
 #define FIBERSCHED_API __attribute__((visibility("default")))
 #else
 #define FIBERSCHED_API extern
+#endif
+
+/* FSCHED__ALIGNED(n), first in a member's declaration: the member aligned to n bytes.
+   Without any of these the declarations still compile, members unaligned: a program's
+   own units read only the members before such a one, and the implementation needs GCC
+   or Clang anyway. */
+#if defined(__cplusplus) && __cplusplus >= 201103L
+#define FSCHED__ALIGNED(n) alignas(n)
+#elif !defined(__cplusplus) && defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
+#define FSCHED__ALIGNED(n) _Alignas(n)
+#elif defined(__GNUC__) || defined(__clang__)
+#define FSCHED__ALIGNED(n) __attribute__((aligned(n)))
+#elif defined(_MSC_VER)
+#define FSCHED__ALIGNED(n) __declspec(align(n))
+#else
+#define FSCHED__ALIGNED(n)
+#endif
+
+/* FSCHED__UNUSED, after a parameter or first in a function's declaration: no warning
+   when it goes unused. FSCHED__LIKELY(x), FSCHED__UNLIKELY(x): x, with the branch the
+   compiler should lay out first. */
+#if defined(__GNUC__) || defined(__clang__)
+#define FSCHED__UNUSED __attribute__((unused))
+#define FSCHED__LIKELY(x) __builtin_expect(!!(x), 1)
+#define FSCHED__UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define FSCHED__UNUSED
+#define FSCHED__LIKELY(x) (x)
+#define FSCHED__UNLIKELY(x) (x)
+#endif
+
+/* FSCHED__DEPRECATED(msg): a compiler's warning at every use of what it marks */
+#if defined(__cplusplus) && __cplusplus >= 201402L
+#define FSCHED__DEPRECATED(msg) [[deprecated(msg)]]
+#elif defined(__GNUC__) || defined(__clang__)
+#define FSCHED__DEPRECATED(msg) __attribute__((deprecated(msg)))
+#elif defined(_MSC_VER)
+#define FSCHED__DEPRECATED(msg) __declspec(deprecated(msg))
+#else
+#define FSCHED__DEPRECATED(msg)
 #endif
 
 #ifdef __cplusplus
@@ -875,18 +934,23 @@ struct fsched_frames {
     size_t bytes;                /* of its frames */
     size_t mapped;               /* bytes of the memory that begins at base and is freed
                                     with it (0: part of an earlier stack's) */
-    uint64_t shared __attribute__((aligned(64))); /* offered [tail, split): tail low, split high */
+    FSCHED__ALIGNED(64) uint64_t shared; /* offered [tail, split): tail low, split high */
 };
 
-FIBERSCHED_API fsched_result fsched_frames_enter(fsched_frames **out);
-FIBERSCHED_API fsched_result fsched_frames_outside(fsched_result (*root)(void *call),
-                                                   void *call);
-FIBERSCHED_API void fsched_frames_leave(fsched_frames *fs);
-FIBERSCHED_API void fsched_frames_share(fsched_frames *fs, fsched_frame *head);
-FIBERSCHED_API int fsched_frames_reclaim(fsched_frames *fs, fsched_frame *frame);
-FIBERSCHED_API void fsched_frames_full(fsched_frames *fs);
+/* The macros' plumbing (and that of the C++ layer's helpers of them), not an API: a
+   root takes a frame stack (enter; from outside every scheduler it runs through
+   outside, on the default scheduler) and gives it back (leave); a spawn offers frames
+   to workers that asked (share), or stops the program when the stack is full (full); a
+   sync takes an offered frame back, or waits for the worker that took it (reclaim). */
+FIBERSCHED_API fsched_result fsched__frames_enter(fsched_frames **out);
+FIBERSCHED_API fsched_result fsched__frames_outside(fsched_result (*root)(void *call),
+                                                    void *call);
+FIBERSCHED_API void fsched__frames_leave(fsched_frames *fs);
+FIBERSCHED_API void fsched__frames_share(fsched_frames *fs, fsched_frame *head);
+FIBERSCHED_API int fsched__frames_reclaim(fsched_frames *fs, fsched_frame *frame);
+FIBERSCHED_API void fsched__frames_full(fsched_frames *fs);
 
-#define FSCHED__TASK_FN static __attribute__((unused))
+#define FSCHED__TASK_FN static FSCHED__UNUSED
 /* a negative array size (a compile-time error) when an argument or result is too large */
 #define FSCHED__FITS_FRAME(type) (sizeof(type) <= FSCHED_FRAME_BYTES ? 1 : -1)
 #if defined(__cplusplus) && !defined(FIBERSCHED_NO_CPP) &&                                 \
@@ -904,7 +968,7 @@ FIBERSCHED_API void fsched_frames_full(fsched_frames *fs);
     }                                                                                      \
     return 0
 #define FSCHED__TASK_TAKEN(head)                                                           \
-    if (__builtin_expect((head)->latch == FSCHED__FRAME_THREW, 0))                         \
+    if (FSCHED__UNLIKELY((head)->latch == FSCHED__FRAME_THREW))                            \
     fsched::detail::frame_rethrow(head)
 #define FSCHED__TASK_ROOT(fs, root_call)                                                   \
     fsched::detail::frames_lease fsched__lease(fs);                                        \
@@ -934,8 +998,8 @@ FIBERSCHED_API void fsched_frames_full(fsched_frames *fs);
         fsched::detail::frames_unwound(fsched__fs, fsched__head, fsched__thrown);          \
     }                                                                                      \
     static inline rtype name##_fsched_user(                                                \
-        fsched_frames *fsched__fs __attribute__((unused)),                                 \
-        fsched_frame *fsched__head __attribute__((unused)), atype aname)
+        fsched_frames *fsched__fs FSCHED__UNUSED,                                          \
+        fsched_frame *fsched__head FSCHED__UNUSED, atype aname)
 #else
 #define FSCHED__TASK_RUN(frame, run_body)                                                  \
     run_body;                                                                              \
@@ -943,13 +1007,13 @@ FIBERSCHED_API void fsched_frames_full(fsched_frames *fs);
 #define FSCHED__TASK_TAKEN(head) (void)0
 #define FSCHED__TASK_ROOT(fs, root_call)                                                   \
     root_call;                                                                             \
-    fsched_frames_leave(fs)
+    fsched__frames_leave(fs)
 #define FSCHED__TASK_THROWN
 #define FSCHED__TASK_OUTSIDE(call, run_root) run_root
 #define FSCHED__TASK_RETHROW(call) (void)0
 #define FSCHED__TASK_BODY(rtype, name, atype, aname)                                       \
-    static inline rtype name##_fsched_body(fsched_frames *fsched__fs __attribute__((unused)), \
-                                           fsched_frame *fsched__head __attribute__((unused)), \
+    static inline rtype name##_fsched_body(fsched_frames *fsched__fs FSCHED__UNUSED,       \
+                                           fsched_frame *fsched__head FSCHED__UNUSED,      \
                                            atype aname)
 #endif
 #define FSCHED__TASK_COMMON(rtype, name, atype, aname, data_members, run_body, sync_here,   \
@@ -972,8 +1036,8 @@ FIBERSCHED_API void fsched_frames_full(fsched_frames *fs);
     FSCHED__TASK_FN inline rtype name##_fsched_sync(fsched_frames *fsched__fs,               \
                                                     fsched_frame *fsched__head) {            \
         name##_fsched_data *fsched__d = (name##_fsched_data *)(void *)&fsched__head->data;    \
-        if (__builtin_expect(fsched__head >= fsched__fs->split, 1) ||                        \
-            fsched_frames_reclaim(fsched__fs, fsched__head)) {                               \
+        if (FSCHED__LIKELY(fsched__head >= fsched__fs->split) ||                              \
+            fsched__frames_reclaim(fsched__fs, fsched__head)) {                               \
             fsched__head->run = 0;                                                           \
             sync_here;                                                                       \
         } else {                                                                             \
@@ -1000,16 +1064,16 @@ FIBERSCHED_API void fsched_frames_full(fsched_frames *fs);
         fsched_result fsched__r;                                                             \
         fsched__c.arg = fsched__arg;                                                         \
         fsched__c.out = fsched__out;                                                         \
-        fsched__r = fsched_frames_outside(name##_fsched_outside, &fsched__c);                \
+        fsched__r = fsched__frames_outside(name##_fsched_outside, &fsched__c);                \
         FSCHED__TASK_RETHROW(fsched__c);                                                     \
         return fsched__r;                                                                    \
     }                                                                                        \
     FSCHED__TASK_FN inline fsched_result name##_fsched_root(atype fsched__arg,               \
                                                             void *fsched__out) {             \
         fsched_frames *fsched__fs;                                                           \
-        fsched_result fsched__r = fsched_frames_enter(&fsched__fs);                          \
+        fsched_result fsched__r = fsched__frames_enter(&fsched__fs);                          \
         if (fsched__r != FSCHED_OK) return fsched__r;                                        \
-        if (__builtin_expect(!fsched__fs, 0))                                                \
+        if (FSCHED__UNLIKELY(!fsched__fs))                                                   \
             return name##_fsched_root_outside(fsched__arg, fsched__out);                     \
         FSCHED__TASK_ROOT(fsched__fs, root_call);                                            \
         (void)fsched__out;                                                                   \
@@ -1040,12 +1104,12 @@ FIBERSCHED_API void fsched_frames_full(fsched_frames *fs);
 /* Inside a task: offers name(arg) to other workers (a statement). */
 #define FSCHED_SPAWN(name, arg)                                                            \
     do {                                                                                   \
-        if (__builtin_expect(fsched__head == fsched__fs->end, 0))                          \
-            fsched_frames_full(fsched__fs);                                                \
+        if (FSCHED__UNLIKELY(fsched__head == fsched__fs->end))                             \
+            fsched__frames_full(fsched__fs);                                                \
         name##_fsched_spawn(fsched__head, (arg));                                          \
         ++fsched__head;                                                                    \
-        if (__builtin_expect(__atomic_load_n(&fsched__fs->asked, __ATOMIC_RELAXED) != 0, 0)) \
-            fsched_frames_share(fsched__fs, fsched__head);                                 \
+        if (FSCHED__UNLIKELY(__atomic_load_n(&fsched__fs->asked, __ATOMIC_RELAXED) != 0))  \
+            fsched__frames_share(fsched__fs, fsched__head);                                 \
     } while (0)
 
 /* Inside a task: runs name(arg) here and returns its result. */
@@ -1395,7 +1459,7 @@ FIBERSCHED_API fsched_result fsched_graph_wait_for(fsched_graph *g, uint64_t tim
                                                    fsched_graph_outcome *out);
 
 /* Cancels the current run: tasks not yet started are marked cancelled and do not run;
-   running tasks may notice through fsched_graph_cancelled. Any thread. */
+   running tasks may notice through fsched_graph_is_cancelled. Any thread. */
 FIBERSCHED_API fsched_result fsched_graph_cancel(fsched_graph *g);
 
 /* Writes g in Graphviz DOT, with each task's name and state, through write (called with
@@ -1431,7 +1495,7 @@ FIBERSCHED_API size_t fsched_graph_pred_count(const fsched_graph_task *t);
 FIBERSCHED_API fsched_graph_task *fsched_graph_pred(const fsched_graph_task *t, size_t i);
 
 /* Nonzero when the run of t's graph has been cancelled (a running task may stop early). */
-FIBERSCHED_API int fsched_graph_cancelled(const fsched_graph_task *t);
+FIBERSCHED_API int fsched_graph_is_cancelled(const fsched_graph_task *t);
 
 /* State of t (FSCHED_TASK_WAITING for NULL). Any thread. */
 FIBERSCHED_API fsched_task_state fsched_graph_task_state(const fsched_graph_task *t);
@@ -1525,7 +1589,7 @@ typedef struct fsched_node_desc {
     void (*initialize)(fsched_node *node, void *user);        /* optional, once before */
     int (*can_advance)(fsched_node *node, void *user);        /* optional: default, every
                                                                  link has an envelope
-                                                                 (fsched_node_served);
+                                                                 (fsched_node_is_served);
                                                                  nonzero: yes;
                                                                  FSCHED_NODE_FINISHED */
     void (*advance)(fsched_node *node, void *user);           /* required: ends with
@@ -1590,11 +1654,11 @@ FIBERSCHED_API fsched_result fsched_node_link(fsched_node *node, fsched_hub *hub
 FIBERSCHED_API fsched_result fsched_node_complete(fsched_node *node, int advanced);
 
 /* The node's report once a run has ended (end FSCHED_NODE_RUNNING before). */
-FIBERSCHED_API fsched_result fsched_node_report_get(const fsched_node *node,
+FIBERSCHED_API fsched_result fsched_node_get_report(const fsched_node *node,
                                                     fsched_node_report *out);
 FIBERSCHED_API const char *fsched_node_label(const fsched_node *node);
 /* Nonzero when every link of the node holds an envelope (the default can_advance). */
-FIBERSCHED_API int fsched_node_served(const fsched_node *node);
+FIBERSCHED_API int fsched_node_is_served(const fsched_node *node);
 
 /* The envelope the link holds, or NULL. From the node's callbacks (and, during an
    advance, from the thread that completes it). */
@@ -1614,7 +1678,7 @@ FIBERSCHED_API fsched_result fsched_pipeline_destroy(fsched_pipeline *p);
 FIBERSCHED_API fsched_result fsched_pipeline_add(fsched_pipeline *p, fsched_node *node);
 
 /* Runs the pipeline to its end and returns FSCHED_OK when every node ended done, or
-   FSCHED_ERR_STALLED when some starved (see fsched_node_report_get and
+   FSCHED_ERR_STALLED when some starved (see fsched_node_get_report and
    fsched_pipeline_describe). s NULL: the debugging scheduler, on the calling thread (it
    continues a run begun step by step); else the parallel scheduler on s: from a task or
    bound thread of s the caller's fiber waits, any other thread blocks. A pipeline runs
@@ -1632,7 +1696,7 @@ FIBERSCHED_API fsched_result fsched_pipeline_step(fsched_pipeline *p);
 FIBERSCHED_API fsched_result fsched_pipeline_run_until(fsched_pipeline *p,
                                                        int (*pred)(void *user), void *user);
 /* Nonzero once the run has ended. */
-FIBERSCHED_API int fsched_pipeline_finished(const fsched_pipeline *p);
+FIBERSCHED_API int fsched_pipeline_is_finished(const fsched_pipeline *p);
 
 /* Writes, one line per node, how each node ended ("done", or "starved: waiting to
    consume from hub 'x'"), through write (pieces of text, no terminator). */
@@ -1725,6 +1789,28 @@ FIBERSCHED_API fsched_result fsched_trace_write_json(fsched_sched *s,
    pointer may be NULL). Any thread. */
 FIBERSCHED_API fsched_result fsched_trace_count(const fsched_sched *s, uint64_t *recorded,
                                                 uint64_t *dropped);
+
+/* ---- deprecated names -------------------------------------------------------------
+   Old names of renamed functions, kept for one release: each forwards to its new name
+   (see NAMES at the top), and the compiler warns where it is used. */
+
+FSCHED__DEPRECATED("use fsched_node_get_report")
+static inline fsched_result fsched_node_report_get(const fsched_node *node,
+                                                   fsched_node_report *out) {
+    return fsched_node_get_report(node, out);
+}
+FSCHED__DEPRECATED("use fsched_node_is_served")
+static inline int fsched_node_served(const fsched_node *node) {
+    return fsched_node_is_served(node);
+}
+FSCHED__DEPRECATED("use fsched_graph_is_cancelled")
+static inline int fsched_graph_cancelled(const fsched_graph_task *t) {
+    return fsched_graph_is_cancelled(t);
+}
+FSCHED__DEPRECATED("use fsched_pipeline_is_finished")
+static inline int fsched_pipeline_finished(const fsched_pipeline *p) {
+    return fsched_pipeline_is_finished(p);
+}
 
 #ifdef __cplusplus
 }
@@ -1985,9 +2071,6 @@ void __tsan_set_fiber_name(void *fiber, const char *name);
 
 #define FSCHED__NOINLINE __attribute__((noinline))
 #define FSCHED__ALWAYS_INLINE __inline__ __attribute__((always_inline))
-#define FSCHED__UNUSED __attribute__((unused))
-#define FSCHED__LIKELY(x) __builtin_expect(!!(x), 1)
-#define FSCHED__UNLIKELY(x) __builtin_expect(!!(x), 0)
 #if defined(FIBERSCHED_NO_THREADS)
 #define FSCHED__CACHE_LINE 16 /* one thread shares no lines: the alignment stacks need */
 #else
@@ -2173,13 +2256,43 @@ static void fsched__log(const fsched_logger *logger, fsched_log_level level, con
     va_end(ap);
 }
 
-/* Misuse: returns `code` and, in debug builds, says why through the logger. */
+/* fsched__log of "where: " followed by the message, the name set before the format so
+   that it stays a plain string where nothing formats (FIBERSCHED_NO_STDIO) */
+FSCHED__UNUSED static void fsched__log_in(const fsched_logger *logger, fsched_log_level level,
+                                          const char *where, const char *fmt, ...)
+#if defined(__GNUC__) && !defined(FIBERSCHED_NO_STDIO)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+static void fsched__log_in(const fsched_logger *logger, fsched_log_level level,
+                           const char *where, const char *fmt, ...) {
+    char with[256];
+    size_t n = strlen(where), m = strlen(fmt);
+    va_list ap;
+    va_start(ap, fmt);
+    if (n + 2 + m < sizeof with) {
+        memcpy(with, where, n);
+        memcpy(with + n, ": ", 2);
+        memcpy(with + n + 2, fmt, m + 1);
+        fmt = with;
+    }
+    fsched__logv(logger, level, fmt, ap);
+    va_end(ap);
+}
+
+/* Misuse: returns `code` and, in debug builds, says why through the logger. A helper
+   that acts for a public function names it, as that function's caller gave it
+   (`what`); the public function itself says FSCHED__REFUSE, which names it by __func__:
+   "fsched_event_set: NULL argument". */
 #if FSCHED__DEBUG
 #define FSCHED__MISUSE(logger, code, ...) (fsched__log((logger), FSCHED_LOG_ERROR, __VA_ARGS__), (code))
+#define FSCHED__REFUSE(logger, code, ...)                                                   \
+    (fsched__log_in((logger), FSCHED_LOG_ERROR, __func__, __VA_ARGS__), (code))
 #else
 /* release builds say nothing, but still use the arguments (no unused warnings) */
 static inline void fsched__say_nothing(const char *fmt, ...) { (void)fmt; }
 #define FSCHED__MISUSE(logger, code, ...) ((void)(logger), fsched__say_nothing(__VA_ARGS__), (code))
+#define FSCHED__REFUSE(logger, code, ...) FSCHED__MISUSE(logger, code, __VA_ARGS__)
 #endif
 
 /* Ends the process: only for corrupted memory and impossible states. */
@@ -2701,7 +2814,6 @@ typedef enum fsched__point {
 } fsched__point;
 /* Called, when set, at every point before the random perturbation (tests stall here). */
 static void (*fsched__chaos_hook)(fsched__point at);
-static void fsched__chaos(fsched__point at);
 #define FSCHED__POINT(name) fsched__chaos(FSCHED__AT_##name)
 #else
 #define FSCHED__POINT(name) ((void)0)
@@ -4098,8 +4210,7 @@ FIBERSCHED_API fsched_result fsched_stack_pool_create(const fsched_stack_pool_de
     fsched_result r;
     if (desc) d = *desc;
     else memset(&d, 0, sizeof d);
-    if (!out) return FSCHED__MISUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
-                                    "fsched_stack_pool_create: out is NULL");
+    if (!out) return FSCHED__REFUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT, "out is NULL");
     *out = NULL;
     r = fsched__stack_params_resolve(d.stack_size, d.guard_size, d.stack_kind, &d.allocator,
                                      &d.logger, &params);
@@ -4137,9 +4248,9 @@ FIBERSCHED_API void fsched_stack_pool_destroy(fsched_stack_pool *pool) {
 
 FIBERSCHED_API fsched_result fsched_stack_pool_get_stats(fsched_stack_pool *pool,
                                                          fsched_stack_pool_stats *out) {
-    if (!pool || !out) return FSCHED__MISUSE((const fsched_logger *)NULL,
+    if (!pool || !out) return FSCHED__REFUSE((const fsched_logger *)NULL,
                                              FSCHED_ERR_INVALID_ARGUMENT,
-                                             "fsched_stack_pool_get_stats: NULL argument");
+                                             "NULL argument");
     fsched__mutex_lock(&pool->lock);
     out->cached = pool->n_cached;
     out->in_use = pool->in_use;
@@ -4287,15 +4398,13 @@ FIBERSCHED_API fsched_result fsched_fiber_create(const fsched_fiber_desc *desc,
     fsched_result r;
     if (desc) d = *desc;
     else memset(&d, 0, sizeof d);
-    if (!out) return FSCHED__MISUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
-                                    "fsched_fiber_create: out is NULL");
+    if (!out) return FSCHED__REFUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT, "out is NULL");
     *out = NULL;
-    if (!fn) return FSCHED__MISUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
-                                   "fsched_fiber_create: fn is NULL");
+    if (!fn) return FSCHED__REFUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT, "fn is NULL");
     if (d.pool) {
         if (d.stack_size || d.guard_size || d.stack_kind != FSCHED_STACK_DEFAULT)
-            return FSCHED__MISUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
-                                  "fsched_fiber_create: stack sizes are given by the pool");
+            return FSCHED__REFUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
+                                  "stack sizes are given by the pool");
         r = fsched__pool_take(d.pool, &f);
     } else {
         fsched__stack_params params;
@@ -4364,15 +4473,15 @@ FIBERSCHED_API fsched_result fsched_fiber_switch(fsched_fiber *to) {
 
 FIBERSCHED_API fsched_result fsched_fiber_destroy(fsched_fiber *f) {
     if (!f || f->magic != FSCHED__FIBER_LIVE)
-        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_fiber_destroy: %s", f ? "the fiber was destroyed" : "f is NULL");
+        return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "%s", f ? "the fiber was destroyed" : "f is NULL");
     if (f->is_root)
-        return FSCHED__MISUSE(&f->params.logger, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_fiber_destroy: a thread's own fiber cannot be destroyed");
+        return FSCHED__REFUSE(&f->params.logger, FSCHED_ERR_INVALID_ARGUMENT,
+                              "a thread's own fiber cannot be destroyed");
     /* acquire: the fiber's last switch away is complete before its stack is freed */
     if (fsched_fiber_get_state(f) == FSCHED_FIBER_RUNNING)
-        return FSCHED__MISUSE(&f->params.logger, FSCHED_ERR_WRONG_STATE,
-                              "fsched_fiber_destroy: fiber '%s' is running", f->name);
+        return FSCHED__REFUSE(&f->params.logger, FSCHED_ERR_WRONG_STATE,
+                              "fiber '%s' is running", f->name);
     fsched__fiber_release(f);
     return FSCHED_OK;
 }
@@ -4391,8 +4500,8 @@ FIBERSCHED_API fsched_fiber_state fsched_fiber_get_state(const fsched_fiber *f) 
 
 FIBERSCHED_API fsched_result fsched_fiber_stack(const fsched_fiber *f, void **lo, size_t *size) {
     if (!f || f->magic != FSCHED__FIBER_LIVE || !lo || !size)
-        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_fiber_stack: NULL or destroyed argument");
+        return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "NULL or destroyed argument");
     *lo = f->stack_lo;
     *size = (size_t)(f->stack_hi - f->stack_lo);
     return FSCHED_OK;
@@ -4401,8 +4510,8 @@ FIBERSCHED_API fsched_result fsched_fiber_stack(const fsched_fiber *f, void **lo
 FIBERSCHED_API fsched_result fsched_fiber_stack_used(const fsched_fiber *f, size_t *used) {
     const unsigned char *p;
     if (!f || f->magic != FSCHED__FIBER_LIVE || !used)
-        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_fiber_stack_used: NULL or destroyed argument");
+        return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "NULL or destroyed argument");
     if (!FIBERSCHED_STACK_PAINT || f->params.kind != FSCHED_STACK_HEAP ||
         f->stack_lo == f->stack_hi)
         return FSCHED_ERR_UNSUPPORTED; /* not painted */
@@ -6787,12 +6896,11 @@ FIBERSCHED_API fsched_result fsched_create(const fsched_desc *desc, fsched_sched
     uint32_t i, bound;
     if (desc) d = *desc;
     else memset(&d, 0, sizeof d);
-    if (!out) return FSCHED__MISUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
-                                    "fsched_create: out is NULL");
+    if (!out) return FSCHED__REFUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT, "out is NULL");
     *out = NULL;
     if (d.single_threaded && d.workers)
-        return FSCHED__MISUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_create: single_threaded with %lu workers (a single-threaded "
+        return FSCHED__REFUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
+                              "single_threaded with %lu workers (a single-threaded "
                               "scheduler has no worker threads: leave workers 0)",
                               (unsigned long)d.workers);
 #if defined(FIBERSCHED_NO_THREADS)
@@ -6806,13 +6914,13 @@ FIBERSCHED_API fsched_result fsched_create(const fsched_desc *desc, fsched_sched
     bound = d.max_bound_threads ? d.max_bound_threads : 8;
 #endif
     if (d.workers > FSCHED_MAX_WORKERS || bound > FSCHED_MAX_WORKERS)
-        return FSCHED__MISUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_create: %lu workers and %lu bound threads: at most %d of "
+        return FSCHED__REFUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
+                              "%lu workers and %lu bound threads: at most %d of "
                               "each (FSCHED_MAX_WORKERS)", (unsigned long)d.workers,
                               (unsigned long)bound, FSCHED_MAX_WORKERS);
     if (d.interrupt_tasks > 65536)
-        return FSCHED__MISUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_create: %lu interrupt tasks is too many",
+        return FSCHED__REFUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
+                              "%lu interrupt tasks is too many",
                               (unsigned long)d.interrupt_tasks);
     a = fsched__allocator_resolve(&d.allocator);
     s = (fsched_sched *)fsched__alloc(&a, sizeof *s, FSCHED__CACHE_LINE);
@@ -6865,8 +6973,8 @@ FIBERSCHED_API fsched_result fsched_create(const fsched_desc *desc, fsched_sched
         if (first_fiber && !(first = fsched__idle_take(s->slots[i]))) {
             size_t stack_size = s->stacks->params.stack_size;
             fsched__sched_free(s);
-            return FSCHED__MISUSE(&d.logger, FSCHED_ERR_OUT_OF_MEMORY,
-                                  "fsched_create: no fiber stack of %lu bytes could be had "
+            return FSCHED__REFUSE(&d.logger, FSCHED_ERR_OUT_OF_MEMORY,
+                                  "no fiber stack of %lu bytes could be had "
                                   "(out of memory or address space)", (unsigned long)stack_size);
         }
         if (first) fsched__idle_park(s->slots[i], first);
@@ -7017,11 +7125,11 @@ FIBERSCHED_API fsched_result fsched_unbind(void) {
     fsched__thread *t = fsched__thread_get();
     fsched__worker *w = t->worker;
     if (!w || !w->bound)
-        return FSCHED__MISUSE(w ? &w->sched->logger : NULL, FSCHED_ERR_WRONG_STATE,
-                              "fsched_unbind: the thread is %s", w ? "a worker" : "not bound");
+        return FSCHED__REFUSE(w ? &w->sched->logger : NULL, FSCHED_ERR_WRONG_STATE,
+                              "the thread is %s", w ? "a worker" : "not bound");
     if (!fsched__in_own_code(t))
-        return FSCHED__MISUSE(&w->sched->logger, FSCHED_ERR_WRONG_STATE,
-                              "fsched_unbind: called from a task, not from the bound thread itself");
+        return FSCHED__REFUSE(&w->sched->logger, FSCHED_ERR_WRONG_STATE,
+                              "called from a task, not from the bound thread itself");
     fsched__unbind(w);
     return FSCHED_OK;
 }
@@ -7066,21 +7174,21 @@ FIBERSCHED_API fsched_result fsched_destroy(fsched_sched *s) {
     /* exclusively: no call may enter s through the registry while destroy begins (a
        bind, a spawn from outside: they see s closing afterwards, or are seen here) */
     fsched__live_write_lock();
-    if ((r = fsched__sched_open(s, 1, "fsched_destroy")) != FSCHED_OK) {
+    if ((r = fsched__sched_open(s, 1, __func__)) != FSCHED_OK) {
         /* destroyed already, or another thread destroys it */
     } else if (t->worker && (t->worker->sched != s || !t->worker->bound ||
                              !fsched__in_own_code(t))) {
-        r = FSCHED__MISUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
-                           "fsched_destroy: called from a task or from another scheduler");
+        r = FSCHED__REFUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
+                           "called from a task or from another scheduler");
     } else if (t->in_worker_hook == s) {
-        r = FSCHED__MISUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
-                           "fsched_destroy: called from the scheduler's own worker hook");
+        r = FSCHED__REFUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
+                           "called from the scheduler's own worker hook");
     } else {
         /* acquire: pairs with the release that frees a slot (fsched__unbind) */
         for (i = s->n_threads; i < s->n_slots; i++)
             if (s->slots[i] != t->worker && FSCHED__LOAD(&s->slots[i]->in_use, FSCHED__ACQUIRE))
-                r = FSCHED__MISUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
-                                   "fsched_destroy: another thread is still bound");
+                r = FSCHED__REFUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
+                                   "another thread is still bound");
     }
     if (r == FSCHED_OK) {
         w = t->worker;
@@ -7116,7 +7224,7 @@ FIBERSCHED_API fsched_sched *fsched_current(void) {
 
 FIBERSCHED_API uint32_t fsched_worker_count(const fsched_sched *s) {
     uint32_t n;
-    if (fsched__sched_enter((fsched_sched *)s, 0, "fsched_worker_count") != FSCHED_OK) return 0;
+    if (fsched__sched_enter((fsched_sched *)s, 0, __func__) != FSCHED_OK) return 0;
     n = s->n_threads;
     fsched__sched_release((fsched_sched *)s);
     return n;
@@ -7128,8 +7236,8 @@ FIBERSCHED_API fsched_result fsched_get_stats(const fsched_sched *s, fsched_stat
     int64_t fibers = 0;
     uint32_t i;
     fsched_result r;
-    if (!out) return FSCHED__MISUSE(NULL, FSCHED_ERR_INVALID_ARGUMENT, "fsched_get_stats: out is NULL");
-    if ((r = fsched__sched_enter(m, 0, "fsched_get_stats")) != FSCHED_OK) return r;
+    if (!out) return FSCHED__REFUSE(NULL, FSCHED_ERR_INVALID_ARGUMENT, "out is NULL");
+    if ((r = fsched__sched_enter(m, 0, __func__)) != FSCHED_OK) return r;
     memset(out, 0, sizeof *out);
     /* relaxed: statistics, each count read on its own */
     for (i = 0; i < m->n_slots; i++) {
@@ -7355,8 +7463,8 @@ static fsched_result fsched__default_enter(fsched_sched **out, const char *what)
 
 FIBERSCHED_API fsched_result fsched_default_configure(const fsched_desc *desc) {
     if (!fsched__default_claim())
-        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
-                              "fsched_default_configure: the default scheduler exists already "
+        return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
+                              "the default scheduler exists already "
                               "(made, set or gotten), or the process is exiting");
     if (desc) fsched__default_desc = *desc;
     else memset(&fsched__default_desc, 0, sizeof fsched__default_desc);
@@ -7366,7 +7474,7 @@ FIBERSCHED_API fsched_result fsched_default_configure(const fsched_desc *desc) {
 }
 
 FIBERSCHED_API fsched_result fsched_default_set(fsched_sched *s) {
-    fsched_result r = fsched__sched_enter(s, 1, "fsched_default_set");
+    fsched_result r = fsched__sched_enter(s, 1, __func__);
     if (r != FSCHED_OK) return r;
     if (fsched__default_claim()) {
         fsched__default_hook();
@@ -7374,8 +7482,8 @@ FIBERSCHED_API fsched_result fsched_default_set(fsched_sched *s) {
         fsched__default_sched = s;
         fsched__default_unclaim(FSCHED__DEFAULT_SET);
     } else {
-        r = FSCHED__MISUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
-                           "fsched_default_set: the default scheduler exists already (made, "
+        r = FSCHED__REFUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
+                           "the default scheduler exists already (made, "
                            "set or gotten), or the process is exiting");
     }
     fsched__sched_release(s);
@@ -7386,9 +7494,9 @@ FIBERSCHED_API fsched_result fsched_default_get(fsched_sched **out) {
     fsched_sched *s = NULL;
     fsched_result r;
     if (!out)
-        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_default_get: out is NULL");
-    r = fsched__default_find_live(&s, "fsched_default_get");
+        return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "out is NULL");
+    r = fsched__default_find_live(&s, __func__);
     *out = r == FSCHED_OK ? s : NULL;
     return r;
 }
@@ -7734,27 +7842,28 @@ static fsched_result fsched__wait_list_retire(fsched_wait_list *l, const char *b
     return FSCHED_OK;
 }
 
-#define FSCHED__CHECK_ARG(ptr, fn)                                                          \
+/* In a public function, as the checks below: refuses a NULL argument, naming the function */
+#define FSCHED__CHECK_ARG(ptr)                                                              \
     do {                                                                                    \
         if (!(ptr))                                                                         \
-            return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT, \
-                                  fn ": NULL argument");                                    \
+            return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT, \
+                                  "NULL argument");                                         \
     } while (0)
 
 /* A primitive that is NULL or was destroyed (its lock word poisoned): refused. Relaxed:
    a check of misuse; a destroy racing the call itself is undefined. */
-#define FSCHED__CHECK_LIVE(obj, fn)                                                         \
+#define FSCHED__CHECK_LIVE(obj)                                                             \
     do {                                                                                    \
-        FSCHED__CHECK_ARG(obj, fn);                                                         \
+        FSCHED__CHECK_ARG(obj);                                                             \
         if (FSCHED__LOAD(&(obj)->waiters.lock, FSCHED__RELAXED) == FSCHED__LIST_DEAD)       \
-            return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT, \
-                                  fn ": the object was destroyed");                         \
+            return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT, \
+                                  "the object was destroyed");                              \
     } while (0)
 
 /* ---- event ----------------------------------------------------------------------- */
 
 FIBERSCHED_API fsched_result fsched_event_init(fsched_event *e, int manual_reset, int initially_set) {
-    FSCHED__CHECK_ARG(e, "fsched_event_init");
+    FSCHED__CHECK_ARG(e);
     fsched__wait_list_init(&e->waiters);
     e->signaled = initially_set ? 1u : 0u;
     e->manual_reset = manual_reset ? 1u : 0u;
@@ -7762,13 +7871,13 @@ FIBERSCHED_API fsched_result fsched_event_init(fsched_event *e, int manual_reset
 }
 
 FIBERSCHED_API fsched_result fsched_event_destroy(fsched_event *e) {
-    FSCHED__CHECK_LIVE(e, "fsched_event_destroy");
-    return fsched__wait_list_retire(&e->waiters, NULL, "fsched_event_destroy");
+    FSCHED__CHECK_LIVE(e);
+    return fsched__wait_list_retire(&e->waiters, NULL, __func__);
 }
 
 FIBERSCHED_API fsched_result fsched_event_set(fsched_event *e) {
     fsched__wakes wakes;
-    FSCHED__CHECK_LIVE(e, "fsched_event_set");
+    FSCHED__CHECK_LIVE(e);
     wakes.n = 0;
     fsched__wait_list_lock(&e->waiters);
     if (e->manual_reset) {
@@ -7783,7 +7892,7 @@ FIBERSCHED_API fsched_result fsched_event_set(fsched_event *e) {
 }
 
 FIBERSCHED_API fsched_result fsched_event_reset(fsched_event *e) {
-    FSCHED__CHECK_LIVE(e, "fsched_event_reset");
+    FSCHED__CHECK_LIVE(e);
     /* relaxed: a reset publishes nothing; a wait that sees it looks again under the lock */
     FSCHED__STORE(&e->signaled, 0u, FSCHED__RELAXED);
     return FSCHED_OK;
@@ -7824,32 +7933,32 @@ static fsched_result fsched__event_wait(fsched_event *e, uint64_t deadline) {
 }
 
 FIBERSCHED_API fsched_result fsched_event_wait(fsched_event *e) {
-    FSCHED__CHECK_LIVE(e, "fsched_event_wait");
+    FSCHED__CHECK_LIVE(e);
     return fsched__event_wait(e, 0);
 }
 
-#define FSCHED__CHECK_CLOCK(fn)                                                             \
+#define FSCHED__CHECK_CLOCK()                                                               \
     do {                                                                                    \
         if (!fsched__have_clock())                                                          \
-            return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_UNSUPPORTED,      \
-                                  fn ": no clock (give the scheduler's desc a clock)");     \
+            return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_UNSUPPORTED,      \
+                                  "no clock (give the scheduler's desc a clock)");          \
     } while (0)
 
 FIBERSCHED_API fsched_result fsched_event_wait_for(fsched_event *e, uint64_t timeout_ns) {
-    FSCHED__CHECK_LIVE(e, "fsched_event_wait_for");
+    FSCHED__CHECK_LIVE(e);
     if (fsched__event_try(e)) {
         fsched__wait_list_quiesce(&e->waiters);
         return FSCHED_OK;
     }
     if (!timeout_ns) return FSCHED_ERR_TIMEOUT;
-    FSCHED__CHECK_CLOCK("fsched_event_wait_for");
+    FSCHED__CHECK_CLOCK();
     return fsched__event_wait(e, fsched__deadline_after(timeout_ns));
 }
 
 /* ---- wait group ------------------------------------------------------------------ */
 
 FIBERSCHED_API fsched_result fsched_wait_group_init(fsched_wait_group *wg) {
-    FSCHED__CHECK_ARG(wg, "fsched_wait_group_init");
+    FSCHED__CHECK_ARG(wg);
     fsched__wait_list_init(&wg->waiters);
     wg->count = 0;
     wg->single = NULL;
@@ -7857,26 +7966,26 @@ FIBERSCHED_API fsched_result fsched_wait_group_init(fsched_wait_group *wg) {
 }
 
 FIBERSCHED_API fsched_result fsched_wait_group_destroy(fsched_wait_group *wg) {
-    FSCHED__CHECK_LIVE(wg, "fsched_wait_group_destroy");
+    FSCHED__CHECK_LIVE(wg);
     /* acquire, as a waiter reads the count: the work counted happened before a zero */
     return fsched__wait_list_retire(&wg->waiters,
                                     FSCHED__LOAD(&wg->count, FSCHED__ACQUIRE) != 0
                                         ? "work is still counted" : NULL,
-                                    "fsched_wait_group_destroy");
+                                    __func__);
 }
 
 FIBERSCHED_API fsched_result fsched_wait_group_add(fsched_wait_group *wg, int64_t n) {
     fsched__wakes wakes;
     int64_t c;
-    FSCHED__CHECK_LIVE(wg, "fsched_wait_group_add");
+    FSCHED__CHECK_LIVE(wg);
     c = FSCHED__LOAD(&wg->count, FSCHED__RELAXED); /* relaxed: a guess the CAS checks */
     for (;;) { /* without the lock while the count stays above zero */
         if (n > 0 && c > INT64_MAX - n) /* c + n itself would overflow */
-            return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
-                                  "fsched_wait_group_add: the count would pass INT64_MAX");
+            return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                                  "the count would pass INT64_MAX");
         if (c + n < 0)
-            return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
-                                  "fsched_wait_group_add: the count would go below zero");
+            return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
+                                  "the count would go below zero");
         if (c + n == 0 && n != 0) break;
         /* acq_rel: the work counted down happens before a waiter returns */
         if (FSCHED__CAS_WEAK(&wg->count, &c, c + n, FSCHED__ACQ_REL, FSCHED__RELAXED))
@@ -7891,8 +8000,8 @@ FIBERSCHED_API fsched_result fsched_wait_group_add(fsched_wait_group *wg, int64_
     for (;;) {
         if (c + n < 0) {
             fsched__wait_list_unlock(&wg->waiters);
-            return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
-                                  "fsched_wait_group_add: the count would go below zero");
+            return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
+                                  "the count would go below zero");
         }
         if (FSCHED__CAS_WEAK(&wg->count, &c, c + n, FSCHED__ACQ_REL, FSCHED__RELAXED)) break;
     }
@@ -8112,9 +8221,9 @@ static FSCHED__NOINLINE fsched_result fsched__wait_group_unattended(fsched_wait_
    fsched__wait_group_help. */
 FIBERSCHED_API fsched_result fsched_wait_group_wait(fsched_wait_group *wg) {
     fsched_result r;
-    FSCHED__CHECK_LIVE(wg, "fsched_wait_group_wait");
+    FSCHED__CHECK_LIVE(wg);
     if (FSCHED__UNLIKELY(FSCHED__LOAD(&wg->single, FSCHED__RELAXED)) &&
-        (r = fsched__wait_group_unattended(wg, "fsched_wait_group_wait")) != FSCHED_OK)
+        (r = fsched__wait_group_unattended(wg, __func__)) != FSCHED_OK)
         return r;
     fsched__wait_group_help(wg);
     return fsched__wait_group_block(wg, 0);
@@ -8124,15 +8233,15 @@ FIBERSCHED_API fsched_result fsched_wait_group_wait(fsched_wait_group *wg) {
 FIBERSCHED_API fsched_result fsched_wait_group_wait_for(fsched_wait_group *wg, uint64_t timeout_ns) {
     uint64_t deadline;
     fsched_result r;
-    FSCHED__CHECK_LIVE(wg, "fsched_wait_group_wait_for");
+    FSCHED__CHECK_LIVE(wg);
     if (FSCHED__LOAD(&wg->count, FSCHED__ACQUIRE) == 0) {
         fsched__wait_list_quiesce(&wg->waiters);
         return FSCHED_OK;
     }
     if (!timeout_ns) return FSCHED_ERR_TIMEOUT;
-    FSCHED__CHECK_CLOCK("fsched_wait_group_wait_for");
+    FSCHED__CHECK_CLOCK();
     if (FSCHED__UNLIKELY(FSCHED__LOAD(&wg->single, FSCHED__RELAXED)) &&
-        (r = fsched__wait_group_unattended(wg, "fsched_wait_group_wait_for")) != FSCHED_OK)
+        (r = fsched__wait_group_unattended(wg, __func__)) != FSCHED_OK)
         return r;
     deadline = fsched__deadline_after(timeout_ns); /* from the call, helping included */
     fsched__wait_group_help(wg);
@@ -8152,20 +8261,20 @@ FIBERSCHED_API fsched_result fsched_wait_group_wait_for(fsched_wait_group *wg, u
 #define FSCHED__MUTEX_HANDOFF_NS 1000000u
 
 FIBERSCHED_API fsched_result fsched_mutex_init(fsched_mutex *m) {
-    FSCHED__CHECK_ARG(m, "fsched_mutex_init");
+    FSCHED__CHECK_ARG(m);
     fsched__wait_list_init(&m->waiters);
     m->state = 0;
     return FSCHED_OK;
 }
 
 FIBERSCHED_API fsched_result fsched_mutex_destroy(fsched_mutex *m) {
-    FSCHED__CHECK_LIVE(m, "fsched_mutex_destroy");
+    FSCHED__CHECK_LIVE(m);
     /* acquire: pairs with the unlock's release: the last critical section came first */
     return fsched__wait_list_retire(&m->waiters,
                                     FSCHED__LOAD(&m->state, FSCHED__ACQUIRE) &
                                             FSCHED__MUTEX_LOCKED
                                         ? "the mutex is locked" : NULL,
-                                    "fsched_mutex_destroy");
+                                    __func__);
 }
 
 /* Takes the mutex if it is free; 1 when taken. */
@@ -8181,7 +8290,7 @@ static int fsched__mutex_try(fsched_mutex *m) {
 }
 
 FIBERSCHED_API fsched_result fsched_mutex_try_lock(fsched_mutex *m) {
-    FSCHED__CHECK_LIVE(m, "fsched_mutex_try_lock");
+    FSCHED__CHECK_LIVE(m);
     if (!fsched__mutex_try(m)) return FSCHED_ERR_TIMEOUT;
     fsched__wait_list_quiesce(&m->waiters);
     return FSCHED_OK;
@@ -8242,13 +8351,13 @@ static fsched_result fsched__mutex_acquire(fsched_mutex *m, uint64_t deadline) {
 }
 
 FIBERSCHED_API fsched_result fsched_mutex_lock(fsched_mutex *m) {
-    FSCHED__CHECK_LIVE(m, "fsched_mutex_lock");
+    FSCHED__CHECK_LIVE(m);
     return fsched__mutex_acquire(m, 0);
 }
 
 FIBERSCHED_API fsched_result fsched_mutex_lock_for(fsched_mutex *m, uint64_t timeout_ns) {
-    FSCHED__CHECK_LIVE(m, "fsched_mutex_lock_for");
-    FSCHED__CHECK_CLOCK("fsched_mutex_lock_for");
+    FSCHED__CHECK_LIVE(m);
+    FSCHED__CHECK_CLOCK();
     return fsched__mutex_acquire(m, fsched__deadline_after(timeout_ns));
 }
 
@@ -8266,12 +8375,12 @@ static int fsched__mutex_starving(const fsched__waiter *wt) {
 FIBERSCHED_API fsched_result fsched_mutex_unlock(fsched_mutex *m) {
     fsched__wakes wakes;
     uint32_t st = FSCHED__MUTEX_LOCKED, handoff = 0;
-    FSCHED__CHECK_LIVE(m, "fsched_mutex_unlock");
+    FSCHED__CHECK_LIVE(m);
     /* release: our critical section happens before the next holder's */
     if (FSCHED__CAS(&m->state, &st, 0u, FSCHED__RELEASE, FSCHED__RELAXED)) return FSCHED_OK;
     if (!(st & FSCHED__MUTEX_LOCKED))
-        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
-                              "fsched_mutex_unlock: the mutex is not locked");
+        return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
+                              "the mutex is not locked");
     wakes.n = 0;
     fsched__wait_list_lock(&m->waiters);
     while (m->waiters.head) {
@@ -8294,14 +8403,14 @@ FIBERSCHED_API fsched_result fsched_mutex_unlock(fsched_mutex *m) {
 /* ---- condition variable ---------------------------------------------------------- */
 
 FIBERSCHED_API fsched_result fsched_cond_init(fsched_cond *c) {
-    FSCHED__CHECK_ARG(c, "fsched_cond_init");
+    FSCHED__CHECK_ARG(c);
     fsched__wait_list_init(&c->waiters);
     return FSCHED_OK;
 }
 
 FIBERSCHED_API fsched_result fsched_cond_destroy(fsched_cond *c) {
-    FSCHED__CHECK_LIVE(c, "fsched_cond_destroy");
-    return fsched__wait_list_retire(&c->waiters, NULL, "fsched_cond_destroy");
+    FSCHED__CHECK_LIVE(c);
+    return fsched__wait_list_retire(&c->waiters, NULL, __func__);
 }
 
 static fsched_result fsched__cond_wait(fsched_cond *c, fsched_mutex *m, uint64_t deadline) {
@@ -8329,15 +8438,15 @@ static fsched_result fsched__cond_wait(fsched_cond *c, fsched_mutex *m, uint64_t
 }
 
 FIBERSCHED_API fsched_result fsched_cond_wait(fsched_cond *c, fsched_mutex *m) {
-    FSCHED__CHECK_LIVE(c, "fsched_cond_wait");
-    FSCHED__CHECK_LIVE(m, "fsched_cond_wait");
+    FSCHED__CHECK_LIVE(c);
+    FSCHED__CHECK_LIVE(m);
     return fsched__cond_wait(c, m, 0);
 }
 
 FIBERSCHED_API fsched_result fsched_cond_wait_for(fsched_cond *c, fsched_mutex *m, uint64_t timeout_ns) {
-    FSCHED__CHECK_LIVE(c, "fsched_cond_wait_for");
-    FSCHED__CHECK_LIVE(m, "fsched_cond_wait_for");
-    FSCHED__CHECK_CLOCK("fsched_cond_wait_for");
+    FSCHED__CHECK_LIVE(c);
+    FSCHED__CHECK_LIVE(m);
+    FSCHED__CHECK_CLOCK();
     return fsched__cond_wait(c, m, fsched__deadline_after(timeout_ns));
 }
 
@@ -8346,7 +8455,7 @@ FIBERSCHED_API fsched_result fsched_cond_wait_for(fsched_cond *c, fsched_mutex *
    after it. */
 FIBERSCHED_API fsched_result fsched_cond_signal(fsched_cond *c) {
     fsched__wakes wakes;
-    FSCHED__CHECK_LIVE(c, "fsched_cond_signal");
+    FSCHED__CHECK_LIVE(c);
     if (!FSCHED__LOAD(&c->waiters.count, FSCHED__ACQUIRE)) return FSCHED_OK;
     wakes.n = 0;
     fsched__wait_list_lock(&c->waiters);
@@ -8358,7 +8467,7 @@ FIBERSCHED_API fsched_result fsched_cond_signal(fsched_cond *c) {
 /* Acquire, as in fsched_cond_signal. */
 FIBERSCHED_API fsched_result fsched_cond_broadcast(fsched_cond *c) {
     fsched__wakes wakes;
-    FSCHED__CHECK_LIVE(c, "fsched_cond_broadcast");
+    FSCHED__CHECK_LIVE(c);
     if (!FSCHED__LOAD(&c->waiters.count, FSCHED__ACQUIRE)) return FSCHED_OK;
     wakes.n = 0;
     fsched__wait_list_lock(&c->waiters);
@@ -8370,18 +8479,18 @@ FIBERSCHED_API fsched_result fsched_cond_broadcast(fsched_cond *c) {
 /* ---- semaphore ------------------------------------------------------------------- */
 
 FIBERSCHED_API fsched_result fsched_sema_init(fsched_sema *s, int64_t initial) {
-    FSCHED__CHECK_ARG(s, "fsched_sema_init");
+    FSCHED__CHECK_ARG(s);
     if (initial < 0)
-        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_sema_init: negative count");
+        return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "negative count");
     fsched__wait_list_init(&s->waiters);
     s->count = initial;
     return FSCHED_OK;
 }
 
 FIBERSCHED_API fsched_result fsched_sema_destroy(fsched_sema *s) {
-    FSCHED__CHECK_LIVE(s, "fsched_sema_destroy");
-    return fsched__wait_list_retire(&s->waiters, NULL, "fsched_sema_destroy");
+    FSCHED__CHECK_LIVE(s);
+    return fsched__wait_list_retire(&s->waiters, NULL, __func__);
 }
 
 static int fsched__sema_try(fsched_sema *s) {
@@ -8406,7 +8515,7 @@ static int fsched__sema_take_locked(fsched_sema *s) {
 }
 
 FIBERSCHED_API fsched_result fsched_sema_try_acquire(fsched_sema *s) {
-    FSCHED__CHECK_LIVE(s, "fsched_sema_try_acquire");
+    FSCHED__CHECK_LIVE(s);
     return fsched__sema_try(s) ? FSCHED_OK : FSCHED_ERR_TIMEOUT;
 }
 
@@ -8433,22 +8542,22 @@ static fsched_result fsched__sema_acquire(fsched_sema *s, uint64_t deadline) {
 }
 
 FIBERSCHED_API fsched_result fsched_sema_acquire(fsched_sema *s) {
-    FSCHED__CHECK_LIVE(s, "fsched_sema_acquire");
+    FSCHED__CHECK_LIVE(s);
     return fsched__sema_acquire(s, 0);
 }
 
 FIBERSCHED_API fsched_result fsched_sema_acquire_for(fsched_sema *s, uint64_t timeout_ns) {
-    FSCHED__CHECK_LIVE(s, "fsched_sema_acquire_for");
-    FSCHED__CHECK_CLOCK("fsched_sema_acquire_for");
+    FSCHED__CHECK_LIVE(s);
+    FSCHED__CHECK_CLOCK();
     return fsched__sema_acquire(s, fsched__deadline_after(timeout_ns));
 }
 
 FIBERSCHED_API fsched_result fsched_sema_release(fsched_sema *s, int64_t n) {
     fsched__wakes wakes;
-    FSCHED__CHECK_LIVE(s, "fsched_sema_release");
+    FSCHED__CHECK_LIVE(s);
     if (n < 0)
-        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_sema_release: negative count");
+        return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "negative count");
     if (n == 0) return FSCHED_OK;
     wakes.n = 0;
     fsched__wait_list_lock(&s->waiters);
@@ -8456,8 +8565,8 @@ FIBERSCHED_API fsched_result fsched_sema_release(fsched_sema *s, int64_t n) {
        overflow once this test passed (relaxed: a bound, which only grows looser) */
     if (n > INT64_MAX - FSCHED__LOAD(&s->count, FSCHED__RELAXED)) {
         fsched__wait_list_unlock(&s->waiters);
-        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_sema_release: the count would pass INT64_MAX");
+        return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "the count would pass INT64_MAX");
     }
     /* waiters first (each gets its unit directly), the rest to the count */
     while (n > 0 && fsched__wait_list_wake_one(&s->waiters, &wakes)) n--;
@@ -9464,7 +9573,7 @@ static fsched__io *fsched__io_get(fsched_sched *s, fsched_result *r) {
 
 FIBERSCHED_API fsched_result fsched_set_poll(fsched_sched *s, fsched_poll_fn fn, void *user,
                                              uint64_t interval_ns) {
-    fsched_result r = fsched__sched_enter(s, 0, "fsched_set_poll");
+    fsched_result r = fsched__sched_enter(s, 0, __func__);
     int inside;
     if (r != FSCHED_OK) return r;
     /* the hook's own lock, unless this is the call that holds it */
@@ -9647,8 +9756,8 @@ FIBERSCHED_API fsched_result fsched_wait_fd(int fd, uint32_t events, uint64_t ti
     uint64_t deadline;
     fsched_result r = FSCHED_OK;
     if (fd < 0 || !events || (events & ~(FSCHED_READABLE | FSCHED_WRITABLE)))
-        return FSCHED__MISUSE(NULL, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_wait_fd: fd %d or events %u out of range", fd, events);
+        return FSCHED__REFUSE(NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "fd %d or events %u out of range", fd, events);
     if (!w || !timeout_ns) return fsched__fd_poll_thread(fd, events, timeout_ns, ready);
     /* relaxed: an early answer; fsched__fd_wait looks again under the lock */
     if (FSCHED__LOAD(&w->sched->closing, FSCHED__RELAXED)) return FSCHED_ERR_CANCELLED;
@@ -9665,7 +9774,7 @@ FIBERSCHED_API fsched_result fsched_wait_fd(int fd, uint32_t events, uint64_t ti
     (void)events;
     (void)timeout_ns;
     (void)ready;
-    return FSCHED__MISUSE(NULL, FSCHED_ERR_UNSUPPORTED, "fsched_wait_fd: no file descriptors here");
+    return FSCHED__REFUSE(NULL, FSCHED_ERR_UNSUPPORTED, "no file descriptors here");
 #endif
 }
 
@@ -9681,7 +9790,7 @@ FIBERSCHED_API fsched_result fsched_close_fd(int fd) {
     fsched__io *io;
     int own, rc, err;
     if (fd < 0)
-        return FSCHED__MISUSE(NULL, FSCHED_ERR_INVALID_ARGUMENT, "fsched_close_fd: fd %d", fd);
+        return FSCHED__REFUSE(NULL, FSCHED_ERR_INVALID_ARGUMENT, "fd %d", fd);
     /* the list's lock keeps every poller in it alive (fsched__watch_free takes it first) */
     fsched__spin_lock(&fsched__io_all_lock);
     if (!(own = fsched__io_owns(fd))) {
@@ -9690,8 +9799,8 @@ FIBERSCHED_API fsched_result fsched_close_fd(int fd) {
     }
     fsched__spin_unlock(&fsched__io_all_lock);
     if (own)
-        return FSCHED__MISUSE(NULL, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_close_fd: fd %d is a scheduler's own", fd);
+        return FSCHED__REFUSE(NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "fd %d is a scheduler's own", fd);
     FSCHED__POINT(FD_CLOSE);
     rc = close(fd);
     err = errno;
@@ -9699,12 +9808,12 @@ FIBERSCHED_API fsched_result fsched_close_fd(int fd) {
     fsched__fd_closing_end(&entry);
     if (rc == 0) return FSCHED_OK;
     errno = err;
-    return err == EBADF ? FSCHED__MISUSE(NULL, FSCHED_ERR_INVALID_ARGUMENT,
-                                         "fsched_close_fd: fd %d is not open", fd)
+    return err == EBADF ? FSCHED__REFUSE(NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                                         "fd %d is not open", fd)
                         : FSCHED_ERR_SYSTEM;
 #else
     (void)fd;
-    return FSCHED__MISUSE(NULL, FSCHED_ERR_UNSUPPORTED, "fsched_close_fd: no file descriptors here");
+    return FSCHED__REFUSE(NULL, FSCHED_ERR_UNSUPPORTED, "no file descriptors here");
 #endif
 }
 
@@ -9805,14 +9914,14 @@ FIBERSCHED_API fsched_result fsched_spawn_named(fsched_sched *s, void (*fn)(void
 
 FIBERSCHED_API fsched_result fsched_wait_group_spawn(fsched_wait_group *wg, fsched_sched *s,
                                                      void (*fn)(void *arg), void *arg) {
-    FSCHED__CHECK_LIVE(wg, "fsched_wait_group_spawn");
+    FSCHED__CHECK_LIVE(wg);
     return fsched__spawn(s, wg, fn, arg, NULL, 0, NULL);
 }
 
 FIBERSCHED_API fsched_result fsched_wait_group_spawn_named(fsched_wait_group *wg, fsched_sched *s,
                                                            void (*fn)(void *arg), void *arg,
                                                            const char *name) {
-    FSCHED__CHECK_LIVE(wg, "fsched_wait_group_spawn_named");
+    FSCHED__CHECK_LIVE(wg);
     return fsched__spawn(s, wg, fn, arg, NULL, 0, name);
 }
 
@@ -10325,8 +10434,8 @@ static void fsched__frames_hold(fsched__worker *w, fsched_frames *fs, fsched_fib
 }
 
 /* FSCHED_OK with *out NULL outside every scheduler: the macro then runs the tree through
-   fsched_frames_outside. */
-FIBERSCHED_API fsched_result fsched_frames_enter(fsched_frames **out) {
+   fsched__frames_outside. */
+FIBERSCHED_API fsched_result fsched__frames_enter(fsched_frames **out) {
     fsched__worker *w = fsched__tls_thread.worker;
     fsched_frames *fs;
     fsched_result refused;
@@ -10346,12 +10455,12 @@ FIBERSCHED_API fsched_result fsched_frames_enter(fsched_frames **out) {
     return FSCHED_OK;
 }
 
-FIBERSCHED_API fsched_result fsched_frames_outside(fsched_result (*root)(void *call),
-                                                   void *call) {
+FIBERSCHED_API fsched_result fsched__frames_outside(fsched_result (*root)(void *call),
+                                                    void *call) {
     return fsched__call_outside(root, call, "FSCHED_RUN");
 }
 
-FIBERSCHED_API void fsched_frames_leave(fsched_frames *fs) {
+FIBERSCHED_API void fsched__frames_leave(fsched_frames *fs) {
     fsched__worker *w = (fsched__worker *)fs->worker;
     ((fsched_fiber *)fs->fiber)->frames = fs->outer;
     FSCHED__STORE(&fs->in_use, 0u, FSCHED__RELAXED); /* relaxed: see fsched__frames_hold */
@@ -10383,7 +10492,7 @@ static void fsched__frames_offer(fsched_frames *fs, size_t n) {
     fsched__new_jobs(w->sched, (uint32_t)n);
 }
 
-FIBERSCHED_API void fsched_frames_share(fsched_frames *fs, fsched_frame *head) {
+FIBERSCHED_API void fsched__frames_share(fsched_frames *fs, fsched_frame *head) {
     size_t own = (size_t)(head - fs->split);
     if (!own) return; /* nothing of its own to offer: the request stays */
     /* cleared first, so that a request made meanwhile survives (relaxed: a hint) */
@@ -10403,7 +10512,7 @@ static void fsched__frames_offer_held(fsched_fiber *f) {
     }
 }
 
-FIBERSCHED_API int fsched_frames_reclaim(fsched_frames *fs, fsched_frame *frame) {
+FIBERSCHED_API int fsched__frames_reclaim(fsched_frames *fs, fsched_frame *frame) {
     uint32_t at = (uint32_t)(frame - fs->base);
     /* relaxed: a first guess for the CAS, which decides (a claimed frame's result is read
        only after the latch's acquire) */
@@ -10429,7 +10538,7 @@ FIBERSCHED_API int fsched_frames_reclaim(fsched_frames *fs, fsched_frame *frame)
     return 0;
 }
 
-FIBERSCHED_API void fsched_frames_full(fsched_frames *fs) {
+FIBERSCHED_API void fsched__frames_full(fsched_frames *fs) {
     fsched__worker *w = (fsched__worker *)fs->worker;
     fsched__log(&w->sched->logger, FSCHED_LOG_ERROR,
                 "FSCHED_SPAWN: %lu frames spawned and not synced in one task tree: the frame "
@@ -10533,7 +10642,7 @@ static void fsched__frame_job_execute(fsched__job *job, fsched__worker *w) {
     fsched__running_end(f, outer);
     FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_CHILD, trace_begin, FSCHED__CODE(frame->run),
                                        NULL, 0);)
-    fsched_frames_leave(fs);
+    fsched__frames_leave(fs);
     FSCHED__POINT(JOIN);
     /* acq_rel: releases the result (or the exception) to the owner, acquires the fiber it
        left there; after it the owner may reuse the frame */
@@ -10735,13 +10844,13 @@ FIBERSCHED_API fsched_result fsched_parallel_for(size_t begin, size_t end, size_
                                                  void *ctx) {
     fsched__range r;
     if (!body)
-        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_parallel_for: body is NULL");
+        return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "body is NULL");
     memset(&r, 0, sizeof r);
     r.body = body;
     r.ctx = ctx;
     r.grain = grain;
-    return fsched__range_start(&r, begin, end, NULL, "fsched_parallel_for");
+    return fsched__range_start(&r, begin, end, NULL, __func__);
 }
 
 FIBERSCHED_API fsched_result fsched_parallel_reduce(
@@ -10751,8 +10860,8 @@ FIBERSCHED_API fsched_result fsched_parallel_reduce(
     fsched__range r;
     fsched_result res;
     if (!init || !body || !combine || !result || !size)
-        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_parallel_reduce: NULL function, result or size 0");
+        return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "NULL function, result or size 0");
     memset(&r, 0, sizeof r);
     r.rbody = body;
     r.init = init;
@@ -10761,7 +10870,7 @@ FIBERSCHED_API fsched_result fsched_parallel_reduce(
     r.grain = grain;
     r.size = size;
     init(ctx, result);
-    res = fsched__range_start(&r, begin, end, result, "fsched_parallel_reduce");
+    res = fsched__range_start(&r, begin, end, result, __func__);
     return res;
 }
 
@@ -11216,12 +11325,11 @@ FIBERSCHED_API fsched_result fsched_graph_create(const fsched_graph_desc *desc, 
     fsched_graph *g;
     if (desc) d = *desc;
     else memset(&d, 0, sizeof d);
-    if (!out) return FSCHED__MISUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
-                                    "fsched_graph_create: out is NULL");
+    if (!out) return FSCHED__REFUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT, "out is NULL");
     *out = NULL;
     if (d.on_failure != FSCHED_GRAPH_SKIP_DEPENDENTS && d.on_failure != FSCHED_GRAPH_FAIL_FAST)
-        return FSCHED__MISUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_graph_create: unknown failure policy %d", (int)d.on_failure);
+        return FSCHED__REFUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
+                              "unknown failure policy %d", (int)d.on_failure);
     a = fsched__allocator_resolve(&d.allocator);
     g = (fsched_graph *)fsched__alloc(&a, sizeof *g, FSCHED__CACHE_LINE);
     if (!g) return FSCHED_ERR_OUT_OF_MEMORY;
@@ -11390,7 +11498,7 @@ unlock:
 FIBERSCHED_API fsched_result fsched_graph_add(fsched_graph *g, fsched_graph_fn fn, void *arg,
                                               const fsched_graph_task_desc *desc,
                                               fsched_graph_task **out) {
-    return fsched__graph_add(g, fn, arg, desc, out, "fsched_graph_add");
+    return fsched__graph_add(g, fn, arg, desc, out, __func__);
 }
 
 /* Whether `before` -> `after` exists: looks through the shorter of the two lists. */
@@ -11507,18 +11615,18 @@ FIBERSCHED_API fsched_result fsched_graph_precede(fsched_graph *g, fsched_graph_
                                                   fsched_graph_task *after) {
     fsched__gedge *e;
     fsched_result r;
-    if ((r = fsched__graph_check(g, "fsched_graph_precede")) != FSCHED_OK) return r;
+    if ((r = fsched__graph_check(g, __func__)) != FSCHED_OK) return r;
     if (!before || !after || before->graph != g || after->graph != g ||
         !before->placed.job.execute || !after->placed.job.execute)
-        return FSCHED__MISUSE(&g->logger, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_graph_precede: a task is NULL or not of this graph");
+        return FSCHED__REFUSE(&g->logger, FSCHED_ERR_INVALID_ARGUMENT,
+                              "a task is NULL or not of this graph");
     fsched__mutex_lock(&g->lock);
-    if ((r = fsched__graph_may_build(g, "fsched_graph_precede")) != FSCHED_OK) goto unlock;
+    if ((r = fsched__graph_may_build(g, __func__)) != FSCHED_OK) goto unlock;
     /* relaxed, `running`: see fsched__graph_may_build */
     if (!FSCHED__LOAD(&g->running, FSCHED__RELAXED)) {
         if (before->dynamic || after->dynamic) { /* of the last run: gone as building goes on */
-            r = FSCHED__MISUSE(&g->logger, FSCHED_ERR_INVALID_ARGUMENT,
-                               "fsched_graph_precede: a task added by the last run");
+            r = FSCHED__REFUSE(&g->logger, FSCHED_ERR_INVALID_ARGUMENT,
+                               "a task added by the last run");
             goto unlock;
         }
         fsched__graph_restore(g);
@@ -11530,7 +11638,7 @@ FIBERSCHED_API fsched_result fsched_graph_precede(fsched_graph *g, fsched_graph_
     }
     r = fsched__ord_add_edge(g, before, after);
     if (r == FSCHED_ERR_INVALID_ARGUMENT)
-        r = FSCHED__MISUSE(&g->logger, r, "fsched_graph_precede: '%s' -> '%s' closes a cycle",
+        r = FSCHED__REFUSE(&g->logger, r, "'%s' -> '%s' closes a cycle",
                            before->name ? before->name : "", after->name ? after->name : "");
     if (r != FSCHED_OK) goto unlock;
     e = (fsched__gedge *)fsched__slab_get(&g->edge_slab, &g->allocator);
@@ -11556,9 +11664,6 @@ unlock:
     fsched__mutex_unlock(&g->lock);
     return r;
 }
-FIBERSCHED_API fsched_result fsched_graph_add_graph(fsched_graph *g, fsched_graph *sub,
-                                                    const fsched_graph_task_desc *desc,
-                                                    fsched_graph_task **out);
 
 /* ---- running --------------------------------------------------------------------- */
 
@@ -11933,30 +12038,30 @@ FIBERSCHED_API fsched_result fsched_graph_run(fsched_graph *g, fsched_sched *s) 
     fsched_graph_task *local = NULL;
     fsched_result r;
     uint32_t i;
-    if ((r = fsched__graph_check(g, "fsched_graph_run")) != FSCHED_OK) return r;
+    if ((r = fsched__graph_check(g, __func__)) != FSCHED_OK) return r;
     if (!s && !(s = fsched_current()) &&
-        (r = fsched__default_find_live(&s, "fsched_graph_run")) != FSCHED_OK)
+        (r = fsched__default_find_live(&s, __func__)) != FSCHED_OK)
         return r;
     if (w && w->sched != s) w = NULL; /* a task of another scheduler: from outside */
-    if (!w && (r = fsched__sched_enter(s, 1, "fsched_graph_run")) != FSCHED_OK) return r;
+    if (!w && (r = fsched__sched_enter(s, 1, __func__)) != FSCHED_OK) return r;
     fsched__mutex_lock(&g->lock);
     /* acquire: pairs with the release that ended the last run */
     if (FSCHED__LOAD(&g->running, FSCHED__ACQUIRE)) {
-        r = FSCHED__MISUSE(&g->logger, FSCHED_ERR_WRONG_STATE, "fsched_graph_run: already running");
+        r = FSCHED__REFUSE(&g->logger, FSCHED_ERR_WRONG_STATE, "already running");
         goto unlock;
     }
     for (i = 0; i < g->placed.n; i++) {
         fsched_graph_task *t = g->placed.v[i];
         if (t->on_caller && !w) {
-            r = FSCHED__MISUSE(&g->logger, FSCHED_ERR_WRONG_STATE,
-                               "fsched_graph_run: task '%s' runs on the caller, which is no "
+            r = FSCHED__REFUSE(&g->logger, FSCHED_ERR_WRONG_STATE,
+                               "task '%s' runs on the caller, which is no "
                                "task or bound thread of the scheduler (fsched_bind it)",
                                t->name ? t->name : "");
             goto unlock;
         }
         if (t->workers && !fsched__graph_workers_exist(s, t->workers)) {
-            r = FSCHED__MISUSE(&g->logger, FSCHED_ERR_INVALID_ARGUMENT,
-                               "fsched_graph_run: task '%s' may run only on workers the "
+            r = FSCHED__REFUSE(&g->logger, FSCHED_ERR_INVALID_ARGUMENT,
+                               "task '%s' may run only on workers the "
                                "scheduler does not have", t->name ? t->name : "");
             goto unlock;
         }
@@ -12038,16 +12143,16 @@ static fsched_result fsched__graph_wait(fsched_graph *g, uint64_t timeout_ns, in
 }
 
 FIBERSCHED_API fsched_result fsched_graph_wait(fsched_graph *g, fsched_graph_outcome *out) {
-    return fsched__graph_wait(g, 0, 0, out, "fsched_graph_wait");
+    return fsched__graph_wait(g, 0, 0, out, __func__);
 }
 
 FIBERSCHED_API fsched_result fsched_graph_wait_for(fsched_graph *g, uint64_t timeout_ns,
                                                    fsched_graph_outcome *out) {
-    return fsched__graph_wait(g, timeout_ns, 1, out, "fsched_graph_wait_for");
+    return fsched__graph_wait(g, timeout_ns, 1, out, __func__);
 }
 
 FIBERSCHED_API fsched_result fsched_graph_cancel(fsched_graph *g) {
-    fsched_result r = fsched__graph_check(g, "fsched_graph_cancel");
+    fsched_result r = fsched__graph_check(g, __func__);
     if (r != FSCHED_OK) return r;
     /* under the lock: the flag belongs to the run that is current now, never to one that
        begins later (fsched_graph_run clears it under the same lock) */
@@ -12066,11 +12171,10 @@ FIBERSCHED_API fsched_result fsched_graph_destroy(fsched_graph *g) {
     fsched_result r;
     uint32_t i;
     if (!g) return FSCHED_OK;
-    if ((r = fsched__graph_check(g, "fsched_graph_destroy")) != FSCHED_OK) return r;
+    if ((r = fsched__graph_check(g, __func__)) != FSCHED_OK) return r;
     /* acquire: pairs with the release that ended the last run, whose tasks came first */
     if (FSCHED__LOAD(&g->running, FSCHED__ACQUIRE))
-        return FSCHED__MISUSE(&g->logger, FSCHED_ERR_WRONG_STATE,
-                              "fsched_graph_destroy: the graph is running");
+        return FSCHED__REFUSE(&g->logger, FSCHED_ERR_WRONG_STATE, "the graph is running");
     fsched__mutex_lock(&g->lock);
     fsched__graph_restore(g); /* and the results */
     for (i = 0; i < g->tasks.n; i++) {
@@ -12113,12 +12217,12 @@ static int fsched__graph_run_sub(fsched_graph_task *self, void *arg) {
 FIBERSCHED_API fsched_result fsched_graph_add_graph(fsched_graph *g, fsched_graph *sub,
                                                     const fsched_graph_task_desc *desc,
                                                     fsched_graph_task **out) {
-    fsched_result r = fsched__graph_check(sub, "fsched_graph_add_graph");
+    fsched_result r = fsched__graph_check(sub, __func__);
     if (r != FSCHED_OK) return r;
     if (sub == g)
-        return FSCHED__MISUSE(&g->logger, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_graph_add_graph: a graph cannot contain itself");
-    return fsched__graph_add(g, fsched__graph_run_sub, sub, desc, out, "fsched_graph_add_graph");
+        return FSCHED__REFUSE(&g->logger, FSCHED_ERR_INVALID_ARGUMENT,
+                              "a graph cannot contain itself");
+    return fsched__graph_add(g, fsched__graph_run_sub, sub, desc, out, __func__);
 }
 
 /* ---- inside a task, and queries -------------------------------------------------- */
@@ -12131,8 +12235,8 @@ FIBERSCHED_API fsched_result fsched_graph_set_result(fsched_graph_task *self, vo
                                                      void (*release)(void *result, void *user),
                                                      void *user) {
     if (!self || fsched__graph_current() != self)
-        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
-                              "fsched_graph_set_result: only a task itself, while it runs");
+        return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
+                              "only a task itself, while it runs");
     if (self->result || self->release) fsched__graph_release_result(self); /* replaced */
     self->result = result;
     self->release = release;
@@ -12159,7 +12263,7 @@ FIBERSCHED_API fsched_graph_task *fsched_graph_pred(const fsched_graph_task *t, 
     return t && i < t->npreds ? fsched__graph_pred_at(t, (uint32_t)i) : NULL;
 }
 
-FIBERSCHED_API int fsched_graph_cancelled(const fsched_graph_task *t) {
+FIBERSCHED_API int fsched_graph_is_cancelled(const fsched_graph_task *t) {
     /* acquire: pairs with the cancel's release */
     return t && FSCHED__LOAD(&t->graph->cancel, FSCHED__ACQUIRE) != 0;
 }
@@ -12187,7 +12291,7 @@ FIBERSCHED_API const char *fsched_graph_task_name(const fsched_graph_task *t) {
 
 FIBERSCHED_API size_t fsched_graph_task_count(fsched_graph *g) {
     size_t n;
-    if (fsched__graph_check(g, "fsched_graph_task_count") != FSCHED_OK) return 0;
+    if (fsched__graph_check(g, __func__) != FSCHED_OK) return 0;
     fsched__mutex_lock(&g->lock);
     n = g->tasks.n;
     fsched__mutex_unlock(&g->lock);
@@ -12238,12 +12342,11 @@ FIBERSCHED_API fsched_result fsched_graph_dump_dot(fsched_graph *g,
                                               "finished", "failed", "cancelled"};
     static const char *const state_colors[] = {"white", "lightyellow", "lightblue",
                                                "palegreen", "salmon", "lightgray"};
-    fsched_result r = fsched__graph_check(g, "fsched_graph_dump_dot");
+    fsched_result r = fsched__graph_check(g, __func__);
     uint32_t i;
     if (r != FSCHED_OK) return r;
     if (!write)
-        return FSCHED__MISUSE(&g->logger, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_graph_dump_dot: write is NULL");
+        return FSCHED__REFUSE(&g->logger, FSCHED_ERR_INVALID_ARGUMENT, "write is NULL");
     fsched__mutex_lock(&g->lock);
     fsched__dot_text(write, user, "digraph \"");
     fsched__dot_quoted(write, user, g->name ? g->name : "fibersched");
@@ -12441,13 +12544,12 @@ FIBERSCHED_API fsched_result fsched_hub_create(const fsched_hub_desc *desc, fsch
     int failed;
     if (desc) d = *desc;
     else memset(&d, 0, sizeof d);
-    if (!out) return FSCHED__MISUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
-                                    "fsched_hub_create: out is NULL");
+    if (!out) return FSCHED__REFUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT, "out is NULL");
     *out = NULL;
     if (d.envelopes == 0 || d.envelopes > (1u << 24) ||
         (d.capacity && d.capacity > SIZE_MAX / d.envelopes))
-        return FSCHED__MISUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_hub_create: %lu envelopes of %lu bytes",
+        return FSCHED__REFUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
+                              "%lu envelopes of %lu bytes",
                               (unsigned long)d.envelopes, (unsigned long)d.capacity);
     a = fsched__allocator_resolve(&d.allocator);
     h = (fsched_hub *)fsched__alloc(&a, sizeof *h, FSCHED__CACHE_LINE);
@@ -12484,11 +12586,11 @@ FIBERSCHED_API fsched_result fsched_hub_destroy(fsched_hub *h) {
     fsched_allocator a;
     if (!h) return FSCHED_OK;
     if (h->magic != FSCHED__HUB_LIVE)
-        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_hub_destroy: not a live hub");
+        return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "not a live hub");
     if (h->n_links)
-        return FSCHED__MISUSE(&h->logger, FSCHED_ERR_WRONG_STATE,
-                              "fsched_hub_destroy: nodes are still linked to hub '%s'",
+        return FSCHED__REFUSE(&h->logger, FSCHED_ERR_WRONG_STATE,
+                              "nodes are still linked to hub '%s'",
                               h->name ? h->name : "");
     a = h->allocator;
     fsched__free(&a, h->data, h->count * h->capacity, FSCHED__CACHE_LINE);
@@ -12574,12 +12676,12 @@ FIBERSCHED_API fsched_result fsched_node_create(const fsched_node_desc *desc, fs
     fsched_allocator a;
     fsched_node *n;
     int failed;
-    if (!out) return FSCHED__MISUSE(desc ? &desc->logger : NULL, FSCHED_ERR_INVALID_ARGUMENT,
-                                    "fsched_node_create: out is NULL");
+    if (!out) return FSCHED__REFUSE(desc ? &desc->logger : NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                                    "out is NULL");
     *out = NULL;
     if (!desc || !desc->advance)
-        return FSCHED__MISUSE(desc ? &desc->logger : NULL, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_node_create: a node needs an advance callback");
+        return FSCHED__REFUSE(desc ? &desc->logger : NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "a node needs an advance callback");
     a = fsched__allocator_resolve(&desc->allocator);
     n = (fsched_node *)fsched__alloc(&a, sizeof *n, FSCHED__CACHE_LINE);
     if (!n) return FSCHED_ERR_OUT_OF_MEMORY;
@@ -12633,11 +12735,11 @@ static void fsched__node_free(fsched_node *n) {
 FIBERSCHED_API fsched_result fsched_node_destroy(fsched_node *n) {
     if (!n) return FSCHED_OK;
     if (n->magic != FSCHED__NODE_LIVE)
-        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_node_destroy: not a live node");
+        return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "not a live node");
     if (n->pipeline)
-        return FSCHED__MISUSE(&n->logger, FSCHED_ERR_WRONG_STATE,
-                              "fsched_node_destroy: node '%s' belongs to a pipeline",
+        return FSCHED__REFUSE(&n->logger, FSCHED_ERR_WRONG_STATE,
+                              "node '%s' belongs to a pipeline",
                               n->label ? n->label : "");
     fsched__node_free(n);
     return FSCHED_OK;
@@ -12663,11 +12765,11 @@ FIBERSCHED_API fsched_result fsched_node_link(fsched_node *n, fsched_hub *h, fsc
     if (out) *out = NULL;
     if (!n || n->magic != FSCHED__NODE_LIVE || !h || h->magic != FSCHED__HUB_LIVE ||
         (unsigned)kind > (unsigned)FSCHED_LINK_PEEK)
-        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_node_link: a NULL or dead node or hub, or an unknown kind");
+        return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "a NULL or dead node or hub, or an unknown kind");
     if (n->pipeline)
-        return FSCHED__MISUSE(&n->logger, FSCHED_ERR_WRONG_STATE,
-                              "fsched_node_link: node '%s' already belongs to a pipeline",
+        return FSCHED__REFUSE(&n->logger, FSCHED_ERR_WRONG_STATE,
+                              "node '%s' already belongs to a pipeline",
                               n->label ? n->label : "");
     if (!fsched__grow_ptrs(&n->allocator, (void ***)&n->links, n->n_links, &n->links_cap) ||
         !fsched__grow_ptrs(&h->allocator, (void ***)&h->links, h->n_links, &h->links_cap))
@@ -12690,8 +12792,8 @@ FIBERSCHED_API fsched_envelope *fsched_link_envelope(const fsched_link *l) {
 }
 
 FIBERSCHED_API fsched_result fsched_link_keep(fsched_link *l) {
-    if (!l) return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
-                                  "fsched_link_keep: link is NULL");
+    if (!l) return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                                  "link is NULL");
     l->keep = 1;
     return FSCHED_OK;
 }
@@ -12700,7 +12802,7 @@ FIBERSCHED_API const char *fsched_node_label(const fsched_node *n) {
     return n && n->label ? n->label : "";
 }
 
-FIBERSCHED_API int fsched_node_served(const fsched_node *n) {
+FIBERSCHED_API int fsched_node_is_served(const fsched_node *n) {
     uint32_t i;
     if (!n) return 0;
     for (i = 0; i < n->n_links; i++)
@@ -12708,10 +12810,10 @@ FIBERSCHED_API int fsched_node_served(const fsched_node *n) {
     return 1;
 }
 
-FIBERSCHED_API fsched_result fsched_node_report_get(const fsched_node *n, fsched_node_report *out) {
+FIBERSCHED_API fsched_result fsched_node_get_report(const fsched_node *n, fsched_node_report *out) {
     if (!n || n->magic != FSCHED__NODE_LIVE || !out)
-        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_node_report_get: NULL argument or dead node");
+        return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "NULL argument or dead node");
     *out = n->report;
     out->advance_ns = n->advance_ns == UINT64_MAX ? 0 : n->advance_ns;
     return FSCHED_OK;
@@ -12742,7 +12844,7 @@ static void fsched__node_attach(fsched_node *n) {
 static int fsched__node_can_advance(fsched_node *n) {
     int r;
     n->report.updates++;
-    if (!n->desc.can_advance) return fsched_node_served(n);
+    if (!n->desc.can_advance) return fsched_node_is_served(n);
     r = n->desc.can_advance(n, n->desc.user);
     return r == FSCHED_NODE_FINISHED ? r : r != 0;
 }
@@ -12887,8 +12989,8 @@ static void fsched__pipe_end(fsched_pipeline *p) {
     for (i = 0; i < p->n_nodes; i++) {
         fsched_node *n = p->nodes[i];
         /* finished, or declined with every link served */
-        n->report.end = n->finished || fsched_node_served(n) ? FSCHED_NODE_DONE
-                                                             : FSCHED_NODE_STARVED;
+        n->report.end = n->finished || fsched_node_is_served(n) ? FSCHED_NODE_DONE
+                                                                : FSCHED_NODE_STARVED;
     }
     while (changed) {
         changed = 0;
@@ -12951,8 +13053,7 @@ FIBERSCHED_API fsched_result fsched_pipeline_create(const fsched_pipeline_desc *
     int failed;
     if (desc) d = *desc;
     else memset(&d, 0, sizeof d);
-    if (!out) return FSCHED__MISUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
-                                    "fsched_pipeline_create: out is NULL");
+    if (!out) return FSCHED__REFUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT, "out is NULL");
     *out = NULL;
     a = fsched__allocator_resolve(&d.allocator);
     p = (fsched_pipeline *)fsched__alloc(&a, sizeof *p, FSCHED__CACHE_LINE);
@@ -13011,12 +13112,11 @@ FIBERSCHED_API fsched_result fsched_pipeline_destroy(fsched_pipeline *p) {
     uint32_t i, st;
     fsched_result r;
     if (!p) return FSCHED_OK;
-    if ((r = fsched__pipe_check(p, "fsched_pipeline_destroy")) != FSCHED_OK) return r;
+    if ((r = fsched__pipe_check(p, __func__)) != FSCHED_OK) return r;
     /* acquire: see the pipeline's `state` */
     st = FSCHED__LOAD(&p->state, FSCHED__ACQUIRE);
     if (st == FSCHED__PIPE_RUNNING)
-        return FSCHED__MISUSE(&p->logger, FSCHED_ERR_WRONG_STATE,
-                              "fsched_pipeline_destroy: the pipeline is running");
+        return FSCHED__REFUSE(&p->logger, FSCHED_ERR_WRONG_STATE, "the pipeline is running");
     for (i = 0; i < p->n_nodes; i++) {
         fsched_node *n = p->nodes[i];
         uint32_t k;
@@ -13038,14 +13138,14 @@ FIBERSCHED_API fsched_result fsched_pipeline_destroy(fsched_pipeline *p) {
 
 FIBERSCHED_API fsched_result fsched_pipeline_add(fsched_pipeline *p, fsched_node *n) {
     fsched_result r;
-    if ((r = fsched__pipe_check(p, "fsched_pipeline_add")) != FSCHED_OK) return r;
+    if ((r = fsched__pipe_check(p, __func__)) != FSCHED_OK) return r;
     if (!n || n->magic != FSCHED__NODE_LIVE || !n->desc.advance)
-        return FSCHED__MISUSE(&p->logger, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_pipeline_add: not a live node with an advance callback");
+        return FSCHED__REFUSE(&p->logger, FSCHED_ERR_INVALID_ARGUMENT,
+                              "not a live node with an advance callback");
     /* acquire: see the pipeline's `state` */
     if (FSCHED__LOAD(&p->state, FSCHED__ACQUIRE) != FSCHED__PIPE_BUILDING || n->pipeline)
-        return FSCHED__MISUSE(&p->logger, FSCHED_ERR_WRONG_STATE,
-                              "fsched_pipeline_add: %s",
+        return FSCHED__REFUSE(&p->logger, FSCHED_ERR_WRONG_STATE,
+                              "%s",
                               n->pipeline ? "the node belongs to a pipeline already"
                                           : "the pipeline has started");
     if (!fsched__grow_ptrs(&p->allocator, (void ***)&p->nodes, p->n_nodes, &p->nodes_cap))
@@ -13071,11 +13171,10 @@ static void fsched__pipe_initialize_nodes(fsched_pipeline *p) {
 
 FIBERSCHED_API fsched_result fsched_pipeline_initialize(fsched_pipeline *p) {
     fsched_result r;
-    if ((r = fsched__pipe_check(p, "fsched_pipeline_initialize")) != FSCHED_OK) return r;
+    if ((r = fsched__pipe_check(p, __func__)) != FSCHED_OK) return r;
     /* acquire: see the pipeline's `state` */
     if (FSCHED__LOAD(&p->state, FSCHED__ACQUIRE) != FSCHED__PIPE_BUILDING)
-        return FSCHED__MISUSE(&p->logger, FSCHED_ERR_WRONG_STATE,
-                              "fsched_pipeline_initialize: the pipeline has started");
+        return FSCHED__REFUSE(&p->logger, FSCHED_ERR_WRONG_STATE, "the pipeline has started");
     fsched__pipe_initialize_nodes(p);
     p->next = 0;
     p->generation = 0;
@@ -13123,13 +13222,13 @@ static fsched_result fsched__debug_update(fsched_pipeline *p, fsched_node *n) {
 FIBERSCHED_API fsched_result fsched_pipeline_step(fsched_pipeline *p) {
     fsched_result r;
     uint32_t st;
-    if ((r = fsched__pipe_check(p, "fsched_pipeline_step")) != FSCHED_OK) return r;
+    if ((r = fsched__pipe_check(p, __func__)) != FSCHED_OK) return r;
     /* acquire: see the pipeline's `state` */
     st = FSCHED__LOAD(&p->state, FSCHED__ACQUIRE);
     if (st == FSCHED__PIPE_BUILDING) fsched_pipeline_initialize(p); /* the first step does */
     else if (st != FSCHED__PIPE_STEPPING)
-        return FSCHED__MISUSE(&p->logger, FSCHED_ERR_WRONG_STATE,
-                              "fsched_pipeline_step: the run has ended or runs on the "
+        return FSCHED__REFUSE(&p->logger, FSCHED_ERR_WRONG_STATE,
+                              "the run has ended or runs on the "
                               "parallel scheduler");
     if (p->next == 0) p->advanced_in_generation = 0;
     if (p->next < p->n_nodes) {
@@ -13160,10 +13259,9 @@ FIBERSCHED_API fsched_result fsched_pipeline_step(fsched_pipeline *p) {
 FIBERSCHED_API fsched_result fsched_pipeline_run_until(fsched_pipeline *p, int (*pred)(void *user),
                                                        void *user) {
     fsched_result r;
-    if ((r = fsched__pipe_check(p, "fsched_pipeline_run_until")) != FSCHED_OK) return r;
+    if ((r = fsched__pipe_check(p, __func__)) != FSCHED_OK) return r;
     if (!pred)
-        return FSCHED__MISUSE(&p->logger, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_pipeline_run_until: pred is NULL");
+        return FSCHED__REFUSE(&p->logger, FSCHED_ERR_INVALID_ARGUMENT, "pred is NULL");
     if (FSCHED__LOAD(&p->state, FSCHED__ACQUIRE) != FSCHED__PIPE_STEPPING)
         return fsched_pipeline_step(p); /* the same refusal */
     while (!pred(user)) {
@@ -13173,7 +13271,7 @@ FIBERSCHED_API fsched_result fsched_pipeline_run_until(fsched_pipeline *p, int (
     return FSCHED_OK;
 }
 
-FIBERSCHED_API int fsched_pipeline_finished(const fsched_pipeline *p) {
+FIBERSCHED_API int fsched_pipeline_is_finished(const fsched_pipeline *p) {
     /* acquire: see the pipeline's `state` */
     return fsched__live_check(p) && p->magic == FSCHED__PIPE_LIVE &&
            FSCHED__LOAD(&p->state, FSCHED__ACQUIRE) == FSCHED__PIPE_ENDED;
@@ -13185,10 +13283,9 @@ FIBERSCHED_API fsched_result fsched_pipeline_describe(const fsched_pipeline *p,
                                                       void *user) {
     fsched_result r;
     uint32_t i;
-    if ((r = fsched__pipe_check(p, "fsched_pipeline_describe")) != FSCHED_OK) return r;
+    if ((r = fsched__pipe_check(p, __func__)) != FSCHED_OK) return r;
     if (!write)
-        return FSCHED__MISUSE(&p->logger, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_pipeline_describe: write is NULL");
+        return FSCHED__REFUSE(&p->logger, FSCHED_ERR_INVALID_ARGUMENT, "write is NULL");
     for (i = 0; i < p->n_nodes; i++) {
         const fsched_node_report *rep = &p->nodes[i]->report;
         fsched__line l;
@@ -13219,8 +13316,6 @@ FIBERSCHED_API fsched_result fsched_pipeline_describe(const fsched_pipeline *p,
 }
 
 /* ---- the parallel scheduler ------------------------------------------------------ */
-
-static void fsched__node_run(fsched__job *job, fsched__worker *w);
 
 /* Something m depends on changed: an idle node is queued, a busy one looks again. A
    short node is listed in *ready (when given) to run next on w, but on a bound slot,
@@ -13306,13 +13401,13 @@ static void fsched__node_run(fsched__job *job, fsched__worker *w) {
 FIBERSCHED_API fsched_result fsched_node_complete(fsched_node *n, int advanced) {
     uint32_t ph;
     if (!n || n->magic != FSCHED__NODE_LIVE)
-        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
-                              "fsched_node_complete: not a live node");
+        return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "not a live node");
     ph = FSCHED__LOAD(&n->phase, FSCHED__RELAXED); /* relaxed: a guess the CAS checks */
     for (;;) {
         if (ph != FSCHED__ADV_ADVANCING && ph != FSCHED__ADV_RETURNED)
-            return FSCHED__MISUSE(&n->logger, FSCHED_ERR_WRONG_STATE,
-                                  "fsched_node_complete: node '%s' has no advance in flight",
+            return FSCHED__REFUSE(&n->logger, FSCHED_ERR_WRONG_STATE,
+                                  "node '%s' has no advance in flight",
                                   n->label ? n->label : "");
         n->advanced = advanced ? 1 : 0;
         /* acq_rel: publishes `advanced` and what the advance did to whoever finishes */
@@ -13343,27 +13438,26 @@ FIBERSCHED_API fsched_result fsched_pipeline_run(fsched_pipeline *p, fsched_sche
     fsched__worker *w = fsched__tls_thread.worker;
     fsched_result r;
     uint32_t i, st;
-    if ((r = fsched__pipe_check(p, "fsched_pipeline_run")) != FSCHED_OK) return r;
+    if ((r = fsched__pipe_check(p, __func__)) != FSCHED_OK) return r;
     st = FSCHED__LOAD(&p->state, FSCHED__ACQUIRE);
     if (!s) { /* the debugging scheduler, to the end */
         if (st == FSCHED__PIPE_BUILDING && (r = fsched_pipeline_initialize(p)) != FSCHED_OK)
             return r;
         if (FSCHED__LOAD(&p->state, FSCHED__ACQUIRE) != FSCHED__PIPE_STEPPING)
-            return FSCHED__MISUSE(&p->logger, FSCHED_ERR_WRONG_STATE,
-                                  "fsched_pipeline_run: the pipeline has run");
+            return FSCHED__REFUSE(&p->logger, FSCHED_ERR_WRONG_STATE, "the pipeline has run");
         do {
             r = fsched_pipeline_step(p);
         } while (FSCHED__LOAD(&p->state, FSCHED__ACQUIRE) == FSCHED__PIPE_STEPPING);
         return r;
     }
     if (st != FSCHED__PIPE_BUILDING)
-        return FSCHED__MISUSE(&p->logger, FSCHED_ERR_WRONG_STATE,
-                              "fsched_pipeline_run: the pipeline has started or run");
+        return FSCHED__REFUSE(&p->logger, FSCHED_ERR_WRONG_STATE,
+                              "the pipeline has started or run");
     if (w && w->sched != s) w = NULL;
-    if (!w && (r = fsched__sched_enter(s, 1, "fsched_pipeline_run")) != FSCHED_OK) return r;
+    if (!w && (r = fsched__sched_enter(s, 1, __func__)) != FSCHED_OK) return r;
     /* release and relaxed: counted as a spawn is (see fsched__spawn) */
-    if (w) FSCHED__STORE(&w->spawned, w->spawned + 1, FSCHED__RELEASE);
-    else FSCHED__FETCH_ADD(&s->external_begun, (uint64_t)1, FSCHED__RELAXED);
+    if (w) FSCHED__STORE(&w->spawned, w->spawned + 1, FSCHED__RELEASE); /* as a spawn */
+    else FSCHED__FETCH_ADD(&s->external_begun, (uint64_t)1, FSCHED__RELAXED); /* see spawn */
     p->sched = s;
     fsched__pipe_initialize_nodes(p);
     p->active = p->n_nodes + 1; /* + this call, until every node is queued */
@@ -13495,8 +13589,6 @@ static void fsched__lp_leave(fsched__lp *lp, size_t k, uint64_t seq, fsched__wor
         fsched__lp_queue(w, &next->job);
     }
 }
-
-static void fsched__lp_input(fsched__job *job, fsched__worker *w);
 
 /* Under lp->lock, released here: whether the run is over (the input stopped and every
    record is free), which then ends the caller's wait; lp is not touched after that. */
@@ -14013,12 +14105,11 @@ FIBERSCHED_API fsched_result fsched_trace_write_json(fsched_sched *s,
                                                      void (*write)(const char *text,
                                                                    size_t len, void *user),
                                                      void *user) {
-    fsched_result r = fsched__trace_enter(s, "fsched_trace_write_json");
+    fsched_result r = fsched__trace_enter(s, __func__);
     if (r != FSCHED_OK) return r;
 #if FIBERSCHED_TRACE
     if (!write) {
-        r = FSCHED__MISUSE(&s->logger, FSCHED_ERR_INVALID_ARGUMENT,
-                           "fsched_trace_write_json: write is NULL");
+        r = FSCHED__REFUSE(&s->logger, FSCHED_ERR_INVALID_ARGUMENT, "write is NULL");
     } else {
         static const char head[] = "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[";
         static const char tail[] = "\n]}\n";
@@ -14052,7 +14143,7 @@ FIBERSCHED_API fsched_result fsched_trace_write_json(fsched_sched *s,
 
 FIBERSCHED_API fsched_result fsched_trace_count(const fsched_sched *s, uint64_t *recorded,
                                                 uint64_t *dropped) {
-    fsched_result r = fsched__trace_enter(s, "fsched_trace_count");
+    fsched_result r = fsched__trace_enter(s, __func__);
     uint64_t sum_recorded = 0, sum_dropped = 0;
 #if FIBERSCHED_TRACE
     uint32_t i;
@@ -14994,7 +15085,7 @@ inline void frames_drop(fsched_frames *fs, fsched_frame *head) noexcept {
     while (top < fs->end && top->run) ++top;
     while (top > head) {
         --top;
-        if (top >= fs->split || fsched_frames_reclaim(fs, top)) top->run = nullptr;
+        if (top >= fs->split || fsched__frames_reclaim(fs, top)) top->run = nullptr;
         else if (top->latch == FSCHED__FRAME_THREW) frame_exception(top)->~exception_ptr();
     }
 }
@@ -15031,7 +15122,7 @@ public:
     explicit frames_lease(fsched_frames *fs) noexcept : fs_(fs) {}
     frames_lease(const frames_lease &) = delete;
     frames_lease &operator=(const frames_lease &) = delete;
-    ~frames_lease() { fsched_frames_leave(fs_); }
+    ~frames_lease() { fsched__frames_leave(fs_); }
 
 private:
     fsched_frames *fs_;
@@ -15462,7 +15553,7 @@ private:
 /* Owns a dependency graph (fsched_graph, see "dependency graphs") whose tasks are
    callables. create makes the C graph; add takes a callable, moved or copied into a
    block the graph owns until it is destroyed, called as f(self) when it can be called so
-   (self: the running fsched_graph_task, for fsched_graph_cancelled, results, ...), else
+   (self: the running fsched_graph_task, for fsched_graph_is_cancelled, results, ...), else
    as f(); it returns nothing (success) or a status, an int (0: success; anything else
    fails the task, as in C). Building, running, waiting and cancelling follow the C
    calls, on the same threads; a running task may add to its own graph (its callable is

@@ -479,8 +479,8 @@ static double run_stream(void *ctx) {
                                    fsched_result_string(r));
     for (i = 0; i < 3; i++) {
         fsched_node_report rep;
-        if ((r = fsched_node_report_get(nodes[i], &rep)) != FSCHED_OK)
-            bench_fail("fsched_node_report_get: %s", fsched_result_string(r));
+        if ((r = fsched_node_get_report(nodes[i], &rep)) != FSCHED_OK)
+            bench_fail("fsched_node_get_report: %s", fsched_result_string(r));
         if (rep.end != FSCHED_NODE_DONE || rep.advances != c->envelopes)
             bench_fail("%s, %s: node %s ended %d after %llu advances (expected done after %llu)",
                        who, c->shape->name, fsched_node_label(nodes[i]), (int)rep.end,

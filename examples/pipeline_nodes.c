@@ -132,7 +132,7 @@ typedef struct consumer {
 static int producer_can_advance(fsched_node *node, void *user) {
     producer *p = (producer *)user;
     if (p->next == p->readings) return FSCHED_NODE_FINISHED;
-    return fsched_node_served(node); /* the output link holds an empty envelope */
+    return fsched_node_is_served(node); /* the output link holds an empty envelope */
 }
 
 static void producer_advance(fsched_node *node, void *user) {

@@ -73,7 +73,7 @@ typedef struct source {
 static int source_can(fsched_node *n, void *user) {
     source *s = (source *)user;
     if (!s->left) return FSCHED_NODE_FINISHED;
-    return fsched_node_served(n);
+    return fsched_node_is_served(n);
 }
 
 static void source_advance(fsched_node *n, void *user) {

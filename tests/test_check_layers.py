@@ -3,7 +3,8 @@
 passes, and each way of breaking them is found with its message (a call up, through a
 macro, by reference, sideways; a private function nothing uses; a banner in no layer or
 after a higher layer's; a
-table entry that names no banner; the C++ layer calling a private function).
+table entry that names no banner; the C++ layer calling a private function other than
+the declarations' plumbing of their macros).
 Standard library only."""
 
 import contextlib
@@ -30,8 +31,10 @@ def check(ok, what):
 # a member named like a function, a brace opened by either head of an #if, extern "C"
 # and a table of function pointers at file scope are no uses of their own.
 CLEAN = """\
-/* the declarations: a public macro uses a private function */
+/* the declarations: a public macro uses a private function, and one they declare */
 #define FSCHED_COUNT() fsched__count_for_users()
+#define FSCHED_PLUMB() fsched__plumbing()
+FIBERSCHED_API int fsched__plumbing(void);
 
 #if defined(FIBERSCHED_IMPLEMENTATION) && !defined(FIBERSCHED_IMPLEMENTATION_ONCE)
 #define FIBERSCHED_IMPLEMENTATION_ONCE
@@ -107,11 +110,13 @@ FIBERSCHED_API int fsched_high(void) {
 
 static int fsched__side(int x) { return fsched__middle(x); }
 FIBERSCHED_API int fsched_side(void) { return fsched__side(0); }
+FIBERSCHED_API int fsched__plumbing(void) { return 0; }
 
 #endif /* FIBERSCHED_IMPLEMENTATION */
 
 namespace fsched {
 inline int high() { return fsched_high(); }
+inline int plumbing() { return fsched__plumbing(); } /* the macros' own, declared above */
 }
 """
 
@@ -138,7 +143,8 @@ def test_clean():
     check(layers == {"fsched__low": "low", "fsched__count_for_users": "low",
                      "fsched__two_heads": "low", "fsched__middle": "middle",
                      "fsched_high": "high", "fsched__helper": "middle",
-                     "fsched__side": "side", "fsched_side": "side"},
+                     "fsched__side": "side", "fsched_side": "side",
+                     "fsched__plumbing": "side"},
           "every function is found, in the layer of its banner: %r" % layers)
     uses = set((u.caller.name, u.callee, u.called, u.macro) for u in report.uses)
     check(("fsched__middle", "fsched__low", True, "FSCHED__LOW") in uses,
@@ -228,12 +234,17 @@ def test_cpp():
     check(errors(text) == ["C++ calls fsched__helper (middle, defined at %d), which is private"
                            % line_of(text, "static int fsched__helper(")],
           "the C++ layer calling a private function is found: %r" % errors(text))
+    text = CLEAN.replace("FIBERSCHED_API int fsched__plumbing(void);\n", "")
+    check(errors(text) == ["C++ calls fsched__plumbing (side, defined at %d), which is private"
+                           % line_of(text, "int fsched__plumbing(void) {")],
+          "only the private functions the declarations declare are the C++ layer's: %r"
+          % errors(text))
 
 
 def test_main():
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "h.h")
-        for text, rc, last in ((CLEAN, 0, "8 functions, "),
+        for text, rc, last in ((CLEAN, 0, "9 functions, "),
                                (CLEAN.replace("/* LOW BODY */", "fsched__middle(x);"), 1,
                                 "1 error in")):
             with open(path, "w") as f:

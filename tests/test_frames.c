@@ -12,7 +12,14 @@
 #include "../fibersched.h"
 #include "check.h"
 
+#include <stddef.h>
 #include <stdint.h>
+
+/* The word thieves write has a cache line of its own, wherever the frame stack lies,
+   however the compiler spells the alignment (FSCHED__ALIGNED). */
+_Static_assert(_Alignof(fsched_frames) == 64 && offsetof(fsched_frames, shared) % 64 == 0 &&
+                   sizeof(fsched_frames) % 64 == 0,
+               "fsched_frames.shared is aligned to a cache line");
 
 #if defined(FIBERSCHED_NO_OS)
 /* Without an OS the application provides the clock: one that advances by a microsecond

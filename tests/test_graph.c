@@ -360,7 +360,7 @@ static int chain_link(fsched_graph_task *self, void *arg) {
     uint32_t i;
     ADD(&c->ran, 1);
     for (i = 0; i < 20; i++) { /* a long-running task that notices cancellation */
-        if (fsched_graph_cancelled(self)) {
+        if (fsched_graph_is_cancelled(self)) {
             ADD(&c->saw_cancel, 1);
             break;
         }
@@ -379,7 +379,7 @@ static int cancelling_task(fsched_graph_task *self, void *arg) {
     (void)arg;
     fsched_sleep_for(2 * MS);
     CHECK_OK(fsched_graph_cancel(fsched_graph_task_graph(self)));
-    CHECK(fsched_graph_cancelled(self));
+    CHECK(fsched_graph_is_cancelled(self));
     return 0;
 }
 

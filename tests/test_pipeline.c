@@ -106,7 +106,7 @@ static void src_initialize(fsched_node *node, void *user) {
 static int src_can(fsched_node *node, void *user) {
     src_node *sn = (src_node *)user;
     if (sn->next == sn->n) return FSCHED_NODE_FINISHED;
-    return fsched_node_served(node);
+    return fsched_node_is_served(node);
 }
 
 static void src_advance(fsched_node *node, void *user) {
@@ -376,7 +376,7 @@ static void test_same_results(fsched_sched *s) {
             CHECK_OK(fsched_pipeline_run(p, s));
             line_check(&c, how == FROM_THREAD ? n / 20 : n);
             for (k = 0; k < 3; k++) {
-                CHECK_OK(fsched_node_report_get(c.nodes[k], &rep));
+                CHECK_OK(fsched_node_get_report(c.nodes[k], &rep));
                 CHECK(rep.end == FSCHED_NODE_DONE && rep.waiting_on == NULL);
             }
             CHECK_RESULT(fsched_pipeline_run(p, s), FSCHED_ERR_WRONG_STATE);
@@ -407,11 +407,11 @@ static void test_stepping(fsched_sched *s) {
     CHECK_OK(fsched_pipeline_step(p)); /* squares */
     CHECK_EQ_U64(fsched_hub_full_count(c.b), 1);
     CHECK_OK(fsched_pipeline_run_until(p, sink_has_three, &c));
-    CHECK(c.sink.count == 4 && !fsched_pipeline_finished(p)); /* 1, 2, 3, 4 in one envelope */
+    CHECK(c.sink.count == 4 && !fsched_pipeline_is_finished(p)); /* 1, 2, 3, 4 in one envelope */
     do {
         r = fsched_pipeline_step(p);
         steps++;
-    } while (!fsched_pipeline_finished(p));
+    } while (!fsched_pipeline_is_finished(p));
     CHECK_OK(r);
     CHECK(steps > 3);
     line_check(&c, 8);
@@ -429,7 +429,7 @@ static void test_stepping(fsched_sched *s) {
     CHECK(c.src.initialized == 1);
     CHECK_RESULT(fsched_pipeline_initialize(p), FSCHED_ERR_WRONG_STATE);
     do r = fsched_pipeline_step(p);
-    while (!fsched_pipeline_finished(p));
+    while (!fsched_pipeline_is_finished(p));
     CHECK_OK(r);
     line_check(&c, 8);
     CHECK(strcmp(log.text, expected_small_log) == 0);
@@ -539,7 +539,7 @@ typedef struct counter_node {
 static int counter_produce_can(fsched_node *node, void *user) {
     counter_node *cn = (counter_node *)user;
     if (!cn->left) return FSCHED_NODE_FINISHED; /* gives its envelope back */
-    return fsched_node_served(node);
+    return fsched_node_is_served(node);
 }
 
 static void counter_produce(fsched_node *node, void *user) {
@@ -595,7 +595,7 @@ static void test_many_producers(fsched_sched *s) {
         CHECK_EQ_U64(taken, 351);
         for (k = 0; k < 5; k++) {
             fsched_node_report rep;
-            CHECK_OK(fsched_node_report_get(nodes[k], &rep));
+            CHECK_OK(fsched_node_get_report(nodes[k], &rep));
             CHECK(rep.end == FSCHED_NODE_DONE);
             if (k < 3) CHECK(rep.advances == (k == 0 ? 1u : k == 1 ? 300u : 50u));
         }
@@ -613,7 +613,7 @@ typedef struct quitter {
 
 static int quitter_can(fsched_node *node, void *user) {
     quitter *q = (quitter *)user;
-    return q->taken < q->limit && fsched_node_served(node);
+    return q->taken < q->limit && fsched_node_is_served(node);
 }
 
 static void quitter_advance(fsched_node *node, void *user) {
@@ -665,11 +665,11 @@ static void test_starved(fsched_sched *s) {
         CHECK_OK(fsched_pipeline_add(p, prod));
         CHECK_OK(fsched_pipeline_add(p, cons));
         CHECK_RESULT(fsched_pipeline_run(p, parallel ? s : NULL), FSCHED_ERR_STALLED);
-        CHECK_OK(fsched_node_report_get(prod, &rep));
+        CHECK_OK(fsched_node_get_report(prod, &rep));
         CHECK(rep.end == FSCHED_NODE_STARVED && rep.waiting_on == h &&
               rep.waiting_as == FSCHED_LINK_PRODUCE);
         CHECK(rep.advances == 5); /* 3 consumed, 2 full envelopes waiting */
-        CHECK_OK(fsched_node_report_get(cons, &rep));
+        CHECK_OK(fsched_node_get_report(cons, &rep));
         CHECK(rep.end == FSCHED_NODE_DONE && rep.advances == 3);
         CHECK_OK(fsched_pipeline_describe(p, describe_collect, &text));
         CHECK(strstr(text.text, "node \"maker\": starved, waiting to produce into hub "
@@ -765,9 +765,9 @@ static void test_declining_node(fsched_sched *s) {
         /* the maker fills both envelopes and then waits for an empty one, which the
            decliner never gives back: the run ends, the maker starved */
         CHECK_RESULT(fsched_pipeline_run(p, parallel ? s : NULL), FSCHED_ERR_STALLED);
-        CHECK_OK(fsched_node_report_get(prod, &rep));
+        CHECK_OK(fsched_node_get_report(prod, &rep));
         CHECK(rep.end == FSCHED_NODE_STARVED && rep.advances == 2);
-        CHECK_OK(fsched_node_report_get(cons, &rep));
+        CHECK_OK(fsched_node_get_report(cons, &rep));
         CHECK(rep.end == FSCHED_NODE_DONE && rep.advances == 0);
         /* asked again only after a change: at most once per change of its hub, plus the
            first time (a node that spun would be asked without end) */
@@ -805,7 +805,7 @@ typedef struct hop_node {
 static int hop_source_can(fsched_node *node, void *user) {
     hop_node *h = (hop_node *)user;
     if (!h->left) return FSCHED_NODE_FINISHED;
-    return fsched_node_served(node);
+    return fsched_node_is_served(node);
 }
 
 static void hop_advance(fsched_node *node, void *user) {
@@ -872,7 +872,7 @@ static void hop_run(fsched_sched *s, uint64_t n, int handshake, hop_node nodes[3
     for (i = 0; i < 3; i++) CHECK_OK(fsched_pipeline_add(p, made[i]));
     CHECK_OK(fsched_pipeline_run(p, s));
     for (i = 0; i < 3; i++) {
-        CHECK_OK(fsched_node_report_get(made[i], &reps[i]));
+        CHECK_OK(fsched_node_get_report(made[i], &reps[i]));
         CHECK(reps[i].end == FSCHED_NODE_DONE);
         CHECK_EQ_U64(reps[i].advances, n);
         CHECK(!nodes[i].order_bad);
@@ -1001,7 +1001,7 @@ static void test_use_after_destroy(fsched_sched *s) {
     CHECK_RESULT(fsched_pipeline_run(p, NULL), FSCHED_ERR_INVALID_ARGUMENT);
     CHECK_RESULT(fsched_pipeline_initialize(p), FSCHED_ERR_INVALID_ARGUMENT);
     CHECK_RESULT(fsched_pipeline_step(p), FSCHED_ERR_INVALID_ARGUMENT);
-    CHECK(!fsched_pipeline_finished(p));
+    CHECK(!fsched_pipeline_is_finished(p));
     CHECK_OK(fsched_node_destroy(n));
 #else
     (void)s;

@@ -14,7 +14,8 @@ function lies in the layer of the banner above it; a "----" banner that no LAYER
 names lies in the layer of the "====" banner above it. A layer beside another stands on
 its level: neither may call the other. The file reads bottom up: no banner comes after
 one of a higher layer. The C++ layer, after the implementation, stands
-above all and calls public functions (fsched_*) only.
+above all and calls public functions (fsched_*) only, and the private ones the
+declarations declare for their macros (its helpers of those macros share them).
 
 Fails (exit 1) on a function that calls one of a higher layer, or of another layer on
 its level; a private function (fsched__*) that nothing uses; a banner in no layer, or
@@ -429,10 +430,13 @@ def check(text):
     used = set(u.callee for u in report.uses if u.caller.name != u.callee)
     # the declarations' macros are used by the programs that include the header
     used |= set(name for names, line in macros.values() if line < begin for name in names)
+    # the private functions the declarations declare: their macros' plumbing
+    plumbing = set(item[0] for item in directives_and_tokens(code, 1, begin - 1)
+                   if item[0] in defined)
     cpp = [t for t in directives_and_tokens(code, end + 1, len(code)) if t[0] != "#"]
     for use in uses_in(cpp, None, defined, macros):
         used.add(use.callee)
-        if use.callee.startswith("fsched__"):
+        if use.callee.startswith("fsched__") and use.callee not in plumbing:
             callee = defined[use.callee]
             report.errors.append((use.line, "%s calls %s (%s, defined at %d), which is "
                                   "private" % (CPP_LAYER, callee.name, layer_name(callee),

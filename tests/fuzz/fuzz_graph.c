@@ -131,7 +131,7 @@ static int graph_task(fsched_graph_task *self, void *arg) {
     if (ti->behaviour & 16) fsched_yield();
     if (ti->behaviour & 32) fsched_sleep_for(50 * FZ_US);
     if (ti->behaviour & 64) status = 1 + (int)(ti->behaviour >> 7); /* fails */
-    (void)fsched_graph_cancelled(self);
+    (void)fsched_graph_is_cancelled(self);
     ti->ended = tick(w);
     return status;
 }
@@ -353,7 +353,7 @@ static void *complete_later(void *p) {
 static int pnode_can(fsched_node *node, void *user) {
     pnode *p = (pnode *)user;
     if (p->kind == 0 && p->next == p->items) return FSCHED_NODE_FINISHED;
-    return fsched_node_served(node);
+    return fsched_node_is_served(node);
 }
 
 static void pnode_advance(fsched_node *node, void *user) {
@@ -435,18 +435,18 @@ static void op_pipeline(world *w, fz_in *in) {
     case 1: {
         int steps = (int)(fz_u8(in) % 16);
         r = fsched_pipeline_run_until(p, step_pred, &steps);
-        if (r == FSCHED_OK && !fsched_pipeline_finished(p)) r = fsched_pipeline_run(p, NULL);
+        if (r == FSCHED_OK && !fsched_pipeline_is_finished(p)) r = fsched_pipeline_run(p, NULL);
         break;
     }
     default: r = fsched_pipeline_run(p, w->destroyed ? NULL : w->s); break;
     }
     /* one producer and a hub every node reads: nothing can starve */
     FZ_EXPECT(r, "fsched_pipeline_run", FSCHED_OK, FSCHED_ERR_OUT_OF_MEMORY);
-    FZ_CHECK(fsched_pipeline_finished(p));
+    FZ_CHECK(fsched_pipeline_is_finished(p));
     FZ_EXPECT(fsched_pipeline_run(p, NULL), "fsched_pipeline_run twice", FSCHED_ERR_WRONG_STATE);
     FZ_EXPECT(fsched_pipeline_step(p), "fsched_pipeline_step after the end", FSCHED_ERR_WRONG_STATE);
     for (k = 0; k < n; k++) {
-        FZ_EXPECT(fsched_node_report_get(nodes[k], &rep), "fsched_node_report_get", FSCHED_OK);
+        FZ_EXPECT(fsched_node_get_report(nodes[k], &rep), "fsched_node_get_report", FSCHED_OK);
         FZ_CHECK(rep.end != FSCHED_NODE_RUNNING);
         if (r == FSCHED_OK) {
             FZ_CHECK(rep.end == FSCHED_NODE_DONE);
