@@ -1064,14 +1064,14 @@ FIBERSCHED_API void fsched__frames_full(fsched_frames *fs);
         fsched_result fsched__r;                                                             \
         fsched__c.arg = fsched__arg;                                                         \
         fsched__c.out = fsched__out;                                                         \
-        fsched__r = fsched__frames_outside(name##_fsched_outside, &fsched__c);                \
+        fsched__r = fsched__frames_outside(name##_fsched_outside, &fsched__c);               \
         FSCHED__TASK_RETHROW(fsched__c);                                                     \
         return fsched__r;                                                                    \
     }                                                                                        \
     FSCHED__TASK_FN inline fsched_result name##_fsched_root(atype fsched__arg,               \
                                                             void *fsched__out) {             \
         fsched_frames *fsched__fs;                                                           \
-        fsched_result fsched__r = fsched__frames_enter(&fsched__fs);                          \
+        fsched_result fsched__r = fsched__frames_enter(&fsched__fs);                         \
         if (fsched__r != FSCHED_OK) return fsched__r;                                        \
         if (FSCHED__UNLIKELY(!fsched__fs))                                                   \
             return name##_fsched_root_outside(fsched__arg, fsched__out);                     \
@@ -1101,15 +1101,17 @@ FIBERSCHED_API void fsched__frames_full(fsched_frames *fs);
                         (void)0,                                                           \
                         name##_fsched_body(fsched__fs, fsched__fs->base, fsched__arg))
 
-/* Inside a task: offers name(arg) to other workers (a statement). */
+/* Inside a task: offers name(arg) to other workers (a statement). `asked` is read
+   relaxed: a thief's request, a hint; one seen late is served at a later spawn, and the
+   share itself publishes the frames. */
 #define FSCHED_SPAWN(name, arg)                                                            \
     do {                                                                                   \
         if (FSCHED__UNLIKELY(fsched__head == fsched__fs->end))                             \
-            fsched__frames_full(fsched__fs);                                                \
+            fsched__frames_full(fsched__fs);                                               \
         name##_fsched_spawn(fsched__head, (arg));                                          \
         ++fsched__head;                                                                    \
         if (FSCHED__UNLIKELY(__atomic_load_n(&fsched__fs->asked, __ATOMIC_RELAXED) != 0))  \
-            fsched__frames_share(fsched__fs, fsched__head);                                 \
+            fsched__frames_share(fsched__fs, fsched__head);                                \
     } while (0)
 
 /* Inside a task: runs name(arg) here and returns its result. */
