@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Holds fibersched.h's implementation to its word on atomics: every atomic operation with
-an ordering weaker than seq_cst carries the argument why that ordering suffices.
+"""Holds fibersched.h to its word on atomics: every atomic operation with an ordering
+weaker than seq_cst carries the argument why that ordering suffices, in the declarations'
+macros, the implementation and the C++ layer alike.
 
 An atomic operation is a call with a memory ordering among its arguments: the header's
 wrappers (FSCHED__LOAD, FSCHED__STORE, FSCHED__CAS, FSCHED__FENCE, ...: every macro of
@@ -266,7 +267,8 @@ def check(text):
     code = blank(text).split("\n")
     comments = comments_by_line(text, code)
     names = wrappers(lines, begin, end)
-    for first, last in ((begin, end), (end + 1, len(lines))):  # the C, then the C++ layer
+    # the declarations (their macros), the implementation, then the C++ layer
+    for first, last in ((1, begin - 1), (begin, end), (end + 1, len(lines))):
         tokens = tokens_of(code, first, last)
         found = len(report.operations)
         find_operations(tokens, names, report)
