@@ -29,7 +29,7 @@ def check(ok, what):
 # Every weak operation here has its argument; the ones marked NONE and OTHER are the
 # places the tests take it away.
 CLEAN = """\
-/* declarations: outside the implementation, nothing is read */
+/* declarations: a public macro's look, relaxed: a hint */
 #define FSCHED_PEEK(p) __atomic_load_n((p), __ATOMIC_RELAXED)
 
 #if defined(FIBERSCHED_IMPLEMENTATION) && !defined(FIBERSCHED_IMPLEMENTATION_ONCE)
@@ -149,7 +149,8 @@ def test_clean():
           "#if of its own: %r"
           % errors_at(CLEAN))
     ops = [(op.name, "/".join(op.orderings)) for op in report.operations]
-    check(ops == [("FSCHED__LOAD", "relaxed"),  # in FSCHED__HINT
+    check(ops == [("__atomic_load_n", "relaxed"),  # in FSCHED_PEEK, the declarations'
+                  ("FSCHED__LOAD", "relaxed"),  # in FSCHED__HINT
                   ("FSCHED__LOAD", "acquire"), ("FSCHED__STORE", "release"),
                   ("FSCHED__FETCH_ADD", "relaxed"),
                   ("FSCHED__FETCH_SUB", "seq_cst"), ("FSCHED__CAS", "acq_rel/relaxed"),
@@ -161,7 +162,7 @@ def test_clean():
                   ("FSCHED__STORE", "relaxed"), ("FSCHED__STORE", "relaxed"),
                   ("store", "seq_cst"), ("fetch_add", "relaxed")],
           "every operation of every form is found, with its orderings, in the "
-          "implementation and the C++ layer, and none outside: %r" % ops)
+          "declarations' macros, the implementation and the C++ layer: %r" % ops)
     argued = dict((op.line, op.argument) for op in report.operations)
     check(argued[line_of(CLEAN, "FSCHED__STORE(&b, 1u, /*")] ==
           line_of(CLEAN, "FSCHED__STORE(&b, 1u, /*"),
@@ -228,14 +229,20 @@ def test_uncovered():
                                    % line_of(text, "n.fetch_add")],
           "an operation of the C++ layer is found: %r" % errors_at(text))
 
+    text = CLEAN.replace("/* declarations: a public macro's look, relaxed: a hint */",
+                         "/* declarations */")
+    check(errors_at(text)[:1] == ["%d: __atomic_load_n (relaxed) has no argument for its "
+                                  "ordering" % line_of(text, "#define FSCHED_PEEK")],
+          "an operation of a public macro is found: %r" % errors_at(text))
+
 
 def test_main():
     clean = CLEAN.replace("/* NONE */", "/* relaxed: here */")
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "h.h")
-        for text, rc, last in ((clean, 0, "19 atomic operations, 17 weaker than seq_cst: each "
+        for text, rc, last in ((clean, 0, "20 atomic operations, 18 weaker than seq_cst: each "
                                 "has its argument"),
-                               (CLEAN, 1, "3 errors: 3 of 17 operations weaker than seq_cst "
+                               (CLEAN, 1, "3 errors: 3 of 18 operations weaker than seq_cst "
                                 "have no argument")):
             with open(path, "w") as f:
                 f.write(text)
