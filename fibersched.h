@@ -11389,6 +11389,98 @@ static int fsched__graph_workers_exist(const fsched_sched *s, uint64_t workers) 
     return n == 64 ? workers != 0 : (workers & (((uint64_t)1 << n) - 1)) != 0;
 }
 
+/* The task desc `d` (zero: the defaults), or why not. */
+static fsched_result fsched__graph_desc_check(const fsched_graph *g,
+                                              const fsched_graph_task_desc *d, const char *what) {
+    if ((unsigned)d->priority > (unsigned)FSCHED_PRIORITY_HIGH)
+        return FSCHED__MISUSE(&g->logger, FSCHED_ERR_INVALID_ARGUMENT,
+                              "%s: unknown priority %d", what, (int)d->priority);
+    if (d->on_caller && d->workers)
+        return FSCHED__MISUSE(&g->logger, FSCHED_ERR_INVALID_ARGUMENT,
+                              "%s: on_caller and a worker set exclude each other", what);
+    return FSCHED_OK;
+}
+
+/* Under the graph's lock: a new task, named and in g's sets (of every task, of placed
+   ones, and, built before a run, of sources and sinks: it is both until edges say
+   otherwise); NULL, with nothing changed, for want of memory. */
+static fsched_graph_task *fsched__graph_task_new(fsched_graph *g, const fsched_graph_task_desc *d,
+                                                 int during_run) {
+    fsched__task_set *sets[4];
+    uint32_t n = 0, i;
+    fsched_graph_task *t = (fsched_graph_task *)fsched__slab_get(&g->task_slab, &g->allocator);
+    if (!t) return NULL;
+    memset(t, 0, sizeof *t);
+    t->source_slot = t->sink_slot = FSCHED__GRAPH_NONE;
+    sets[n++] = &g->tasks;
+    if (!during_run && (d->on_caller || d->workers)) sets[n++] = &g->placed;
+    if (!during_run) {
+        sets[n++] = &g->sources;
+        sets[n++] = &g->sinks;
+    }
+    for (i = 0; i < n && fsched__task_set_add(g, sets[i], t); i++) {
+    }
+    if (i < n || (d->name && *d->name && !(t->name = fsched__graph_strdup(&g->allocator, d->name)))) {
+        while (i--) sets[i]->n--; /* t is the last of each set it joined */
+        fsched__slab_put(&g->task_slab, t);
+        return NULL;
+    }
+    if (!during_run) {
+        t->source_slot = g->sources.n - 1;
+        t->sink_slot = g->sinks.n - 1;
+    }
+    return t;
+}
+
+/* A new task's work, priority, placement and cost, from its desc. */
+static void fsched__graph_task_init(fsched_graph_task *t, fsched_graph *g, fsched_graph_fn fn,
+                                    void *arg, const fsched_graph_task_desc *d) {
+    t->placed.job.execute = fsched__graph_execute; /* NULL again once freed */
+    t->graph = g;
+    t->fn = fn;
+    t->arg = arg;
+    t->preds = t->pred_inline;
+    t->preds_cap = FSCHED__GRAPH_INLINE_PREDS;
+    t->level = d->priority == FSCHED_PRIORITY_LOW    ? FSCHED__LEVEL_LOW
+               : d->priority == FSCHED_PRIORITY_HIGH ? FSCHED__LEVEL_HIGH
+                                                     : FSCHED__LEVEL_NORMAL;
+    t->placed.level = t->level;
+    t->on_caller = d->on_caller ? 1u : 0u;
+    t->workers = d->workers;
+    t->placed.workers = d->workers;
+    t->placed.slot = -1;
+    t->cost = d->cost;
+    t->rank = d->cost;
+    t->ord = g->next_ord++;
+    t->index = g->tasks.n - 1;
+}
+
+/* Under the graph's lock: arms a new task for the next run, or, added by cur, a task of
+   the running graph, for this run. */
+static void fsched__graph_task_arm(fsched_graph *g, fsched_graph_task *t, fsched_graph_task *cur,
+                                   int during_run) {
+    if (during_run) {
+        /* added by a running task: held by it until it returns, then part of this run
+           (relaxed: the caller's run, set before its task was queued; cur's hold keeps
+           the count above zero) */
+        uint32_t run = FSCHED__LOAD(&g->run, FSCHED__RELAXED);
+        t->dynamic = 1;
+        if (t->on_caller) t->placed.slot = g->caller_slot;
+        t->state = FSCHED__GRAPH_STATE(run, FSCHED_TASK_WAITING);
+        t->pending = FSCHED__GRAPH_PENDING(run, 1);
+        t->added_next = cur->added;
+        cur->added = t;
+        FSCHED__FETCH_ADD(&g->remaining, (uint64_t)1, FSCHED__RELAXED); /* cur holds one */
+    } else {
+        /* a run's additions go before the next: they leave the order be */
+        if (t->cost) g->has_costs = 1;
+        g->ranks_stale = 1;
+        t->state = FSCHED__GRAPH_STATE(g->run, FSCHED_TASK_WAITING);
+        t->pending = FSCHED__GRAPH_PENDING(g->run + 1, 0);
+        g->nbuilt = g->tasks.n;
+    }
+}
+
 static fsched_result fsched__graph_add(fsched_graph *g, fsched_graph_fn fn, void *arg,
                                        const fsched_graph_task_desc *desc,
                                        fsched_graph_task **out, const char *what) {
@@ -11403,12 +11495,7 @@ static fsched_result fsched__graph_add(fsched_graph *g, fsched_graph_fn fn, void
                               fn ? "out" : "fn");
     if (desc) d = *desc;
     else memset(&d, 0, sizeof d);
-    if ((unsigned)d.priority > (unsigned)FSCHED_PRIORITY_HIGH)
-        return FSCHED__MISUSE(&g->logger, FSCHED_ERR_INVALID_ARGUMENT,
-                              "%s: unknown priority %d", what, (int)d.priority);
-    if (d.on_caller && d.workers)
-        return FSCHED__MISUSE(&g->logger, FSCHED_ERR_INVALID_ARGUMENT,
-                              "%s: on_caller and a worker set exclude each other", what);
+    if ((r = fsched__graph_desc_check(g, &d, what)) != FSCHED_OK) return r;
     fsched__mutex_lock(&g->lock);
     if ((r = fsched__graph_may_build(g, what)) != FSCHED_OK) goto unlock;
     cur = fsched__graph_current();
@@ -11421,76 +11508,12 @@ static fsched_result fsched__graph_add(fsched_graph *g, fsched_graph_fn fn, void
                            "%s: no thread of the running graph's scheduler may run it", what);
         goto unlock;
     }
-    t = (fsched_graph_task *)fsched__slab_get(&g->task_slab, &g->allocator);
-    if (!t) {
+    if (!(t = fsched__graph_task_new(g, &d, during_run))) {
         r = FSCHED_ERR_OUT_OF_MEMORY;
         goto unlock;
     }
-    memset(t, 0, sizeof *t);
-    t->source_slot = t->sink_slot = FSCHED__GRAPH_NONE;
-    if ((d.name && *d.name && !(t->name = fsched__graph_strdup(&g->allocator, d.name))) ||
-        !fsched__task_set_add(g, &g->tasks, t) ||
-        (!during_run && (d.on_caller || d.workers) && !fsched__task_set_add(g, &g->placed, t))) {
-        if (g->tasks.n && g->tasks.v[g->tasks.n - 1] == t) g->tasks.n--;
-        if (t->name) fsched__free(&g->allocator, t->name, strlen(t->name) + 1, 1);
-        fsched__slab_put(&g->task_slab, t);
-        r = FSCHED_ERR_OUT_OF_MEMORY;
-        goto unlock;
-    }
-    if (!during_run) { /* a source and a sink until edges say otherwise */
-        if (!fsched__task_set_add(g, &g->sources, t) || !fsched__task_set_add(g, &g->sinks, t)) {
-            if (g->sources.n && g->sources.v[g->sources.n - 1] == t) g->sources.n--;
-            if ((d.on_caller || d.workers) && g->placed.n && g->placed.v[g->placed.n - 1] == t)
-                g->placed.n--;
-            g->tasks.n--;
-            if (t->name) fsched__free(&g->allocator, t->name, strlen(t->name) + 1, 1);
-            fsched__slab_put(&g->task_slab, t);
-            r = FSCHED_ERR_OUT_OF_MEMORY;
-            goto unlock;
-        }
-        t->source_slot = g->sources.n - 1;
-        t->sink_slot = g->sinks.n - 1;
-    }
-    t->placed.job.execute = fsched__graph_execute; /* NULL again once freed */
-    t->graph = g;
-    t->fn = fn;
-    t->arg = arg;
-    t->preds = t->pred_inline;
-    t->preds_cap = FSCHED__GRAPH_INLINE_PREDS;
-    t->level = d.priority == FSCHED_PRIORITY_LOW    ? FSCHED__LEVEL_LOW
-               : d.priority == FSCHED_PRIORITY_HIGH ? FSCHED__LEVEL_HIGH
-                                                    : FSCHED__LEVEL_NORMAL;
-    t->placed.level = t->level;
-    t->on_caller = d.on_caller ? 1u : 0u;
-    t->workers = d.workers;
-    t->placed.workers = d.workers;
-    t->placed.slot = -1;
-    t->cost = d.cost;
-    t->rank = d.cost;
-    if (!during_run) { /* a run's additions go before the next: they leave the order be */
-        if (d.cost) g->has_costs = 1;
-        g->ranks_stale = 1;
-    }
-    t->ord = g->next_ord++;
-    t->index = g->tasks.n - 1;
-    if (during_run) {
-        /* added by a running task: held by it until it returns, then part of this run
-           (relaxed: the caller's run, set before its task was queued; cur's hold keeps
-           the count above zero) */
-        uint32_t run = FSCHED__LOAD(&g->run, FSCHED__RELAXED);
-        t->dynamic = 1;
-        if (d.on_caller) t->placed.slot = g->caller_slot;
-        t->state = FSCHED__GRAPH_STATE(run, FSCHED_TASK_WAITING);
-        t->pending = FSCHED__GRAPH_PENDING(run, 1);
-        t->added_next = cur->added;
-        cur->added = t;
-        FSCHED__FETCH_ADD(&g->remaining, (uint64_t)1, FSCHED__RELAXED); /* cur holds one */
-    } else {
-        /* armed for the next run */
-        t->state = FSCHED__GRAPH_STATE(g->run, FSCHED_TASK_WAITING);
-        t->pending = FSCHED__GRAPH_PENDING(g->run + 1, 0);
-        g->nbuilt = g->tasks.n;
-    }
+    fsched__graph_task_init(t, g, fn, arg, &d);
+    fsched__graph_task_arm(g, t, cur, during_run);
     *out = t;
 unlock:
     fsched__mutex_unlock(&g->lock);
