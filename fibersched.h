@@ -13804,20 +13804,11 @@ static fsched_result fsched__lp_again(void *p) {
     return fsched_parallel_pipeline_run(c->desc, c->stages, c->n_stages);
 }
 
-FIBERSCHED_API fsched_result fsched_parallel_pipeline_run(const fsched_parallel_pipeline_desc *desc,
-                                                          const fsched_stage *stages,
-                                                          size_t n_stages) {
-    fsched__worker *w = fsched__tls_thread.worker;
-    fsched_parallel_pipeline_desc d;
-    const fsched_logger *logger;
-    fsched__lp lp;
-    fsched_allocator a;
-    size_t i, max_in_flight;
-    uint64_t period, last, still = 0;
-    if (desc) d = *desc;
-    else memset(&d, 0, sizeof d);
-    logger = d.logger.func ? &d.logger : w ? &w->sched->logger : NULL;
-    if (w && fsched__tls_thread.in_hook)
+/* Why the stages cannot run from here, or FSCHED_OK. */
+static fsched_result fsched__lp_check(const fsched_logger *logger, const fsched_stage *stages,
+                                      size_t n_stages) {
+    size_t i;
+    if (fsched__tls_thread.worker && fsched__tls_thread.in_hook)
         return FSCHED__MISUSE(logger, FSCHED_ERR_WRONG_STATE, "fsched_parallel_pipeline: "
                               "called from a poll hook, which must not wait");
     if (!stages || !n_stages)
@@ -13828,6 +13819,97 @@ FIBERSCHED_API fsched_result fsched_parallel_pipeline_run(const fsched_parallel_
             return FSCHED__MISUSE(logger, FSCHED_ERR_INVALID_ARGUMENT,
                                   "fsched_parallel_pipeline: stage %lu has no fn or an unknown mode",
                                   (unsigned long)i);
+    return FSCHED_OK;
+}
+
+/* A run of the stages on w's scheduler, its records free and its input ready; 0 for want
+   of memory. */
+static int fsched__lp_make(fsched__lp *lp, const fsched_parallel_pipeline_desc *d,
+                           const fsched_stage *stages, size_t n_stages, fsched__worker *w) {
+    const fsched_allocator *a = &w->sched->allocator;
+    size_t i, n = d->max_in_flight ? d->max_in_flight
+                                   : 4u * (w->sched->n_threads ? w->sched->n_threads : 1u);
+    memset(lp, 0, sizeof *lp);
+    lp->stages = stages;
+    lp->n = n_stages;
+    lp->name = d->name && *d->name ? d->name : "pipeline";
+    lp->n_records = n;
+    lp->st = (fsched__lp_stage *)fsched__alloc(a, n_stages * sizeof *lp->st, sizeof(void *));
+    lp->records = (fsched__lp_item *)fsched__alloc(a, n * sizeof *lp->records, sizeof(void *));
+    if (!lp->st || !lp->records) {
+        fsched__free(a, lp->st, n_stages * sizeof *lp->st, sizeof(void *));
+        fsched__free(a, lp->records, n * sizeof *lp->records, sizeof(void *));
+        return 0;
+    }
+    memset(lp->st, 0, n_stages * sizeof *lp->st);
+    for (i = n; i-- > 0;) {
+        fsched__lp_item *it = &lp->records[i];
+        memset(it, 0, sizeof *it);
+        it->job.execute = fsched__lp_item_job;
+        it->lp = lp;
+        it->next = lp->free_records;
+        lp->free_records = it;
+    }
+    lp->free_count = n;
+    lp->input.execute = fsched__lp_input;
+    lp->input_running = 1;
+    fsched_event_init(&lp->done, 1, 0);
+    return 1;
+}
+
+static void fsched__lp_free(fsched__lp *lp, const fsched_allocator *a) {
+    fsched_event_destroy(&lp->done);
+    fsched__free(a, lp->st, lp->n * sizeof *lp->st, sizeof(void *));
+    fsched__free(a, lp->records, lp->n_records * sizeof *lp->records, sizeof(void *));
+}
+
+/* Logs "<what><a><text_a>[<b><text_b>]" (b: none when text_b is NULL). */
+static void fsched__lp_log_counts(fsched__lp *lp, const fsched_parallel_pipeline_desc *d,
+                                  const char *what, uint64_t a, const char *text_a, uint64_t b,
+                                  const char *text_b) {
+    fsched__line l;
+    l.n = 0;
+    l.text[0] = 0;
+    fsched__line_num(&l, a);
+    fsched__line_add(&l, text_a);
+    if (text_b) {
+        fsched__line_num(&l, b);
+        fsched__line_add(&l, text_b);
+    }
+    fsched__lp_log(lp, d, what, l.text, NULL);
+}
+
+/* Runs (or suspends for) the items until the input ends and the last is done; a period
+   without movement is reported, once per stall. */
+static void fsched__lp_wait(fsched__lp *lp, const fsched_parallel_pipeline_desc *d,
+                            const fsched_logger *logger) {
+    uint64_t period = d->stall_report_ns ? d->stall_report_ns : (uint64_t)10000000000ull;
+    uint64_t last = fsched__lp_snapshot(lp), still = 0;
+    if (!fsched__have_clock()) period = UINT64_MAX; /* no clock to time a stall by */
+    while (period == UINT64_MAX ? fsched_event_wait(&lp->done) != FSCHED_OK
+                                : fsched_event_wait_for(&lp->done, period) != FSCHED_OK) {
+        uint64_t now = fsched__lp_snapshot(lp);
+        if (now != last) {
+            last = now;
+            still = 0;
+        } else if (!still++) {
+            fsched__lp_report(lp, d, logger, period);
+        }
+    }
+}
+
+FIBERSCHED_API fsched_result fsched_parallel_pipeline_run(const fsched_parallel_pipeline_desc *desc,
+                                                          const fsched_stage *stages,
+                                                          size_t n_stages) {
+    fsched__worker *w = fsched__tls_thread.worker;
+    fsched_parallel_pipeline_desc d;
+    const fsched_logger *logger;
+    fsched__lp lp;
+    fsched_result r;
+    if (desc) d = *desc;
+    else memset(&d, 0, sizeof d);
+    logger = d.logger.func ? &d.logger : w ? &w->sched->logger : NULL;
+    if ((r = fsched__lp_check(logger, stages, n_stages)) != FSCHED_OK) return r;
     if (!w) {
         fsched__lp_call c;
         c.desc = desc;
@@ -13835,71 +13917,13 @@ FIBERSCHED_API fsched_result fsched_parallel_pipeline_run(const fsched_parallel_
         c.n_stages = n_stages;
         return fsched__call_outside(fsched__lp_again, &c, "fsched_parallel_pipeline");
     }
-    max_in_flight = d.max_in_flight;
-    if (!max_in_flight) max_in_flight = 4u * (w->sched->n_threads ? w->sched->n_threads : 1u);
-    period = d.stall_report_ns ? d.stall_report_ns : (uint64_t)10000000000ull;
-    if (!fsched__have_clock()) period = UINT64_MAX; /* no clock to time a stall by */
-    a = w->sched->allocator;
-    memset(&lp, 0, sizeof lp);
-    lp.stages = stages;
-    lp.n = n_stages;
-    lp.name = d.name && *d.name ? d.name : "pipeline";
-    lp.n_records = max_in_flight;
-    lp.st = (fsched__lp_stage *)fsched__alloc(&a, n_stages * sizeof *lp.st, sizeof(void *));
-    lp.records = (fsched__lp_item *)fsched__alloc(&a, max_in_flight * sizeof *lp.records,
-                                                  sizeof(void *));
-    if (!lp.st || !lp.records) {
-        fsched__free(&a, lp.st, n_stages * sizeof *lp.st, sizeof(void *));
-        fsched__free(&a, lp.records, max_in_flight * sizeof *lp.records, sizeof(void *));
-        return FSCHED_ERR_OUT_OF_MEMORY;
-    }
-    memset(lp.st, 0, n_stages * sizeof *lp.st);
-    for (i = max_in_flight; i-- > 0;) {
-        fsched__lp_item *it = &lp.records[i];
-        memset(it, 0, sizeof *it);
-        it->job.execute = fsched__lp_item_job;
-        it->lp = &lp;
-        it->next = lp.free_records;
-        lp.free_records = it;
-    }
-    lp.free_count = max_in_flight;
-    lp.input.execute = fsched__lp_input;
-    lp.input_running = 1;
-    fsched_event_init(&lp.done, 1, 0);
-    {
-        fsched__line l;
-        l.n = 0;
-        l.text[0] = 0;
-        fsched__line_num(&l, n_stages);
-        fsched__line_add(&l, " stages, at most ");
-        fsched__line_num(&l, max_in_flight);
-        fsched__line_add(&l, " items in flight");
-        fsched__lp_log(&lp, &d, "started: ", l.text, NULL);
-    }
+    if (!fsched__lp_make(&lp, &d, stages, n_stages, w)) return FSCHED_ERR_OUT_OF_MEMORY;
+    fsched__lp_log_counts(&lp, &d, "started: ", n_stages, " stages, at most ", lp.n_records,
+                          " items in flight");
     fsched__lp_input(&lp.input, w); /* the first item here, the input queued */
-    /* runs (or suspends for) the rest; a period without movement is reported */
-    last = fsched__lp_snapshot(&lp);
-    while (period == UINT64_MAX ? fsched_event_wait(&lp.done) != FSCHED_OK
-                                : fsched_event_wait_for(&lp.done, period) != FSCHED_OK) {
-        uint64_t now = fsched__lp_snapshot(&lp);
-        if (now != last) {
-            last = now;
-            still = 0;
-        } else if (!still++) { /* once per stall */
-            fsched__lp_report(&lp, &d, logger, period);
-        }
-    }
-    {
-        fsched__line l;
-        l.n = 0;
-        l.text[0] = 0;
-        fsched__line_num(&l, lp.items);
-        fsched__line_add(&l, " items");
-        fsched__lp_log(&lp, &d, "finished: ", l.text, NULL);
-    }
-    fsched_event_destroy(&lp.done);
-    fsched__free(&a, lp.st, n_stages * sizeof *lp.st, sizeof(void *));
-    fsched__free(&a, lp.records, max_in_flight * sizeof *lp.records, sizeof(void *));
+    fsched__lp_wait(&lp, &d, logger);
+    fsched__lp_log_counts(&lp, &d, "finished: ", lp.items, " items", 0, NULL);
+    fsched__lp_free(&lp, &w->sched->allocator);
     return FSCHED_OK;
 }
 
