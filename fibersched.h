@@ -1764,6 +1764,11 @@ FIBERSCHED_API fsched_result fsched_trace_count(const fsched_sched *s, uint64_t 
 #if defined(FIBERSCHED_NO_OS) && !defined(FIBERSCHED_NO_THREADS)
 #define FIBERSCHED_NO_THREADS
 #endif
+#if defined(FIBERSCHED_NO_THREADS)
+#define FSCHED__THREADS 0 /* one thread, perhaps preempted by interrupt handlers */
+#else
+#define FSCHED__THREADS 1
+#endif
 #if defined(FIBERSCHED_NO_OS)
 #define FSCHED__OS_NONE 1
 #elif defined(_WIN32)
@@ -2315,6 +2320,19 @@ static void fsched__line_num(fsched__line *l, uint64_t v) {
         v /= 10;
     } while (v);
     fsched__line_add(l, digits + i);
+}
+
+/* ---- Valgrind's reports ---------------------------------------------------------- */
+
+/* Turns Valgrind's error reports off (0), around an access it would report wrongly, and
+   on again (1). Nothing without Valgrind. */
+static void fsched__valgrind_reports(int on) {
+#if FIBERSCHED_VALGRIND
+    if (on) VALGRIND_ENABLE_ERROR_REPORTING;
+    else VALGRIND_DISABLE_ERROR_REPORTING;
+#else
+    (void)on;
+#endif
 }
 
 /* ---- allocation ------------------------------------------------------------------ */
@@ -2905,7 +2923,8 @@ static void fsched__name_self(const char *name) { (void)name; }
 /* ---- parker: one thread sleeps until another wakes it or a deadline passes ----
    A permit, as in Rust's std: unpark stores NOTIFIED, park consumes it or sleeps. Linux
    uses the futex word itself; other systems a mutex and condition variable. Without
-   threads nobody can unpark, so park only waits for its deadline. */
+   threads nobody can unpark, so park only waits for its deadline. The sleeps beneath
+   (a futex wait, a condition variable's) serve the threads that wait on a waiter too. */
 
 #define FSCHED__PARK_EMPTY 0
 #define FSCHED__PARK_NOTIFIED 1
@@ -2919,8 +2938,10 @@ static void fsched__name_self(const char *name) { (void)name; }
 #include <sys/syscall.h>
 #elif defined(FSCHED__OS_WINDOWS)
 #define FSCHED__PARKER_WIN32 1
+#define FSCHED__PARKER_COND 1
 #else
 #define FSCHED__PARKER_PTHREAD_COND 1
+#define FSCHED__PARKER_COND 1
 #endif
 
 typedef struct fsched__parker {
@@ -2935,9 +2956,29 @@ typedef struct fsched__parker {
 #endif
 } fsched__parker;
 
+#if defined(FSCHED__PARKER_FUTEX)
+/* Sleeps while *word == value, until the monotonic deadline (0: none); may return
+   sooner (a signal, a spurious wake): callers loop. */
+static void fsched__futex_wait(uint32_t *word, uint32_t value, uint64_t deadline) {
+    struct timespec ts, *tsp = NULL;
+    if (deadline) {
+        ts = fsched__timespec(deadline);
+        tsp = &ts;
+    }
+    /* absolute CLOCK_MONOTONIC deadline; returns at once unless *word is still value */
+    syscall(SYS_futex, word, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, value, tsp, NULL,
+            FUTEX_BITSET_MATCH_ANY);
+}
+
+/* Wakes one thread sleeping on word. The kernel does not read the word. */
+static void fsched__futex_wake(uint32_t *word) {
+    syscall(SYS_futex, word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, NULL, NULL, 0);
+}
+#endif
+
+#if defined(FSCHED__PARKER_PTHREAD_COND)
 /* Prepares a parker that may sit in zeroed memory; idempotent per parker. */
 static void fsched__parker_init(fsched__parker *p) {
-#if defined(FSCHED__PARKER_PTHREAD_COND)
     if (!p->ready) {
         pthread_condattr_t attr;
         pthread_mutex_init(&p->lock, NULL);
@@ -2949,22 +2990,129 @@ static void fsched__parker_init(fsched__parker *p) {
         pthread_condattr_destroy(&attr);
         p->ready = 1;
     }
-#else
-    (void)p;
-#endif
 }
 
 static void fsched__parker_destroy(fsched__parker *p) {
-#if defined(FSCHED__PARKER_PTHREAD_COND)
     if (p->ready) {
         pthread_mutex_destroy(&p->lock);
         pthread_cond_destroy(&p->cond);
         p->ready = 0;
     }
+}
+
+static void fsched__parker_lock(fsched__parker *p) { pthread_mutex_lock(&p->lock); }
+static void fsched__parker_unlock(fsched__parker *p) { pthread_mutex_unlock(&p->lock); }
+
+/* Sleeps on p's condition variable, its lock held, until signalled or until the
+   monotonic deadline (0: none; `now`: the time the caller read, for systems that wait
+   for a span); may return sooner: callers loop. */
+static void fsched__parker_sleep(fsched__parker *p, uint64_t deadline, uint64_t now) {
+    struct timespec ts;
+    if (!deadline) {
+        pthread_cond_wait(&p->cond, &p->lock);
+        return;
+    }
+#if defined(__APPLE__)
+    ts = fsched__timespec(deadline - now);
+    pthread_cond_timedwait_relative_np(&p->cond, &p->lock, &ts);
 #else
-    (void)p;
+    (void)now;
+    ts = fsched__timespec(deadline);
+    pthread_cond_timedwait(&p->cond, &p->lock, &ts);
 #endif
 }
+
+/* Wakes one sleeper of p's condition variable, or all. */
+static void fsched__parker_signal(fsched__parker *p, int all) {
+    if (all) pthread_cond_broadcast(&p->cond);
+    else pthread_cond_signal(&p->cond);
+}
+#elif defined(FSCHED__PARKER_WIN32)
+static void fsched__parker_init(fsched__parker *p) { (void)p; }
+static void fsched__parker_destroy(fsched__parker *p) { (void)p; }
+static void fsched__parker_lock(fsched__parker *p) { AcquireSRWLockExclusive(&p->lock); }
+static void fsched__parker_unlock(fsched__parker *p) { ReleaseSRWLockExclusive(&p->lock); }
+
+static void fsched__parker_sleep(fsched__parker *p, uint64_t deadline, uint64_t now) {
+    SleepConditionVariableSRW(&p->cond, &p->lock,
+                              deadline ? (DWORD)fsched__timeout_ms(deadline - now) : INFINITE, 0);
+}
+
+static void fsched__parker_signal(fsched__parker *p, int all) {
+    if (all) WakeAllConditionVariable(&p->cond);
+    else WakeConditionVariable(&p->cond);
+}
+#else
+static void fsched__parker_init(fsched__parker *p) { (void)p; }
+static void fsched__parker_destroy(fsched__parker *p) { (void)p; }
+#endif
+
+/* Takes p's lock and lets go of it: whoever held it has left (a futex parker has none). */
+#if defined(FSCHED__PARKER_COND)
+static void fsched__parker_lock_pass(fsched__parker *p) {
+    fsched__parker_lock(p);
+    fsched__parker_unlock(p);
+}
+#else
+static void fsched__parker_lock_pass(fsched__parker *p) { (void)p; }
+#endif
+
+/* fsched__park's sleep, its permit not there when it began: 1 once it took one, 0 at
+   the monotonic deadline (0: none). */
+#if defined(FSCHED__PARKER_FUTEX)
+static int fsched__park_sleep(fsched__parker *p, uint64_t deadline) {
+    uint32_t expected = FSCHED__PARK_EMPTY;
+    if (!FSCHED__CAS(&p->state, &expected, (uint32_t)FSCHED__PARK_PARKED, FSCHED__ACQUIRE,
+                     FSCHED__ACQUIRE)) {
+        /* notified between the exchange and here */
+        FSCHED__STORE(&p->state, (uint32_t)FSCHED__PARK_EMPTY, FSCHED__RELAXED);
+        return 1;
+    }
+    while (!deadline || fsched__now_ns() < deadline) {
+        fsched__futex_wait(&p->state, (uint32_t)FSCHED__PARK_PARKED, deadline);
+        expected = FSCHED__PARK_NOTIFIED;
+        if (FSCHED__CAS(&p->state, &expected, (uint32_t)FSCHED__PARK_EMPTY, FSCHED__ACQUIRE,
+                        FSCHED__ACQUIRE))
+            return 1;
+    }
+    /* timed out: leave PARKED; a notification racing with us still counts */
+    return FSCHED__EXCHANGE(&p->state, (uint32_t)FSCHED__PARK_EMPTY, FSCHED__ACQUIRE) ==
+           FSCHED__PARK_NOTIFIED;
+}
+#elif defined(FSCHED__PARKER_COND)
+static int fsched__park_sleep(fsched__parker *p, uint64_t deadline) {
+    int notified = 0;
+    fsched__parker_init(p);
+    fsched__parker_lock(p);
+    for (;;) {
+        uint32_t expected = FSCHED__PARK_NOTIFIED;
+        uint64_t now = 0;
+        if (FSCHED__CAS(&p->state, &expected, (uint32_t)FSCHED__PARK_EMPTY, FSCHED__ACQUIRE,
+                        FSCHED__RELAXED)) {
+            notified = 1;
+            break;
+        }
+        if (deadline && (now = fsched__now_ns()) >= deadline) break;
+        /* a CAS, not a store: an unpark that came first must not be overwritten */
+        expected = FSCHED__PARK_EMPTY;
+        if (!FSCHED__CAS(&p->state, &expected, (uint32_t)FSCHED__PARK_PARKED, FSCHED__RELAXED,
+                         FSCHED__RELAXED))
+            continue;
+        fsched__parker_sleep(p, deadline, now);
+        expected = FSCHED__PARK_PARKED;
+        FSCHED__CAS(&p->state, &expected, (uint32_t)FSCHED__PARK_EMPTY, FSCHED__RELAXED,
+                    FSCHED__RELAXED);
+    }
+    fsched__parker_unlock(p);
+    return notified;
+}
+#else
+static int fsched__park_sleep(fsched__parker *p, uint64_t deadline) {
+    (void)p;
+    (void)deadline;
+    return 0;
+}
+#endif
 
 /* Blocks until unparked (returns 1) or until timeout_ns nanoseconds of the system's
    monotonic clock have passed (returns 0; 0 means no timeout). The timeout is relative:
@@ -2972,113 +3120,11 @@ static void fsched__parker_destroy(fsched__parker *p) {
    share an origin). May return 1 spuriously only after an unpark: callers loop. Without
    threads nobody could unpark: not called there. */
 FSCHED__UNUSED static int fsched__park(fsched__parker *p, uint64_t timeout_ns) {
-    uint64_t deadline;
     /* acquire: whatever the unparker wrote before its release store is visible */
     if (FSCHED__EXCHANGE(&p->state, (uint32_t)FSCHED__PARK_EMPTY, FSCHED__ACQUIRE) ==
         FSCHED__PARK_NOTIFIED)
         return 1;
-    deadline = timeout_ns ? fsched__time_add(fsched__now_ns(), timeout_ns) : 0;
-#if defined(FSCHED__PARKER_NONE)
-    (void)deadline;
-    return 0;
-#elif defined(FSCHED__PARKER_FUTEX)
-    {
-        uint32_t expected = FSCHED__PARK_EMPTY;
-        if (!FSCHED__CAS(&p->state, &expected, (uint32_t)FSCHED__PARK_PARKED, FSCHED__ACQUIRE,
-                         FSCHED__ACQUIRE))
-            goto consumed; /* notified between the exchange and here */
-        for (;;) {
-            struct timespec ts, *tsp = NULL;
-            if (deadline) {
-                uint64_t now = fsched__now_ns();
-                if (now >= deadline) break;
-                ts = fsched__timespec(deadline);
-                tsp = &ts;
-            }
-            /* absolute CLOCK_MONOTONIC deadline; returns at once unless still PARKED */
-            syscall(SYS_futex, &p->state, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG,
-                    (uint32_t)FSCHED__PARK_PARKED, tsp, NULL, FUTEX_BITSET_MATCH_ANY);
-            expected = FSCHED__PARK_NOTIFIED;
-            if (FSCHED__CAS(&p->state, &expected, (uint32_t)FSCHED__PARK_EMPTY, FSCHED__ACQUIRE,
-                            FSCHED__ACQUIRE))
-                return 1;
-        }
-        /* timed out: leave PARKED; a notification racing with us still counts */
-        return FSCHED__EXCHANGE(&p->state, (uint32_t)FSCHED__PARK_EMPTY, FSCHED__ACQUIRE) ==
-               FSCHED__PARK_NOTIFIED;
-    consumed:
-        FSCHED__STORE(&p->state, (uint32_t)FSCHED__PARK_EMPTY, FSCHED__RELAXED);
-        return 1;
-    }
-#elif defined(FSCHED__PARKER_WIN32)
-    {
-        int notified = 0;
-        AcquireSRWLockExclusive(&p->lock);
-        for (;;) {
-            uint32_t expected = FSCHED__PARK_NOTIFIED;
-            DWORD ms = INFINITE;
-            if (FSCHED__CAS(&p->state, &expected, (uint32_t)FSCHED__PARK_EMPTY, FSCHED__ACQUIRE,
-                            FSCHED__RELAXED)) {
-                notified = 1;
-                break;
-            }
-            if (deadline) {
-                uint64_t now = fsched__now_ns();
-                if (now >= deadline) break;
-                ms = (DWORD)fsched__timeout_ms(deadline - now);
-            }
-            /* a CAS, not a store: an unpark that came first must not be overwritten */
-            expected = FSCHED__PARK_EMPTY;
-            if (!FSCHED__CAS(&p->state, &expected, (uint32_t)FSCHED__PARK_PARKED,
-                             FSCHED__RELAXED, FSCHED__RELAXED))
-                continue;
-            SleepConditionVariableSRW(&p->cond, &p->lock, ms, 0);
-            expected = FSCHED__PARK_PARKED;
-            FSCHED__CAS(&p->state, &expected, (uint32_t)FSCHED__PARK_EMPTY, FSCHED__RELAXED,
-                        FSCHED__RELAXED);
-        }
-        ReleaseSRWLockExclusive(&p->lock);
-        return notified;
-    }
-#else
-    {
-        int notified = 0;
-        fsched__parker_init(p);
-        pthread_mutex_lock(&p->lock);
-        for (;;) {
-            uint32_t expected = FSCHED__PARK_NOTIFIED;
-            struct timespec ts;
-            uint64_t now = 0;
-            if (FSCHED__CAS(&p->state, &expected, (uint32_t)FSCHED__PARK_EMPTY, FSCHED__ACQUIRE,
-                            FSCHED__RELAXED)) {
-                notified = 1;
-                break;
-            }
-            if (deadline && (now = fsched__now_ns()) >= deadline) break;
-            /* a CAS, not a store: an unpark that came first must not be overwritten */
-            expected = FSCHED__PARK_EMPTY;
-            if (!FSCHED__CAS(&p->state, &expected, (uint32_t)FSCHED__PARK_PARKED,
-                             FSCHED__RELAXED, FSCHED__RELAXED))
-                continue;
-            if (deadline) {
-#if defined(__APPLE__)
-                ts = fsched__timespec(deadline - now);
-                pthread_cond_timedwait_relative_np(&p->cond, &p->lock, &ts);
-#else
-                ts = fsched__timespec(deadline);
-                pthread_cond_timedwait(&p->cond, &p->lock, &ts);
-#endif
-            } else {
-                pthread_cond_wait(&p->cond, &p->lock);
-            }
-            expected = FSCHED__PARK_PARKED;
-            FSCHED__CAS(&p->state, &expected, (uint32_t)FSCHED__PARK_EMPTY, FSCHED__RELAXED,
-                        FSCHED__RELAXED);
-        }
-        pthread_mutex_unlock(&p->lock);
-        return notified;
-    }
-#endif
+    return fsched__park_sleep(p, timeout_ns ? fsched__time_add(fsched__now_ns(), timeout_ns) : 0);
 }
 
 /* Takes p's permit without sleeping: 1 if there was one. Seq_cst: see fsched__io_sleep. */
@@ -3087,29 +3133,25 @@ FSCHED__UNUSED static int fsched__park_take(fsched__parker *p) {
            FSCHED__PARK_NOTIFIED;
 }
 
+/* Wakes p's thread, which sleeps or is about to. */
+#if defined(FSCHED__PARKER_FUTEX)
+static void fsched__park_wake(fsched__parker *p) { fsched__futex_wake(&p->state); }
+#elif defined(FSCHED__PARKER_COND)
+static void fsched__park_wake(fsched__parker *p) {
+    /* the lock orders the wake after the sleeper's wait began */
+    fsched__parker_lock_pass(p);
+    fsched__parker_signal(p, 0);
+}
+#else
+static void fsched__park_wake(fsched__parker *p) { (void)p; }
+#endif
+
 /* Gives p a permit, waking its thread if it sleeps. Any thread. */
 static void fsched__unpark(fsched__parker *p) {
     /* seq_cst: pairs with the acquire in fsched__park, and with fsched__park_take */
-    uint32_t old = FSCHED__EXCHANGE(&p->state, (uint32_t)FSCHED__PARK_NOTIFIED, FSCHED__SEQ_CST);
-#if defined(FSCHED__PARKER_NONE)
-    (void)old;
-#elif defined(FSCHED__PARKER_FUTEX)
-    if (old == FSCHED__PARK_PARKED)
-        syscall(SYS_futex, &p->state, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, NULL, NULL, 0);
-#elif defined(FSCHED__PARKER_WIN32)
-    if (old == FSCHED__PARK_PARKED) {
-        /* the lock orders the wake after the sleeper's wait began */
-        AcquireSRWLockExclusive(&p->lock);
-        ReleaseSRWLockExclusive(&p->lock);
-        WakeConditionVariable(&p->cond);
-    }
-#else
-    if (old == FSCHED__PARK_PARKED) {
-        pthread_mutex_lock(&p->lock);
-        pthread_mutex_unlock(&p->lock);
-        pthread_cond_signal(&p->cond);
-    }
-#endif
+    if (FSCHED__EXCHANGE(&p->state, (uint32_t)FSCHED__PARK_NOTIFIED, FSCHED__SEQ_CST) ==
+        FSCHED__PARK_PARKED)
+        fsched__park_wake(p);
 }
 
 /* ---- the registry of live objects ----
@@ -4391,15 +4433,11 @@ FIBERSCHED_API fsched_result fsched_fiber_stack_used(const fsched_fiber *f, size
     if (!FIBERSCHED_STACK_PAINT || f->params.kind != FSCHED_STACK_HEAP ||
         f->stack_lo == f->stack_hi)
         return FSCHED_ERR_UNSUPPORTED; /* not painted */
-#if FIBERSCHED_VALGRIND
     /* the scan reads below the fiber's stack pointer, which Valgrind holds out of bounds */
-    VALGRIND_DISABLE_ERROR_REPORTING;
-#endif
+    fsched__valgrind_reports(0);
     for (p = f->stack_lo; p < f->stack_hi && *p == FSCHED__PAINT_BYTE; p++) {
     }
-#if FIBERSCHED_VALGRIND
-    VALGRIND_ENABLE_ERROR_REPORTING;
-#endif
+    fsched__valgrind_reports(1);
     *used = (size_t)(f->stack_hi - p);
     return FSCHED_OK;
 }
@@ -5412,36 +5450,45 @@ typedef struct fsched__wakes {
     fsched__wake v[FSCHED__WAKES_MAX];
 } fsched__wakes;
 
-static void fsched__wake_do(const fsched__wake *k) {
-    if (k->worker) {
-        fsched__tell(k->worker, k->held);
-    } else if (k->parker) {
-        /* the waiter reads WOKEN under this mutex, so it leaves only after the unlock */
-#if defined(FSCHED__PARKER_WIN32)
-        AcquireSRWLockExclusive(&k->parker->lock);
-        FSCHED__STORE(k->word, FSCHED__WAIT_WOKEN, FSCHED__RELEASE);
-        WakeAllConditionVariable(&k->parker->cond);
-        ReleaseSRWLockExclusive(&k->parker->lock);
-#elif defined(FSCHED__PARKER_PTHREAD_COND)
-        pthread_mutex_lock(&k->parker->lock);
-        FSCHED__STORE(k->word, FSCHED__WAIT_WOKEN, FSCHED__RELEASE);
-        pthread_cond_broadcast(&k->parker->cond);
-        pthread_mutex_unlock(&k->parker->lock);
+/* What a thread waiter's waker sets its state to: WOKEN where the thread sleeps on the
+   word itself; where it sleeps on its parker's condition variable, WAKING, which keeps it
+   waiting (its timeout has lost) until the wake, after the list's lock, sets WOKEN under
+   the parker's mutex: no lock is held across another. */
+#if defined(FSCHED__PARKER_COND)
+#define FSCHED__WAIT_WAKER_STATE FSCHED__WAIT_WAKING
+#else
+#define FSCHED__WAIT_WAKER_STATE FSCHED__WAIT_WOKEN
 #endif
-    } else if (k->word) {
+
+/* Wakes a thread that waits on the waiter whose state is *word, its waker having won. */
 #if defined(FSCHED__PARKER_FUTEX)
-        /* The waiter may have returned: the word is then a dead or reused stack slot.
-           The kernel does not read it, and a sleeper on a reused slot rechecks its own
-           word; Valgrind does read it, so it is told not to report this call. */
-#if FIBERSCHED_VALGRIND
-        VALGRIND_DISABLE_ERROR_REPORTING;
+static void fsched__thread_wake(uint32_t *word, fsched__parker *parker) {
+    /* The waiter may have returned: the word is then a dead or reused stack slot. The
+       kernel does not read it, and a sleeper on a reused slot rechecks its own word;
+       Valgrind does read it, so it is told not to report this call. */
+    (void)parker;
+    fsched__valgrind_reports(0);
+    fsched__futex_wake(word);
+    fsched__valgrind_reports(1);
+}
+#elif defined(FSCHED__PARKER_COND)
+static void fsched__thread_wake(uint32_t *word, fsched__parker *parker) {
+    /* the waiter reads WOKEN under this mutex, so it leaves only after the unlock */
+    fsched__parker_lock(parker);
+    FSCHED__STORE(word, FSCHED__WAIT_WOKEN, FSCHED__RELEASE);
+    fsched__parker_signal(parker, 1);
+    fsched__parker_unlock(parker);
+}
+#else
+static void fsched__thread_wake(uint32_t *word, fsched__parker *parker) {
+    (void)word; /* no thread waits: nothing is recorded */
+    (void)parker;
+}
 #endif
-        syscall(SYS_futex, k->word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, NULL, NULL, 0);
-#if FIBERSCHED_VALGRIND
-        VALGRIND_ENABLE_ERROR_REPORTING;
-#endif
-#endif
-    }
+
+static void fsched__wake_do(const fsched__wake *k) {
+    if (k->worker) fsched__tell(k->worker, k->held);
+    else if (k->word) fsched__thread_wake(k->word, k->parker);
 }
 
 /* Under the lock: records a wake for later, or, when the record is full, does it now
@@ -7329,51 +7376,54 @@ FIBERSCHED_API fsched_result fsched_default_get(fsched_sched **out) {
 /* ===================================================================================== */
 /* ---- blocking a thread on its waiter --------------------------------------------- */
 
-#if defined(FSCHED__PARKER_FUTEX)
-/* Sleeps while *word == value, until the monotonic deadline (0: none). */
-static void fsched__word_wait(uint32_t *word, uint32_t value, uint64_t deadline) {
-    struct timespec ts, *tsp = NULL;
-    if (deadline) {
-        ts = fsched__timespec(deadline);
-        tsp = &ts;
-    }
-    syscall(SYS_futex, word, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, value, tsp, NULL,
-            FUTEX_BITSET_MATCH_ANY);
-}
-#endif
-
 /* A waker ends a thread's wait and records the wake. Called with the list locked and
    the waiter still linked, so the record is alive. 0 when the waiter's own timeout won
    the race. */
 static int fsched__thread_waiter_end(fsched__waiter *wt, fsched__wakes *wakes) {
     uint32_t expected = FSCHED__WAIT_WAITING;
-#if defined(FSCHED__PARKER_FUTEX) || defined(FSCHED__PARKER_NONE)
     /* acq_rel: releases the waker's writes to the waiter; a lost race with the
        waiter's own timeout leaves the record alone */
-    if (!FSCHED__CAS(&wt->state, &expected, FSCHED__WAIT_WOKEN, FSCHED__ACQ_REL,
+    if (!FSCHED__CAS(&wt->state, &expected, FSCHED__WAIT_WAKER_STATE, FSCHED__ACQ_REL,
                      FSCHED__RELAXED))
         return 0;
-#if defined(FSCHED__PARKER_FUTEX)
-    fsched__wake_add(wakes, NULL, NULL, &wt->state, NULL);
-#else
-    (void)wakes;
-#endif
+    if (FSCHED__THREADS) fsched__wake_add(wakes, NULL, NULL, &wt->state, wt->parker);
     return 1;
-#else
-    /* WAKING keeps the waiter waiting (its timeout has lost) until the wake, after the
-       list's lock, sets WOKEN under the parker's mutex: no lock is held across another */
-    if (!FSCHED__CAS(&wt->state, &expected, FSCHED__WAIT_WAKING, FSCHED__ACQ_REL,
-                     FSCHED__RELAXED))
-        return 0;
-    fsched__wake_add(wakes, NULL, NULL, &wt->state, wt->parker);
-    return 1;
-#endif
 }
 
 /* Still waiting: WAITING, or WAKING (the wake is on its way). */
 static int fsched__thread_waiter_waiting(uint32_t state) {
     return state == FSCHED__WAIT_WAITING || state == FSCHED__WAIT_WAKING;
 }
+
+/* The waiting thread sleeps until its state may have changed or its deadline may have
+   passed; 0 at once when nothing could ever change it (no other thread exists). */
+#if defined(FSCHED__PARKER_FUTEX)
+static int fsched__thread_waiter_sleep(fsched__waiter *wt) {
+    fsched__futex_wait(&wt->state, FSCHED__WAIT_WAITING, wt->deadline);
+    return 1;
+}
+#elif defined(FSCHED__PARKER_COND)
+static int fsched__thread_waiter_sleep(fsched__waiter *wt) {
+    /* the waker sets WOKEN under this mutex, then broadcasts */
+    fsched__parker *p = wt->parker;
+    fsched__parker_lock(p);
+    for (;;) {
+        uint32_t state = FSCHED__LOAD(&wt->state, FSCHED__ACQUIRE);
+        uint64_t deadline = state == FSCHED__WAIT_WAITING ? wt->deadline : 0, now = 0;
+        if (!fsched__thread_waiter_waiting(state)) break;
+        if (deadline && (now = fsched__clock_ns()) >= deadline) break;
+        fsched__parker_sleep(p, deadline, now);
+    }
+    fsched__parker_unlock(p);
+    return 1;
+}
+#else
+static int fsched__thread_waiter_sleep(fsched__waiter *wt) {
+    if (!wt->deadline) return 0; /* no other thread exists to end this wait */
+    fsched__cpu_relax();
+    return 1;
+}
+#endif
 
 /* The waiting thread's side: returns once its wait has ended, having ended it itself
    with TIMED_OUT if the deadline came first (or at once, with ABORTED, when no thread
@@ -7383,60 +7433,11 @@ static void fsched__thread_waiter_block(fsched__waiter *wt) {
         uint32_t expected = FSCHED__WAIT_WAITING, to = FSCHED__WAIT_TIMED_OUT;
         uint32_t state = FSCHED__LOAD(&wt->state, FSCHED__ACQUIRE);
         if (!fsched__thread_waiter_waiting(state)) break;
-        if (state == FSCHED__WAIT_WAITING && wt->deadline && fsched__clock_ns() >= wt->deadline) {
-            /* a timeout: end the wait ourselves, unless a waker got there first */
-        } else {
-#if defined(FSCHED__PARKER_FUTEX)
-            fsched__word_wait(&wt->state, FSCHED__WAIT_WAITING, wt->deadline);
-            continue;
-#elif defined(FSCHED__PARKER_NONE)
-            if (wt->deadline) {
-                fsched__cpu_relax();
-                continue;
-            }
-            to = FSCHED__WAIT_ABORTED; /* no other thread exists to end this wait */
-#else
-            /* the waker sets WOKEN under this mutex, then broadcasts */
-            fsched__parker *p = wt->parker;
-#if defined(FSCHED__PARKER_WIN32)
-            AcquireSRWLockExclusive(&p->lock);
-            for (;;) {
-                DWORD ms = INFINITE;
-                state = FSCHED__LOAD(&wt->state, FSCHED__ACQUIRE);
-                if (!fsched__thread_waiter_waiting(state)) break;
-                if (state == FSCHED__WAIT_WAITING && wt->deadline) {
-                    uint64_t now = fsched__clock_ns();
-                    if (now >= wt->deadline) break;
-                    ms = (DWORD)fsched__timeout_ms(wt->deadline - now);
-                }
-                SleepConditionVariableSRW(&p->cond, &p->lock, ms, 0);
-            }
-            ReleaseSRWLockExclusive(&p->lock);
-#else
-            pthread_mutex_lock(&p->lock);
-            for (;;) {
-                state = FSCHED__LOAD(&wt->state, FSCHED__ACQUIRE);
-                if (!fsched__thread_waiter_waiting(state)) break;
-                if (state == FSCHED__WAIT_WAITING && wt->deadline) {
-                    struct timespec ts;
-                    uint64_t now = fsched__clock_ns();
-                    if (now >= wt->deadline) break;
-#if defined(__APPLE__)
-                    ts = fsched__timespec(wt->deadline - now);
-                    pthread_cond_timedwait_relative_np(&p->cond, &p->lock, &ts);
-#else
-                    ts = fsched__timespec(wt->deadline);
-                    pthread_cond_timedwait(&p->cond, &p->lock, &ts);
-#endif
-                } else {
-                    pthread_cond_wait(&p->cond, &p->lock);
-                }
-            }
-            pthread_mutex_unlock(&p->lock);
-#endif
-            continue;
-#endif
+        if (state != FSCHED__WAIT_WAITING || !wt->deadline || fsched__clock_ns() < wt->deadline) {
+            if (fsched__thread_waiter_sleep(wt)) continue;
+            to = FSCHED__WAIT_ABORTED;
         }
+        /* a timeout, or none to come: end the wait ourselves, unless a waker got there first */
         if (FSCHED__CAS(&wt->state, &expected, to, FSCHED__ACQ_REL, FSCHED__ACQUIRE)) {
             if (wt->list) {
                 fsched__wait_list_lock(wt->list);
@@ -7446,14 +7447,8 @@ static void fsched__thread_waiter_block(fsched__waiter *wt) {
             break;
         }
     }
-#if defined(FSCHED__PARKER_PTHREAD_COND)
     /* WOKEN may have been read before the waker unlocked our parker's mutex */
-    pthread_mutex_lock(&wt->parker->lock);
-    pthread_mutex_unlock(&wt->parker->lock);
-#elif defined(FSCHED__PARKER_WIN32)
-    AcquireSRWLockExclusive(&wt->parker->lock);
-    ReleaseSRWLockExclusive(&wt->parker->lock);
-#endif
+    fsched__parker_lock_pass(wt->parker);
 }
 
 /* Under the lock: removes a waiter and, unless it timed out meanwhile (0), ends it,
