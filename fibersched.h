@@ -1771,15 +1771,20 @@ FIBERSCHED_API fsched_result fsched_trace_count(const fsched_sched *s, uint64_t 
 #endif
 #if defined(FIBERSCHED_NO_OS)
 #define FSCHED__OS_NONE 1
+#define FSCHED__OS 0
 #elif defined(_WIN32)
 #define FSCHED__OS_WINDOWS 1
 #elif defined(__unix__) || defined(__APPLE__)
 #define FSCHED__OS_POSIX 1
 #else
 #define FSCHED__OS_NONE 1
+#define FSCHED__OS 0
 #if !defined(FIBERSCHED_NO_THREADS)
 #error "fibersched: no operating system detected: define FIBERSCHED_NO_OS for bare metal"
 #endif
+#endif
+#if !defined(FSCHED__OS)
+#define FSCHED__OS 1 /* POSIX or Windows */
 #endif
 
 #if !defined(__GNUC__) && !defined(__clang__)
@@ -2604,6 +2609,22 @@ static struct timespec fsched__timespec(uint64_t ns) {
 }
 #endif
 
+/* Sleeps the calling thread about ns nanoseconds: on Windows whole milliseconds, rounded
+   up; without an OS it only spins once. May end early (a signal): callers loop. */
+#if defined(FSCHED__OS_POSIX)
+static void fsched__os_sleep(uint64_t ns) {
+    struct timespec ts = fsched__timespec(ns);
+    nanosleep(&ts, NULL);
+}
+#elif defined(FSCHED__OS_WINDOWS)
+static void fsched__os_sleep(uint64_t ns) { Sleep((DWORD)fsched__timeout_ms(ns)); }
+#else
+static void fsched__os_sleep(uint64_t ns) {
+    (void)ns;
+    fsched__cpu_relax();
+}
+#endif
+
 /* ---- threads --------------------------------------------------------------------- */
 
 #if !defined(FIBERSCHED_NO_THREADS)
@@ -2771,13 +2792,10 @@ static void fsched__chaos(fsched__point at) {
         fsched__os_yield();
 #endif
     } else {
-#if defined(FSCHED__OS_POSIX)
-        struct timespec ts;
-        ts.tv_sec = 0;
-        ts.tv_nsec = (long)(1000u + (x >> 16) % 40000u); /* 1 to 41 microseconds */
-        nanosleep(&ts, NULL);
-#elif defined(FSCHED__OS_WINDOWS)
+#if defined(FSCHED__OS_WINDOWS)
         Sleep(0);
+#elif defined(FSCHED__OS_POSIX)
+        fsched__os_sleep(1000u + (x >> 16) % 40000u); /* 1 to 41 microseconds */
 #endif
     }
 }
@@ -2798,10 +2816,7 @@ static void fsched__backoff(uint32_t *n) {
 #if defined(FSCHED__OS_WINDOWS)
         Sleep(k < 64 ? 0 : 1);
 #else
-        struct timespec ts;
-        ts.tv_sec = 0;
-        ts.tv_nsec = k < 64 ? 20000 : 500000; /* 20 us, later 0.5 ms */
-        nanosleep(&ts, NULL);
+        fsched__os_sleep(k < 64 ? 20000u : 500000u); /* 20 us, later 0.5 ms */
 #endif
     }
 #else
@@ -8384,26 +8399,13 @@ FIBERSCHED_API void fsched_sleep_for(uint64_t ns) {
             return;
         }
     }
-#if defined(FSCHED__OS_WINDOWS)
-    {
+    if (FSCHED__OS) {
         uint64_t deadline = fsched__time_add(fsched__now_ns(), ns), now;
-        while ((now = fsched__now_ns()) < deadline)
-            Sleep((DWORD)fsched__timeout_ms(deadline - now));
-    }
-#elif defined(FSCHED__OS_POSIX)
-    {
-        uint64_t deadline = fsched__time_add(fsched__now_ns(), ns), now;
-        while ((now = fsched__now_ns()) < deadline) {
-            struct timespec ts = fsched__timespec(deadline - now);
-            nanosleep(&ts, NULL);
-        }
-    }
-#else
-    {
+        while ((now = fsched__now_ns()) < deadline) fsched__os_sleep(deadline - now);
+    } else { /* the scheduler's clock: the system has none */
         uint64_t deadline = fsched__deadline_after(ns);
-        while (fsched__clock_ns() < deadline) fsched__cpu_relax();
+        while (fsched__clock_ns() < deadline) fsched__os_sleep(0);
     }
-#endif
 }
 
 FIBERSCHED_API void fsched_yield(void) {
