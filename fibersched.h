@@ -2236,30 +2236,32 @@ FIBERSCHED_API const char *fsched_version_string(void) {
 
 /* ---- formatting without stdio, safe in a signal handler -------------------------- */
 
+#define FSCHED__NUMBER_BYTES 21 /* a uint64_t in decimal, and the terminator */
+
+/* v in base 10 or 16 (without "0x"), as a string at the end of buf (FSCHED__NUMBER_BYTES
+   long): returns where it begins. Every number the library writes is written here. */
+static const char *fsched__number(char *buf, uint64_t v, unsigned base) {
+    char *p = buf + FSCHED__NUMBER_BYTES - 1;
+    *p = 0;
+    do {
+        *--p = "0123456789abcdef"[v % base];
+        v /= base;
+    } while (v);
+    return p;
+}
+
 static char *fsched__sig_put(char *p, char *end, const char *s) {
     while (*s && p < end) *p++ = *s++;
     return p;
 }
 static char *fsched__sig_dec(char *p, char *end, uintptr_t v) {
-    char digits[3 * sizeof v];
-    int n = 0;
-    do {
-        digits[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    while (n && p < end) *p++ = digits[--n];
-    return p;
+    char digits[FSCHED__NUMBER_BYTES];
+    return fsched__sig_put(p, end, fsched__number(digits, v, 10));
 }
 static char *fsched__sig_hex(char *p, char *end, uintptr_t v) {
-    char digits[2 + 2 * sizeof v];
-    int n = 0;
-    do {
-        digits[n++] = "0123456789abcdef"[v & 15];
-        v >>= 4;
-    } while (v);
+    char digits[FSCHED__NUMBER_BYTES];
     p = fsched__sig_put(p, end, "0x");
-    while (n && p < end) *p++ = digits[--n];
-    return p;
+    return fsched__sig_put(p, end, fsched__number(digits, v, 16));
 }
 
 /* The address of a function (C allows converting a function pointer to an integer). */
@@ -2317,14 +2319,8 @@ static void fsched__line_add(fsched__line *l, const char *s) {
 }
 
 static void fsched__line_num(fsched__line *l, uint64_t v) {
-    char digits[24];
-    size_t i = sizeof digits;
-    digits[--i] = 0;
-    do {
-        digits[--i] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    fsched__line_add(l, digits + i);
+    char digits[FSCHED__NUMBER_BYTES];
+    fsched__line_add(l, fsched__number(digits, v, 10));
 }
 
 /* ---- Valgrind's reports ---------------------------------------------------------- */
@@ -6589,13 +6585,11 @@ static void fsched__schedule(fsched__worker *w, int (*until)(fsched__worker *w))
 /* Names the calling worker thread: the scheduler's prefix, then the index in decimal
    (cut to what the name holds; no stdio needed). */
 static void fsched__name_worker(const fsched__worker *w) {
-    char name[FSCHED__THREAD_NAME_BYTES], digits[10];
-    size_t n = strlen(w->sched->worker_name), k = 0;
-    uint32_t i = w->index;
+    char name[FSCHED__THREAD_NAME_BYTES], digits[FSCHED__NUMBER_BYTES];
+    size_t n = strlen(w->sched->worker_name);
+    const char *d = fsched__number(digits, w->index, 10);
     memcpy(name, w->sched->worker_name, n);
-    do digits[k++] = (char)('0' + i % 10u);
-    while ((i /= 10u) && k < sizeof digits);
-    while (k && n + 1 < sizeof name) name[n++] = digits[--k];
+    while (*d && n + 1 < sizeof name) name[n++] = *d++;
     name[n] = 0;
     fsched__name_self(name);
 }
@@ -12081,13 +12075,9 @@ static void fsched__dot_quoted(void (*write)(const char *, size_t, void *), void
 
 static void fsched__dot_number(void (*write)(const char *, size_t, void *), void *user,
                                uint32_t n) {
-    char buf[12];
-    size_t i = sizeof buf;
-    do {
-        buf[--i] = (char)('0' + n % 10);
-        n /= 10;
-    } while (n);
-    write(buf + i, sizeof buf - i, user);
+    char digits[FSCHED__NUMBER_BYTES];
+    const char *text = fsched__number(digits, n, 10);
+    write(text, strlen(text), user);
 }
 
 FIBERSCHED_API fsched_result fsched_graph_dump_dot(fsched_graph *g,
@@ -13680,27 +13670,17 @@ static void fsched__line_json(fsched__line *l, const char *text) {
 
 /* nanoseconds as microseconds with three decimals, the trace format's unit */
 static void fsched__line_us(fsched__line *l, uint64_t ns) {
-    char frac[5];
-    frac[0] = '.';
-    frac[1] = (char)('0' + ns / 100 % 10);
-    frac[2] = (char)('0' + ns / 10 % 10);
-    frac[3] = (char)('0' + ns % 10);
-    frac[4] = 0;
+    char digits[FSCHED__NUMBER_BYTES];
     fsched__line_num(l, ns / 1000);
-    fsched__line_add(l, frac);
+    fsched__line_add(l, ".");
+    /* three digits, zeros first: those after the 1 of 1000 + ns % 1000 */
+    fsched__line_add(l, fsched__number(digits, 1000u + ns % 1000u, 10) + 1);
 }
 
 static void fsched__line_hex(fsched__line *l, uint64_t v) {
-    char digits[19];
-    size_t i = sizeof digits;
-    digits[--i] = 0;
-    do {
-        digits[--i] = "0123456789abcdef"[v & 15u];
-        v >>= 4;
-    } while (v);
-    digits[--i] = 'x';
-    digits[--i] = '0';
-    fsched__line_add(l, digits + i);
+    char digits[FSCHED__NUMBER_BYTES];
+    fsched__line_add(l, "0x");
+    fsched__line_add(l, fsched__number(digits, v, 16));
 }
 
 /* each kind's category (and the name of a span the user named not) */
