@@ -6769,119 +6769,118 @@ static int fsched__reserve_create(fsched_sched *s, uint32_t n) {
 
 #endif
 
-FIBERSCHED_API fsched_result fsched_create(const fsched_desc *desc, fsched_sched **out) {
+/* The desc fsched_create works from: the user's (NULL: all zeros) with every zero that
+   has a default replaced by it. */
+static fsched_desc fsched__desc_defaults(const fsched_desc *desc) {
     fsched_desc d;
-    fsched_sched *s;
-    fsched_allocator a;
-    fsched_stack_pool_desc pd;
-    fsched_result r;
-    uint32_t i, bound;
     if (desc) d = *desc;
     else memset(&d, 0, sizeof d);
-    if (!out) return FSCHED__MISUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
-                                    "fsched_create: out is NULL");
-    *out = NULL;
-    if (d.single_threaded && d.workers)
-        return FSCHED__MISUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
+    if (!FSCHED__THREADS) d.single_threaded = 1;
+    if (d.single_threaded) d.workers = 0;
+    else if (!d.workers) d.workers = fsched__cpu_count();
+    if (!d.max_bound_threads) d.max_bound_threads = FSCHED__THREADS ? 8 : 1; /* or the one */
+    if (!d.worker_name) d.worker_name = "fsched-w";
+    if (!d.trace_events) d.trace_events = FIBERSCHED_TRACE_EVENTS;
+    return d;
+}
+
+/* Checks the user's desc (NULL: all defaults) and d, the same with its defaults. */
+static fsched_result fsched__desc_check(const fsched_desc *desc, const fsched_desc *d) {
+    if (desc && desc->single_threaded && desc->workers)
+        return FSCHED__MISUSE(&d->logger, FSCHED_ERR_INVALID_ARGUMENT,
                               "fsched_create: single_threaded with %lu workers (a single-threaded "
                               "scheduler has no worker threads: leave workers 0)",
-                              (unsigned long)d.workers);
-#if defined(FIBERSCHED_NO_THREADS)
-    d.single_threaded = 1;
-#endif
-    if (!d.single_threaded && d.workers == 0) d.workers = fsched__cpu_count();
-    if (d.single_threaded) d.workers = 0;
-#if defined(FIBERSCHED_NO_THREADS)
-    bound = d.max_bound_threads ? d.max_bound_threads : 1; /* there is one thread */
-#else
-    bound = d.max_bound_threads ? d.max_bound_threads : 8;
-#endif
-    if (d.workers > FSCHED_MAX_WORKERS || bound > FSCHED_MAX_WORKERS)
-        return FSCHED__MISUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
+                              (unsigned long)desc->workers);
+    if (d->workers > FSCHED_MAX_WORKERS || d->max_bound_threads > FSCHED_MAX_WORKERS)
+        return FSCHED__MISUSE(&d->logger, FSCHED_ERR_INVALID_ARGUMENT,
                               "fsched_create: %lu workers and %lu bound threads: at most %d of "
-                              "each (FSCHED_MAX_WORKERS)", (unsigned long)d.workers,
-                              (unsigned long)bound, FSCHED_MAX_WORKERS);
-    if (d.interrupt_tasks > 65536)
-        return FSCHED__MISUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
+                              "each (FSCHED_MAX_WORKERS)", (unsigned long)d->workers,
+                              (unsigned long)d->max_bound_threads, FSCHED_MAX_WORKERS);
+    if (d->interrupt_tasks > 65536)
+        return FSCHED__MISUSE(&d->logger, FSCHED_ERR_INVALID_ARGUMENT,
                               "fsched_create: %lu interrupt tasks is too many",
-                              (unsigned long)d.interrupt_tasks);
-    a = fsched__allocator_resolve(&d.allocator);
-    s = (fsched_sched *)fsched__alloc(&a, sizeof *s, FSCHED__CACHE_LINE);
-    if (!s) return FSCHED_ERR_OUT_OF_MEMORY;
+                              (unsigned long)d->interrupt_tasks);
+    return FSCHED_OK;
+}
+
+/* A scheduler for d (its defaults resolved), as yet without stacks, slots or workers;
+   NULL: out of memory. */
+static fsched_sched *fsched__sched_alloc(const fsched_desc *d) {
+    fsched_allocator a = fsched__allocator_resolve(&d->allocator);
+    fsched_sched *s = (fsched_sched *)fsched__alloc(&a, sizeof *s, FSCHED__CACHE_LINE);
+    if (!s) return NULL;
     memset(s, 0, sizeof *s);
     s->magic = FSCHED__SCHED_LIVE;
     s->allocator = a;
-    s->logger = d.logger;
-    s->clock = d.clock;
-    s->clock_user = d.clock_user;
-    s->idle = d.idle;
-    s->idle_user = d.idle_user;
-    s->worker_start = d.worker_start;
-    s->worker_stop = d.worker_stop;
-    s->worker_user = d.worker_user;
-    strncpy(s->worker_name, d.worker_name ? d.worker_name : "fsched-w",
-            sizeof s->worker_name - 1); /* memset above: terminated */
-    FSCHED__TRACE(s->trace_origin = fsched__sched_now(s);
-                  s->trace_events = d.trace_events ? d.trace_events : FIBERSCHED_TRACE_EVENTS;)
-    s->n_threads = d.workers;
-    s->n_slots = d.workers + bound + 1; /* the last bound slot is kept for fsched_destroy */
-    s->counters = FSCHED__JEC_ONE;      /* odd: active */
+    s->logger = d->logger;
+    s->clock = d->clock;
+    s->clock_user = d->clock_user;
+    s->idle = d->idle;
+    s->idle_user = d->idle_user;
+    s->worker_start = d->worker_start;
+    s->worker_stop = d->worker_stop;
+    s->worker_user = d->worker_user;
+    strncpy(s->worker_name, d->worker_name, sizeof s->worker_name - 1); /* memset: ends */
+    FSCHED__TRACE(s->trace_origin = fsched__sched_now(s); s->trace_events = d->trace_events;)
+    s->n_threads = d->workers;
+    s->n_slots = d->workers + d->max_bound_threads + 1; /* the last bound slot is kept for
+                                                          fsched_destroy */
+    s->counters = FSCHED__JEC_ONE; /* odd: active */
     fsched__injector_init(&s->injector);
+    return s;
+}
+
+/* Gives s its stacks and slots, each worker thread's first fiber, its interrupt tasks
+   and its CPUs, and enters it in the registry. On failure the caller frees s. */
+static fsched_result fsched__sched_build(fsched_sched *s, const fsched_desc *d) {
+    fsched_stack_pool_desc pd;
+    fsched_result r;
+    uint32_t i;
     memset(&pd, 0, sizeof pd);
-    pd.stack_size = d.stack_size;
-    pd.guard_size = d.guard_size;
-    pd.stack_kind = d.stack_kind;
+    pd.stack_size = d->stack_size;
+    pd.guard_size = d->guard_size;
+    pd.stack_kind = d->stack_kind;
     /* slab stacks keep their pages when freed anyway: the pool may as well keep them all */
-    pd.max_cached = d.stack_kind == FSCHED_STACK_SLAB ? SIZE_MAX : 4u * (s->n_slots + 4u);
-    pd.allocator = a;
-    pd.logger = d.logger;
+    pd.max_cached = d->stack_kind == FSCHED_STACK_SLAB ? SIZE_MAX : 4u * (s->n_slots + 4u);
+    pd.allocator = s->allocator;
+    pd.logger = d->logger;
     r = fsched_stack_pool_create(&pd, &s->stacks);
-    s->slots = (fsched__worker **)fsched__alloc(&a, s->n_slots * sizeof *s->slots, sizeof(void *));
+    s->slots = (fsched__worker **)fsched__alloc(&s->allocator, s->n_slots * sizeof *s->slots,
+                                                sizeof(void *));
     if (s->slots) memset(s->slots, 0, s->n_slots * sizeof *s->slots);
-    if (r != FSCHED_OK || !s->slots) {
-        if (!s->slots) s->n_slots = 0;
-        fsched__sched_free(s);
-        return r != FSCHED_OK ? r : FSCHED_ERR_OUT_OF_MEMORY;
-    }
+    else s->n_slots = 0;
+    if (r != FSCHED_OK || !s->slots) return r != FSCHED_OK ? r : FSCHED_ERR_OUT_OF_MEMORY;
     for (i = 0; i < s->n_slots; i++) {
         /* a worker thread's first loop fiber, so that it starts without allocating (and
            runs no task on its own stack for want of one); without workers, one for the
            slot fsched_destroy keeps: a stack the system cannot give fails here */
         int first_fiber = i < s->n_threads || (!s->n_threads && i == s->n_slots - 1);
         fsched_fiber *first = NULL;
-        if (!(s->slots[i] = fsched__slot_new(s, i, i >= s->n_threads))) {
-            fsched__sched_free(s);
+        if (!(s->slots[i] = fsched__slot_new(s, i, i >= s->n_threads)))
             return FSCHED_ERR_OUT_OF_MEMORY;
-        }
-        if (first_fiber && !(first = fsched__idle_take(s->slots[i]))) {
-            size_t stack_size = s->stacks->params.stack_size;
-            fsched__sched_free(s);
-            return FSCHED__MISUSE(&d.logger, FSCHED_ERR_OUT_OF_MEMORY,
+        if (first_fiber && !(first = fsched__idle_take(s->slots[i])))
+            return FSCHED__MISUSE(&d->logger, FSCHED_ERR_OUT_OF_MEMORY,
                                   "fsched_create: no fiber stack of %lu bytes could be had "
-                                  "(out of memory or address space)", (unsigned long)stack_size);
-        }
+                                  "(out of memory or address space)",
+                                  (unsigned long)s->stacks->params.stack_size);
         if (first) fsched__idle_park(s->slots[i], first);
     }
 #if defined(FSCHED__INTERRUPTS)
-    if (d.interrupt_tasks && !fsched__reserve_create(s, d.interrupt_tasks)) {
-        fsched__sched_free(s);
+    if (d->interrupt_tasks && !fsched__reserve_create(s, d->interrupt_tasks))
         return FSCHED_ERR_OUT_OF_MEMORY;
-    }
 #endif
-    r = fsched__pin_plan(s, &d);
-    if (r != FSCHED_OK) {
-        fsched__sched_free(s);
-        return r;
-    }
-    if (!fsched__live_add(s)) {
-        fsched__sched_free(s);
-        return FSCHED_ERR_OUT_OF_MEMORY;
-    }
-    /* before the workers start: each sets up its alternate signal stack as it starts */
-    if (!d.no_overflow_handler) (void)fsched_install_overflow_handler();
-#if !defined(FIBERSCHED_NO_THREADS)
+    r = fsched__pin_plan(s, d);
+    if (r != FSCHED_OK) return r;
+    return fsched__live_add(s) ? FSCHED_OK : FSCHED_ERR_OUT_OF_MEMORY;
+}
+
+/* Starts s's worker threads; on failure stops those started and frees s. */
+#if FSCHED__THREADS
+static fsched_result fsched__workers_start(fsched_sched *s) {
+    uint32_t i;
     for (i = 0; i < s->n_threads; i++) {
-        r = fsched__os_thread_start(&s->slots[i]->os_thread, fsched__worker_main, s->slots[i]);
+        fsched_result r =
+            fsched__os_thread_start(&s->slots[i]->os_thread, fsched__worker_main, s->slots[i]);
         if (r != FSCHED_OK) {
             fsched__log(&s->logger, FSCHED_LOG_ERROR, "fsched_create: cannot start worker %lu",
                         (unsigned long)i);
@@ -6894,9 +6893,36 @@ FIBERSCHED_API fsched_result fsched_create(const fsched_desc *desc, fsched_sched
         }
         s->started++;
     }
-#endif
-    *out = s;
     return FSCHED_OK;
+}
+#else
+static fsched_result fsched__workers_start(fsched_sched *s) {
+    (void)s; /* none to start */
+    return FSCHED_OK;
+}
+#endif
+
+FIBERSCHED_API fsched_result fsched_create(const fsched_desc *desc, fsched_sched **out) {
+    fsched_desc d = fsched__desc_defaults(desc);
+    fsched_sched *s;
+    fsched_result r;
+    if (!out) return FSCHED__MISUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
+                                    "fsched_create: out is NULL");
+    *out = NULL;
+    r = fsched__desc_check(desc, &d);
+    if (r != FSCHED_OK) return r;
+    s = fsched__sched_alloc(&d);
+    if (!s) return FSCHED_ERR_OUT_OF_MEMORY;
+    r = fsched__sched_build(s, &d);
+    if (r != FSCHED_OK) {
+        fsched__sched_free(s);
+        return r;
+    }
+    /* before the workers start: each sets up its alternate signal stack as it starts */
+    if (!d.no_overflow_handler) (void)fsched_install_overflow_handler();
+    r = fsched__workers_start(s);
+    if (r == FSCHED_OK) *out = s;
+    return r;
 }
 
 /* A bound slot's in_use: free, or taken by fsched_bind, or by a call from outside for
