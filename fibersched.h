@@ -1874,6 +1874,96 @@ struct fsched__trace_buffer;
 #define FSCHED__TRACE(...)
 #endif
 
+/* The rest of the implementation reads the user's macros through these. */
+#if defined(FIBERSCHED_NO_STDIO)
+#define FSCHED__STDIO 0
+#else
+#define FSCHED__STDIO 1
+#endif
+#if FIBERSCHED_TRACE
+#define FSCHED__TRACING 1
+#else
+#define FSCHED__TRACING 0
+#endif
+#if FIBERSCHED_VALGRIND
+#define FSCHED__VALGRIND 1
+#else
+#define FSCHED__VALGRIND 0
+#endif
+#if !defined(FIBERSCHED_CHAOS)
+#define FIBERSCHED_CHAOS 0
+#endif
+#if FIBERSCHED_CHAOS
+#define FSCHED__CHAOS 1
+#else
+#define FSCHED__CHAOS 0
+#endif
+#if defined(FIBERSCHED_GDB_SCRIPT) && defined(__ELF__) && defined(__GNUC__)
+#define FSCHED__GDB_SCRIPT 1
+#endif
+#if defined(FSCHED__OS_NONE) && defined(FIBERSCHED_INTERRUPTS_MASK)
+#if !defined(FIBERSCHED_INTERRUPTS_RESTORE) || !defined(FIBERSCHED_IN_INTERRUPT)
+#error "fibersched: define FIBERSCHED_INTERRUPTS_MASK, _RESTORE and FIBERSCHED_IN_INTERRUPT together"
+#endif
+#define FSCHED__INTERRUPTS_USER 1 /* the user's macros mask interrupts */
+#endif
+#ifndef FIBERSCHED_ASSERT
+#if FSCHED__DEBUG
+#define FIBERSCHED_ASSERT(x) ((x) ? (void)0 : fsched__fatal("assertion failed: " #x))
+#else
+#define FIBERSCHED_ASSERT(x) ((void)0)
+#endif
+#endif
+
+/* Stack canaries: bytes of a known value below every heap or slab stack. */
+#ifndef FIBERSCHED_STACK_CANARY
+#if defined(FSCHED__OS_NONE)
+#define FIBERSCHED_STACK_CANARY 256
+#else
+#define FIBERSCHED_STACK_CANARY 64
+#endif
+#endif
+#if FIBERSCHED_STACK_CANARY < 16 || FIBERSCHED_STACK_CANARY % 16
+#error "fibersched: FIBERSCHED_STACK_CANARY is a multiple of 16 bytes, at least 16"
+#endif
+#define FSCHED__CANARY_BYTES ((size_t)FIBERSCHED_STACK_CANARY)
+
+/* An MPU guard (ARMv7-M): heap stacks start with a read-only region of this many bytes
+   (0: none), aligned to its size, which holds the canary; one MPU region (number
+   FSCHED__MPU_GUARD_REGION) is pointed at the running fiber's guard at every switch, so
+   the first write below its stack faults. */
+#if defined(FIBERSCHED_MPU_GUARD) && FIBERSCHED_MPU_GUARD
+#if !defined(FSCHED__OS_NONE) || !(defined(__ARM_ARCH_7M__) || defined(__ARM_ARCH_7EM__))
+#error "fibersched: FIBERSCHED_MPU_GUARD needs FIBERSCHED_NO_OS on an ARMv7-M core"
+#endif
+#if FIBERSCHED_MPU_GUARD < 32 || (FIBERSCHED_MPU_GUARD & (FIBERSCHED_MPU_GUARD - 1)) || \
+    FIBERSCHED_MPU_GUARD < FIBERSCHED_STACK_CANARY
+#error "fibersched: FIBERSCHED_MPU_GUARD is a power of two, at least 32 and the canary's size"
+#endif
+#ifndef FIBERSCHED_MPU_GUARD_REGION
+#define FIBERSCHED_MPU_GUARD_REGION 7
+#endif
+#define FSCHED__MPU_GUARD FIBERSCHED_MPU_GUARD
+#define FSCHED__MPU_GUARD_REGION FIBERSCHED_MPU_GUARD_REGION
+#else
+#define FSCHED__MPU_GUARD 0
+#endif
+
+/* Painted stacks: an unused heap stack's bytes hold a known value, so that the depth
+   a fiber reached can be measured (fsched_fiber_stack_used). */
+#ifndef FIBERSCHED_STACK_PAINT
+#if defined(FSCHED__OS_NONE)
+#define FIBERSCHED_STACK_PAINT 1
+#else
+#define FIBERSCHED_STACK_PAINT 0
+#endif
+#endif
+#if FIBERSCHED_STACK_PAINT
+#define FSCHED__STACK_PAINT 1
+#else
+#define FSCHED__STACK_PAINT 0
+#endif
+
 #if defined(__SANITIZE_ADDRESS__)
 #define FSCHED__ASAN 1
 #elif defined(__has_feature)
@@ -1996,7 +2086,7 @@ void __tsan_set_fiber_name(void *fiber, const char *name);
 #define FSCHED__UNUSED __attribute__((unused))
 #define FSCHED__LIKELY(x) __builtin_expect(!!(x), 1)
 #define FSCHED__UNLIKELY(x) __builtin_expect(!!(x), 0)
-#if defined(FIBERSCHED_NO_THREADS)
+#if !FSCHED__THREADS
 #define FSCHED__CACHE_LINE 16 /* one thread shares no lines: the alignment stacks need */
 #else
 #define FSCHED__CACHE_LINE 64
@@ -2007,10 +2097,7 @@ void __tsan_set_fiber_name(void *fiber, const char *name);
    them (returning the state to restore) and says whether a handler runs: PRIMASK and IPSR
    on Cortex-M, the user's three macros elsewhere; without either no call may come from a
    handler. Each primitive is a compiler barrier. */
-#if defined(FSCHED__OS_NONE) && defined(FIBERSCHED_INTERRUPTS_MASK)
-#if !defined(FIBERSCHED_INTERRUPTS_RESTORE) || !defined(FIBERSCHED_IN_INTERRUPT)
-#error "fibersched: define FIBERSCHED_INTERRUPTS_MASK, _RESTORE and FIBERSCHED_IN_INTERRUPT together"
-#endif
+#if defined(FSCHED__INTERRUPTS_USER)
 #define FSCHED__INTERRUPTS 1
 typedef unsigned long fsched__irq_state;
 static inline fsched__irq_state fsched__irq_save(void) {
@@ -2054,7 +2141,7 @@ static inline int fsched__in_interrupt(void) { return 0; }
 #define FSCHED__RELEASE __ATOMIC_RELEASE
 #define FSCHED__ACQ_REL __ATOMIC_ACQ_REL
 #define FSCHED__SEQ_CST __ATOMIC_SEQ_CST
-#if !defined(FIBERSCHED_NO_THREADS)
+#if FSCHED__THREADS
 #define FSCHED__LOAD(p, mo) __atomic_load_n((p), (mo))
 #define FSCHED__STORE(p, v, mo) __atomic_store_n((p), (v), (mo))
 #define FSCHED__FETCH_ADD(p, v, mo) __atomic_fetch_add((p), (v), (mo))
@@ -2116,7 +2203,7 @@ static inline int fsched__in_interrupt(void) { return 0; }
 #define FSCHED__FENCE(mo) __asm__ __volatile__("" : : : "memory")
 #endif
 
-#if defined(FIBERSCHED_NO_THREADS)
+#if !FSCHED__THREADS
 #define FSCHED__THREAD_LOCAL
 #elif defined(__cplusplus) && __cplusplus >= 201103L
 #define FSCHED__THREAD_LOCAL thread_local
@@ -2141,7 +2228,7 @@ static inline void fsched__cpu_relax(void) {
 
 static void fsched__default_log(fsched_log_level level, const char *message, void *user) {
     (void)user;
-#if !defined(FIBERSCHED_NO_STDIO)
+#if FSCHED__STDIO
     fprintf(stderr, "fibersched: %s: %s\n",
             level == FSCHED_LOG_ERROR ? "error" : level == FSCHED_LOG_WARNING ? "warning" : "info",
             message);
@@ -2154,7 +2241,7 @@ static void fsched__default_log(fsched_log_level level, const char *message, voi
 static void fsched__logv(const fsched_logger *logger, fsched_log_level level, const char *fmt,
                          va_list ap) {
     char buf[256];
-#if !defined(FIBERSCHED_NO_STDIO)
+#if FSCHED__STDIO
     vsnprintf(buf, sizeof buf, fmt, ap);
 #else
     size_t n = strlen(fmt);
@@ -2169,7 +2256,7 @@ static void fsched__logv(const fsched_logger *logger, fsched_log_level level, co
 
 FSCHED__UNUSED static void fsched__log(const fsched_logger *logger, fsched_log_level level,
                                        const char *fmt, ...)
-#if defined(__GNUC__) && !defined(FIBERSCHED_NO_STDIO)
+#if defined(__GNUC__) && FSCHED__STDIO
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
@@ -2192,7 +2279,7 @@ static inline void fsched__say_nothing(const char *fmt, ...) { (void)fmt; }
 
 /* Ends the process: only for corrupted memory and impossible states. */
 static void fsched__fatal(const char *message) {
-#if !defined(FIBERSCHED_NO_STDIO)
+#if FSCHED__STDIO
     fprintf(stderr, "fibersched: fatal: %s\n", message);
     fflush(stderr);
 #else
@@ -2200,14 +2287,6 @@ static void fsched__fatal(const char *message) {
 #endif
     abort();
 }
-
-#ifndef FIBERSCHED_ASSERT
-#if FSCHED__DEBUG
-#define FIBERSCHED_ASSERT(x) ((x) ? (void)0 : fsched__fatal("assertion failed: " #x))
-#else
-#define FIBERSCHED_ASSERT(x) ((void)0)
-#endif
-#endif
 
 /* ---- results and version --------------------------------------------------------- */
 
@@ -2270,7 +2349,7 @@ static char *fsched__sig_hex(char *p, char *end, uintptr_t v) {
 /* dladdr, where the C library has it (glibc from 2.34, musl, the BSDs; a weak reference,
    so that a program without it still links, and says only the address). Declared here:
    glibc hides it without _GNU_SOURCE. */
-#if defined(__ELF__) && defined(FSCHED__OS_POSIX) && !defined(FIBERSCHED_NO_OS)
+#if defined(__ELF__) && defined(FSCHED__OS_POSIX)
 typedef struct fsched__dl_info {
     const char *file;   /* the module holding the address ... */
     void *base;         /* ... loaded there */
@@ -2328,7 +2407,7 @@ static void fsched__line_num(fsched__line *l, uint64_t v) {
 /* Turns Valgrind's error reports off (0), around an access it would report wrongly, and
    on again (1). Nothing without Valgrind. */
 static void fsched__valgrind_reports(int on) {
-#if FIBERSCHED_VALGRIND
+#if FSCHED__VALGRIND
     if (on) VALGRIND_ENABLE_ERROR_REPORTING;
     else VALGRIND_DISABLE_ERROR_REPORTING;
 #else
@@ -2394,7 +2473,7 @@ static size_t fsched__round_up(size_t n, size_t align) {
 
 /* ---- locks (a plain mutex: held for a few instructions, never across a switch) ---- */
 
-#if defined(FIBERSCHED_NO_THREADS)
+#if !FSCHED__THREADS
 /* One thread: a critical section masks interrupts. Sections nest (a lock taken under
    another), and only the outermost restores what it found, whatever order they end in. */
 #if defined(FSCHED__INTERRUPTS)
@@ -2507,7 +2586,7 @@ static uint32_t fsched__guards_max(void) {
     uint32_t n = FSCHED__LOAD(&cached, FSCHED__RELAXED);
     if (!n) {
         unsigned long maps = 65530; /* the kernel's default, when /proc cannot tell */
-#if !defined(FIBERSCHED_NO_STDIO)
+#if FSCHED__STDIO
         FILE *f = fopen("/proc/sys/vm/max_map_count", "r");
         if (f) {
             if (fscanf(f, "%lu", &maps) != 1) maps = 65530;
@@ -2623,7 +2702,7 @@ static void fsched__os_sleep(uint64_t ns) {
 
 /* ---- threads --------------------------------------------------------------------- */
 
-#if !defined(FIBERSCHED_NO_THREADS)
+#if FSCHED__THREADS
 #if defined(FSCHED__OS_WINDOWS)
 typedef HANDLE fsched__os_thread;
 typedef struct fsched__thread_start_args {
@@ -2693,10 +2772,7 @@ static void fsched__os_yield(void) { sched_yield(); }
    own sequence from it; seed 0 turns them off. Tests may also install fsched__chaos_hook
    to stall a chosen thread at a chosen point. Without FIBERSCHED_CHAOS the points
    compile to nothing. */
-#if !defined(FIBERSCHED_CHAOS)
-#define FIBERSCHED_CHAOS 0
-#endif
-#if FIBERSCHED_CHAOS
+#if FSCHED__CHAOS
 typedef enum fsched__point {
     FSCHED__AT_PUBLISHED,    /* work is queued, not yet announced */
     FSCHED__AT_STEAL,        /* a thief is about to claim the oldest job */
@@ -2737,7 +2813,7 @@ static void fsched__chaos(fsched__point at);
 #define FSCHED__POINT(name) ((void)0)
 #endif
 
-#if FIBERSCHED_CHAOS
+#if FSCHED__CHAOS
 #define FSCHED__CHAOS_OFF UINT64_MAX /* the seed when FIBERSCHED_CHAOS_SEED is 0 */
 static uint64_t fsched__chaos_seed;    /* 0 until first used */
 static uint32_t fsched__chaos_threads; /* threads that drew a sequence */
@@ -2753,7 +2829,7 @@ static uint64_t fsched__chaos_seed_get(void) {
     seed = env && *env ? strtoull(env, NULL, 0) : fsched__now_ns() | 1u;
     if (!seed) seed = FSCHED__CHAOS_OFF;
     if (FSCHED__CAS(&fsched__chaos_seed, &expected, seed, FSCHED__ACQ_REL, FSCHED__ACQUIRE)) {
-#if !defined(FIBERSCHED_NO_STDIO)
+#if FSCHED__STDIO
         if (seed != FSCHED__CHAOS_OFF)
             fprintf(stderr, "fibersched: schedule fuzzing with FIBERSCHED_CHAOS_SEED=%llu\n",
                     (unsigned long long)seed);
@@ -2784,7 +2860,7 @@ static void fsched__chaos(fsched__point at) {
     if (r < 54) {
         for (i = (uint32_t)((x >> 8) % 2048u); i > 0; i--) fsched__cpu_relax();
     } else if (r < 62) {
-#if !defined(FIBERSCHED_NO_THREADS)
+#if FSCHED__THREADS
         fsched__os_yield();
 #endif
     } else {
@@ -2802,7 +2878,7 @@ static void fsched__chaos(fsched__point at) {
    processor away, then sleeps, so that a holder that was preempted gets to run again
    even on one CPU and under real-time priorities. Start *n at 0. */
 static void fsched__backoff(uint32_t *n) {
-#if !defined(FIBERSCHED_NO_THREADS)
+#if FSCHED__THREADS
     uint32_t k = (*n)++;
     if (k < 16) {
         fsched__cpu_relax();
@@ -2824,7 +2900,7 @@ static void fsched__backoff(uint32_t *n) {
    switch; a holder that was preempted gets the processor back through yields ---- */
 
 static void fsched__spin_lock(uint32_t *lock) {
-#if !defined(FIBERSCHED_NO_THREADS)
+#if FSCHED__THREADS
     uint32_t spins = 0;
     for (;;) {
         uint32_t expected = 0;
@@ -2844,7 +2920,7 @@ static void fsched__spin_lock(uint32_t *lock) {
 /* Unlocks, leaving `word` in the lock (0, or a poison that refuses later use). */
 static void fsched__spin_unlock_to(uint32_t *lock, uint32_t word) {
     FSCHED__STORE(lock, word, FSCHED__RELEASE); /* release: pairs with the next lock */
-#if defined(FIBERSCHED_NO_THREADS)
+#if !FSCHED__THREADS
     fsched__critical_exit();
 #endif
 }
@@ -2852,7 +2928,7 @@ static void fsched__spin_unlock_to(uint32_t *lock, uint32_t word) {
 static void fsched__spin_unlock(uint32_t *lock) { fsched__spin_unlock_to(lock, 0u); }
 
 static uint32_t fsched__cpu_count(void) {
-#if defined(FIBERSCHED_NO_THREADS)
+#if !FSCHED__THREADS
     return 1;
 #elif defined(FSCHED__OS_WINDOWS)
     DWORD n = GetActiveProcessorCount(ALL_PROCESSOR_GROUPS);
@@ -2867,7 +2943,7 @@ static uint32_t fsched__cpu_count(void) {
    CPUs are numbered as the system does; numbers from FSCHED__CPU_LIMIT up are not used. */
 #define FSCHED__CPU_LIMIT 1024u
 
-#if !defined(FIBERSCHED_NO_THREADS) && defined(__linux__)
+#if FSCHED__THREADS && defined(__linux__)
 #define FSCHED__HAVE_PINNING 1
 #include <sys/syscall.h>
 #define FSCHED__CPU_WORD_BITS (8u * (uint32_t)sizeof(unsigned long))
@@ -2890,7 +2966,7 @@ static int fsched__pin_self(uint32_t cpu) {
     mask[cpu / FSCHED__CPU_WORD_BITS] = 1ul << (cpu % FSCHED__CPU_WORD_BITS);
     return syscall(SYS_sched_setaffinity, 0, sizeof mask, mask) == 0 ? 0 : -1;
 }
-#elif !defined(FIBERSCHED_NO_THREADS) && defined(FSCHED__OS_WINDOWS)
+#elif FSCHED__THREADS && defined(FSCHED__OS_WINDOWS)
 #define FSCHED__HAVE_PINNING 1
 /* The process's CPUs (of its processor group) into cpus[FSCHED__CPU_LIMIT]. */
 static uint32_t fsched__cpus_allowed(uint32_t *cpus) {
@@ -2908,14 +2984,14 @@ static int fsched__pin_self(uint32_t cpu) {
 
 /* ---- naming the calling thread, for top -H, gdb and perf ------------------------- */
 #define FSCHED__THREAD_NAME_BYTES 16u /* Linux keeps 15 and the terminator */
-#if !defined(FIBERSCHED_NO_THREADS) && defined(__linux__)
+#if FSCHED__THREADS && defined(__linux__)
 #include <sys/syscall.h>
 static void fsched__name_self(const char *name) {
     syscall(SYS_prctl, 15 /* PR_SET_NAME: <sys/prctl.h> is not everywhere */, name, 0, 0, 0);
 }
-#elif !defined(FIBERSCHED_NO_THREADS) && defined(__APPLE__)
+#elif FSCHED__THREADS && defined(__APPLE__)
 static void fsched__name_self(const char *name) { pthread_setname_np(name); }
-#elif !defined(FIBERSCHED_NO_THREADS) && defined(FSCHED__OS_WINDOWS)
+#elif FSCHED__THREADS && defined(FSCHED__OS_WINDOWS)
 /* SetThreadDescription is looked up: Windows before 10 and older SDKs lack it */
 static void fsched__name_self(const char *name) {
     typedef HRESULT(WINAPI * describe_fn)(HANDLE, PCWSTR);
@@ -2927,7 +3003,7 @@ static void fsched__name_self(const char *name) {
     wide[i] = 0;
     ((describe_fn)(void (*)(void))found)(GetCurrentThread(), wide);
 }
-#elif !defined(FIBERSCHED_NO_THREADS)
+#elif FSCHED__THREADS
 static void fsched__name_self(const char *name) { (void)name; }
 #endif
 
@@ -2941,7 +3017,7 @@ static void fsched__name_self(const char *name) { (void)name; }
 #define FSCHED__PARK_NOTIFIED 1
 #define FSCHED__PARK_PARKED 2
 
-#if defined(FIBERSCHED_NO_THREADS)
+#if !FSCHED__THREADS
 #define FSCHED__PARKER_NONE 1
 #elif defined(__linux__) && !defined(FSCHED__PARKER_PTHREAD)
 #define FSCHED__PARKER_FUTEX 1
@@ -3176,7 +3252,7 @@ static void fsched__unpark(fsched__parker *p) {
 /* fsched__live_fork_child: in the child of a fork() whose parent held the lock for
    writing (it was taken before the fork, so that no other thread was inside), the lock
    of the child, whose only thread is not the one that took it, set free anew. */
-#if defined(FIBERSCHED_NO_THREADS)
+#if !FSCHED__THREADS
 static void fsched__live_read_lock(void) { fsched__critical_enter(); }
 static void fsched__live_read_unlock(void) { fsched__critical_exit(); }
 static void fsched__live_write_lock(void) { fsched__critical_enter(); }
@@ -3308,46 +3384,14 @@ static int fsched__live_check(const void *p) {
 
 #define FSCHED__FIBER_LIVE 0x46534642u /* "FSFB" */
 #define FSCHED__FIBER_DEAD 0xdeadfb0bu
-#ifndef FIBERSCHED_STACK_CANARY
-#if defined(FSCHED__OS_NONE)
-#define FIBERSCHED_STACK_CANARY 256
-#else
-#define FIBERSCHED_STACK_CANARY 64
-#endif
-#endif
-#if FIBERSCHED_STACK_CANARY < 16 || FIBERSCHED_STACK_CANARY % 16
-#error "fibersched: FIBERSCHED_STACK_CANARY is a multiple of 16 bytes, at least 16"
-#endif
-#define FSCHED__CANARY_BYTES ((size_t)FIBERSCHED_STACK_CANARY)
-
-/* An MPU guard (ARMv7-M): heap stacks start with a read-only region of this many bytes,
-   aligned to its size, which holds the canary; one MPU region is pointed at the running
-   fiber's guard at every switch, so the first write below its stack faults. */
-#if defined(FIBERSCHED_MPU_GUARD) && FIBERSCHED_MPU_GUARD
-#if !defined(FSCHED__OS_NONE) || !(defined(__ARM_ARCH_7M__) || defined(__ARM_ARCH_7EM__))
-#error "fibersched: FIBERSCHED_MPU_GUARD needs FIBERSCHED_NO_OS on an ARMv7-M core"
-#endif
-#if FIBERSCHED_MPU_GUARD < 32 || (FIBERSCHED_MPU_GUARD & (FIBERSCHED_MPU_GUARD - 1)) || \
-    FIBERSCHED_MPU_GUARD < FIBERSCHED_STACK_CANARY
-#error "fibersched: FIBERSCHED_MPU_GUARD is a power of two, at least 32 and the canary's size"
-#endif
-#ifndef FIBERSCHED_MPU_GUARD_REGION
-#define FIBERSCHED_MPU_GUARD_REGION 7
-#endif
-#define FSCHED__STACK_LEAD ((size_t)FIBERSCHED_MPU_GUARD)    /* below a heap stack */
-#define FSCHED__STACK_ALIGN ((size_t)FIBERSCHED_MPU_GUARD)
+#if FSCHED__MPU_GUARD
+#define FSCHED__STACK_LEAD ((size_t)FSCHED__MPU_GUARD)    /* below a heap stack */
+#define FSCHED__STACK_ALIGN ((size_t)FSCHED__MPU_GUARD)
 #else
 #define FSCHED__STACK_LEAD FSCHED__CANARY_BYTES
 #define FSCHED__STACK_ALIGN ((size_t)FSCHED__CACHE_LINE)
 #endif
 #define FSCHED__CANARY_BYTE 0xa5
-#ifndef FIBERSCHED_STACK_PAINT
-#if defined(FSCHED__OS_NONE)
-#define FIBERSCHED_STACK_PAINT 1
-#else
-#define FIBERSCHED_STACK_PAINT 0
-#endif
-#endif
 #define FSCHED__PAINT_BYTE 0x5a /* an unused heap stack's bytes */
 #define FSCHED__NAME_BYTES 32
 
@@ -3425,7 +3469,7 @@ struct fsched_fiber {
     const void *wait_object; /* the event, mutex... waited on; NULL for a sleep */
     uint32_t id;             /* unique in its scheduler, from 1 */
     fsched_fiber *live_prev, *live_next;
-#if FIBERSCHED_TRACE
+#if FSCHED__TRACING
     uint32_t trace_id;      /* its track in the trace of the slot that runs it; 0: none yet */
 #endif
 };
@@ -3692,7 +3736,7 @@ static FSCHED__NOINLINE void fsched__stack_check_here(const fsched_fiber *f) {
 }
 #endif
 
-#if defined(FIBERSCHED_MPU_GUARD) && FIBERSCHED_MPU_GUARD
+#if FSCHED__MPU_GUARD
 #define FSCHED__MPU_CTRL (*(volatile uint32_t *)0xE000ED94u)
 #define FSCHED__MPU_RNR (*(volatile uint32_t *)0xE000ED98u)
 #define FSCHED__MPU_RBAR (*(volatile uint32_t *)0xE000ED9Cu)
@@ -3703,12 +3747,12 @@ static FSCHED__NOINLINE void fsched__stack_check_here(const fsched_fiber *f) {
    for privileged code everywhere else, if it is off. */
 static void fsched__mpu_guard_arm(const fsched_fiber *to) {
     fsched__irq_state m = fsched__irq_save(); /* a handler may interrupt: RNR is shared */
-    FSCHED__MPU_RNR = FIBERSCHED_MPU_GUARD_REGION;
+    FSCHED__MPU_RNR = FSCHED__MPU_GUARD_REGION;
     if (to->params.kind == FSCHED_STACK_HEAP && to->stack_lo != to->stack_hi &&
-        (uintptr_t)to->mem % FIBERSCHED_MPU_GUARD == 0) {
+        (uintptr_t)to->mem % FSCHED__MPU_GUARD == 0) {
         FSCHED__MPU_RBAR = (uint32_t)(uintptr_t)to->mem;
         /* enabled; 2^(SIZE+1) bytes; normal memory (C, B); AP 110: read-only; XN */
-        FSCHED__MPU_RASR = 1u | ((uint32_t)(__builtin_ctz(FIBERSCHED_MPU_GUARD) - 1) << 1) |
+        FSCHED__MPU_RASR = 1u | ((uint32_t)(__builtin_ctz(FSCHED__MPU_GUARD) - 1) << 1) |
                            (3u << 16) | (6u << 24) | (1u << 28);
         if (!(FSCHED__MPU_CTRL & 1u)) FSCHED__MPU_CTRL = 5u; /* ENABLE, PRIVDEFENA */
     } else {
@@ -3936,7 +3980,7 @@ static fsched_result fsched__stack_alloc(const fsched__stack_params *params, fsc
         mem = (unsigned char *)fsched__alloc(&params->allocator, size, FSCHED__STACK_ALIGN);
         if (!mem) return FSCHED_ERR_OUT_OF_MEMORY;
         memset(mem, FSCHED__CANARY_BYTE, FSCHED__STACK_LEAD); /* the canary ends it */
-        if (FIBERSCHED_STACK_PAINT) memset(mem + FSCHED__STACK_LEAD, FSCHED__PAINT_BYTE, usable);
+        if (FSCHED__STACK_PAINT) memset(mem + FSCHED__STACK_LEAD, FSCHED__PAINT_BYTE, usable);
         f = (fsched_fiber *)(mem + FSCHED__STACK_LEAD + usable);
         memset(f, 0, sizeof *f);
         f->mem = mem;
@@ -3981,7 +4025,7 @@ static fsched_result fsched__stack_alloc(const fsched__stack_params *params, fsc
     f->mem_size = size;
     f->stack_hi = (unsigned char *)f;
     f->params = own;
-#if FIBERSCHED_VALGRIND
+#if FSCHED__VALGRIND
     f->valgrind_id = VALGRIND_STACK_REGISTER(f->stack_lo, f->stack_hi);
 #endif
     *out = f;
@@ -4008,7 +4052,7 @@ static void fsched__stack_free(fsched_fiber *f) {
     fsched__stack_params params = f->params;
     unsigned char *mem = f->mem;
     size_t size = f->mem_size;
-#if FIBERSCHED_VALGRIND
+#if FSCHED__VALGRIND
     VALGRIND_STACK_DEREGISTER(f->valgrind_id);
 #endif
     fsched__stack_unpoison(f);
@@ -4210,7 +4254,7 @@ static inline void fsched__fiber_leaving(fsched_fiber *from, fsched_fiber *to, i
 #if FSCHED__DEBUG
     if (from->params.kind != FSCHED_STACK_PAGES) fsched__stack_check_here(from);
 #endif
-#if defined(FIBERSCHED_MPU_GUARD) && FIBERSCHED_MPU_GUARD
+#if FSCHED__MPU_GUARD
     fsched__mpu_guard_arm(to);
 #endif
 #if defined(FSCHED__ASAN)
@@ -4441,7 +4485,7 @@ FIBERSCHED_API fsched_result fsched_fiber_stack_used(const fsched_fiber *f, size
     if (!f || f->magic != FSCHED__FIBER_LIVE || !used)
         return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
                               "fsched_fiber_stack_used: NULL or destroyed argument");
-    if (!FIBERSCHED_STACK_PAINT || f->params.kind != FSCHED_STACK_HEAP ||
+    if (!FSCHED__STACK_PAINT || f->params.kind != FSCHED_STACK_HEAP ||
         f->stack_lo == f->stack_hi)
         return FSCHED_ERR_UNSUPPORTED; /* not painted */
     /* the scan reads below the fiber's stack pointer, which Valgrind holds out of bounds */
@@ -4454,7 +4498,7 @@ FIBERSCHED_API fsched_result fsched_fiber_stack_used(const fsched_fiber *f, size
 }
 
 FIBERSCHED_API int fsched_stack_fault(const void *address) {
-#if defined(FIBERSCHED_MPU_GUARD) && FIBERSCHED_MPU_GUARD
+#if FSCHED__MPU_GUARD
     /* the program's thread: the handler that calls this is not it */
     const fsched_fiber *f = fsched__threads[0].current;
     if (f && !f->is_root && f->params.kind == FSCHED_STACK_HEAP &&
@@ -4471,7 +4515,7 @@ FIBERSCHED_API int fsched_stack_fault(const void *address) {
 #define FSCHED__ALTSTACK_BYTES (64u * 1024u)
 static int fsched__overflow_installed;
 static struct sigaction fsched__overflow_old_segv, fsched__overflow_old_bus;
-#if !defined(FIBERSCHED_NO_THREADS)
+#if FSCHED__THREADS
 static pthread_once_t fsched__overflow_once = PTHREAD_ONCE_INIT;
 static pthread_key_t fsched__overflow_key;
 static void fsched__overflow_thread_exit(void *altstack) {
@@ -4504,7 +4548,7 @@ static void fsched__overflow_thread_setup(fsched__thread *t) {
         return;
     }
     t->altstack = ss.ss_sp;
-#if !defined(FIBERSCHED_NO_THREADS)
+#if FSCHED__THREADS
     pthread_setspecific(fsched__overflow_key, ss.ss_sp);
 #endif
 }
@@ -4548,7 +4592,7 @@ static void fsched__overflow_signal(int sig, siginfo_t *info, void *uctx) {
 
 FIBERSCHED_API fsched_result fsched_install_overflow_handler(void) {
     struct sigaction sa;
-#if !defined(FIBERSCHED_NO_THREADS)
+#if FSCHED__THREADS
     pthread_once(&fsched__overflow_once, fsched__overflow_make_key);
     {
         static pthread_mutex_t install_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -4563,7 +4607,7 @@ FIBERSCHED_API fsched_result fsched_install_overflow_handler(void) {
             sigaction(SIGBUS, &sa, &fsched__overflow_old_bus);
             /* release: threads that see the flag also see the saved old handlers */
             FSCHED__STORE(&fsched__overflow_installed, 1, FSCHED__RELEASE);
-#if !defined(FIBERSCHED_NO_THREADS)
+#if FSCHED__THREADS
         }
         pthread_mutex_unlock(&install_lock);
     }
@@ -5136,10 +5180,10 @@ typedef struct fsched__worker {
     int hook_pending;  /* owner only: the poll hook's answer before this idle worker sleeps */
     uint64_t wakeups;  /* for fsched_get_stats: added to by wakers */
     fsched__parker parker;
-#if !defined(FIBERSCHED_NO_THREADS)
+#if FSCHED__THREADS
     fsched__os_thread os_thread;
 #endif
-#if FIBERSCHED_TRACE
+#if FSCHED__TRACING
     struct fsched__trace_buffer *trace; /* written by the slot's thread alone */
 #endif
 } fsched__worker;
@@ -5221,7 +5265,7 @@ struct fsched_sched {
                                               during a call); 2 more for each
                                               fsched_set_poll waiting for it, which calls
                                               give way to */
-#if FIBERSCHED_TRACE
+#if FSCHED__TRACING
     uint64_t trace_origin;                 /* the clock when the scheduler was created */
     uint32_t trace_events;                 /* per slot */
 #endif
@@ -5569,7 +5613,7 @@ static void fsched__wait_list_remove(fsched_wait_list *l, fsched__waiter *wt) {
 /*  trace: events recorded per slot                                                     */
 /* ===================================================================================== */
 
-#if FIBERSCHED_TRACE
+#if FSCHED__TRACING
 
 /* 64 bytes: a cache line */
 typedef struct fsched__trace_event {
@@ -5656,7 +5700,7 @@ static void fsched__trace_record(fsched__trace_kind kind, uint64_t begin, uintpt
     FSCHED__STORE(&b->count, n + 1, FSCHED__RELEASE);
 }
 
-#endif /* FIBERSCHED_TRACE */
+#endif /* FSCHED__TRACING */
 
 /* ===================================================================================== */
 /*  worker: ready fibers, fibers, timers, finding work, idling, the loop, threads       */
@@ -6328,7 +6372,7 @@ static uint32_t fsched__announce_sleepy(fsched_sched *s) {
     }
 }
 
-#if defined(FIBERSCHED_NO_THREADS)
+#if !FSCHED__THREADS
 /* Single-threaded only: nothing can run and nothing can wake the thread. The root
    fiber's wait is ended with FSCHED_ERR_WRONG_STATE, so the call that would hang returns. */
 static void fsched__deadlock(fsched__worker *w) {
@@ -6351,7 +6395,7 @@ static void fsched__deadlock(fsched__worker *w) {
 /* Blocks the worker's thread until its latch is set or, with a deadline (in the
    scheduler's clock; 0: none), until the deadline. */
 static void fsched__block(fsched__worker *w, uint64_t deadline) {
-#if defined(FIBERSCHED_NO_THREADS)
+#if !FSCHED__THREADS
     /* one thread: only the clock, the outside world or an interrupt handler setting the
        latch ends this */
     fsched_sched *s = w->sched;
@@ -6453,7 +6497,7 @@ static void fsched__idle_step(fsched__worker *w, fsched__idle *idle) {
         if (watch) w->hook_pending = watch->poll_call(w->sched);
         idle->jec = fsched__announce_sleepy(w->sched);
     } else if (idle->rounds < FSCHED__ROUNDS_UNTIL_SLEEP) {
-#if !defined(FIBERSCHED_NO_THREADS)
+#if FSCHED__THREADS
         fsched__os_yield();
 #endif
     } else {
@@ -6581,7 +6625,7 @@ static void fsched__schedule(fsched__worker *w, int (*until)(fsched__worker *w))
 
 /* ---- worker threads -------------------------------------------------------------- */
 
-#if !defined(FIBERSCHED_NO_THREADS)
+#if FSCHED__THREADS
 /* Names the calling worker thread: the scheduler's prefix, then the index in decimal
    (cut to what the name holds; no stdio needed). */
 static void fsched__name_worker(const fsched__worker *w) {
@@ -6648,7 +6692,7 @@ static fsched__worker *fsched__slot_new(fsched_sched *s, uint32_t index, int bou
     w->bound = (uint32_t)bound;
     w->rng = 0x9e3779b97f4a7c15ull * (index + 1);
     fsched__parker_init(&w->parker);
-#if FIBERSCHED_TRACE
+#if FSCHED__TRACING
     w->trace = fsched__trace_buffer_new(&s->allocator, s->trace_events);
     if (!w->trace) {
         fsched__slot_free(s, w);
@@ -6698,7 +6742,7 @@ static void fsched__sched_free(fsched_sched *s) {
 
 /* Stops the worker threads (all work done) and waits for them. */
 static void fsched__stop_workers(fsched_sched *s) {
-#if !defined(FIBERSCHED_NO_THREADS)
+#if FSCHED__THREADS
     uint32_t i;
     /* release: everything before is visible to the workers that see the flag */
     FSCHED__STORE(&s->terminating, 1u, FSCHED__RELEASE);
@@ -7567,7 +7611,7 @@ static void fsched__wait_inline(fsched__worker *w, fsched__waiter *wt) {
         }
         if (wt->deadline && fsched__sched_now(w->sched) >= wt->deadline)
             end = FSCHED__WAIT_TIMED_OUT;
-#if defined(FIBERSCHED_NO_THREADS)
+#if !FSCHED__THREADS
         else if (!wt->deadline) /* nothing else can run: it would hang */
             end = FSCHED__WAIT_NO_MEMORY;
 #else
@@ -7628,7 +7672,7 @@ static void fsched__wait_abandon(fsched__waiter *wt) {
    a success, fast paths included: the signal it saw may have been given inside a
    waker's critical section, and the caller may free the primitive next. */
 static inline void fsched__wait_list_quiesce(const fsched_wait_list *l) {
-#if !defined(FIBERSCHED_NO_THREADS)
+#if FSCHED__THREADS
     uint32_t spins = 0, lock;
     /* acquire: pairs with the waker's release of the lock. A waker preempted inside its
        few instructions gets the processor back through the back-off's yields. */
@@ -8454,7 +8498,7 @@ FIBERSCHED_API void fsched_yield(void) {
         fsched__run_inline(w); /* no fiber to switch to: one job here, if there is room */
         return;
     }
-#if !defined(FIBERSCHED_NO_THREADS)
+#if FSCHED__THREADS
     fsched__os_yield();
 #endif
 }
@@ -9209,7 +9253,7 @@ static void fsched__watch_tick(fsched__worker *w) {
 #endif
 }
 
-#if defined(FSCHED__IO) && !defined(FIBERSCHED_NO_THREADS)
+#if defined(FSCHED__IO) && FSCHED__THREADS
 /* The owner of the poller sleeps in it for up to timeout_ms. A waker unparks the worker,
    then reads `polls` to see whether it must interrupt the poll too; here `polls` is
    set, then the permit taken: all seq_cst, so either the waker sees `polls` or this
@@ -9242,7 +9286,7 @@ static int fsched__watch_block(fsched__worker *w, uint64_t deadline) {
     if ((io = fsched__io_own(s)) != NULL) {
         int ms = -1;
         if (deadline) ms = fsched__timeout_ms(deadline > now ? deadline - now : 0);
-#if defined(FIBERSCHED_NO_THREADS)
+#if !FSCHED__THREADS
         fsched__io_poll(io, ms); /* no other thread could wake this one */
 #else
         fsched__io_sleep(w, io, ms);
@@ -9252,7 +9296,7 @@ static int fsched__watch_block(fsched__worker *w, uint64_t deadline) {
     }
 #endif
     if (!pending) return 0;
-#if defined(FIBERSCHED_NO_THREADS)
+#if !FSCHED__THREADS
     while (fsched__sched_now(s) < deadline &&
            FSCHED__LOAD(&w->latch, FSCHED__ACQUIRE) != FSCHED__LATCH_SET)
         fsched__cpu_relax();
@@ -13646,7 +13690,7 @@ FIBERSCHED_API fsched_result fsched_parallel_pipeline(size_t max_in_flight,
 /*  trace export: Chrome trace-event JSON, the trace calls                              */
 /* ===================================================================================== */
 
-#if FIBERSCHED_TRACE
+#if FSCHED__TRACING
 
 /* ---- writing JSON ---------------------------------------------------------------- */
 
@@ -13832,13 +13876,13 @@ static void fsched__trace_write_event(const fsched_sched *s, uint32_t slot,
     write(l.text, l.n, user);
 }
 
-#endif /* FIBERSCHED_TRACE */
+#endif /* FSCHED__TRACING */
 
 /* Enters s (holding it: see fsched__sched_enter) when it is live and traced. */
 static fsched_result fsched__trace_enter(const fsched_sched *s, const char *fn) {
     fsched_result r = fsched__sched_enter((fsched_sched *)s, 0, fn);
     if (r != FSCHED_OK) return r;
-#if !FIBERSCHED_TRACE
+#if !FSCHED__TRACING
     r = FSCHED__MISUSE(&s->logger, FSCHED_ERR_UNSUPPORTED, "%s: built without FIBERSCHED_TRACE",
                        fn);
     fsched__sched_release((fsched_sched *)s);
@@ -13852,7 +13896,7 @@ FIBERSCHED_API fsched_result fsched_trace_write_json(fsched_sched *s,
                                                      void *user) {
     fsched_result r = fsched__trace_enter(s, "fsched_trace_write_json");
     if (r != FSCHED_OK) return r;
-#if FIBERSCHED_TRACE
+#if FSCHED__TRACING
     if (!write) {
         r = FSCHED__MISUSE(&s->logger, FSCHED_ERR_INVALID_ARGUMENT,
                            "fsched_trace_write_json: write is NULL");
@@ -13891,7 +13935,7 @@ FIBERSCHED_API fsched_result fsched_trace_count(const fsched_sched *s, uint64_t 
                                                 uint64_t *dropped) {
     fsched_result r = fsched__trace_enter(s, "fsched_trace_count");
     uint64_t sum_recorded = 0, sum_dropped = 0;
-#if FIBERSCHED_TRACE
+#if FSCHED__TRACING
     uint32_t i;
     if (r == FSCHED_OK) {
         for (i = 0; i < s->n_slots; i++) {
@@ -13912,7 +13956,7 @@ FIBERSCHED_API fsched_result fsched_trace_count(const fsched_sched *s, uint64_t 
    name on the first line. The lines below are tools/fibersched-gdb.py as it is, written
    by tools/embed-gdb-script.py (a test checks that they are the same); "MS" lets the
    linker keep one copy when several units embed it. */
-#if defined(FIBERSCHED_GDB_SCRIPT) && defined(__ELF__) && defined(__GNUC__)
+#if defined(FSCHED__GDB_SCRIPT)
 #define FSCHED__GDB_LINE(text) ".ascii \"" text "\\n\"\n"
 __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     ".byte 4\n"
@@ -14383,7 +14427,7 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     ".byte 0\n"
     ".popsection\n");
 #undef FSCHED__GDB_LINE
-#endif /* FIBERSCHED_GDB_SCRIPT */
+#endif /* FSCHED__GDB_SCRIPT */
 
 #endif /* FIBERSCHED_IMPLEMENTATION */
 
