@@ -2760,6 +2760,8 @@ static fsched_result fsched__os_thread_start(fsched__os_thread *t, void (*fn)(vo
 static void fsched__os_thread_join(fsched__os_thread t) { pthread_join(t, NULL); }
 static void fsched__os_yield(void) { sched_yield(); }
 #endif
+#else
+static void fsched__os_yield(void) {} /* no other thread to give the processor to */
 #endif /* threads */
 
 /* ---- schedule fuzzing (FIBERSCHED_CHAOS) ----
@@ -2860,9 +2862,7 @@ static void fsched__chaos(fsched__point at) {
     if (r < 54) {
         for (i = (uint32_t)((x >> 8) % 2048u); i > 0; i--) fsched__cpu_relax();
     } else if (r < 62) {
-#if FSCHED__THREADS
         fsched__os_yield();
-#endif
     } else {
 #if defined(FSCHED__OS_WINDOWS)
         Sleep(0);
@@ -5303,12 +5303,8 @@ static uint64_t fsched__clock_ns(void) {
 
 /* Whether timed waits can work here: always with an OS, else with a desc.clock. */
 static int fsched__have_clock(void) {
-#if defined(FSCHED__OS_NONE)
     fsched__worker *w = fsched__tls_thread.worker;
-    return w && w->sched->clock;
-#else
-    return 1;
-#endif
+    return FSCHED__OS || (w && w->sched->clock);
 }
 
 /* The deadline of a timed wait that begins now (0 means none: a wait of 0 ns at time 0
@@ -6394,8 +6390,8 @@ static void fsched__deadlock(fsched__worker *w) {
 
 /* Blocks the worker's thread until its latch is set or, with a deadline (in the
    scheduler's clock; 0: none), until the deadline. */
-static void fsched__block(fsched__worker *w, uint64_t deadline) {
 #if !FSCHED__THREADS
+static void fsched__block(fsched__worker *w, uint64_t deadline) {
     /* one thread: only the clock, the outside world or an interrupt handler setting the
        latch ends this */
     fsched_sched *s = w->sched;
@@ -6415,7 +6411,9 @@ static void fsched__block(fsched__worker *w, uint64_t deadline) {
         fsched__irq_restore(m);
         if (!done && !s->idle) fsched__cpu_relax();
     }
+}
 #else
+static void fsched__block(fsched__worker *w, uint64_t deadline) {
     uint64_t now;
     const fsched__watch *watch = fsched__watch_of(w->sched);
     if (watch && watch->block(w, deadline)) return;
@@ -6427,8 +6425,8 @@ static void fsched__block(fsched__worker *w, uint64_t deadline) {
        than the system's: park for what is left of it, measured now */
     now = fsched__sched_now(w->sched);
     if (now < deadline) fsched__park(&w->parker, deadline - now);
-#endif
 }
+#endif
 
 /* Sleeps until something is posted for this worker, work is published, or the earliest
    timer is due. Gives up at once when any of these already happened. */
@@ -6497,9 +6495,7 @@ static void fsched__idle_step(fsched__worker *w, fsched__idle *idle) {
         if (watch) w->hook_pending = watch->poll_call(w->sched);
         idle->jec = fsched__announce_sleepy(w->sched);
     } else if (idle->rounds < FSCHED__ROUNDS_UNTIL_SLEEP) {
-#if FSCHED__THREADS
         fsched__os_yield();
-#endif
     } else {
         fsched__sleep(w, idle);
     }
@@ -6741,18 +6737,18 @@ static void fsched__sched_free(fsched_sched *s) {
 }
 
 /* Stops the worker threads (all work done) and waits for them. */
-static void fsched__stop_workers(fsched_sched *s) {
 #if FSCHED__THREADS
+static void fsched__stop_workers(fsched_sched *s) {
     uint32_t i;
     /* release: everything before is visible to the workers that see the flag */
     FSCHED__STORE(&s->terminating, 1u, FSCHED__RELEASE);
     for (i = 0; i < s->started; i++) fsched__notify(s->slots[i]);
     for (i = 0; i < s->started; i++) fsched__os_thread_join(s->slots[i]->os_thread);
     s->started = 0;
-#else
-    (void)s;
-#endif
 }
+#else
+static void fsched__stop_workers(fsched_sched *s) { (void)s; /* none to stop */ }
+#endif
 
 /* Gives each worker thread of s the CPU the desc pins it to (none unless asked). */
 static fsched_result fsched__pin_plan(fsched_sched *s, const fsched_desc *d) {
@@ -7611,15 +7607,12 @@ static void fsched__wait_inline(fsched__worker *w, fsched__waiter *wt) {
         }
         if (wt->deadline && fsched__sched_now(w->sched) >= wt->deadline)
             end = FSCHED__WAIT_TIMED_OUT;
-#if !FSCHED__THREADS
-        else if (!wt->deadline) /* nothing else can run: it would hang */
+        /* nothing else can run (one thread), or no room to run what it may wait for: it
+           could hang (as could every worker): it fails */
+        else if (!wt->deadline && (!FSCHED__THREADS || ran < 0))
             end = FSCHED__WAIT_NO_MEMORY;
-#else
-        else if (!wt->deadline && ran < 0) /* no room to run what it may wait for: it could */
-            end = FSCHED__WAIT_NO_MEMORY; /* hang (as could every worker): it fails */
         else
             fsched__os_yield(); /* until the deadline, or another thread ends the wait */
-#endif
         if (end != FSCHED__WAIT_WAITING &&
             FSCHED__CAS(&wt->state, &expected, end, FSCHED__ACQ_REL, FSCHED__ACQUIRE) &&
             wt->list) {
@@ -7672,15 +7665,12 @@ static void fsched__wait_abandon(fsched__waiter *wt) {
    a success, fast paths included: the signal it saw may have been given inside a
    waker's critical section, and the caller may free the primitive next. */
 static inline void fsched__wait_list_quiesce(const fsched_wait_list *l) {
-#if FSCHED__THREADS
     uint32_t spins = 0, lock;
+    if (!FSCHED__THREADS) return; /* no waker runs beside the one thread */
     /* acquire: pairs with the waker's release of the lock. A waker preempted inside its
        few instructions gets the processor back through the back-off's yields. */
     while ((lock = FSCHED__LOAD(&l->lock, FSCHED__ACQUIRE)) != 0 && lock != FSCHED__LIST_DEAD)
         fsched__backoff(&spins);
-#else
-    (void)l;
-#endif
 }
 
 /* Blocks on a waiter set up by fsched__wait_begin and, if `list` is not NULL, appended to
@@ -8190,11 +8180,8 @@ static fsched_result fsched__mutex_acquire(fsched_mutex *m, uint64_t deadline) {
     for (;;) {
         uint32_t st;
         if ((r = fsched__wait_begin(&wt, deadline, "mutex", m)) != FSCHED_OK) return r;
-#if defined(FSCHED__OS_NONE)
-        since = (uint64_t)woken; /* no clock to measure by: starving once it lost */
-#else
-        if (!since) since = fsched__now_ns() | 2u; /* never 0 or 1 */
-#endif
+        if (!FSCHED__OS) since = (uint64_t)woken; /* no clock: starving once it lost */
+        else if (!since) since = fsched__now_ns() | 2u; /* never 0 or 1 */
         wt.since = since;
         fsched__wait_list_lock(&m->waiters);
         st = FSCHED__LOAD(&m->state, FSCHED__RELAXED);
@@ -8241,11 +8228,8 @@ FIBERSCHED_API fsched_result fsched_mutex_lock_for(fsched_mutex *m, uint64_t tim
    mutex: by the system's clock, or, without an operating system, once it lost a race
    (`since` is then 0 or 1). */
 static int fsched__mutex_starving(const fsched__waiter *wt) {
-#if defined(FSCHED__OS_NONE)
-    return wt->since != 0;
-#else
+    if (!FSCHED__OS) return wt->since != 0;
     return fsched__now_ns() - wt->since >= FSCHED__MUTEX_HANDOFF_NS;
-#endif
 }
 
 FIBERSCHED_API fsched_result fsched_mutex_unlock(fsched_mutex *m) {
@@ -8498,9 +8482,7 @@ FIBERSCHED_API void fsched_yield(void) {
         fsched__run_inline(w); /* no fiber to switch to: one job here, if there is room */
         return;
     }
-#if FSCHED__THREADS
     fsched__os_yield();
-#endif
 }
 
 FIBERSCHED_API uint64_t fsched_clock_ns(void) { return fsched__clock_ns(); }
