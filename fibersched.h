@@ -2402,7 +2402,27 @@ static void fsched__line_num(fsched__line *l, uint64_t v) {
     fsched__line_add(l, fsched__number(digits, v, 10));
 }
 
-/* ---- Valgrind's reports ---------------------------------------------------------- */
+/* ---- Valgrind: stacks, reports -------------------------------------------------- */
+
+/* Tells Valgrind of a stack [lo, hi): returns the id that removes it again. Nothing
+   without Valgrind. */
+static unsigned fsched__valgrind_stack_add(const void *lo, const void *hi) {
+#if FSCHED__VALGRIND
+    return VALGRIND_STACK_REGISTER(lo, hi);
+#else
+    (void)lo;
+    (void)hi;
+    return 0;
+#endif
+}
+
+static void fsched__valgrind_stack_remove(unsigned id) {
+#if FSCHED__VALGRIND
+    VALGRIND_STACK_DEREGISTER(id);
+#else
+    (void)id;
+#endif
+}
 
 /* Turns Valgrind's error reports off (0), around an access it would report wrongly, and
    on again (1). Nothing without Valgrind. */
@@ -4025,9 +4045,7 @@ static fsched_result fsched__stack_alloc(const fsched__stack_params *params, fsc
     f->mem_size = size;
     f->stack_hi = (unsigned char *)f;
     f->params = own;
-#if FSCHED__VALGRIND
-    f->valgrind_id = VALGRIND_STACK_REGISTER(f->stack_lo, f->stack_hi);
-#endif
+    if (FSCHED__VALGRIND) f->valgrind_id = fsched__valgrind_stack_add(f->stack_lo, f->stack_hi);
     *out = f;
     return FSCHED_OK;
 }
@@ -4052,9 +4070,7 @@ static void fsched__stack_free(fsched_fiber *f) {
     fsched__stack_params params = f->params;
     unsigned char *mem = f->mem;
     size_t size = f->mem_size;
-#if FSCHED__VALGRIND
-    VALGRIND_STACK_DEREGISTER(f->valgrind_id);
-#endif
+    fsched__valgrind_stack_remove(f->valgrind_id);
     fsched__stack_unpoison(f);
     if (params.kind == FSCHED_STACK_HEAP) {
         fsched__free(&params.allocator, mem, size, FSCHED__STACK_ALIGN);
@@ -6688,13 +6704,10 @@ static fsched__worker *fsched__slot_new(fsched_sched *s, uint32_t index, int bou
     w->bound = (uint32_t)bound;
     w->rng = 0x9e3779b97f4a7c15ull * (index + 1);
     fsched__parker_init(&w->parker);
-#if FSCHED__TRACING
-    w->trace = fsched__trace_buffer_new(&s->allocator, s->trace_events);
-    if (!w->trace) {
+    FSCHED__TRACE(if (!(w->trace = fsched__trace_buffer_new(&s->allocator, s->trace_events))) {
         fsched__slot_free(s, w);
         return NULL;
-    }
-#endif
+    })
     return w;
 }
 
@@ -6720,6 +6733,37 @@ static void fsched__slot_free(fsched_sched *s, fsched__worker *w) {
 /*  lifecycle: create, destroy, bind, unbind                                             */
 /* ===================================================================================== */
 
+/* The reserve of n tasks for interrupt handlers (see fsched__reserve_take); 0: out of
+   memory. Without interrupts there is none to set aside. */
+#if defined(FSCHED__INTERRUPTS)
+static int fsched__reserve_create(fsched_sched *s, uint32_t n) {
+    uint32_t i;
+    s->reserve = (fsched__task *)fsched__alloc(&s->allocator, n * sizeof *s->reserve,
+                                               FSCHED__CACHE_LINE);
+    if (!s->reserve) return 0;
+    s->reserve_count = n;
+    for (i = 0; i < n; i++) {
+        s->reserve[i].home = NULL;
+        s->reserve[i].next = i + 1 < n ? &s->reserve[i + 1] : NULL;
+    }
+    s->reserve_free = s->reserve;
+    return 1;
+}
+
+static void fsched__reserve_destroy(fsched_sched *s) {
+    fsched__free(&s->allocator, s->reserve, s->reserve_count * sizeof *s->reserve,
+                 FSCHED__CACHE_LINE);
+}
+#else
+static int fsched__reserve_create(fsched_sched *s, uint32_t n) {
+    (void)s;
+    (void)n;
+    return 1;
+}
+
+static void fsched__reserve_destroy(fsched_sched *s) { (void)s; }
+#endif
+
 static void fsched__sched_free(fsched_sched *s) {
     fsched_allocator a = s->allocator;
     uint32_t i;
@@ -6727,9 +6771,7 @@ static void fsched__sched_free(fsched_sched *s) {
         if (s->slots[i]) fsched__slot_free(s, s->slots[i]);
     fsched__free(&a, s->slots, s->n_slots * sizeof *s->slots, sizeof(void *));
     if (s->stacks) fsched_stack_pool_destroy(s->stacks);
-#if defined(FSCHED__INTERRUPTS)
-    fsched__free(&a, s->reserve, s->reserve_count * sizeof *s->reserve, FSCHED__CACHE_LINE);
-#endif
+    fsched__reserve_destroy(s);
     fsched__injector_destroy(&s->injector);
     if (fsched__watch_of(s)) fsched__watch_of(s)->free(s);
     s->magic = FSCHED__SCHED_DEAD;
@@ -6790,24 +6832,6 @@ static fsched_result fsched__pin_plan(fsched_sched *s, const fsched_desc *d) {
                           "fsched_create: pinning workers to CPUs is not supported here");
 #endif
 }
-
-/* The reserve of tasks for interrupt handlers (see fsched__reserve_take). */
-#if defined(FSCHED__INTERRUPTS)
-static int fsched__reserve_create(fsched_sched *s, uint32_t n) {
-    uint32_t i;
-    s->reserve = (fsched__task *)fsched__alloc(&s->allocator, n * sizeof *s->reserve,
-                                               FSCHED__CACHE_LINE);
-    if (!s->reserve) return 0;
-    s->reserve_count = n;
-    for (i = 0; i < n; i++) {
-        s->reserve[i].home = NULL;
-        s->reserve[i].next = i + 1 < n ? &s->reserve[i + 1] : NULL;
-    }
-    s->reserve_free = s->reserve;
-    return 1;
-}
-
-#endif
 
 /* The desc fsched_create works from: the user's (NULL: all zeros) with every zero that
    has a default replaced by it. */
@@ -6905,10 +6929,8 @@ static fsched_result fsched__sched_build(fsched_sched *s, const fsched_desc *d) 
                                   (unsigned long)s->stacks->params.stack_size);
         if (first) fsched__idle_park(s->slots[i], first);
     }
-#if defined(FSCHED__INTERRUPTS)
     if (d->interrupt_tasks && !fsched__reserve_create(s, d->interrupt_tasks))
         return FSCHED_ERR_OUT_OF_MEMORY;
-#endif
     r = fsched__pin_plan(s, d);
     if (r != FSCHED_OK) return r;
     return fsched__live_add(s) ? FSCHED_OK : FSCHED_ERR_OUT_OF_MEMORY;
@@ -7938,15 +7960,24 @@ static int fsched__reserve_give(fsched_sched *s, fsched__task *t) {
     fsched__irq_restore(m);
     return 1;
 }
+#else
+static fsched__task *fsched__reserve_take(fsched_sched *s) {
+    (void)s; /* no handler calls here */
+    return NULL;
+}
+
+static int fsched__reserve_give(fsched_sched *s, fsched__task *t) {
+    (void)s;
+    (void)t;
+    return 0;
+}
 #endif
 
 /* A task record for a spawn from outside the slots: alone from the allocator, or, in an
    interrupt handler, from the reserve. */
 static fsched__task *fsched__task_alloc_outside(fsched_sched *s) {
     fsched__task *t;
-#if defined(FSCHED__INTERRUPTS)
     if (fsched__in_interrupt()) return fsched__reserve_take(s);
-#endif
     t = (fsched__task *)fsched__alloc(&s->allocator, sizeof *t, FSCHED__CACHE_LINE);
     if (t) t->home = NULL;
     return t;
@@ -7956,9 +7987,7 @@ static void fsched__task_free(fsched_sched *s, fsched__worker *w, fsched__task *
     if (t->copy) fsched__free(&s->allocator, t->copy, t->copy_size, 16);
     t->copy = NULL;
     if (!t->home) {
-#if defined(FSCHED__INTERRUPTS)
         if (fsched__reserve_give(s, t)) return;
-#endif
         fsched__free(&s->allocator, t, sizeof *t, FSCHED__CACHE_LINE);
     } else if (t->home == w) {
         t->next = w->free_tasks;
