@@ -1874,7 +1874,8 @@ struct fsched__trace_buffer;
 #define FSCHED__TRACE(...)
 #endif
 
-/* The rest of the implementation reads the user's macros through these. */
+/* What the user's macros turn on or off, under the names the rest of the implementation
+   tests (it tests the user's names nowhere else; it uses their values as resolved here). */
 #if defined(FIBERSCHED_NO_STDIO)
 #define FSCHED__STDIO 0
 #else
