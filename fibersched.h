@@ -1854,17 +1854,27 @@ static inline int fsched_pipeline_finished(const fsched_pipeline *p) {
 #if defined(FIBERSCHED_NO_OS) && !defined(FIBERSCHED_NO_THREADS)
 #define FIBERSCHED_NO_THREADS
 #endif
+#if defined(FIBERSCHED_NO_THREADS)
+#define FSCHED__THREADS 0 /* one thread, perhaps preempted by interrupt handlers */
+#else
+#define FSCHED__THREADS 1
+#endif
 #if defined(FIBERSCHED_NO_OS)
 #define FSCHED__OS_NONE 1
+#define FSCHED__OS 0
 #elif defined(_WIN32)
 #define FSCHED__OS_WINDOWS 1
 #elif defined(__unix__) || defined(__APPLE__)
 #define FSCHED__OS_POSIX 1
 #else
 #define FSCHED__OS_NONE 1
+#define FSCHED__OS 0
 #if !defined(FIBERSCHED_NO_THREADS)
 #error "fibersched: no operating system detected: define FIBERSCHED_NO_OS for bare metal"
 #endif
+#endif
+#if !defined(FSCHED__OS)
+#define FSCHED__OS 1 /* POSIX or Windows */
 #endif
 
 #if !defined(__GNUC__) && !defined(__clang__)
@@ -1952,6 +1962,97 @@ typedef enum fsched__trace_kind {
 struct fsched__trace_buffer;
 #else
 #define FSCHED__TRACE(...)
+#endif
+
+/* What the user's macros turn on or off, under the names the rest of the implementation
+   tests (it tests the user's names nowhere else; it uses their values as resolved here). */
+#if defined(FIBERSCHED_NO_STDIO)
+#define FSCHED__STDIO 0
+#else
+#define FSCHED__STDIO 1
+#endif
+#if FIBERSCHED_TRACE
+#define FSCHED__TRACING 1
+#else
+#define FSCHED__TRACING 0
+#endif
+#if FIBERSCHED_VALGRIND
+#define FSCHED__VALGRIND 1
+#else
+#define FSCHED__VALGRIND 0
+#endif
+#if !defined(FIBERSCHED_CHAOS)
+#define FIBERSCHED_CHAOS 0
+#endif
+#if FIBERSCHED_CHAOS
+#define FSCHED__CHAOS 1
+#else
+#define FSCHED__CHAOS 0
+#endif
+#if defined(FIBERSCHED_GDB_SCRIPT) && defined(__ELF__) && defined(__GNUC__)
+#define FSCHED__GDB_SCRIPT 1
+#endif
+#if defined(FSCHED__OS_NONE) && defined(FIBERSCHED_INTERRUPTS_MASK)
+#if !defined(FIBERSCHED_INTERRUPTS_RESTORE) || !defined(FIBERSCHED_IN_INTERRUPT)
+#error "fibersched: define FIBERSCHED_INTERRUPTS_MASK, _RESTORE and FIBERSCHED_IN_INTERRUPT together"
+#endif
+#define FSCHED__INTERRUPTS_USER 1 /* the user's macros mask interrupts */
+#endif
+#ifndef FIBERSCHED_ASSERT
+#if FSCHED__DEBUG
+#define FIBERSCHED_ASSERT(x) ((x) ? (void)0 : fsched__fatal("assertion failed: " #x))
+#else
+#define FIBERSCHED_ASSERT(x) ((void)0)
+#endif
+#endif
+
+/* Stack canaries: bytes of a known value below every heap or slab stack. */
+#ifndef FIBERSCHED_STACK_CANARY
+#if defined(FSCHED__OS_NONE)
+#define FIBERSCHED_STACK_CANARY 256
+#else
+#define FIBERSCHED_STACK_CANARY 64
+#endif
+#endif
+#if FIBERSCHED_STACK_CANARY < 16 || FIBERSCHED_STACK_CANARY % 16
+#error "fibersched: FIBERSCHED_STACK_CANARY is a multiple of 16 bytes, at least 16"
+#endif
+#define FSCHED__CANARY_BYTES ((size_t)FIBERSCHED_STACK_CANARY)
+
+/* An MPU guard (ARMv7-M): heap stacks start with a read-only region of this many bytes
+   (0: none), aligned to its size, which holds the canary; one MPU region (number
+   FSCHED__MPU_GUARD_REGION) is pointed at the running fiber's guard at every switch, so
+   the first write below its stack faults. */
+#if defined(FIBERSCHED_MPU_GUARD) && FIBERSCHED_MPU_GUARD
+#if !defined(FSCHED__OS_NONE) || !(defined(__ARM_ARCH_7M__) || defined(__ARM_ARCH_7EM__))
+#error "fibersched: FIBERSCHED_MPU_GUARD needs FIBERSCHED_NO_OS on an ARMv7-M core"
+#endif
+#if FIBERSCHED_MPU_GUARD < 32 || (FIBERSCHED_MPU_GUARD & (FIBERSCHED_MPU_GUARD - 1)) || \
+    FIBERSCHED_MPU_GUARD < FIBERSCHED_STACK_CANARY
+#error "fibersched: FIBERSCHED_MPU_GUARD is a power of two, at least 32 and the canary's size"
+#endif
+#ifndef FIBERSCHED_MPU_GUARD_REGION
+#define FIBERSCHED_MPU_GUARD_REGION 7
+#endif
+#define FSCHED__MPU_GUARD FIBERSCHED_MPU_GUARD
+#define FSCHED__MPU_GUARD_REGION FIBERSCHED_MPU_GUARD_REGION
+#else
+#define FSCHED__MPU_GUARD 0
+#endif
+
+/* Painted stacks: an unused heap stack's bytes hold a known value, so that the depth
+   a fiber reached can be measured (fsched_fiber_stack_used). */
+#ifndef FIBERSCHED_STACK_PAINT
+#if defined(FSCHED__OS_NONE)
+#define FIBERSCHED_STACK_PAINT 1
+#else
+#define FIBERSCHED_STACK_PAINT 0
+#endif
+#endif
+#if FIBERSCHED_STACK_PAINT
+#define FSCHED__STACK_PAINT 1
+#else
+#define FSCHED__STACK_PAINT 0
 #endif
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -2073,7 +2174,7 @@ void __tsan_set_fiber_name(void *fiber, const char *name);
 
 #define FSCHED__NOINLINE __attribute__((noinline))
 #define FSCHED__ALWAYS_INLINE __inline__ __attribute__((always_inline))
-#if defined(FIBERSCHED_NO_THREADS)
+#if !FSCHED__THREADS
 #define FSCHED__CACHE_LINE 16 /* one thread shares no lines: the alignment stacks need */
 #else
 #define FSCHED__CACHE_LINE 64
@@ -2084,10 +2185,7 @@ void __tsan_set_fiber_name(void *fiber, const char *name);
    them (returning the state to restore) and says whether a handler runs: PRIMASK and IPSR
    on Cortex-M, the user's three macros elsewhere; without either no call may come from a
    handler. Each primitive is a compiler barrier. */
-#if defined(FSCHED__OS_NONE) && defined(FIBERSCHED_INTERRUPTS_MASK)
-#if !defined(FIBERSCHED_INTERRUPTS_RESTORE) || !defined(FIBERSCHED_IN_INTERRUPT)
-#error "fibersched: define FIBERSCHED_INTERRUPTS_MASK, _RESTORE and FIBERSCHED_IN_INTERRUPT together"
-#endif
+#if defined(FSCHED__INTERRUPTS_USER)
 #define FSCHED__INTERRUPTS 1
 typedef unsigned long fsched__irq_state;
 static inline fsched__irq_state fsched__irq_save(void) {
@@ -2131,7 +2229,7 @@ static inline int fsched__in_interrupt(void) { return 0; }
 #define FSCHED__RELEASE __ATOMIC_RELEASE
 #define FSCHED__ACQ_REL __ATOMIC_ACQ_REL
 #define FSCHED__SEQ_CST __ATOMIC_SEQ_CST
-#if !defined(FIBERSCHED_NO_THREADS)
+#if FSCHED__THREADS
 #define FSCHED__LOAD(p, mo) __atomic_load_n((p), (mo))
 #define FSCHED__STORE(p, v, mo) __atomic_store_n((p), (v), (mo))
 #define FSCHED__FETCH_ADD(p, v, mo) __atomic_fetch_add((p), (v), (mo))
@@ -2193,7 +2291,7 @@ static inline int fsched__in_interrupt(void) { return 0; }
 #define FSCHED__FENCE(mo) __asm__ __volatile__("" : : : "memory")
 #endif
 
-#if defined(FIBERSCHED_NO_THREADS)
+#if !FSCHED__THREADS
 #define FSCHED__THREAD_LOCAL
 #elif defined(__cplusplus) && __cplusplus >= 201103L
 #define FSCHED__THREAD_LOCAL thread_local
@@ -2218,7 +2316,7 @@ static inline void fsched__cpu_relax(void) {
 
 static void fsched__default_log(fsched_log_level level, const char *message, void *user) {
     (void)user;
-#if !defined(FIBERSCHED_NO_STDIO)
+#if FSCHED__STDIO
     fprintf(stderr, "fibersched: %s: %s\n",
             level == FSCHED_LOG_ERROR ? "error" : level == FSCHED_LOG_WARNING ? "warning" : "info",
             message);
@@ -2231,7 +2329,7 @@ static void fsched__default_log(fsched_log_level level, const char *message, voi
 static void fsched__logv(const fsched_logger *logger, fsched_log_level level, const char *fmt,
                          va_list ap) {
     char buf[256];
-#if !defined(FIBERSCHED_NO_STDIO)
+#if FSCHED__STDIO
     vsnprintf(buf, sizeof buf, fmt, ap);
 #else
     size_t n = strlen(fmt);
@@ -2246,7 +2344,7 @@ static void fsched__logv(const fsched_logger *logger, fsched_log_level level, co
 
 FSCHED__UNUSED static void fsched__log(const fsched_logger *logger, fsched_log_level level,
                                        const char *fmt, ...)
-#if defined(__GNUC__) && !defined(FIBERSCHED_NO_STDIO)
+#if defined(__GNUC__) && FSCHED__STDIO
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
@@ -2299,7 +2397,7 @@ static inline void fsched__say_nothing(const char *fmt, ...) { (void)fmt; }
 
 /* Ends the process: only for corrupted memory and impossible states. */
 static void fsched__fatal(const char *message) {
-#if !defined(FIBERSCHED_NO_STDIO)
+#if FSCHED__STDIO
     fprintf(stderr, "fibersched: fatal: %s\n", message);
     fflush(stderr);
 #else
@@ -2307,14 +2405,6 @@ static void fsched__fatal(const char *message) {
 #endif
     abort();
 }
-
-#ifndef FIBERSCHED_ASSERT
-#if FSCHED__DEBUG
-#define FIBERSCHED_ASSERT(x) ((x) ? (void)0 : fsched__fatal("assertion failed: " #x))
-#else
-#define FIBERSCHED_ASSERT(x) ((void)0)
-#endif
-#endif
 
 /* ---- results and version --------------------------------------------------------- */
 
@@ -2343,30 +2433,32 @@ FIBERSCHED_API const char *fsched_version_string(void) {
 
 /* ---- formatting without stdio, safe in a signal handler -------------------------- */
 
+#define FSCHED__NUMBER_BYTES 21 /* a uint64_t in decimal, and the terminator */
+
+/* v in base 10 or 16 (without "0x"), as a string at the end of buf (FSCHED__NUMBER_BYTES
+   long): returns where it begins. Every number the library writes is written here. */
+static const char *fsched__number(char *buf, uint64_t v, unsigned base) {
+    char *p = buf + FSCHED__NUMBER_BYTES - 1;
+    *p = 0;
+    do {
+        *--p = "0123456789abcdef"[v % base];
+        v /= base;
+    } while (v);
+    return p;
+}
+
 static char *fsched__sig_put(char *p, char *end, const char *s) {
     while (*s && p < end) *p++ = *s++;
     return p;
 }
 static char *fsched__sig_dec(char *p, char *end, uintptr_t v) {
-    char digits[3 * sizeof v];
-    int n = 0;
-    do {
-        digits[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    while (n && p < end) *p++ = digits[--n];
-    return p;
+    char digits[FSCHED__NUMBER_BYTES];
+    return fsched__sig_put(p, end, fsched__number(digits, v, 10));
 }
 static char *fsched__sig_hex(char *p, char *end, uintptr_t v) {
-    char digits[2 + 2 * sizeof v];
-    int n = 0;
-    do {
-        digits[n++] = "0123456789abcdef"[v & 15];
-        v >>= 4;
-    } while (v);
+    char digits[FSCHED__NUMBER_BYTES];
     p = fsched__sig_put(p, end, "0x");
-    while (n && p < end) *p++ = digits[--n];
-    return p;
+    return fsched__sig_put(p, end, fsched__number(digits, v, 16));
 }
 
 /* The address of a function (C allows converting a function pointer to an integer). */
@@ -2375,7 +2467,7 @@ static char *fsched__sig_hex(char *p, char *end, uintptr_t v) {
 /* dladdr, where the C library has it (glibc from 2.34, musl, the BSDs; a weak reference,
    so that a program without it still links, and says only the address). Declared here:
    glibc hides it without _GNU_SOURCE. */
-#if defined(__ELF__) && defined(FSCHED__OS_POSIX) && !defined(FIBERSCHED_NO_OS)
+#if defined(__ELF__) && defined(FSCHED__OS_POSIX)
 typedef struct fsched__dl_info {
     const char *file;   /* the module holding the address ... */
     void *base;         /* ... loaded there */
@@ -2424,14 +2516,41 @@ static void fsched__line_add(fsched__line *l, const char *s) {
 }
 
 static void fsched__line_num(fsched__line *l, uint64_t v) {
-    char digits[24];
-    size_t i = sizeof digits;
-    digits[--i] = 0;
-    do {
-        digits[--i] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    fsched__line_add(l, digits + i);
+    char digits[FSCHED__NUMBER_BYTES];
+    fsched__line_add(l, fsched__number(digits, v, 10));
+}
+
+/* ---- Valgrind: stacks, reports -------------------------------------------------- */
+
+/* Tells Valgrind of a stack [lo, hi): returns the id that removes it again. Nothing
+   without Valgrind. */
+static unsigned fsched__valgrind_stack_add(const void *lo, const void *hi) {
+#if FSCHED__VALGRIND
+    return VALGRIND_STACK_REGISTER(lo, hi);
+#else
+    (void)lo;
+    (void)hi;
+    return 0;
+#endif
+}
+
+static void fsched__valgrind_stack_remove(unsigned id) {
+#if FSCHED__VALGRIND
+    VALGRIND_STACK_DEREGISTER(id);
+#else
+    (void)id;
+#endif
+}
+
+/* Turns Valgrind's error reports off (0), around an access it would report wrongly, and
+   on again (1). Nothing without Valgrind. */
+static void fsched__valgrind_reports(int on) {
+#if FSCHED__VALGRIND
+    if (on) VALGRIND_ENABLE_ERROR_REPORTING;
+    else VALGRIND_DISABLE_ERROR_REPORTING;
+#else
+    (void)on;
+#endif
 }
 
 /* ---- allocation ------------------------------------------------------------------ */
@@ -2492,7 +2611,7 @@ static size_t fsched__round_up(size_t n, size_t align) {
 
 /* ---- locks (a plain mutex: held for a few instructions, never across a switch) ---- */
 
-#if defined(FIBERSCHED_NO_THREADS)
+#if !FSCHED__THREADS
 /* One thread: a critical section masks interrupts. Sections nest (a lock taken under
    another), and only the outermost restores what it found, whatever order they end in. */
 #if defined(FSCHED__INTERRUPTS)
@@ -2607,7 +2726,7 @@ static uint32_t fsched__guards_max(void) {
     uint32_t n = FSCHED__LOAD(&cached, FSCHED__RELAXED);
     if (!n) {
         unsigned long maps = 65530; /* the kernel's default, when /proc cannot tell */
-#if !defined(FIBERSCHED_NO_STDIO)
+#if FSCHED__STDIO
         FILE *f = fopen("/proc/sys/vm/max_map_count", "r");
         if (f) {
             if (fscanf(f, "%lu", &maps) != 1) maps = 65530;
@@ -2705,9 +2824,25 @@ static struct timespec fsched__timespec(uint64_t ns) {
 }
 #endif
 
+/* Sleeps the calling thread about ns nanoseconds: on Windows whole milliseconds, rounded
+   up; without an OS it only spins once. May end early (a signal): callers loop. */
+#if defined(FSCHED__OS_POSIX)
+static void fsched__os_sleep(uint64_t ns) {
+    struct timespec ts = fsched__timespec(ns);
+    nanosleep(&ts, NULL);
+}
+#elif defined(FSCHED__OS_WINDOWS)
+static void fsched__os_sleep(uint64_t ns) { Sleep((DWORD)fsched__timeout_ms(ns)); }
+#else
+static void fsched__os_sleep(uint64_t ns) {
+    (void)ns;
+    fsched__cpu_relax();
+}
+#endif
+
 /* ---- threads --------------------------------------------------------------------- */
 
-#if !defined(FIBERSCHED_NO_THREADS)
+#if FSCHED__THREADS
 #if defined(FSCHED__OS_WINDOWS)
 typedef HANDLE fsched__os_thread;
 typedef struct fsched__thread_start_args {
@@ -2765,6 +2900,8 @@ static fsched_result fsched__os_thread_start(fsched__os_thread *t, void (*fn)(vo
 static void fsched__os_thread_join(fsched__os_thread t) { pthread_join(t, NULL); }
 static void fsched__os_yield(void) { sched_yield(); }
 #endif
+#else
+static void fsched__os_yield(void) {} /* no other thread to give the processor to */
 #endif /* threads */
 
 /* ---- schedule fuzzing (FIBERSCHED_CHAOS) ----
@@ -2777,10 +2914,7 @@ static void fsched__os_yield(void) { sched_yield(); }
    own sequence from it; seed 0 turns them off. Tests may also install fsched__chaos_hook
    to stall a chosen thread at a chosen point. Without FIBERSCHED_CHAOS the points
    compile to nothing. */
-#if !defined(FIBERSCHED_CHAOS)
-#define FIBERSCHED_CHAOS 0
-#endif
-#if FIBERSCHED_CHAOS
+#if FSCHED__CHAOS
 typedef enum fsched__point {
     FSCHED__AT_PUBLISHED,    /* work is queued, not yet announced */
     FSCHED__AT_STEAL,        /* a thief is about to claim the oldest job */
@@ -2821,7 +2955,7 @@ static void (*fsched__chaos_hook)(fsched__point at);
 #define FSCHED__POINT(name) ((void)0)
 #endif
 
-#if FIBERSCHED_CHAOS
+#if FSCHED__CHAOS
 #define FSCHED__CHAOS_OFF UINT64_MAX /* the seed when FIBERSCHED_CHAOS_SEED is 0 */
 static uint64_t fsched__chaos_seed;    /* 0 until first used */
 static uint32_t fsched__chaos_threads; /* threads that drew a sequence */
@@ -2837,7 +2971,7 @@ static uint64_t fsched__chaos_seed_get(void) {
     seed = env && *env ? strtoull(env, NULL, 0) : fsched__now_ns() | 1u;
     if (!seed) seed = FSCHED__CHAOS_OFF;
     if (FSCHED__CAS(&fsched__chaos_seed, &expected, seed, FSCHED__ACQ_REL, FSCHED__ACQUIRE)) {
-#if !defined(FIBERSCHED_NO_STDIO)
+#if FSCHED__STDIO
         if (seed != FSCHED__CHAOS_OFF)
             fprintf(stderr, "fibersched: schedule fuzzing with FIBERSCHED_CHAOS_SEED=%llu\n",
                     (unsigned long long)seed);
@@ -2870,17 +3004,12 @@ static void fsched__chaos(fsched__point at) {
     if (r < 54) {
         for (i = (uint32_t)((x >> 8) % 2048u); i > 0; i--) fsched__cpu_relax();
     } else if (r < 62) {
-#if !defined(FIBERSCHED_NO_THREADS)
         fsched__os_yield();
-#endif
     } else {
-#if defined(FSCHED__OS_POSIX)
-        struct timespec ts;
-        ts.tv_sec = 0;
-        ts.tv_nsec = (long)(1000u + (x >> 16) % 40000u); /* 1 to 41 microseconds */
-        nanosleep(&ts, NULL);
-#elif defined(FSCHED__OS_WINDOWS)
+#if defined(FSCHED__OS_WINDOWS)
         Sleep(0);
+#elif defined(FSCHED__OS_POSIX)
+        fsched__os_sleep(1000u + (x >> 16) % 40000u); /* 1 to 41 microseconds */
 #endif
     }
 }
@@ -2891,7 +3020,7 @@ static void fsched__chaos(fsched__point at) {
    processor away, then sleeps, so that a holder that was preempted gets to run again
    even on one CPU and under real-time priorities. Start *n at 0. */
 static void fsched__backoff(uint32_t *n) {
-#if !defined(FIBERSCHED_NO_THREADS)
+#if FSCHED__THREADS
     uint32_t k = (*n)++;
     if (k < 16) {
         fsched__cpu_relax();
@@ -2901,10 +3030,7 @@ static void fsched__backoff(uint32_t *n) {
 #if defined(FSCHED__OS_WINDOWS)
         Sleep(k < 64 ? 0 : 1);
 #else
-        struct timespec ts;
-        ts.tv_sec = 0;
-        ts.tv_nsec = k < 64 ? 20000 : 500000; /* 20 us, later 0.5 ms */
-        nanosleep(&ts, NULL);
+        fsched__os_sleep(k < 64 ? 20000u : 500000u); /* 20 us, later 0.5 ms */
 #endif
     }
 #else
@@ -2916,7 +3042,7 @@ static void fsched__backoff(uint32_t *n) {
    switch; a holder that was preempted gets the processor back through yields ---- */
 
 static void fsched__spin_lock(uint32_t *lock) {
-#if !defined(FIBERSCHED_NO_THREADS)
+#if FSCHED__THREADS
     uint32_t spins = 0;
     for (;;) {
         uint32_t expected = 0;
@@ -2937,7 +3063,7 @@ static void fsched__spin_lock(uint32_t *lock) {
 /* Unlocks, leaving `word` in the lock (0, or a poison that refuses later use). */
 static void fsched__spin_unlock_to(uint32_t *lock, uint32_t word) {
     FSCHED__STORE(lock, word, FSCHED__RELEASE); /* release: pairs with the next lock */
-#if defined(FIBERSCHED_NO_THREADS)
+#if !FSCHED__THREADS
     fsched__critical_exit();
 #endif
 }
@@ -2945,7 +3071,7 @@ static void fsched__spin_unlock_to(uint32_t *lock, uint32_t word) {
 static void fsched__spin_unlock(uint32_t *lock) { fsched__spin_unlock_to(lock, 0u); }
 
 static uint32_t fsched__cpu_count(void) {
-#if defined(FIBERSCHED_NO_THREADS)
+#if !FSCHED__THREADS
     return 1;
 #elif defined(FSCHED__OS_WINDOWS)
     DWORD n = GetActiveProcessorCount(ALL_PROCESSOR_GROUPS);
@@ -2960,7 +3086,7 @@ static uint32_t fsched__cpu_count(void) {
    CPUs are numbered as the system does; numbers from FSCHED__CPU_LIMIT up are not used. */
 #define FSCHED__CPU_LIMIT 1024u
 
-#if !defined(FIBERSCHED_NO_THREADS) && defined(__linux__)
+#if FSCHED__THREADS && defined(__linux__)
 #define FSCHED__HAVE_PINNING 1
 #include <sys/syscall.h>
 #define FSCHED__CPU_WORD_BITS (8u * (uint32_t)sizeof(unsigned long))
@@ -2983,7 +3109,7 @@ static int fsched__pin_self(uint32_t cpu) {
     mask[cpu / FSCHED__CPU_WORD_BITS] = 1ul << (cpu % FSCHED__CPU_WORD_BITS);
     return syscall(SYS_sched_setaffinity, 0, sizeof mask, mask) == 0 ? 0 : -1;
 }
-#elif !defined(FIBERSCHED_NO_THREADS) && defined(FSCHED__OS_WINDOWS)
+#elif FSCHED__THREADS && defined(FSCHED__OS_WINDOWS)
 #define FSCHED__HAVE_PINNING 1
 /* The process's CPUs (of its processor group) into cpus[FSCHED__CPU_LIMIT]. */
 static uint32_t fsched__cpus_allowed(uint32_t *cpus) {
@@ -3001,14 +3127,14 @@ static int fsched__pin_self(uint32_t cpu) {
 
 /* ---- naming the calling thread, for top -H, gdb and perf ------------------------- */
 #define FSCHED__THREAD_NAME_BYTES 16u /* Linux keeps 15 and the terminator */
-#if !defined(FIBERSCHED_NO_THREADS) && defined(__linux__)
+#if FSCHED__THREADS && defined(__linux__)
 #include <sys/syscall.h>
 static void fsched__name_self(const char *name) {
     syscall(SYS_prctl, 15 /* PR_SET_NAME: <sys/prctl.h> is not everywhere */, name, 0, 0, 0);
 }
-#elif !defined(FIBERSCHED_NO_THREADS) && defined(__APPLE__)
+#elif FSCHED__THREADS && defined(__APPLE__)
 static void fsched__name_self(const char *name) { pthread_setname_np(name); }
-#elif !defined(FIBERSCHED_NO_THREADS) && defined(FSCHED__OS_WINDOWS)
+#elif FSCHED__THREADS && defined(FSCHED__OS_WINDOWS)
 /* SetThreadDescription is looked up: Windows before 10 and older SDKs lack it */
 static void fsched__name_self(const char *name) {
     typedef HRESULT(WINAPI * describe_fn)(HANDLE, PCWSTR);
@@ -3020,20 +3146,21 @@ static void fsched__name_self(const char *name) {
     wide[i] = 0;
     ((describe_fn)(void (*)(void))found)(GetCurrentThread(), wide);
 }
-#elif !defined(FIBERSCHED_NO_THREADS)
+#elif FSCHED__THREADS
 static void fsched__name_self(const char *name) { (void)name; }
 #endif
 
 /* ---- parker: one thread sleeps until another wakes it or a deadline passes ----
    A permit, as in Rust's std: unpark stores NOTIFIED, park consumes it or sleeps. Linux
    uses the futex word itself; other systems a mutex and condition variable. Without
-   threads nobody can unpark, so park only waits for its deadline. */
+   threads nobody can unpark, so park only waits for its deadline. The sleeps beneath
+   (a futex wait, a condition variable's) serve the threads that wait on a waiter too. */
 
 #define FSCHED__PARK_EMPTY 0
 #define FSCHED__PARK_NOTIFIED 1
 #define FSCHED__PARK_PARKED 2
 
-#if defined(FIBERSCHED_NO_THREADS)
+#if !FSCHED__THREADS
 #define FSCHED__PARKER_NONE 1
 #elif defined(__linux__) && !defined(FSCHED__PARKER_PTHREAD)
 #define FSCHED__PARKER_FUTEX 1
@@ -3041,8 +3168,10 @@ static void fsched__name_self(const char *name) { (void)name; }
 #include <sys/syscall.h>
 #elif defined(FSCHED__OS_WINDOWS)
 #define FSCHED__PARKER_WIN32 1
+#define FSCHED__PARKER_COND 1
 #else
 #define FSCHED__PARKER_PTHREAD_COND 1
+#define FSCHED__PARKER_COND 1
 #endif
 
 typedef struct fsched__parker {
@@ -3057,9 +3186,29 @@ typedef struct fsched__parker {
 #endif
 } fsched__parker;
 
+#if defined(FSCHED__PARKER_FUTEX)
+/* Sleeps while *word == value, until the monotonic deadline (0: none); may return
+   sooner (a signal, a spurious wake): callers loop. */
+static void fsched__futex_wait(uint32_t *word, uint32_t value, uint64_t deadline) {
+    struct timespec ts, *tsp = NULL;
+    if (deadline) {
+        ts = fsched__timespec(deadline);
+        tsp = &ts;
+    }
+    /* absolute CLOCK_MONOTONIC deadline; returns at once unless *word is still value */
+    syscall(SYS_futex, word, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, value, tsp, NULL,
+            FUTEX_BITSET_MATCH_ANY);
+}
+
+/* Wakes one thread sleeping on word. The kernel does not read the word. */
+static void fsched__futex_wake(uint32_t *word) {
+    syscall(SYS_futex, word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, NULL, NULL, 0);
+}
+#endif
+
+#if defined(FSCHED__PARKER_PTHREAD_COND)
 /* Prepares a parker that may sit in zeroed memory; idempotent per parker. */
 static void fsched__parker_init(fsched__parker *p) {
-#if defined(FSCHED__PARKER_PTHREAD_COND)
     if (!p->ready) {
         pthread_condattr_t attr;
         pthread_mutex_init(&p->lock, NULL);
@@ -3071,22 +3220,135 @@ static void fsched__parker_init(fsched__parker *p) {
         pthread_condattr_destroy(&attr);
         p->ready = 1;
     }
-#else
-    (void)p;
-#endif
 }
 
 static void fsched__parker_destroy(fsched__parker *p) {
-#if defined(FSCHED__PARKER_PTHREAD_COND)
     if (p->ready) {
         pthread_mutex_destroy(&p->lock);
         pthread_cond_destroy(&p->cond);
         p->ready = 0;
     }
+}
+
+static void fsched__parker_lock(fsched__parker *p) { pthread_mutex_lock(&p->lock); }
+static void fsched__parker_unlock(fsched__parker *p) { pthread_mutex_unlock(&p->lock); }
+
+/* Sleeps on p's condition variable, its lock held, until signalled or until the
+   monotonic deadline (0: none; `now`: the time the caller read, for systems that wait
+   for a span); may return sooner: callers loop. */
+static void fsched__parker_sleep(fsched__parker *p, uint64_t deadline, uint64_t now) {
+    struct timespec ts;
+    if (!deadline) {
+        pthread_cond_wait(&p->cond, &p->lock);
+        return;
+    }
+#if defined(__APPLE__)
+    ts = fsched__timespec(deadline - now);
+    pthread_cond_timedwait_relative_np(&p->cond, &p->lock, &ts);
 #else
-    (void)p;
+    (void)now;
+    ts = fsched__timespec(deadline);
+    pthread_cond_timedwait(&p->cond, &p->lock, &ts);
 #endif
 }
+
+/* Wakes one sleeper of p's condition variable, or all. */
+static void fsched__parker_signal(fsched__parker *p, int all) {
+    if (all) pthread_cond_broadcast(&p->cond);
+    else pthread_cond_signal(&p->cond);
+}
+#elif defined(FSCHED__PARKER_WIN32)
+static void fsched__parker_init(fsched__parker *p) { (void)p; }
+static void fsched__parker_destroy(fsched__parker *p) { (void)p; }
+static void fsched__parker_lock(fsched__parker *p) { AcquireSRWLockExclusive(&p->lock); }
+static void fsched__parker_unlock(fsched__parker *p) { ReleaseSRWLockExclusive(&p->lock); }
+
+static void fsched__parker_sleep(fsched__parker *p, uint64_t deadline, uint64_t now) {
+    SleepConditionVariableSRW(&p->cond, &p->lock,
+                              deadline ? (DWORD)fsched__timeout_ms(deadline - now) : INFINITE, 0);
+}
+
+static void fsched__parker_signal(fsched__parker *p, int all) {
+    if (all) WakeAllConditionVariable(&p->cond);
+    else WakeConditionVariable(&p->cond);
+}
+#else
+static void fsched__parker_init(fsched__parker *p) { (void)p; }
+static void fsched__parker_destroy(fsched__parker *p) { (void)p; }
+#endif
+
+/* Takes p's lock and lets go of it: whoever held it has left (a futex parker has none). */
+#if defined(FSCHED__PARKER_COND)
+static void fsched__parker_lock_pass(fsched__parker *p) {
+    fsched__parker_lock(p);
+    fsched__parker_unlock(p);
+}
+#else
+static void fsched__parker_lock_pass(fsched__parker *p) { (void)p; }
+#endif
+
+/* fsched__park's sleep, its permit not there when it began: 1 once it took one, 0 at
+   the monotonic deadline (0: none). */
+#if defined(FSCHED__PARKER_FUTEX)
+static int fsched__park_sleep(fsched__parker *p, uint64_t deadline) {
+    uint32_t expected = FSCHED__PARK_EMPTY;
+    /* acquire on failure: the permit that came meanwhile, as the exchange before */
+    if (!FSCHED__CAS(&p->state, &expected, (uint32_t)FSCHED__PARK_PARKED, FSCHED__ACQUIRE,
+                     FSCHED__ACQUIRE)) {
+        /* notified between the exchange and here: taken by an exchange (acquire), which
+           reads a second permit that came since too, where a store would drop it unread */
+        FSCHED__EXCHANGE(&p->state, (uint32_t)FSCHED__PARK_EMPTY, FSCHED__ACQUIRE);
+        return 1;
+    }
+    while (!deadline || fsched__now_ns() < deadline) {
+        fsched__futex_wait(&p->state, (uint32_t)FSCHED__PARK_PARKED, deadline);
+        expected = FSCHED__PARK_NOTIFIED;
+        /* acquire: takes the permit, and what the unparker wrote before it */
+        if (FSCHED__CAS(&p->state, &expected, (uint32_t)FSCHED__PARK_EMPTY, FSCHED__ACQUIRE,
+                        FSCHED__ACQUIRE))
+            return 1;
+    }
+    /* timed out: leave PARKED; a notification racing with us still counts (acquire, as
+       above) */
+    return FSCHED__EXCHANGE(&p->state, (uint32_t)FSCHED__PARK_EMPTY, FSCHED__ACQUIRE) ==
+           FSCHED__PARK_NOTIFIED;
+}
+#elif defined(FSCHED__PARKER_COND)
+static int fsched__park_sleep(fsched__parker *p, uint64_t deadline) {
+    int notified = 0;
+    fsched__parker_init(p);
+    fsched__parker_lock(p);
+    /* acquire: taking the permit takes what the unparker wrote before it; relaxed, the
+       rest: PARKED and its reset tell nothing, and each turn ends in the take */
+    for (;;) {
+        uint32_t expected = FSCHED__PARK_NOTIFIED;
+        uint64_t now = 0;
+        if (FSCHED__CAS(&p->state, &expected, (uint32_t)FSCHED__PARK_EMPTY, FSCHED__ACQUIRE,
+                        FSCHED__RELAXED)) {
+            notified = 1;
+            break;
+        }
+        if (deadline && (now = fsched__now_ns()) >= deadline) break;
+        /* a CAS, not a store: an unpark that came first must not be overwritten */
+        expected = FSCHED__PARK_EMPTY;
+        if (!FSCHED__CAS(&p->state, &expected, (uint32_t)FSCHED__PARK_PARKED, FSCHED__RELAXED,
+                         FSCHED__RELAXED))
+            continue;
+        fsched__parker_sleep(p, deadline, now);
+        expected = FSCHED__PARK_PARKED;
+        FSCHED__CAS(&p->state, &expected, (uint32_t)FSCHED__PARK_EMPTY, FSCHED__RELAXED,
+                    FSCHED__RELAXED);
+    }
+    fsched__parker_unlock(p);
+    return notified;
+}
+#else
+static int fsched__park_sleep(fsched__parker *p, uint64_t deadline) {
+    (void)p;
+    (void)deadline;
+    return 0;
+}
+#endif
 
 /* Blocks until unparked (returns 1) or until timeout_ns nanoseconds of the system's
    monotonic clock have passed (returns 0; 0 means no timeout). The timeout is relative:
@@ -3094,120 +3356,11 @@ static void fsched__parker_destroy(fsched__parker *p) {
    share an origin). May return 1 spuriously only after an unpark: callers loop. Without
    threads nobody could unpark: not called there. */
 FSCHED__UNUSED static int fsched__park(fsched__parker *p, uint64_t timeout_ns) {
-    uint64_t deadline;
     /* acquire: whatever the unparker wrote before its release store is visible */
     if (FSCHED__EXCHANGE(&p->state, (uint32_t)FSCHED__PARK_EMPTY, FSCHED__ACQUIRE) ==
         FSCHED__PARK_NOTIFIED)
         return 1;
-    deadline = timeout_ns ? fsched__time_add(fsched__now_ns(), timeout_ns) : 0;
-#if defined(FSCHED__PARKER_NONE)
-    (void)deadline;
-    return 0;
-#elif defined(FSCHED__PARKER_FUTEX)
-    {
-        uint32_t expected = FSCHED__PARK_EMPTY;
-        /* acquire on failure: the permit that came meanwhile, as the exchange above */
-        if (!FSCHED__CAS(&p->state, &expected, (uint32_t)FSCHED__PARK_PARKED, FSCHED__ACQUIRE,
-                         FSCHED__ACQUIRE))
-            goto consumed; /* notified between the exchange and here */
-        for (;;) {
-            struct timespec ts, *tsp = NULL;
-            if (deadline) {
-                uint64_t now = fsched__now_ns();
-                if (now >= deadline) break;
-                ts = fsched__timespec(deadline);
-                tsp = &ts;
-            }
-            /* absolute CLOCK_MONOTONIC deadline; returns at once unless still PARKED */
-            syscall(SYS_futex, &p->state, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG,
-                    (uint32_t)FSCHED__PARK_PARKED, tsp, NULL, FUTEX_BITSET_MATCH_ANY);
-            expected = FSCHED__PARK_NOTIFIED;
-            /* acquire: takes the permit, and what the unparker wrote before it */
-            if (FSCHED__CAS(&p->state, &expected, (uint32_t)FSCHED__PARK_EMPTY, FSCHED__ACQUIRE,
-                            FSCHED__ACQUIRE))
-                return 1;
-        }
-        /* timed out: leave PARKED; a notification racing with us still counts (acquire,
-           as above) */
-        return FSCHED__EXCHANGE(&p->state, (uint32_t)FSCHED__PARK_EMPTY, FSCHED__ACQUIRE) ==
-               FSCHED__PARK_NOTIFIED;
-    consumed: /* relaxed: the failed CAS took the permit with acquire; EMPTY tells nothing */
-        FSCHED__STORE(&p->state, (uint32_t)FSCHED__PARK_EMPTY, FSCHED__RELAXED);
-        return 1;
-    }
-#elif defined(FSCHED__PARKER_WIN32)
-    {
-        int notified = 0;
-        AcquireSRWLockExclusive(&p->lock);
-        /* acquire: taking the permit takes what the unparker wrote before it; relaxed,
-           the rest: PARKED and its reset tell nothing, and each turn ends in the take */
-        for (;;) {
-            uint32_t expected = FSCHED__PARK_NOTIFIED;
-            DWORD ms = INFINITE;
-            if (FSCHED__CAS(&p->state, &expected, (uint32_t)FSCHED__PARK_EMPTY, FSCHED__ACQUIRE,
-                            FSCHED__RELAXED)) {
-                notified = 1;
-                break;
-            }
-            if (deadline) {
-                uint64_t now = fsched__now_ns();
-                if (now >= deadline) break;
-                ms = (DWORD)fsched__timeout_ms(deadline - now);
-            }
-            /* a CAS, not a store: an unpark that came first must not be overwritten */
-            expected = FSCHED__PARK_EMPTY;
-            if (!FSCHED__CAS(&p->state, &expected, (uint32_t)FSCHED__PARK_PARKED,
-                             FSCHED__RELAXED, FSCHED__RELAXED))
-                continue;
-            SleepConditionVariableSRW(&p->cond, &p->lock, ms, 0);
-            expected = FSCHED__PARK_PARKED;
-            FSCHED__CAS(&p->state, &expected, (uint32_t)FSCHED__PARK_EMPTY, FSCHED__RELAXED,
-                        FSCHED__RELAXED);
-        }
-        ReleaseSRWLockExclusive(&p->lock);
-        return notified;
-    }
-#else
-    {
-        int notified = 0;
-        fsched__parker_init(p);
-        pthread_mutex_lock(&p->lock);
-        /* acquire: taking the permit takes what the unparker wrote before it; relaxed,
-           the rest: PARKED and its reset tell nothing, and each turn ends in the take */
-        for (;;) {
-            uint32_t expected = FSCHED__PARK_NOTIFIED;
-            struct timespec ts;
-            uint64_t now = 0;
-            if (FSCHED__CAS(&p->state, &expected, (uint32_t)FSCHED__PARK_EMPTY, FSCHED__ACQUIRE,
-                            FSCHED__RELAXED)) {
-                notified = 1;
-                break;
-            }
-            if (deadline && (now = fsched__now_ns()) >= deadline) break;
-            /* a CAS, not a store: an unpark that came first must not be overwritten */
-            expected = FSCHED__PARK_EMPTY;
-            if (!FSCHED__CAS(&p->state, &expected, (uint32_t)FSCHED__PARK_PARKED,
-                             FSCHED__RELAXED, FSCHED__RELAXED))
-                continue;
-            if (deadline) {
-#if defined(__APPLE__)
-                ts = fsched__timespec(deadline - now);
-                pthread_cond_timedwait_relative_np(&p->cond, &p->lock, &ts);
-#else
-                ts = fsched__timespec(deadline);
-                pthread_cond_timedwait(&p->cond, &p->lock, &ts);
-#endif
-            } else {
-                pthread_cond_wait(&p->cond, &p->lock);
-            }
-            expected = FSCHED__PARK_PARKED;
-            FSCHED__CAS(&p->state, &expected, (uint32_t)FSCHED__PARK_EMPTY, FSCHED__RELAXED,
-                        FSCHED__RELAXED);
-        }
-        pthread_mutex_unlock(&p->lock);
-        return notified;
-    }
-#endif
+    return fsched__park_sleep(p, timeout_ns ? fsched__time_add(fsched__now_ns(), timeout_ns) : 0);
 }
 
 /* Takes p's permit without sleeping: 1 if there was one. Seq_cst: see fsched__io_sleep. */
@@ -3216,29 +3369,25 @@ FSCHED__UNUSED static int fsched__park_take(fsched__parker *p) {
            FSCHED__PARK_NOTIFIED;
 }
 
+/* Wakes p's thread, which sleeps or is about to. */
+#if defined(FSCHED__PARKER_FUTEX)
+static void fsched__park_wake(fsched__parker *p) { fsched__futex_wake(&p->state); }
+#elif defined(FSCHED__PARKER_COND)
+static void fsched__park_wake(fsched__parker *p) {
+    /* the lock orders the wake after the sleeper's wait began */
+    fsched__parker_lock_pass(p);
+    fsched__parker_signal(p, 0);
+}
+#else
+static void fsched__park_wake(fsched__parker *p) { (void)p; }
+#endif
+
 /* Gives p a permit, waking its thread if it sleeps. Any thread. */
 static void fsched__unpark(fsched__parker *p) {
     /* seq_cst: pairs with the acquire in fsched__park, and with fsched__park_take */
-    uint32_t old = FSCHED__EXCHANGE(&p->state, (uint32_t)FSCHED__PARK_NOTIFIED, FSCHED__SEQ_CST);
-#if defined(FSCHED__PARKER_NONE)
-    (void)old;
-#elif defined(FSCHED__PARKER_FUTEX)
-    if (old == FSCHED__PARK_PARKED)
-        syscall(SYS_futex, &p->state, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, NULL, NULL, 0);
-#elif defined(FSCHED__PARKER_WIN32)
-    if (old == FSCHED__PARK_PARKED) {
-        /* the lock orders the wake after the sleeper's wait began */
-        AcquireSRWLockExclusive(&p->lock);
-        ReleaseSRWLockExclusive(&p->lock);
-        WakeConditionVariable(&p->cond);
-    }
-#else
-    if (old == FSCHED__PARK_PARKED) {
-        pthread_mutex_lock(&p->lock);
-        pthread_mutex_unlock(&p->lock);
-        pthread_cond_signal(&p->cond);
-    }
-#endif
+    if (FSCHED__EXCHANGE(&p->state, (uint32_t)FSCHED__PARK_NOTIFIED, FSCHED__SEQ_CST) ==
+        FSCHED__PARK_PARKED)
+        fsched__park_wake(p);
 }
 
 /* ---- the registry of live objects ----
@@ -3252,7 +3401,7 @@ static void fsched__unpark(fsched__parker *p) {
 /* fsched__live_fork_child: in the child of a fork() whose parent held the lock for
    writing (it was taken before the fork, so that no other thread was inside), the lock
    of the child, whose only thread is not the one that took it, set free anew. */
-#if defined(FIBERSCHED_NO_THREADS)
+#if !FSCHED__THREADS
 static void fsched__live_read_lock(void) { fsched__critical_enter(); }
 static void fsched__live_read_unlock(void) { fsched__critical_exit(); }
 static void fsched__live_write_lock(void) { fsched__critical_enter(); }
@@ -3384,46 +3533,14 @@ static int fsched__live_check(const void *p) {
 
 #define FSCHED__FIBER_LIVE 0x46534642u /* "FSFB" */
 #define FSCHED__FIBER_DEAD 0xdeadfb0bu
-#ifndef FIBERSCHED_STACK_CANARY
-#if defined(FSCHED__OS_NONE)
-#define FIBERSCHED_STACK_CANARY 256
-#else
-#define FIBERSCHED_STACK_CANARY 64
-#endif
-#endif
-#if FIBERSCHED_STACK_CANARY < 16 || FIBERSCHED_STACK_CANARY % 16
-#error "fibersched: FIBERSCHED_STACK_CANARY is a multiple of 16 bytes, at least 16"
-#endif
-#define FSCHED__CANARY_BYTES ((size_t)FIBERSCHED_STACK_CANARY)
-
-/* An MPU guard (ARMv7-M): heap stacks start with a read-only region of this many bytes,
-   aligned to its size, which holds the canary; one MPU region is pointed at the running
-   fiber's guard at every switch, so the first write below its stack faults. */
-#if defined(FIBERSCHED_MPU_GUARD) && FIBERSCHED_MPU_GUARD
-#if !defined(FSCHED__OS_NONE) || !(defined(__ARM_ARCH_7M__) || defined(__ARM_ARCH_7EM__))
-#error "fibersched: FIBERSCHED_MPU_GUARD needs FIBERSCHED_NO_OS on an ARMv7-M core"
-#endif
-#if FIBERSCHED_MPU_GUARD < 32 || (FIBERSCHED_MPU_GUARD & (FIBERSCHED_MPU_GUARD - 1)) || \
-    FIBERSCHED_MPU_GUARD < FIBERSCHED_STACK_CANARY
-#error "fibersched: FIBERSCHED_MPU_GUARD is a power of two, at least 32 and the canary's size"
-#endif
-#ifndef FIBERSCHED_MPU_GUARD_REGION
-#define FIBERSCHED_MPU_GUARD_REGION 7
-#endif
-#define FSCHED__STACK_LEAD ((size_t)FIBERSCHED_MPU_GUARD)    /* below a heap stack */
-#define FSCHED__STACK_ALIGN ((size_t)FIBERSCHED_MPU_GUARD)
+#if FSCHED__MPU_GUARD
+#define FSCHED__STACK_LEAD ((size_t)FSCHED__MPU_GUARD)    /* below a heap stack */
+#define FSCHED__STACK_ALIGN ((size_t)FSCHED__MPU_GUARD)
 #else
 #define FSCHED__STACK_LEAD FSCHED__CANARY_BYTES
 #define FSCHED__STACK_ALIGN ((size_t)FSCHED__CACHE_LINE)
 #endif
 #define FSCHED__CANARY_BYTE 0xa5
-#ifndef FIBERSCHED_STACK_PAINT
-#if defined(FSCHED__OS_NONE)
-#define FIBERSCHED_STACK_PAINT 1
-#else
-#define FIBERSCHED_STACK_PAINT 0
-#endif
-#endif
 #define FSCHED__PAINT_BYTE 0x5a /* an unused heap stack's bytes */
 #define FSCHED__NAME_BYTES 32
 
@@ -3501,7 +3618,7 @@ struct fsched_fiber {
     const void *wait_object; /* the event, mutex... waited on; NULL for a sleep */
     uint32_t id;             /* unique in its scheduler, from 1 */
     fsched_fiber *live_prev, *live_next;
-#if FIBERSCHED_TRACE
+#if FSCHED__TRACING
     uint32_t trace_id;      /* its track in the trace of the slot that runs it; 0: none yet */
 #endif
 };
@@ -3768,7 +3885,7 @@ static FSCHED__NOINLINE void fsched__stack_check_here(const fsched_fiber *f) {
 }
 #endif
 
-#if defined(FIBERSCHED_MPU_GUARD) && FIBERSCHED_MPU_GUARD
+#if FSCHED__MPU_GUARD
 #define FSCHED__MPU_CTRL (*(volatile uint32_t *)0xE000ED94u)
 #define FSCHED__MPU_RNR (*(volatile uint32_t *)0xE000ED98u)
 #define FSCHED__MPU_RBAR (*(volatile uint32_t *)0xE000ED9Cu)
@@ -3779,12 +3896,12 @@ static FSCHED__NOINLINE void fsched__stack_check_here(const fsched_fiber *f) {
    for privileged code everywhere else, if it is off. */
 static void fsched__mpu_guard_arm(const fsched_fiber *to) {
     fsched__irq_state m = fsched__irq_save(); /* a handler may interrupt: RNR is shared */
-    FSCHED__MPU_RNR = FIBERSCHED_MPU_GUARD_REGION;
+    FSCHED__MPU_RNR = FSCHED__MPU_GUARD_REGION;
     if (to->params.kind == FSCHED_STACK_HEAP && to->stack_lo != to->stack_hi &&
-        (uintptr_t)to->mem % FIBERSCHED_MPU_GUARD == 0) {
+        (uintptr_t)to->mem % FSCHED__MPU_GUARD == 0) {
         FSCHED__MPU_RBAR = (uint32_t)(uintptr_t)to->mem;
         /* enabled; 2^(SIZE+1) bytes; normal memory (C, B); AP 110: read-only; XN */
-        FSCHED__MPU_RASR = 1u | ((uint32_t)(__builtin_ctz(FIBERSCHED_MPU_GUARD) - 1) << 1) |
+        FSCHED__MPU_RASR = 1u | ((uint32_t)(__builtin_ctz(FSCHED__MPU_GUARD) - 1) << 1) |
                            (3u << 16) | (6u << 24) | (1u << 28);
         if (!(FSCHED__MPU_CTRL & 1u)) FSCHED__MPU_CTRL = 5u; /* ENABLE, PRIVDEFENA */
     } else {
@@ -4012,7 +4129,7 @@ static fsched_result fsched__stack_alloc(const fsched__stack_params *params, fsc
         mem = (unsigned char *)fsched__alloc(&params->allocator, size, FSCHED__STACK_ALIGN);
         if (!mem) return FSCHED_ERR_OUT_OF_MEMORY;
         memset(mem, FSCHED__CANARY_BYTE, FSCHED__STACK_LEAD); /* the canary ends it */
-        if (FIBERSCHED_STACK_PAINT) memset(mem + FSCHED__STACK_LEAD, FSCHED__PAINT_BYTE, usable);
+        if (FSCHED__STACK_PAINT) memset(mem + FSCHED__STACK_LEAD, FSCHED__PAINT_BYTE, usable);
         f = (fsched_fiber *)(mem + FSCHED__STACK_LEAD + usable);
         memset(f, 0, sizeof *f);
         f->mem = mem;
@@ -4057,9 +4174,7 @@ static fsched_result fsched__stack_alloc(const fsched__stack_params *params, fsc
     f->mem_size = size;
     f->stack_hi = (unsigned char *)f;
     f->params = own;
-#if FIBERSCHED_VALGRIND
-    f->valgrind_id = VALGRIND_STACK_REGISTER(f->stack_lo, f->stack_hi);
-#endif
+    if (FSCHED__VALGRIND) f->valgrind_id = fsched__valgrind_stack_add(f->stack_lo, f->stack_hi);
     *out = f;
     return FSCHED_OK;
 }
@@ -4084,9 +4199,7 @@ static void fsched__stack_free(fsched_fiber *f) {
     fsched__stack_params params = f->params;
     unsigned char *mem = f->mem;
     size_t size = f->mem_size;
-#if FIBERSCHED_VALGRIND
-    VALGRIND_STACK_DEREGISTER(f->valgrind_id);
-#endif
+    fsched__valgrind_stack_remove(f->valgrind_id);
     fsched__stack_unpoison(f);
     if (params.kind == FSCHED_STACK_HEAP) {
         fsched__free(&params.allocator, mem, size, FSCHED__STACK_ALIGN);
@@ -4285,7 +4398,7 @@ static inline void fsched__fiber_leaving(fsched_fiber *from, fsched_fiber *to, i
 #if FSCHED__DEBUG
     if (from->params.kind != FSCHED_STACK_PAGES) fsched__stack_check_here(from);
 #endif
-#if defined(FIBERSCHED_MPU_GUARD) && FIBERSCHED_MPU_GUARD
+#if FSCHED__MPU_GUARD
     fsched__mpu_guard_arm(to);
 #endif
 #if defined(FSCHED__ASAN)
@@ -4514,24 +4627,20 @@ FIBERSCHED_API fsched_result fsched_fiber_stack_used(const fsched_fiber *f, size
     if (!f || f->magic != FSCHED__FIBER_LIVE || !used)
         return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
                               "NULL or destroyed argument");
-    if (!FIBERSCHED_STACK_PAINT || f->params.kind != FSCHED_STACK_HEAP ||
+    if (!FSCHED__STACK_PAINT || f->params.kind != FSCHED_STACK_HEAP ||
         f->stack_lo == f->stack_hi)
         return FSCHED_ERR_UNSUPPORTED; /* not painted */
-#if FIBERSCHED_VALGRIND
     /* the scan reads below the fiber's stack pointer, which Valgrind holds out of bounds */
-    VALGRIND_DISABLE_ERROR_REPORTING;
-#endif
+    fsched__valgrind_reports(0);
     for (p = f->stack_lo; p < f->stack_hi && *p == FSCHED__PAINT_BYTE; p++) {
     }
-#if FIBERSCHED_VALGRIND
-    VALGRIND_ENABLE_ERROR_REPORTING;
-#endif
+    fsched__valgrind_reports(1);
     *used = (size_t)(f->stack_hi - p);
     return FSCHED_OK;
 }
 
 FIBERSCHED_API int fsched_stack_fault(const void *address) {
-#if defined(FIBERSCHED_MPU_GUARD) && FIBERSCHED_MPU_GUARD
+#if FSCHED__MPU_GUARD
     /* the program's thread: the handler that calls this is not it */
     const fsched_fiber *f = fsched__threads[0].current;
     if (f && !f->is_root && f->params.kind == FSCHED_STACK_HEAP &&
@@ -4548,7 +4657,7 @@ FIBERSCHED_API int fsched_stack_fault(const void *address) {
 #define FSCHED__ALTSTACK_BYTES (64u * 1024u)
 static int fsched__overflow_installed;
 static struct sigaction fsched__overflow_old_segv, fsched__overflow_old_bus;
-#if !defined(FIBERSCHED_NO_THREADS)
+#if FSCHED__THREADS
 static pthread_once_t fsched__overflow_once = PTHREAD_ONCE_INIT;
 static pthread_key_t fsched__overflow_key;
 static void fsched__overflow_thread_exit(void *altstack) {
@@ -4581,7 +4690,7 @@ static void fsched__overflow_thread_setup(fsched__thread *t) {
         return;
     }
     t->altstack = ss.ss_sp;
-#if !defined(FIBERSCHED_NO_THREADS)
+#if FSCHED__THREADS
     pthread_setspecific(fsched__overflow_key, ss.ss_sp);
 #endif
 }
@@ -4625,7 +4734,7 @@ static void fsched__overflow_signal(int sig, siginfo_t *info, void *uctx) {
 
 FIBERSCHED_API fsched_result fsched_install_overflow_handler(void) {
     struct sigaction sa;
-#if !defined(FIBERSCHED_NO_THREADS)
+#if FSCHED__THREADS
     pthread_once(&fsched__overflow_once, fsched__overflow_make_key);
     {
         static pthread_mutex_t install_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -4641,7 +4750,7 @@ FIBERSCHED_API fsched_result fsched_install_overflow_handler(void) {
             sigaction(SIGBUS, &sa, &fsched__overflow_old_bus);
             /* release: threads that see the flag also see the saved old handlers */
             FSCHED__STORE(&fsched__overflow_installed, 1, FSCHED__RELEASE);
-#if !defined(FIBERSCHED_NO_THREADS)
+#if FSCHED__THREADS
         }
         pthread_mutex_unlock(&install_lock);
     }
@@ -5228,10 +5337,10 @@ typedef struct fsched__worker {
     int hook_pending;  /* owner only: the poll hook's answer before this idle worker sleeps */
     uint64_t wakeups;  /* for fsched_get_stats: added to by wakers */
     fsched__parker parker;
-#if !defined(FIBERSCHED_NO_THREADS)
+#if FSCHED__THREADS
     fsched__os_thread os_thread;
 #endif
-#if FIBERSCHED_TRACE
+#if FSCHED__TRACING
     struct fsched__trace_buffer *trace; /* written by the slot's thread alone */
 #endif
 } fsched__worker;
@@ -5313,7 +5422,7 @@ struct fsched_sched {
                                               during a call); 2 more for each
                                               fsched_set_poll waiting for it, which calls
                                               give way to */
-#if FIBERSCHED_TRACE
+#if FSCHED__TRACING
     uint64_t trace_origin;                 /* the clock when the scheduler was created */
     uint32_t trace_events;                 /* per slot */
 #endif
@@ -5351,12 +5460,8 @@ static uint64_t fsched__clock_ns(void) {
 
 /* Whether timed waits can work here: always with an OS, else with a desc.clock. */
 static int fsched__have_clock(void) {
-#if defined(FSCHED__OS_NONE)
     fsched__worker *w = fsched__tls_thread.worker;
-    return w && w->sched->clock;
-#else
-    return 1;
-#endif
+    return FSCHED__OS || (w && w->sched->clock);
 }
 
 /* The deadline of a timed wait that begins now (0 means none: a wait of 0 ns at time 0
@@ -5556,37 +5661,46 @@ typedef struct fsched__wakes {
     fsched__wake v[FSCHED__WAKES_MAX];
 } fsched__wakes;
 
-static void fsched__wake_do(const fsched__wake *k) {
-    if (k->worker) {
-        fsched__tell(k->worker, k->held);
-    } else if (k->parker) {
-        /* the waiter reads WOKEN under this mutex, so it leaves only after the unlock;
-           release: pairs with its acquire load of the state (the mutex orders it too) */
-#if defined(FSCHED__PARKER_WIN32)
-        AcquireSRWLockExclusive(&k->parker->lock);
-        FSCHED__STORE(k->word, FSCHED__WAIT_WOKEN, FSCHED__RELEASE);
-        WakeAllConditionVariable(&k->parker->cond);
-        ReleaseSRWLockExclusive(&k->parker->lock);
-#elif defined(FSCHED__PARKER_PTHREAD_COND)
-        pthread_mutex_lock(&k->parker->lock);
-        FSCHED__STORE(k->word, FSCHED__WAIT_WOKEN, FSCHED__RELEASE);
-        pthread_cond_broadcast(&k->parker->cond);
-        pthread_mutex_unlock(&k->parker->lock);
+/* What a thread waiter's waker sets its state to: WOKEN where the thread sleeps on the
+   word itself; where it sleeps on its parker's condition variable, WAKING, which keeps it
+   waiting (its timeout has lost) until the wake, after the list's lock, sets WOKEN under
+   the parker's mutex: no lock is held across another. */
+#if defined(FSCHED__PARKER_COND)
+#define FSCHED__WAIT_WAKER_STATE FSCHED__WAIT_WAKING
+#else
+#define FSCHED__WAIT_WAKER_STATE FSCHED__WAIT_WOKEN
 #endif
-    } else if (k->word) {
+
+/* Wakes a thread that waits on the waiter whose state is *word, its waker having won. */
 #if defined(FSCHED__PARKER_FUTEX)
-        /* The waiter may have returned: the word is then a dead or reused stack slot.
-           The kernel does not read it, and a sleeper on a reused slot rechecks its own
-           word; Valgrind does read it, so it is told not to report this call. */
-#if FIBERSCHED_VALGRIND
-        VALGRIND_DISABLE_ERROR_REPORTING;
+static void fsched__thread_wake(uint32_t *word, fsched__parker *parker) {
+    /* The waiter may have returned: the word is then a dead or reused stack slot. The
+       kernel does not read it, and a sleeper on a reused slot rechecks its own word;
+       Valgrind does read it, so it is told not to report this call. */
+    (void)parker;
+    fsched__valgrind_reports(0);
+    fsched__futex_wake(word);
+    fsched__valgrind_reports(1);
+}
+#elif defined(FSCHED__PARKER_COND)
+static void fsched__thread_wake(uint32_t *word, fsched__parker *parker) {
+    /* the waiter reads WOKEN under this mutex, so it leaves only after the unlock;
+       release: pairs with its acquire load of the state (the mutex orders it too) */
+    fsched__parker_lock(parker);
+    FSCHED__STORE(word, FSCHED__WAIT_WOKEN, FSCHED__RELEASE);
+    fsched__parker_signal(parker, 1);
+    fsched__parker_unlock(parker);
+}
+#else
+static void fsched__thread_wake(uint32_t *word, fsched__parker *parker) {
+    (void)word; /* no thread waits: nothing is recorded */
+    (void)parker;
+}
 #endif
-        syscall(SYS_futex, k->word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, NULL, NULL, 0);
-#if FIBERSCHED_VALGRIND
-        VALGRIND_ENABLE_ERROR_REPORTING;
-#endif
-#endif
-    }
+
+static void fsched__wake_do(const fsched__wake *k) {
+    if (k->worker) fsched__tell(k->worker, k->held);
+    else if (k->word) fsched__thread_wake(k->word, k->parker);
 }
 
 /* Under the lock: records a wake for later, or, when the record is full, does it now
@@ -5660,7 +5774,7 @@ static void fsched__wait_list_remove(fsched_wait_list *l, fsched__waiter *wt) {
 /*  trace: events recorded per slot                                                     */
 /* ===================================================================================== */
 
-#if FIBERSCHED_TRACE
+#if FSCHED__TRACING
 
 /* 64 bytes: a cache line */
 typedef struct fsched__trace_event {
@@ -5749,7 +5863,7 @@ static void fsched__trace_record(fsched__trace_kind kind, uint64_t begin, uintpt
     FSCHED__STORE(&b->count, n + 1, FSCHED__RELEASE);
 }
 
-#endif /* FIBERSCHED_TRACE */
+#endif /* FSCHED__TRACING */
 
 /* ===================================================================================== */
 /*  worker: ready fibers, fibers, timers, finding work, idling, the loop, threads       */
@@ -6434,7 +6548,7 @@ static uint32_t fsched__announce_sleepy(fsched_sched *s) {
     }
 }
 
-#if defined(FIBERSCHED_NO_THREADS)
+#if !FSCHED__THREADS
 /* Single-threaded only: nothing can run and nothing can wake the thread. The root
    fiber's wait is ended with FSCHED_ERR_WRONG_STATE, so the call that would hang returns. */
 static void fsched__deadlock(fsched__worker *w) {
@@ -6457,8 +6571,8 @@ static void fsched__deadlock(fsched__worker *w) {
 
 /* Blocks the worker's thread until its latch is set or, with a deadline (in the
    scheduler's clock; 0: none), until the deadline. */
+#if !FSCHED__THREADS
 static void fsched__block(fsched__worker *w, uint64_t deadline) {
-#if defined(FIBERSCHED_NO_THREADS)
     /* one thread: only the clock, the outside world or an interrupt handler setting the
        latch ends this */
     fsched_sched *s = w->sched;
@@ -6479,7 +6593,9 @@ static void fsched__block(fsched__worker *w, uint64_t deadline) {
         fsched__irq_restore(m);
         if (!done && !s->idle) fsched__cpu_relax();
     }
+}
 #else
+static void fsched__block(fsched__worker *w, uint64_t deadline) {
     uint64_t now;
     const fsched__watch *watch = fsched__watch_of(w->sched);
     if (watch && watch->block(w, deadline)) return;
@@ -6491,8 +6607,8 @@ static void fsched__block(fsched__worker *w, uint64_t deadline) {
        than the system's: park for what is left of it, measured now */
     now = fsched__sched_now(w->sched);
     if (now < deadline) fsched__park(&w->parker, deadline - now);
-#endif
 }
+#endif
 
 /* Sleeps until something is posted for this worker, work is published, or the earliest
    timer is due. Gives up at once when any of these already happened. */
@@ -6570,9 +6686,7 @@ static void fsched__idle_step(fsched__worker *w, fsched__idle *idle) {
         if (watch) w->hook_pending = watch->poll_call(w->sched);
         idle->jec = fsched__announce_sleepy(w->sched);
     } else if (idle->rounds < FSCHED__ROUNDS_UNTIL_SLEEP) {
-#if !defined(FIBERSCHED_NO_THREADS)
         fsched__os_yield();
-#endif
     } else {
         fsched__sleep(w, idle);
     }
@@ -6699,17 +6813,15 @@ static void fsched__schedule(fsched__worker *w, int (*until)(fsched__worker *w))
 
 /* ---- worker threads -------------------------------------------------------------- */
 
-#if !defined(FIBERSCHED_NO_THREADS)
+#if FSCHED__THREADS
 /* Names the calling worker thread: the scheduler's prefix, then the index in decimal
    (cut to what the name holds; no stdio needed). */
 static void fsched__name_worker(const fsched__worker *w) {
-    char name[FSCHED__THREAD_NAME_BYTES], digits[10];
-    size_t n = strlen(w->sched->worker_name), k = 0;
-    uint32_t i = w->index;
+    char name[FSCHED__THREAD_NAME_BYTES], digits[FSCHED__NUMBER_BYTES];
+    size_t n = strlen(w->sched->worker_name);
+    const char *d = fsched__number(digits, w->index, 10);
     memcpy(name, w->sched->worker_name, n);
-    do digits[k++] = (char)('0' + i % 10u);
-    while ((i /= 10u) && k < sizeof digits);
-    while (k && n + 1 < sizeof name) name[n++] = digits[--k];
+    while (*d && n + 1 < sizeof name) name[n++] = *d++;
     name[n] = 0;
     fsched__name_self(name);
 }
@@ -6768,13 +6880,10 @@ static fsched__worker *fsched__slot_new(fsched_sched *s, uint32_t index, int bou
     w->bound = (uint32_t)bound;
     w->rng = 0x9e3779b97f4a7c15ull * (index + 1);
     fsched__parker_init(&w->parker);
-#if FIBERSCHED_TRACE
-    w->trace = fsched__trace_buffer_new(&s->allocator, s->trace_events);
-    if (!w->trace) {
+    FSCHED__TRACE(if (!(w->trace = fsched__trace_buffer_new(&s->allocator, s->trace_events))) {
         fsched__slot_free(s, w);
         return NULL;
-    }
-#endif
+    })
     return w;
 }
 
@@ -6800,6 +6909,37 @@ static void fsched__slot_free(fsched_sched *s, fsched__worker *w) {
 /*  lifecycle: create, destroy, bind, unbind                                             */
 /* ===================================================================================== */
 
+/* The reserve of n tasks for interrupt handlers (see fsched__reserve_take); 0: out of
+   memory. Without interrupts there is none to set aside. */
+#if defined(FSCHED__INTERRUPTS)
+static int fsched__reserve_create(fsched_sched *s, uint32_t n) {
+    uint32_t i;
+    s->reserve = (fsched__task *)fsched__alloc(&s->allocator, n * sizeof *s->reserve,
+                                               FSCHED__CACHE_LINE);
+    if (!s->reserve) return 0;
+    s->reserve_count = n;
+    for (i = 0; i < n; i++) {
+        s->reserve[i].home = NULL;
+        s->reserve[i].next = i + 1 < n ? &s->reserve[i + 1] : NULL;
+    }
+    s->reserve_free = s->reserve;
+    return 1;
+}
+
+static void fsched__reserve_destroy(fsched_sched *s) {
+    fsched__free(&s->allocator, s->reserve, s->reserve_count * sizeof *s->reserve,
+                 FSCHED__CACHE_LINE);
+}
+#else
+static int fsched__reserve_create(fsched_sched *s, uint32_t n) {
+    (void)s;
+    (void)n;
+    return 1;
+}
+
+static void fsched__reserve_destroy(fsched_sched *s) { (void)s; }
+#endif
+
 static void fsched__sched_free(fsched_sched *s) {
     fsched_allocator a = s->allocator;
     uint32_t i;
@@ -6807,9 +6947,7 @@ static void fsched__sched_free(fsched_sched *s) {
         if (s->slots[i]) fsched__slot_free(s, s->slots[i]);
     fsched__free(&a, s->slots, s->n_slots * sizeof *s->slots, sizeof(void *));
     if (s->stacks) fsched_stack_pool_destroy(s->stacks);
-#if defined(FSCHED__INTERRUPTS)
-    fsched__free(&a, s->reserve, s->reserve_count * sizeof *s->reserve, FSCHED__CACHE_LINE);
-#endif
+    fsched__reserve_destroy(s);
     fsched__injector_destroy(&s->injector);
     if (fsched__watch_of(s)) fsched__watch_of(s)->free(s);
     s->magic = FSCHED__SCHED_DEAD;
@@ -6817,18 +6955,18 @@ static void fsched__sched_free(fsched_sched *s) {
 }
 
 /* Stops the worker threads (all work done) and waits for them. */
+#if FSCHED__THREADS
 static void fsched__stop_workers(fsched_sched *s) {
-#if !defined(FIBERSCHED_NO_THREADS)
     uint32_t i;
     /* release: everything before is visible to the workers that see the flag */
     FSCHED__STORE(&s->terminating, 1u, FSCHED__RELEASE);
     for (i = 0; i < s->started; i++) fsched__notify(s->slots[i]);
     for (i = 0; i < s->started; i++) fsched__os_thread_join(s->slots[i]->os_thread);
     s->started = 0;
-#else
-    (void)s;
-#endif
 }
+#else
+static void fsched__stop_workers(fsched_sched *s) { (void)s; /* none to stop */ }
+#endif
 
 /* Gives each worker thread of s the CPU the desc pins it to (none unless asked). */
 static fsched_result fsched__pin_plan(fsched_sched *s, const fsched_desc *d) {
@@ -6871,136 +7009,116 @@ static fsched_result fsched__pin_plan(fsched_sched *s, const fsched_desc *d) {
 #endif
 }
 
-/* The reserve of tasks for interrupt handlers (see fsched__reserve_take). */
-#if defined(FSCHED__INTERRUPTS)
-static int fsched__reserve_create(fsched_sched *s, uint32_t n) {
-    uint32_t i;
-    s->reserve = (fsched__task *)fsched__alloc(&s->allocator, n * sizeof *s->reserve,
-                                               FSCHED__CACHE_LINE);
-    if (!s->reserve) return 0;
-    s->reserve_count = n;
-    for (i = 0; i < n; i++) {
-        s->reserve[i].home = NULL;
-        s->reserve[i].next = i + 1 < n ? &s->reserve[i + 1] : NULL;
-    }
-    s->reserve_free = s->reserve;
-    return 1;
-}
-
-#endif
-
-FIBERSCHED_API fsched_result fsched_create(const fsched_desc *desc, fsched_sched **out) {
+/* The desc fsched_create works from: the user's (NULL: all zeros) with every zero that
+   has a default replaced by it. */
+static fsched_desc fsched__desc_defaults(const fsched_desc *desc) {
     fsched_desc d;
-    fsched_sched *s;
-    fsched_allocator a;
-    fsched_stack_pool_desc pd;
-    fsched_result r;
-    uint32_t i, bound;
     if (desc) d = *desc;
     else memset(&d, 0, sizeof d);
-    if (!out) return FSCHED__REFUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT, "out is NULL");
-    *out = NULL;
-    if (d.single_threaded && d.workers)
-        return FSCHED__REFUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
-                              "single_threaded with %lu workers (a single-threaded "
-                              "scheduler has no worker threads: leave workers 0)",
-                              (unsigned long)d.workers);
-#if defined(FIBERSCHED_NO_THREADS)
-    d.single_threaded = 1;
-#endif
-    if (!d.single_threaded && d.workers == 0) d.workers = fsched__cpu_count();
+    if (!FSCHED__THREADS) d.single_threaded = 1;
     if (d.single_threaded) d.workers = 0;
-#if defined(FIBERSCHED_NO_THREADS)
-    bound = d.max_bound_threads ? d.max_bound_threads : 1; /* there is one thread */
-#else
-    bound = d.max_bound_threads ? d.max_bound_threads : 8;
-#endif
-    if (d.workers > FSCHED_MAX_WORKERS || bound > FSCHED_MAX_WORKERS)
-        return FSCHED__REFUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
-                              "%lu workers and %lu bound threads: at most %d of "
-                              "each (FSCHED_MAX_WORKERS)", (unsigned long)d.workers,
-                              (unsigned long)bound, FSCHED_MAX_WORKERS);
-    if (d.interrupt_tasks > 65536)
-        return FSCHED__REFUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
-                              "%lu interrupt tasks is too many",
-                              (unsigned long)d.interrupt_tasks);
-    a = fsched__allocator_resolve(&d.allocator);
-    s = (fsched_sched *)fsched__alloc(&a, sizeof *s, FSCHED__CACHE_LINE);
-    if (!s) return FSCHED_ERR_OUT_OF_MEMORY;
+    else if (!d.workers) d.workers = fsched__cpu_count();
+    if (!d.max_bound_threads) d.max_bound_threads = FSCHED__THREADS ? 8 : 1; /* or the one */
+    if (!d.worker_name) d.worker_name = "fsched-w";
+    if (!d.trace_events) d.trace_events = FIBERSCHED_TRACE_EVENTS;
+    return d;
+}
+
+/* Checks the user's desc (NULL: all defaults) and d, the same with its defaults. */
+static fsched_result fsched__desc_check(const fsched_desc *desc, const fsched_desc *d) {
+    if (desc && desc->single_threaded && desc->workers)
+        return FSCHED__MISUSE(&d->logger, FSCHED_ERR_INVALID_ARGUMENT,
+                              "fsched_create: single_threaded with %lu workers (a single-threaded "
+                              "scheduler has no worker threads: leave workers 0)",
+                              (unsigned long)desc->workers);
+    if (d->workers > FSCHED_MAX_WORKERS || d->max_bound_threads > FSCHED_MAX_WORKERS)
+        return FSCHED__MISUSE(&d->logger, FSCHED_ERR_INVALID_ARGUMENT,
+                              "fsched_create: %lu workers and %lu bound threads: at most %d of "
+                              "each (FSCHED_MAX_WORKERS)", (unsigned long)d->workers,
+                              (unsigned long)d->max_bound_threads, FSCHED_MAX_WORKERS);
+    if (d->interrupt_tasks > 65536)
+        return FSCHED__MISUSE(&d->logger, FSCHED_ERR_INVALID_ARGUMENT,
+                              "fsched_create: %lu interrupt tasks is too many",
+                              (unsigned long)d->interrupt_tasks);
+    return FSCHED_OK;
+}
+
+/* A scheduler for d (its defaults resolved), as yet without stacks, slots or workers;
+   NULL: out of memory. */
+static fsched_sched *fsched__sched_alloc(const fsched_desc *d) {
+    fsched_allocator a = fsched__allocator_resolve(&d->allocator);
+    fsched_sched *s = (fsched_sched *)fsched__alloc(&a, sizeof *s, FSCHED__CACHE_LINE);
+    if (!s) return NULL;
     memset(s, 0, sizeof *s);
     s->magic = FSCHED__SCHED_LIVE;
     s->allocator = a;
-    s->logger = d.logger;
-    s->clock = d.clock;
-    s->clock_user = d.clock_user;
-    s->idle = d.idle;
-    s->idle_user = d.idle_user;
-    s->worker_start = d.worker_start;
-    s->worker_stop = d.worker_stop;
-    s->worker_user = d.worker_user;
-    strncpy(s->worker_name, d.worker_name ? d.worker_name : "fsched-w",
-            sizeof s->worker_name - 1); /* memset above: terminated */
-    FSCHED__TRACE(s->trace_origin = fsched__sched_now(s);
-                  s->trace_events = d.trace_events ? d.trace_events : FIBERSCHED_TRACE_EVENTS;)
-    s->n_threads = d.workers;
-    s->n_slots = d.workers + bound + 1; /* the last bound slot is kept for fsched_destroy */
-    s->counters = FSCHED__JEC_ONE;      /* odd: active */
+    s->logger = d->logger;
+    s->clock = d->clock;
+    s->clock_user = d->clock_user;
+    s->idle = d->idle;
+    s->idle_user = d->idle_user;
+    s->worker_start = d->worker_start;
+    s->worker_stop = d->worker_stop;
+    s->worker_user = d->worker_user;
+    strncpy(s->worker_name, d->worker_name, sizeof s->worker_name - 1); /* memset: ends */
+    FSCHED__TRACE(s->trace_origin = fsched__sched_now(s); s->trace_events = d->trace_events;)
+    s->n_threads = d->workers;
+    s->n_slots = d->workers + d->max_bound_threads + 1; /* the last bound slot is kept for
+                                                          fsched_destroy */
+    s->counters = FSCHED__JEC_ONE; /* odd: active */
     fsched__injector_init(&s->injector);
+    return s;
+}
+
+/* Gives s its stacks and slots, each worker thread's first fiber, its interrupt tasks
+   and its CPUs, and enters it in the registry. On failure the caller frees s. */
+static fsched_result fsched__sched_build(fsched_sched *s, const fsched_desc *d) {
+    fsched_stack_pool_desc pd;
+    fsched_result r;
+    uint32_t i;
     memset(&pd, 0, sizeof pd);
-    pd.stack_size = d.stack_size;
-    pd.guard_size = d.guard_size;
-    pd.stack_kind = d.stack_kind;
+    pd.stack_size = d->stack_size;
+    pd.guard_size = d->guard_size;
+    pd.stack_kind = d->stack_kind;
     /* slab stacks keep their pages when freed anyway: the pool may as well keep them all */
-    pd.max_cached = d.stack_kind == FSCHED_STACK_SLAB ? SIZE_MAX : 4u * (s->n_slots + 4u);
-    pd.allocator = a;
-    pd.logger = d.logger;
+    pd.max_cached = d->stack_kind == FSCHED_STACK_SLAB ? SIZE_MAX : 4u * (s->n_slots + 4u);
+    pd.allocator = s->allocator;
+    pd.logger = d->logger;
     r = fsched_stack_pool_create(&pd, &s->stacks);
-    s->slots = (fsched__worker **)fsched__alloc(&a, s->n_slots * sizeof *s->slots, sizeof(void *));
+    s->slots = (fsched__worker **)fsched__alloc(&s->allocator, s->n_slots * sizeof *s->slots,
+                                                sizeof(void *));
     if (s->slots) memset(s->slots, 0, s->n_slots * sizeof *s->slots);
-    if (r != FSCHED_OK || !s->slots) {
-        if (!s->slots) s->n_slots = 0;
-        fsched__sched_free(s);
-        return r != FSCHED_OK ? r : FSCHED_ERR_OUT_OF_MEMORY;
-    }
+    else s->n_slots = 0;
+    if (r != FSCHED_OK || !s->slots) return r != FSCHED_OK ? r : FSCHED_ERR_OUT_OF_MEMORY;
     for (i = 0; i < s->n_slots; i++) {
         /* a worker thread's first loop fiber, so that it starts without allocating (and
            runs no task on its own stack for want of one); without workers, one for the
            slot fsched_destroy keeps: a stack the system cannot give fails here */
         int first_fiber = i < s->n_threads || (!s->n_threads && i == s->n_slots - 1);
         fsched_fiber *first = NULL;
-        if (!(s->slots[i] = fsched__slot_new(s, i, i >= s->n_threads))) {
-            fsched__sched_free(s);
+        if (!(s->slots[i] = fsched__slot_new(s, i, i >= s->n_threads)))
             return FSCHED_ERR_OUT_OF_MEMORY;
-        }
-        if (first_fiber && !(first = fsched__idle_take(s->slots[i]))) {
-            size_t stack_size = s->stacks->params.stack_size;
-            fsched__sched_free(s);
-            return FSCHED__REFUSE(&d.logger, FSCHED_ERR_OUT_OF_MEMORY,
-                                  "no fiber stack of %lu bytes could be had "
-                                  "(out of memory or address space)", (unsigned long)stack_size);
-        }
+        if (first_fiber && !(first = fsched__idle_take(s->slots[i])))
+            return FSCHED__MISUSE(&d->logger, FSCHED_ERR_OUT_OF_MEMORY,
+                                  "fsched_create: no fiber stack of %lu bytes could be had "
+                                  "(out of memory or address space)",
+                                  (unsigned long)s->stacks->params.stack_size);
         if (first) fsched__idle_park(s->slots[i], first);
     }
-#if defined(FSCHED__INTERRUPTS)
-    if (d.interrupt_tasks && !fsched__reserve_create(s, d.interrupt_tasks)) {
-        fsched__sched_free(s);
+    if (d->interrupt_tasks && !fsched__reserve_create(s, d->interrupt_tasks))
         return FSCHED_ERR_OUT_OF_MEMORY;
-    }
-#endif
-    r = fsched__pin_plan(s, &d);
-    if (r != FSCHED_OK) {
-        fsched__sched_free(s);
-        return r;
-    }
-    if (!fsched__live_add(s)) {
-        fsched__sched_free(s);
-        return FSCHED_ERR_OUT_OF_MEMORY;
-    }
-    /* before the workers start: each sets up its alternate signal stack as it starts */
-    if (!d.no_overflow_handler) (void)fsched_install_overflow_handler();
-#if !defined(FIBERSCHED_NO_THREADS)
+    r = fsched__pin_plan(s, d);
+    if (r != FSCHED_OK) return r;
+    return fsched__live_add(s) ? FSCHED_OK : FSCHED_ERR_OUT_OF_MEMORY;
+}
+
+/* Starts s's worker threads; on failure stops those started and frees s. */
+#if FSCHED__THREADS
+static fsched_result fsched__workers_start(fsched_sched *s) {
+    uint32_t i;
     for (i = 0; i < s->n_threads; i++) {
-        r = fsched__os_thread_start(&s->slots[i]->os_thread, fsched__worker_main, s->slots[i]);
+        fsched_result r =
+            fsched__os_thread_start(&s->slots[i]->os_thread, fsched__worker_main, s->slots[i]);
         if (r != FSCHED_OK) {
             fsched__log(&s->logger, FSCHED_LOG_ERROR, "fsched_create: cannot start worker %lu",
                         (unsigned long)i);
@@ -7013,9 +7131,36 @@ FIBERSCHED_API fsched_result fsched_create(const fsched_desc *desc, fsched_sched
         }
         s->started++;
     }
-#endif
-    *out = s;
     return FSCHED_OK;
+}
+#else
+static fsched_result fsched__workers_start(fsched_sched *s) {
+    (void)s; /* none to start */
+    return FSCHED_OK;
+}
+#endif
+
+FIBERSCHED_API fsched_result fsched_create(const fsched_desc *desc, fsched_sched **out) {
+    fsched_desc d = fsched__desc_defaults(desc);
+    fsched_sched *s;
+    fsched_result r;
+    if (!out) return FSCHED__MISUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
+                                    "fsched_create: out is NULL");
+    *out = NULL;
+    r = fsched__desc_check(desc, &d);
+    if (r != FSCHED_OK) return r;
+    s = fsched__sched_alloc(&d);
+    if (!s) return FSCHED_ERR_OUT_OF_MEMORY;
+    r = fsched__sched_build(s, &d);
+    if (r != FSCHED_OK) {
+        fsched__sched_free(s);
+        return r;
+    }
+    /* before the workers start: each sets up its alternate signal stack as it starts */
+    if (!d.no_overflow_handler) (void)fsched_install_overflow_handler();
+    r = fsched__workers_start(s);
+    if (r == FSCHED_OK) *out = s;
+    return r;
 }
 
 /* A bound slot's in_use: free, or taken by fsched_bind, or by a call from outside for
@@ -7508,52 +7653,55 @@ FIBERSCHED_API fsched_result fsched_default_get(fsched_sched **out) {
 /* ===================================================================================== */
 /* ---- blocking a thread on its waiter --------------------------------------------- */
 
-#if defined(FSCHED__PARKER_FUTEX)
-/* Sleeps while *word == value, until the monotonic deadline (0: none). */
-static void fsched__word_wait(uint32_t *word, uint32_t value, uint64_t deadline) {
-    struct timespec ts, *tsp = NULL;
-    if (deadline) {
-        ts = fsched__timespec(deadline);
-        tsp = &ts;
-    }
-    syscall(SYS_futex, word, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, value, tsp, NULL,
-            FUTEX_BITSET_MATCH_ANY);
-}
-#endif
-
 /* A waker ends a thread's wait and records the wake. Called with the list locked and
    the waiter still linked, so the record is alive. 0 when the waiter's own timeout won
    the race. */
 static int fsched__thread_waiter_end(fsched__waiter *wt, fsched__wakes *wakes) {
     uint32_t expected = FSCHED__WAIT_WAITING;
-#if defined(FSCHED__PARKER_FUTEX) || defined(FSCHED__PARKER_NONE)
     /* acq_rel: releases the waker's writes to the waiter; a lost race with the
        waiter's own timeout leaves the record alone */
-    if (!FSCHED__CAS(&wt->state, &expected, FSCHED__WAIT_WOKEN, FSCHED__ACQ_REL,
+    if (!FSCHED__CAS(&wt->state, &expected, FSCHED__WAIT_WAKER_STATE, FSCHED__ACQ_REL,
                      FSCHED__RELAXED))
         return 0;
-#if defined(FSCHED__PARKER_FUTEX)
-    fsched__wake_add(wakes, NULL, NULL, &wt->state, NULL);
-#else
-    (void)wakes;
-#endif
+    if (FSCHED__THREADS) fsched__wake_add(wakes, NULL, NULL, &wt->state, wt->parker);
     return 1;
-#else
-    /* WAKING keeps the waiter waiting (its timeout has lost) until the wake, after the
-       list's lock, sets WOKEN under the parker's mutex: no lock is held across another.
-       acq_rel and relaxed on failure, as above */
-    if (!FSCHED__CAS(&wt->state, &expected, FSCHED__WAIT_WAKING, FSCHED__ACQ_REL,
-                     FSCHED__RELAXED))
-        return 0;
-    fsched__wake_add(wakes, NULL, NULL, &wt->state, wt->parker);
-    return 1;
-#endif
 }
 
 /* Still waiting: WAITING, or WAKING (the wake is on its way). */
 static int fsched__thread_waiter_waiting(uint32_t state) {
     return state == FSCHED__WAIT_WAITING || state == FSCHED__WAIT_WAKING;
 }
+
+/* The waiting thread sleeps until its state may have changed or its deadline may have
+   passed; 0 at once when nothing could ever change it (no other thread exists). */
+#if defined(FSCHED__PARKER_FUTEX)
+static int fsched__thread_waiter_sleep(fsched__waiter *wt) {
+    fsched__futex_wait(&wt->state, FSCHED__WAIT_WAITING, wt->deadline);
+    return 1;
+}
+#elif defined(FSCHED__PARKER_COND)
+static int fsched__thread_waiter_sleep(fsched__waiter *wt) {
+    /* the waker sets WOKEN under this mutex, then broadcasts; acquire: pairs with its
+       release store */
+    fsched__parker *p = wt->parker;
+    fsched__parker_lock(p);
+    for (;;) {
+        uint32_t state = FSCHED__LOAD(&wt->state, FSCHED__ACQUIRE);
+        uint64_t deadline = state == FSCHED__WAIT_WAITING ? wt->deadline : 0, now = 0;
+        if (!fsched__thread_waiter_waiting(state)) break;
+        if (deadline && (now = fsched__clock_ns()) >= deadline) break;
+        fsched__parker_sleep(p, deadline, now);
+    }
+    fsched__parker_unlock(p);
+    return 1;
+}
+#else
+static int fsched__thread_waiter_sleep(fsched__waiter *wt) {
+    if (!wt->deadline) return 0; /* no other thread exists to end this wait */
+    fsched__cpu_relax();
+    return 1;
+}
+#endif
 
 /* The waiting thread's side: returns once its wait has ended, having ended it itself
    with TIMED_OUT if the deadline came first (or at once, with ABORTED, when no thread
@@ -7564,60 +7712,11 @@ static void fsched__thread_waiter_block(fsched__waiter *wt) {
         uint32_t expected = FSCHED__WAIT_WAITING, to = FSCHED__WAIT_TIMED_OUT;
         uint32_t state = FSCHED__LOAD(&wt->state, FSCHED__ACQUIRE);
         if (!fsched__thread_waiter_waiting(state)) break;
-        if (state == FSCHED__WAIT_WAITING && wt->deadline && fsched__clock_ns() >= wt->deadline) {
-            /* a timeout: end the wait ourselves, unless a waker got there first */
-        } else {
-#if defined(FSCHED__PARKER_FUTEX)
-            fsched__word_wait(&wt->state, FSCHED__WAIT_WAITING, wt->deadline);
-            continue;
-#elif defined(FSCHED__PARKER_NONE)
-            if (wt->deadline) {
-                fsched__cpu_relax();
-                continue;
-            }
-            to = FSCHED__WAIT_ABORTED; /* no other thread exists to end this wait */
-#else
-            /* the waker sets WOKEN under this mutex, then broadcasts */
-            fsched__parker *p = wt->parker;
-#if defined(FSCHED__PARKER_WIN32)
-            AcquireSRWLockExclusive(&p->lock);
-            for (;;) {
-                DWORD ms = INFINITE;
-                state = FSCHED__LOAD(&wt->state, FSCHED__ACQUIRE);
-                if (!fsched__thread_waiter_waiting(state)) break;
-                if (state == FSCHED__WAIT_WAITING && wt->deadline) {
-                    uint64_t now = fsched__clock_ns();
-                    if (now >= wt->deadline) break;
-                    ms = (DWORD)fsched__timeout_ms(wt->deadline - now);
-                }
-                SleepConditionVariableSRW(&p->cond, &p->lock, ms, 0);
-            }
-            ReleaseSRWLockExclusive(&p->lock);
-#else
-            pthread_mutex_lock(&p->lock);
-            for (;;) {
-                state = FSCHED__LOAD(&wt->state, FSCHED__ACQUIRE);
-                if (!fsched__thread_waiter_waiting(state)) break;
-                if (state == FSCHED__WAIT_WAITING && wt->deadline) {
-                    struct timespec ts;
-                    uint64_t now = fsched__clock_ns();
-                    if (now >= wt->deadline) break;
-#if defined(__APPLE__)
-                    ts = fsched__timespec(wt->deadline - now);
-                    pthread_cond_timedwait_relative_np(&p->cond, &p->lock, &ts);
-#else
-                    ts = fsched__timespec(wt->deadline);
-                    pthread_cond_timedwait(&p->cond, &p->lock, &ts);
-#endif
-                } else {
-                    pthread_cond_wait(&p->cond, &p->lock);
-                }
-            }
-            pthread_mutex_unlock(&p->lock);
-#endif
-            continue;
-#endif
+        if (state != FSCHED__WAIT_WAITING || !wt->deadline || fsched__clock_ns() < wt->deadline) {
+            if (fsched__thread_waiter_sleep(wt)) continue;
+            to = FSCHED__WAIT_ABORTED;
         }
+        /* a timeout, or none to come: end the wait ourselves, unless a waker got there first */
         if (FSCHED__CAS(&wt->state, &expected, to, FSCHED__ACQ_REL, FSCHED__ACQUIRE)) {
             if (wt->list) {
                 fsched__wait_list_lock(wt->list);
@@ -7627,14 +7726,8 @@ static void fsched__thread_waiter_block(fsched__waiter *wt) {
             break;
         }
     }
-#if defined(FSCHED__PARKER_PTHREAD_COND)
     /* WOKEN may have been read before the waker unlocked our parker's mutex */
-    pthread_mutex_lock(&wt->parker->lock);
-    pthread_mutex_unlock(&wt->parker->lock);
-#elif defined(FSCHED__PARKER_WIN32)
-    AcquireSRWLockExclusive(&wt->parker->lock);
-    ReleaseSRWLockExclusive(&wt->parker->lock);
-#endif
+    fsched__parker_lock_pass(wt->parker);
 }
 
 /* Under the lock: removes a waiter and, unless it timed out meanwhile (0), ends it,
@@ -7719,15 +7812,12 @@ static void fsched__wait_inline(fsched__worker *w, fsched__waiter *wt) {
         }
         if (wt->deadline && fsched__sched_now(w->sched) >= wt->deadline)
             end = FSCHED__WAIT_TIMED_OUT;
-#if defined(FIBERSCHED_NO_THREADS)
-        else if (!wt->deadline) /* nothing else can run: it would hang */
+        /* nothing else can run (one thread), or no room to run what it may wait for: it
+           could hang (as could every worker): it fails */
+        else if (!wt->deadline && (!FSCHED__THREADS || ran < 0))
             end = FSCHED__WAIT_NO_MEMORY;
-#else
-        else if (!wt->deadline && ran < 0) /* no room to run what it may wait for: it could */
-            end = FSCHED__WAIT_NO_MEMORY; /* hang (as could every worker): it fails */
         else
             fsched__os_yield(); /* until the deadline, or another thread ends the wait */
-#endif
         if (end != FSCHED__WAIT_WAITING &&
             FSCHED__CAS(&wt->state, &expected, end, FSCHED__ACQ_REL, FSCHED__ACQUIRE) &&
             wt->list) {
@@ -7780,15 +7870,12 @@ static void fsched__wait_abandon(fsched__waiter *wt) {
    a success, fast paths included: the signal it saw may have been given inside a
    waker's critical section, and the caller may free the primitive next. */
 static inline void fsched__wait_list_quiesce(const fsched_wait_list *l) {
-#if !defined(FIBERSCHED_NO_THREADS)
     uint32_t spins = 0, lock;
+    if (!FSCHED__THREADS) return; /* no waker runs beside the one thread */
     /* acquire: pairs with the waker's release of the lock. A waker preempted inside its
        few instructions gets the processor back through the back-off's yields. */
     while ((lock = FSCHED__LOAD(&l->lock, FSCHED__ACQUIRE)) != 0 && lock != FSCHED__LIST_DEAD)
         fsched__backoff(&spins);
-#else
-    (void)l;
-#endif
 }
 
 /* Blocks on a waiter set up by fsched__wait_begin and, if `list` is not NULL, appended to
@@ -8063,15 +8150,24 @@ static int fsched__reserve_give(fsched_sched *s, fsched__task *t) {
     fsched__irq_restore(m);
     return 1;
 }
+#else
+static fsched__task *fsched__reserve_take(fsched_sched *s) {
+    (void)s; /* no handler calls here */
+    return NULL;
+}
+
+static int fsched__reserve_give(fsched_sched *s, fsched__task *t) {
+    (void)s;
+    (void)t;
+    return 0;
+}
 #endif
 
 /* A task record for a spawn from outside the slots: alone from the allocator, or, in an
    interrupt handler, from the reserve. */
 static fsched__task *fsched__task_alloc_outside(fsched_sched *s) {
     fsched__task *t;
-#if defined(FSCHED__INTERRUPTS)
     if (fsched__in_interrupt()) return fsched__reserve_take(s);
-#endif
     t = (fsched__task *)fsched__alloc(&s->allocator, sizeof *t, FSCHED__CACHE_LINE);
     if (t) t->home = NULL;
     return t;
@@ -8081,9 +8177,7 @@ static void fsched__task_free(fsched_sched *s, fsched__worker *w, fsched__task *
     if (t->copy) fsched__free(&s->allocator, t->copy, t->copy_size, 16);
     t->copy = NULL;
     if (!t->home) {
-#if defined(FSCHED__INTERRUPTS)
         if (fsched__reserve_give(s, t)) return;
-#endif
         fsched__free(&s->allocator, t, sizeof *t, FSCHED__CACHE_LINE);
     } else if (t->home == w) {
         t->next = w->free_tasks;
@@ -8313,11 +8407,8 @@ static fsched_result fsched__mutex_acquire(fsched_mutex *m, uint64_t deadline) {
     for (;;) {
         uint32_t st;
         if ((r = fsched__wait_begin(&wt, deadline, "mutex", m)) != FSCHED_OK) return r;
-#if defined(FSCHED__OS_NONE)
-        since = (uint64_t)woken; /* no clock to measure by: starving once it lost */
-#else
-        if (!since) since = fsched__now_ns() | 2u; /* never 0 or 1 */
-#endif
+        if (!FSCHED__OS) since = (uint64_t)woken; /* no clock: starving once it lost */
+        else if (!since) since = fsched__now_ns() | 2u; /* never 0 or 1 */
         wt.since = since;
         fsched__wait_list_lock(&m->waiters);
         /* relaxed, the guesses; acquire, taking it, as in fsched__mutex_try; relaxed, the
@@ -8367,11 +8458,8 @@ FIBERSCHED_API fsched_result fsched_mutex_lock_for(fsched_mutex *m, uint64_t tim
    mutex: by the system's clock, or, without an operating system, once it lost a race
    (`since` is then 0 or 1). */
 static int fsched__mutex_starving(const fsched__waiter *wt) {
-#if defined(FSCHED__OS_NONE)
-    return wt->since != 0;
-#else
+    if (!FSCHED__OS) return wt->since != 0;
     return fsched__now_ns() - wt->since >= FSCHED__MUTEX_HANDOFF_NS;
-#endif
 }
 
 FIBERSCHED_API fsched_result fsched_mutex_unlock(fsched_mutex *m) {
@@ -8595,26 +8683,13 @@ FIBERSCHED_API void fsched_sleep_for(uint64_t ns) {
             return;
         }
     }
-#if defined(FSCHED__OS_WINDOWS)
-    {
+    if (FSCHED__OS) {
         uint64_t deadline = fsched__time_add(fsched__now_ns(), ns), now;
-        while ((now = fsched__now_ns()) < deadline)
-            Sleep((DWORD)fsched__timeout_ms(deadline - now));
-    }
-#elif defined(FSCHED__OS_POSIX)
-    {
-        uint64_t deadline = fsched__time_add(fsched__now_ns(), ns), now;
-        while ((now = fsched__now_ns()) < deadline) {
-            struct timespec ts = fsched__timespec(deadline - now);
-            nanosleep(&ts, NULL);
-        }
-    }
-#else
-    {
+        while ((now = fsched__now_ns()) < deadline) fsched__os_sleep(deadline - now);
+    } else { /* the scheduler's clock: the system has none */
         uint64_t deadline = fsched__deadline_after(ns);
-        while (fsched__clock_ns() < deadline) fsched__cpu_relax();
+        while (fsched__clock_ns() < deadline) fsched__os_sleep(0);
     }
-#endif
 }
 
 FIBERSCHED_API void fsched_yield(void) {
@@ -8643,9 +8718,7 @@ FIBERSCHED_API void fsched_yield(void) {
         fsched__run_inline(w); /* no fiber to switch to: one job here, if there is room */
         return;
     }
-#if !defined(FIBERSCHED_NO_THREADS)
     fsched__os_yield();
-#endif
 }
 
 FIBERSCHED_API uint64_t fsched_clock_ns(void) { return fsched__clock_ns(); }
@@ -9405,7 +9478,7 @@ static void fsched__watch_tick(fsched__worker *w) {
 #endif
 }
 
-#if defined(FSCHED__IO) && !defined(FIBERSCHED_NO_THREADS)
+#if defined(FSCHED__IO) && FSCHED__THREADS
 /* The owner of the poller sleeps in it for up to timeout_ms. A waker unparks the worker,
    then reads `polls` to see whether it must interrupt the poll too; here `polls` is
    set, then the permit taken: all seq_cst, so either the waker sees `polls` or this
@@ -9438,7 +9511,7 @@ static int fsched__watch_block(fsched__worker *w, uint64_t deadline) {
     if ((io = fsched__io_own(s)) != NULL) {
         int ms = -1;
         if (deadline) ms = fsched__timeout_ms(deadline > now ? deadline - now : 0);
-#if defined(FIBERSCHED_NO_THREADS)
+#if !FSCHED__THREADS
         fsched__io_poll(io, ms); /* no other thread could wake this one */
 #else
         fsched__io_sleep(w, io, ms);
@@ -9448,7 +9521,7 @@ static int fsched__watch_block(fsched__worker *w, uint64_t deadline) {
     }
 #endif
     if (!pending) return 0;
-#if defined(FIBERSCHED_NO_THREADS)
+#if !FSCHED__THREADS
     while (fsched__sched_now(s) < deadline && /* acquire: see fsched__notify */
            FSCHED__LOAD(&w->latch, FSCHED__ACQUIRE) != FSCHED__LATCH_SET)
         fsched__cpu_relax();
@@ -12350,13 +12423,9 @@ static void fsched__dot_quoted(void (*write)(const char *, size_t, void *), void
 
 static void fsched__dot_number(void (*write)(const char *, size_t, void *), void *user,
                                uint32_t n) {
-    char buf[12];
-    size_t i = sizeof buf;
-    do {
-        buf[--i] = (char)('0' + n % 10);
-        n /= 10;
-    } while (n);
-    write(buf + i, sizeof buf - i, user);
+    char digits[FSCHED__NUMBER_BYTES];
+    const char *text = fsched__number(digits, n, 10);
+    write(text, strlen(text), user);
 }
 
 FIBERSCHED_API fsched_result fsched_graph_dump_dot(fsched_graph *g,
@@ -13940,7 +14009,7 @@ FIBERSCHED_API fsched_result fsched_parallel_pipeline(size_t max_in_flight,
 /*  trace export: Chrome trace-event JSON, the trace calls                              */
 /* ===================================================================================== */
 
-#if FIBERSCHED_TRACE
+#if FSCHED__TRACING
 
 /* ---- writing JSON ---------------------------------------------------------------- */
 
@@ -13990,27 +14059,17 @@ static void fsched__line_json(fsched__line *l, const char *text) {
 
 /* nanoseconds as microseconds with three decimals, the trace format's unit */
 static void fsched__line_us(fsched__line *l, uint64_t ns) {
-    char frac[5];
-    frac[0] = '.';
-    frac[1] = (char)('0' + ns / 100 % 10);
-    frac[2] = (char)('0' + ns / 10 % 10);
-    frac[3] = (char)('0' + ns % 10);
-    frac[4] = 0;
+    char digits[FSCHED__NUMBER_BYTES];
     fsched__line_num(l, ns / 1000);
-    fsched__line_add(l, frac);
+    fsched__line_add(l, ".");
+    /* three digits, zeros first: those after the 1 of 1000 + ns % 1000 */
+    fsched__line_add(l, fsched__number(digits, 1000u + ns % 1000u, 10) + 1);
 }
 
 static void fsched__line_hex(fsched__line *l, uint64_t v) {
-    char digits[19];
-    size_t i = sizeof digits;
-    digits[--i] = 0;
-    do {
-        digits[--i] = "0123456789abcdef"[v & 15u];
-        v >>= 4;
-    } while (v);
-    digits[--i] = 'x';
-    digits[--i] = '0';
-    fsched__line_add(l, digits + i);
+    char digits[FSCHED__NUMBER_BYTES];
+    fsched__line_add(l, "0x");
+    fsched__line_add(l, fsched__number(digits, v, 16));
 }
 
 /* each kind's category (and the name of a span the user named not) */
@@ -14136,13 +14195,13 @@ static void fsched__trace_write_event(const fsched_sched *s, uint32_t slot,
     write(l.text, l.n, user);
 }
 
-#endif /* FIBERSCHED_TRACE */
+#endif /* FSCHED__TRACING */
 
 /* Enters s (holding it: see fsched__sched_enter) when it is live and traced. */
 static fsched_result fsched__trace_enter(const fsched_sched *s, const char *fn) {
     fsched_result r = fsched__sched_enter((fsched_sched *)s, 0, fn);
     if (r != FSCHED_OK) return r;
-#if !FIBERSCHED_TRACE
+#if !FSCHED__TRACING
     r = FSCHED__MISUSE(&s->logger, FSCHED_ERR_UNSUPPORTED, "%s: built without FIBERSCHED_TRACE",
                        fn);
     fsched__sched_release((fsched_sched *)s);
@@ -14156,7 +14215,7 @@ FIBERSCHED_API fsched_result fsched_trace_write_json(fsched_sched *s,
                                                      void *user) {
     fsched_result r = fsched__trace_enter(s, __func__);
     if (r != FSCHED_OK) return r;
-#if FIBERSCHED_TRACE
+#if FSCHED__TRACING
     if (!write) {
         r = FSCHED__REFUSE(&s->logger, FSCHED_ERR_INVALID_ARGUMENT, "write is NULL");
     } else {
@@ -14194,7 +14253,7 @@ FIBERSCHED_API fsched_result fsched_trace_count(const fsched_sched *s, uint64_t 
                                                 uint64_t *dropped) {
     fsched_result r = fsched__trace_enter(s, __func__);
     uint64_t sum_recorded = 0, sum_dropped = 0;
-#if FIBERSCHED_TRACE
+#if FSCHED__TRACING
     uint32_t i;
     if (r == FSCHED_OK) {
         /* relaxed: statistics, each count read on its own */
@@ -14216,7 +14275,7 @@ FIBERSCHED_API fsched_result fsched_trace_count(const fsched_sched *s, uint64_t 
    name on the first line. The lines below are tools/fibersched-gdb.py as it is, written
    by tools/embed-gdb-script.py (a test checks that they are the same); "MS" lets the
    linker keep one copy when several units embed it. */
-#if defined(FIBERSCHED_GDB_SCRIPT) && defined(__ELF__) && defined(__GNUC__)
+#if defined(FSCHED__GDB_SCRIPT)
 #define FSCHED__GDB_LINE(text) ".ascii \"" text "\\n\"\n"
 __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     ".byte 4\n"
@@ -14687,7 +14746,7 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     ".byte 0\n"
     ".popsection\n");
 #undef FSCHED__GDB_LINE
-#endif /* FIBERSCHED_GDB_SCRIPT */
+#endif /* FSCHED__GDB_SCRIPT */
 
 #endif /* FIBERSCHED_IMPLEMENTATION */
 

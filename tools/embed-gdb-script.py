@@ -19,8 +19,8 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "tools", "fibersched-gdb.py")
 HEADER = os.path.join(ROOT, "fibersched.h")
-BEGIN = "#if defined(FIBERSCHED_GDB_SCRIPT) && defined(__ELF__) && defined(__GNUC__)\n"
-END = "#endif /* FIBERSCHED_GDB_SCRIPT */\n"
+BEGIN = "#if defined(FSCHED__GDB_SCRIPT)\n"
+END = "#endif /* FSCHED__GDB_SCRIPT */\n"
 NAME = "fibersched-gdb.py"  # the entry's name: gdb runs a script of a given name once
 CHUNK = 3000  # characters of assembly per statement, under C's 4095
 
