@@ -4732,29 +4732,36 @@ static void fsched__overflow_signal(int sig, siginfo_t *info, void *uctx) {
     }
 }
 
-FIBERSCHED_API fsched_result fsched_install_overflow_handler(void) {
-    struct sigaction sa;
+/* The lock of the handler's installation (and the key of threads' alternate stacks,
+   made once); nothing to take with one thread. */
 #if FSCHED__THREADS
+static pthread_mutex_t fsched__overflow_install_lock = PTHREAD_MUTEX_INITIALIZER;
+static void fsched__overflow_lock(void) {
     pthread_once(&fsched__overflow_once, fsched__overflow_make_key);
-    {
-        static pthread_mutex_t install_lock = PTHREAD_MUTEX_INITIALIZER;
-        pthread_mutex_lock(&install_lock);
-        /* relaxed: only a holder of install_lock stores the flag */
-        if (!FSCHED__LOAD(&fsched__overflow_installed, FSCHED__RELAXED)) {
+    pthread_mutex_lock(&fsched__overflow_install_lock);
+}
+static void fsched__overflow_unlock(void) { pthread_mutex_unlock(&fsched__overflow_install_lock); }
+#else
+static void fsched__overflow_lock(void) {}
+static void fsched__overflow_unlock(void) {}
 #endif
-            memset(&sa, 0, sizeof sa);
-            sa.sa_sigaction = fsched__overflow_signal;
-            sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
-            sigemptyset(&sa.sa_mask);
-            sigaction(SIGSEGV, &sa, &fsched__overflow_old_segv);
-            sigaction(SIGBUS, &sa, &fsched__overflow_old_bus);
-            /* release: threads that see the flag also see the saved old handlers */
-            FSCHED__STORE(&fsched__overflow_installed, 1, FSCHED__RELEASE);
-#if FSCHED__THREADS
-        }
-        pthread_mutex_unlock(&install_lock);
+
+FIBERSCHED_API fsched_result fsched_install_overflow_handler(void) {
+    fsched__overflow_lock();
+    /* relaxed: only a holder of the lock stores the flag. Once: a second installation
+       would save this handler as the one to chain to, and lose the program's own */
+    if (!FSCHED__LOAD(&fsched__overflow_installed, FSCHED__RELAXED)) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = fsched__overflow_signal;
+        sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGSEGV, &sa, &fsched__overflow_old_segv);
+        sigaction(SIGBUS, &sa, &fsched__overflow_old_bus);
+        /* release: threads that see the flag also see the saved old handlers */
+        FSCHED__STORE(&fsched__overflow_installed, 1, FSCHED__RELEASE);
     }
-#endif
+    fsched__overflow_unlock();
     fsched__overflow_thread_setup(fsched__thread_get());
     return FSCHED_OK;
 }
