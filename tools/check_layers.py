@@ -42,6 +42,7 @@ Standard library only.
 """
 
 import argparse
+import signal
 import os
 import re
 import sys
@@ -502,6 +503,8 @@ def print_longest(report, where, n):
 
 
 def main(argv=None):
+    if hasattr(signal, "SIGPIPE"):  # piped into head: stop quietly
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("header", nargs="?", help="the header (default: fibersched.h)")
     parser.add_argument("--list", action="store_true", help="print the layer of every function")

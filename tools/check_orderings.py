@@ -37,6 +37,7 @@ Every branch of every #if is read. Standard library only.
 """
 
 import argparse
+import signal
 import re
 import sys
 
@@ -308,6 +309,8 @@ def argue(operations, lines, code, comments, tokens, begin, end):
 
 
 def main(argv=None):
+    if hasattr(signal, "SIGPIPE"):  # piped into head: stop quietly
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("header", nargs="?", help="the header (default: fibersched.h)")
     parser.add_argument("--list", action="store_true",
