@@ -1133,8 +1133,9 @@ FIBERSCHED_API void fsched__frames_full(fsched_frames *fs);
    _destroy (which fails with FSCHED_ERR_WRONG_STATE while someone waits). Waiting suspends
    the calling fiber when called from a task or bound thread, and blocks the thread when
    called from any other thread. Timed waits take a relative timeout in nanoseconds and
-   return FSCHED_ERR_TIMEOUT when it expires (one too long for the clock, as UINT64_MAX,
-   never does); under FIBERSCHED_NO_OS they need the scheduler's desc.clock and return
+   return FSCHED_ERR_TIMEOUT when it expires (one too long for the clock never does, and
+   FSCHED_FOREVER waits as the call without a timeout: no timer, no clock needed); under
+   FIBERSCHED_NO_OS they need the scheduler's desc.clock and return
    FSCHED_ERR_UNSUPPORTED without one. A timed wait of a task or bound thread arms a
    timer of its worker's, whose list grows as it needs (16, then doubling): it fails with
    FSCHED_ERR_OUT_OF_MEMORY, waiting for nothing, when the list cannot grow. A poll hook
@@ -5478,6 +5479,12 @@ static uint64_t fsched__deadline_after(uint64_t timeout_ns) {
     return deadline ? deadline : 1;
 }
 
+/* The deadline of a wait on something for timeout_ns: none (0) for FSCHED_FOREVER, a wait
+   as the call without a timeout makes (which fails where nothing could end it). */
+static uint64_t fsched__wait_deadline(uint64_t timeout_ns) {
+    return timeout_ns == FSCHED_FOREVER ? 0 : fsched__deadline_after(timeout_ns);
+}
+
 /* ---- holding a scheduler from outside ----
    A thread that is not one of s's slots (a plain thread, or a task of another scheduler)
    may touch s only while it holds it: fsched_destroy frees s only once no call holds it.
@@ -8048,7 +8055,7 @@ FIBERSCHED_API fsched_result fsched_event_wait_for(fsched_event *e, uint64_t tim
     }
     if (!timeout_ns) return FSCHED_ERR_TIMEOUT;
     FSCHED__CHECK_CLOCK();
-    return fsched__event_wait(e, fsched__deadline_after(timeout_ns));
+    return fsched__event_wait(e, fsched__wait_deadline(timeout_ns));
 }
 
 /* ---- wait group ------------------------------------------------------------------ */
@@ -8346,7 +8353,7 @@ FIBERSCHED_API fsched_result fsched_wait_group_wait_for(fsched_wait_group *wg, u
     if (FSCHED__UNLIKELY(FSCHED__LOAD(&wg->single, FSCHED__RELAXED)) &&
         (r = fsched__wait_group_unattended(wg, __func__)) != FSCHED_OK)
         return r;
-    deadline = fsched__deadline_after(timeout_ns); /* from the call, helping included */
+    deadline = fsched__wait_deadline(timeout_ns); /* from the call, helping included */
     fsched__wait_group_help(wg);
     return fsched__wait_group_block(wg, deadline);
 }
@@ -8458,7 +8465,7 @@ FIBERSCHED_API fsched_result fsched_mutex_lock(fsched_mutex *m) {
 FIBERSCHED_API fsched_result fsched_mutex_lock_for(fsched_mutex *m, uint64_t timeout_ns) {
     FSCHED__CHECK_LIVE(m);
     FSCHED__CHECK_CLOCK();
-    return fsched__mutex_acquire(m, fsched__deadline_after(timeout_ns));
+    return fsched__mutex_acquire(m, fsched__wait_deadline(timeout_ns));
 }
 
 /* Under the list lock: whether the head waiter has waited long enough to be handed the
@@ -8544,7 +8551,7 @@ FIBERSCHED_API fsched_result fsched_cond_wait_for(fsched_cond *c, fsched_mutex *
     FSCHED__CHECK_LIVE(c);
     FSCHED__CHECK_LIVE(m);
     FSCHED__CHECK_CLOCK();
-    return fsched__cond_wait(c, m, fsched__deadline_after(timeout_ns));
+    return fsched__cond_wait(c, m, fsched__wait_deadline(timeout_ns));
 }
 
 /* Acquire, the look at the count, though the caller's mutex orders it already: a waiter
@@ -8646,7 +8653,7 @@ FIBERSCHED_API fsched_result fsched_sema_acquire(fsched_sema *s) {
 FIBERSCHED_API fsched_result fsched_sema_acquire_for(fsched_sema *s, uint64_t timeout_ns) {
     FSCHED__CHECK_LIVE(s);
     FSCHED__CHECK_CLOCK();
-    return fsched__sema_acquire(s, fsched__deadline_after(timeout_ns));
+    return fsched__sema_acquire(s, fsched__wait_deadline(timeout_ns));
 }
 
 FIBERSCHED_API fsched_result fsched_sema_release(fsched_sema *s, int64_t n) {
@@ -9844,7 +9851,7 @@ FIBERSCHED_API fsched_result fsched_wait_fd(int fd, uint32_t events, uint64_t ti
     /* relaxed: an early answer; fsched__fd_wait looks again under the lock */
     if (FSCHED__LOAD(&w->sched->closing, FSCHED__RELAXED)) return FSCHED_ERR_CANCELLED;
     if (!(io = fsched__io_get(w->sched, &r))) return r;
-    deadline = timeout_ns == FSCHED_FOREVER ? 0 : fsched__deadline_after(timeout_ns);
+    deadline = fsched__wait_deadline(timeout_ns);
     fw.events = events;
     do r = fsched__fd_wait(io, &fw, fd, deadline);
     while (r == FSCHED_OK && fw.close_state == FSCHED__FD_AGAIN);
