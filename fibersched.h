@@ -1794,26 +1794,19 @@ FIBERSCHED_API fsched_result fsched_trace_count(const fsched_sched *s, uint64_t 
                                                 uint64_t *dropped);
 
 /* ---- deprecated names -------------------------------------------------------------
-   Old names of renamed functions, kept for one release: each forwards to its new name
-   (see NAMES at the top), and the compiler warns where it is used. */
+   Old names of renamed functions, kept for one release (and exported, for programs
+   linked against an earlier build): each forwards to its new name (see NAMES at the
+   top), and the compiler warns where it is used. */
 
 FSCHED__DEPRECATED("use fsched_node_get_report")
-static inline fsched_result fsched_node_report_get(const fsched_node *node,
-                                                   fsched_node_report *out) {
-    return fsched_node_get_report(node, out);
-}
+FIBERSCHED_API fsched_result fsched_node_report_get(const fsched_node *node,
+                                                    fsched_node_report *out);
 FSCHED__DEPRECATED("use fsched_node_is_served")
-static inline int fsched_node_served(const fsched_node *node) {
-    return fsched_node_is_served(node);
-}
+FIBERSCHED_API int fsched_node_served(const fsched_node *node);
 FSCHED__DEPRECATED("use fsched_graph_is_cancelled")
-static inline int fsched_graph_cancelled(const fsched_graph_task *t) {
-    return fsched_graph_is_cancelled(t);
-}
+FIBERSCHED_API int fsched_graph_cancelled(const fsched_graph_task *t);
 FSCHED__DEPRECATED("use fsched_pipeline_is_finished")
-static inline int fsched_pipeline_finished(const fsched_pipeline *p) {
-    return fsched_pipeline_is_finished(p);
-}
+FIBERSCHED_API int fsched_pipeline_finished(const fsched_pipeline *p);
 
 #ifdef __cplusplus
 }
@@ -12380,6 +12373,10 @@ FIBERSCHED_API int fsched_graph_is_cancelled(const fsched_graph_task *t) {
     return t && FSCHED__LOAD(&t->graph->cancel, FSCHED__ACQUIRE) != 0;
 }
 
+FIBERSCHED_API int fsched_graph_cancelled(const fsched_graph_task *t) {
+    return fsched_graph_is_cancelled(t);
+}
+
 /* A task's state in the current (or last) run: WAITING until the run reaches it. Acquire:
    pairs with the release that completed the task, and with fsched_graph_run's of `run`. */
 static fsched_task_state fsched__graph_state(const fsched_graph_task *t) {
@@ -12918,6 +12915,10 @@ FIBERSCHED_API int fsched_node_is_served(const fsched_node *n) {
     return 1;
 }
 
+FIBERSCHED_API int fsched_node_served(const fsched_node *node) {
+    return fsched_node_is_served(node);
+}
+
 FIBERSCHED_API fsched_result fsched_node_get_report(const fsched_node *n, fsched_node_report *out) {
     if (!n || n->magic != FSCHED__NODE_LIVE || !out)
         return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
@@ -12925,6 +12926,11 @@ FIBERSCHED_API fsched_result fsched_node_get_report(const fsched_node *n, fsched
     *out = n->report;
     out->advance_ns = n->advance_ns == UINT64_MAX ? 0 : n->advance_ns;
     return FSCHED_OK;
+}
+
+FIBERSCHED_API fsched_result fsched_node_report_get(const fsched_node *node,
+                                                    fsched_node_report *out) {
+    return fsched_node_get_report(node, out);
 }
 
 /* ---- updating a node (both schedulers) ------------------------------------------- */
@@ -13383,6 +13389,10 @@ FIBERSCHED_API int fsched_pipeline_is_finished(const fsched_pipeline *p) {
     /* acquire: see the pipeline's `state` */
     return fsched__live_check(p) && p->magic == FSCHED__PIPE_LIVE &&
            FSCHED__LOAD(&p->state, FSCHED__ACQUIRE) == FSCHED__PIPE_ENDED;
+}
+
+FIBERSCHED_API int fsched_pipeline_finished(const fsched_pipeline *p) {
+    return fsched_pipeline_is_finished(p);
 }
 
 FIBERSCHED_API fsched_result fsched_pipeline_describe(const fsched_pipeline *p,
