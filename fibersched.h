@@ -5740,34 +5740,36 @@ static void fsched__wait_list_unlock_wake(fsched_wait_list *l, fsched__wakes *wa
     wakes->n = 0;
 }
 
-/* The count is written under the lock and read without it (a hint for signal paths).
-   Relaxed: the lock orders its writes; a condition variable's signal, the one read
-   without it that matters, is ordered after the append by the caller's mutex. */
+/* Under the lock: wt is in l now. The count is written under the lock and read without
+   it (a hint for signal paths). Relaxed: the lock orders its writes; a condition
+   variable's signal, the one read without it that matters, is ordered after the append
+   by the caller's mutex. */
+static void fsched__wait_list_joined(fsched_wait_list *l, fsched__waiter *wt) {
+    wt->list = l;
+    wt->linked = 1;
+    FSCHED__STORE(&l->count, FSCHED__LOAD(&l->count, FSCHED__RELAXED) + 1u, FSCHED__RELAXED);
+}
+
 static void fsched__wait_list_append(fsched_wait_list *l, fsched__waiter *wt) {
     wt->next = NULL;
     wt->prev = (fsched__waiter *)l->tail;
     if (l->tail) ((fsched__waiter *)l->tail)->next = wt;
     else l->head = wt;
     l->tail = wt;
-    wt->list = l;
-    wt->linked = 1;
-    FSCHED__STORE(&l->count, FSCHED__LOAD(&l->count, FSCHED__RELAXED) + 1u, FSCHED__RELAXED);
+    fsched__wait_list_joined(l, wt);
 }
 
-/* As fsched__wait_list_append, at the head (a waiter that was woken and lost a race).
-   Relaxed, the count: as there. */
+/* As fsched__wait_list_append, at the head (a waiter that was woken and lost a race). */
 static void fsched__wait_list_prepend(fsched_wait_list *l, fsched__waiter *wt) {
     wt->prev = NULL;
     wt->next = (fsched__waiter *)l->head;
     if (l->head) ((fsched__waiter *)l->head)->prev = wt;
     else l->tail = wt;
     l->head = wt;
-    wt->list = l;
-    wt->linked = 1;
-    FSCHED__STORE(&l->count, FSCHED__LOAD(&l->count, FSCHED__RELAXED) + 1u, FSCHED__RELAXED);
+    fsched__wait_list_joined(l, wt);
 }
 
-/* Relaxed, the count: as in fsched__wait_list_append. */
+/* Relaxed, the count: as in fsched__wait_list_joined. */
 static void fsched__wait_list_remove(fsched_wait_list *l, fsched__waiter *wt) {
     if (wt->prev) wt->prev->next = wt->next;
     else l->head = wt->next;

@@ -396,18 +396,27 @@ def expand(macro, functions, macros, seen):
 
 # ---- the check ----
 
-def check(text):
-    """Reads a header: its layers, banners, functions and uses, and the errors, each a
-    (line, message), in the order of their lines."""
-    report = Report()
-    lines = text.split("\n")
+def implementation(lines, errors):
+    """The first and last lines (from 1) of the implementation, or (None, None) with the
+    error in `errors`."""
     begin = next((i + 1 for i, line in enumerate(lines)
                   if line.startswith(IMPLEMENTATION_BEGIN)), None)
     end = next((i + 1 for i, line in enumerate(lines)
                 if line.startswith(IMPLEMENTATION_END)), None)
     if begin is None or end is None or end < begin:
-        report.errors.append((1, "no implementation (from \"%s\" to \"%s\")"
-                              % (IMPLEMENTATION_BEGIN, IMPLEMENTATION_END)))
+        errors.append((1, "no implementation (from \"%s\" to \"%s\")"
+                       % (IMPLEMENTATION_BEGIN, IMPLEMENTATION_END)))
+        return None, None
+    return begin, end
+
+
+def check(text):
+    """Reads a header: its layers, banners, functions and uses, and the errors, each a
+    (line, message), in the order of their lines."""
+    report = Report()
+    lines = text.split("\n")
+    begin, end = implementation(lines, report.errors)
+    if begin is None:
         return report
     report.layers, errors = read_table(lines, begin, end)
     report.errors += errors

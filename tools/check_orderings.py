@@ -41,7 +41,7 @@ import signal
 import re
 import sys
 
-from check_layers import HEADER, IMPLEMENTATION_BEGIN, IMPLEMENTATION_END, TOKEN, blank
+from check_layers import HEADER, TOKEN, blank, implementation
 
 # the spellings of each ordering: the header's, the builtins', C++'s
 ORDERINGS = {}
@@ -257,13 +257,8 @@ def check(text):
     (line, message), in the order of their lines."""
     report = Report()
     lines = text.split("\n")
-    begin = next((i + 1 for i, line in enumerate(lines)
-                  if line.startswith(IMPLEMENTATION_BEGIN)), None)
-    end = next((i + 1 for i, line in enumerate(lines)
-                if line.startswith(IMPLEMENTATION_END)), None)
-    if begin is None or end is None or end < begin:
-        report.errors.append((1, "no implementation (from \"%s\" to \"%s\")"
-                              % (IMPLEMENTATION_BEGIN, IMPLEMENTATION_END)))
+    begin, end = implementation(lines, report.errors)
+    if begin is None:
         return report
     code = blank(text).split("\n")
     comments = comments_by_line(text, code)
