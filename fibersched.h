@@ -1169,7 +1169,14 @@ FIBERSCHED_API fsched_result fsched_event_wait_for(fsched_event *e, uint64_t tim
 
 /* Counts outstanding work; wait returns when the count is zero. Tasks spawned with
    fsched_wait_group_spawn are counted automatically, and wait runs those of them still
-   queued on the caller's own deque before it suspends (a scope). A wait from a thread
+   queued on the caller's own deque before it suspends (a scope). From a task, a spawn
+   into a group queues its task as fsched_join queues its second half: other workers can
+   take it at once when none of the caller's work is public, otherwise once the caller
+   next calls the scheduler (a spawn, a join, a wait) after one of them asked; the
+   caller's wait runs what nobody took. So a task that computes for long between its
+   spawns and its wait may run some of them itself; one that spins until its children
+   have run, without a wait, can wait for ever: use fsched_spawn (other workers can take
+   its task at once) and count with fsched_wait_group_add and _done. A wait from a thread
    that is not bound to the single-threaded scheduler the group's tasks were spawned
    into fails with FSCHED_ERR_WRONG_STATE while no thread is bound to it: nothing would
    run them (bind one, whose waits run them). */
@@ -8233,8 +8240,8 @@ static int fsched__job_of_group(const fsched__job *job, const fsched_wait_group 
 }
 
 /* The newest job of the public part of d if it is a task of wg, else NULL (a job that
-   is not the group's goes back as the newest again). Inlined: a spawn publishes its task
-   there at once, so this runs for nearly every task a wait runs. */
+   is not the group's goes back as the newest again). Inlined: the oldest of a scope's
+   tasks is often there (the deque shares at once when none of its work is public). */
 static FSCHED__ALWAYS_INLINE fsched__job *fsched__wait_group_take_public(
     fsched__deque *d, const fsched_wait_group *wg) {
     int emptied;
@@ -9967,9 +9974,13 @@ static fsched_result fsched__spawn(fsched_sched *s, fsched_wait_group *wg, void 
     if (w) {
         /* release: fsched_destroy reads the counts of spawns and completions */
         FSCHED__STORE(&w->spawned, w->spawned + 1, FSCHED__RELEASE);
-        /* published at once: the spawner may compute for long before it next calls the
-           scheduler, and the task must not wait for it */
-        fsched__publish(w, &job, 1);
+        /* A group's task is queued as a join's second half: the spawner's wait runs it
+           unless a thief asked (the deque shares at once when none of its work is
+           public), and it costs no fence. A detached task is published at once: the
+           spawner may compute for long before it next calls the scheduler, and nothing
+           else would run it meanwhile. */
+        if (wg && fsched__push_job(w, job)) return FSCHED_OK;
+        fsched__publish(w, &job, 1); /* also for want of memory: the injector never fails */
         return FSCHED_OK;
     }
     /* relaxed: fsched_destroy reads it after the release of this call's hold */

@@ -855,6 +855,18 @@ static void offered_spawner(void *p) {
 
 static void offered_first_half(void *p) { compute_until_done((offered *)p); }
 
+/* A group's task is queued as a join's second half: offered at once when none of the
+   spawner's work is public (its deque answers the request its empty public part makes). */
+static void offered_group_spawner(void *p) {
+    offered *o = (offered *)p;
+    fsched_wait_group wg;
+    CHECK_OK(fsched_wait_group_init(&wg));
+    CHECK_OK(fsched_wait_group_spawn(&wg, fsched_current(), offered_piece, o));
+    compute_until_done(o);
+    CHECK_OK(fsched_wait_group_wait(&wg));
+    CHECK_OK(fsched_wait_group_destroy(&wg));
+}
+
 static void offered_joiner(void *p) {
     CHECK_OK(fsched_join(offered_first_half, p, offered_piece, p));
 }
@@ -871,6 +883,10 @@ static void test_offered_while_computing(void) {
         memset(&o, 0, sizeof o);
         o.wanted = 1;
         run_in_task(s, offered_joiner, &o);
+        CHECK_EQ_U64(o.done, 1);
+        memset(&o, 0, sizeof o);
+        o.wanted = 1;
+        run_in_task(s, offered_group_spawner, &o);
         CHECK_EQ_U64(o.done, 1);
         if (round % 10 == 9) fsched_sleep_for(2000000); /* let the other worker fall asleep */
     }
