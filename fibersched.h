@@ -1169,14 +1169,16 @@ FIBERSCHED_API fsched_result fsched_event_wait_for(fsched_event *e, uint64_t tim
 
 /* Counts outstanding work; wait returns when the count is zero. Tasks spawned with
    fsched_wait_group_spawn are counted automatically, and wait runs those of them still
-   queued on the caller's own deque before it suspends (a scope). From a task, a spawn
-   into a group queues its task as fsched_join queues its second half: other workers can
-   take it at once when none of the caller's work is public, otherwise once the caller
-   next calls the scheduler (a spawn, a join, a wait) after one of them asked; the
-   caller's wait runs what nobody took. So a task that computes for long between its
-   spawns and its wait may run some of them itself; one that spins until its children
-   have run, without a wait, can wait for ever: use fsched_spawn (other workers can take
-   its task at once) and count with fsched_wait_group_add and _done. A wait from a thread
+   queued on the caller's own deque before it suspends, or before a wait_for with a zero
+   timeout returns (a scope). A task's spawn into a group queues its task as fsched_join
+   queues its second half: other workers can take it at once when none of the caller's
+   work is public, otherwise once the caller next spawns, joins or waits after one of
+   them asked; the caller's wait runs what nobody took. So a task that computes for long
+   between its spawns and its wait may run some of them itself; one that spins until its
+   children have run, without such a call, can wait for ever: use fsched_spawn (other
+   workers can take its task at once) and count with fsched_wait_group_add and _done. A
+   bound thread's own code, and any thread outside the scheduler, queue a group's tasks
+   where other workers take them at once, as fsched_spawn does. A wait from a thread
    that is not bound to the single-threaded scheduler the group's tasks were spawned
    into fails with FSCHED_ERR_WRONG_STATE while no thread is bound to it: nothing would
    run them (bind one, whose waits run them). */
@@ -1185,6 +1187,9 @@ typedef struct fsched_wait_group {
     int64_t count;
     struct fsched_sched *single; /* private: the single-threaded scheduler of its last spawn
                                     (NULL when that one has worker threads) */
+    void *lease;    /* private: the slot whose queued tasks of the group one unit of the
+                       count stands for (NULL: none) */
+    int64_t leased; /* private: how many; only that slot touches it */
 } fsched_wait_group;
 
 FIBERSCHED_API fsched_result fsched_wait_group_init(fsched_wait_group *wg);
@@ -4995,6 +5000,8 @@ typedef struct fsched__deque {
     fsched__job *ring[FSCHED__RING_SIZE];
     size_t ring_head; /* oldest private job */
     size_t ring_tail; /* one past the newest */
+    void (*leaving)(fsched__job *job); /* told of each private job before other threads
+                                          can see it; NULL: nobody asked */
     fsched__cl pub;
     /* thieves write rarely, the owner reads on every push and pop */
     FSCHED__ALIGN_LINE uint32_t request;
@@ -5010,8 +5017,12 @@ static void fsched__deque_destroy(fsched__deque *d) { fsched__cl_destroy(&d->pub
 
 /* Owner: appends the n oldest private jobs, then the m jobs of `more`, to the public part
    as one batch (so the public part stays older than the ring). Fails only for want of
-   memory, and then moves nothing. */
+   memory, and then moves nothing (the jobs `leaving` was told of stay private, which
+   every job may be). */
 static int fsched__deque_expose(fsched__deque *d, size_t n, fsched__job *const *more, size_t m) {
+    size_t i;
+    if (d->leaving)
+        for (i = 0; i < n; i++) d->leaving(d->ring[(d->ring_head + i) % FSCHED__RING_SIZE]);
     if (!fsched__cl_push(&d->pub, d->ring, d->ring_head, n, more, m)) return 0;
     d->ring_head += n;
     return 1;
@@ -5259,6 +5270,7 @@ typedef struct fsched__task {
     void *arg;
     const char *name;            /* for traces and overflow reports; NULL: none */
     fsched_wait_group *wait_group;
+    int leased;                  /* counted by its group's lease, not by the count itself */
     struct fsched__task *next;   /* free lists */
     struct fsched__worker *home; /* owner of the slab; NULL: allocated alone */
     void *copy;                  /* a copy too large for `data`, or NULL */
@@ -8066,6 +8078,8 @@ FIBERSCHED_API fsched_result fsched_wait_group_init(fsched_wait_group *wg) {
     fsched__wait_list_init(&wg->waiters);
     wg->count = 0;
     wg->single = NULL;
+    wg->lease = NULL;
+    wg->leased = 0;
     return FSCHED_OK;
 }
 
@@ -8208,6 +8222,28 @@ static void fsched__task_free(fsched_sched *s, fsched__worker *w, fsched__task *
     }
 }
 
+/* ---- a group's lease: its queued tasks counted without atomics ----
+   A slot that spawns into a group takes the group's lease when nobody holds it: one unit
+   of the count then stands for all the tasks of the group the slot spawns while it holds
+   it (`leased`, which only that slot touches), so that a scope's spawns, and the ends of
+   the tasks its wait runs, touch nothing shared. Such a task runs on that slot unless it
+   leaves the slot's private ring for the public part, where thieves take jobs: then it
+   is counted on its own (fsched__task_leaving, the deque's `leaving` hook). The last
+   leased task to end, or to leave, gives the lease back (release, for the next holder's
+   acquire CAS: the old holder's writes of `leased` come first) before its unit leaves the
+   count, after which a waiter may free the group. */
+
+/* The end of a task of wg, on the slot that ran it (the lease's holder, if it was
+   leased). */
+static void fsched__group_end(fsched_wait_group *wg, int leased) {
+    if (leased) {
+        if (--wg->leased) return;
+        /* release: this slot's writes of `leased` come before the next holder's */
+        FSCHED__STORE(&wg->lease, (void *)NULL, FSCHED__RELEASE);
+    }
+    fsched_wait_group_done(wg);
+}
+
 /* A task runs on the fiber of a wait that helps its group as well, nested as deep as
    the tasks' own recursion: what this frame keeps across the call is kept small (the
    fiber and the group are read again after it). */
@@ -8217,6 +8253,7 @@ static void fsched__task_execute(fsched__job *job, fsched__worker *w) {
     /* what the fiber ran before: the task whose wait runs this one, if any */
     fsched__running outer = fsched__running_begin(f, FSCHED__CODE(t->fn), t->name);
     fsched_wait_group *wg;
+    int leased;
     FSCHED__TRACE(uint64_t trace_begin = fsched__trace_now();)
     t->fn(t->arg);
     /* the task may have suspended: it resumes on the same fiber and worker */
@@ -8226,12 +8263,65 @@ static void fsched__task_execute(fsched__job *job, fsched__worker *w) {
     FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_TASK, trace_begin, FSCHED__CODE(t->fn),
                                        t->name, 0);)
     wg = t->wait_group;
+    leased = t->leased;
+    /* relaxed: the holder reads its own store */
+    if (FSCHED__DEBUG && leased && FSCHED__LOAD(&wg->lease, FSCHED__RELAXED) != (void *)w)
+        fsched__fatal("a leased task ran on a slot that does not hold its group's lease");
     fsched__task_free(w->sched, w, t);
-    if (wg) fsched_wait_group_done(wg);
+    if (wg) fsched__group_end(wg, leased);
     fsched__work_ended(w->sched, w);
 }
 
+/* A task of the holder's private ring about to be seen by other threads: if it is
+   leased, it is counted on its own from now on (the last leased one takes the lease's
+   unit with it). */
+static void fsched__task_leaving(fsched__job *job) {
+    fsched__task *t = (fsched__task *)job;
+    fsched_wait_group *wg;
+    if (job->execute != fsched__task_execute || !t->leased) return; /* another kind of job */
+    wg = t->wait_group;
+    t->leased = 0;
+    if (--wg->leased == 0) {
+        /* release: as in fsched__group_end */
+        FSCHED__STORE(&wg->lease, (void *)NULL, FSCHED__RELEASE);
+        return;
+    }
+    /* the count holds the lease's unit, and was below FSCHED__LEASE_CEILING when the
+       lease was taken: only a program that added about 2^62 to the group since fails */
+    if (fsched_wait_group_add(wg, 1) != FSCHED_OK)
+        fsched__fatal("a wait group's count passed INT64_MAX while its tasks were queued");
+}
 
+/* Counts t, a task of wg that a task of slot w queues on w's ring (w NULL: any other
+   spawn), in its group: under w's lease when w holds it or can take it, else on its own. A lease is
+   lent only while the count is far from INT64_MAX: a leased task that leaves adds one. */
+#define FSCHED__LEASE_CEILING (INT64_MAX / 2)
+static fsched_result fsched__group_count(fsched_wait_group *wg, fsched__worker *w,
+                                         fsched__task *t) {
+    /* relaxed: only w stores w, so w reads its own holding exactly; another value, late,
+       sends this spawn to the CAS or to the count, both of which decide for themselves */
+    void *holder = FSCHED__LOAD(&wg->lease, FSCHED__RELAXED), *none = NULL;
+    fsched_result r;
+    if (w && holder == (void *)w) {
+        wg->leased++;
+        t->leased = 1;
+        return FSCHED_OK;
+    }
+    /* relaxed, the count: a bound kept loosely (see FSCHED__LEASE_CEILING); acquire, the
+       CAS: the previous holder's writes of `leased` come before this one's */
+    if (!w || holder || FSCHED__LOAD(&wg->count, FSCHED__RELAXED) >= FSCHED__LEASE_CEILING ||
+        !FSCHED__CAS(&wg->lease, &none, (void *)w, FSCHED__ACQUIRE, FSCHED__RELAXED))
+        return fsched_wait_group_add(wg, 1);
+    if ((r = fsched_wait_group_add(wg, 1)) != FSCHED_OK) { /* the lease's unit */
+        /* release: as in fsched__group_end */
+        FSCHED__STORE(&wg->lease, (void *)NULL, FSCHED__RELEASE);
+        return r;
+    }
+    wg->leased = 1;
+    t->leased = 1;
+    w->deque.leaving = fsched__task_leaving;
+    return FSCHED_OK;
+}
 
 /* Whether job is a task counted by wg. Only for a job the caller owns: a job still in a
    deque's public part may be taken, run and freed by a thief at any moment. */
@@ -8345,6 +8435,8 @@ FIBERSCHED_API fsched_result fsched_wait_group_wait_for(fsched_wait_group *wg, u
     uint64_t deadline;
     fsched_result r;
     FSCHED__CHECK_LIVE(wg);
+    /* a poll runs the group's tasks queued on the caller's deque (nobody else may) */
+    if (!timeout_ns) fsched__wait_group_help(wg);
     if (FSCHED__LOAD(&wg->count, FSCHED__ACQUIRE) == 0) {
         fsched__wait_list_quiesce(&wg->waiters);
         return FSCHED_OK;
@@ -9919,6 +10011,7 @@ static fsched_result fsched__spawn(fsched_sched *s, fsched_wait_group *wg, void 
     fsched__job *job;
     fsched__task *t;
     fsched_result r;
+    int queued_here;
     /* a NULL s first: gcc -O3 otherwise finds a path where it reaches the code below */
     if (!s) return fsched__sched_open(s, 0, "fsched_spawn");
     if (!w || w->sched != s) { /* from outside s: hold it while touching it */
@@ -9938,6 +10031,7 @@ static fsched_result fsched__spawn(fsched_sched *s, fsched_wait_group *wg, void 
     t->fn = fn;
     t->name = name;
     t->wait_group = wg;
+    t->leased = 0;
     t->copy = NULL;
     t->copy_size = 0;
     if (size > sizeof t->data) {
@@ -9960,7 +10054,11 @@ static fsched_result fsched__spawn(fsched_sched *s, fsched_wait_group *wg, void 
     } else {
         t->arg = arg;
     }
-    if (wg && (r = fsched_wait_group_add(wg, 1)) != FSCHED_OK) { /* the count is full */
+    /* a task of w, not a bound thread's own code (which may block in the OS, or compute
+       for long, as any thread's) nor a worker's hook */
+    queued_here = wg && w && fsched__tls_thread.current != w->root;
+    if (wg && (r = fsched__group_count(wg, queued_here ? w : NULL, t)) != FSCHED_OK) {
+        /* the count is full */
         fsched__task_free(s, w, t);
         goto out;
     }
@@ -9979,8 +10077,9 @@ static fsched_result fsched__spawn(fsched_sched *s, fsched_wait_group *wg, void 
            public), and it costs no fence. A detached task is published at once: the
            spawner may compute for long before it next calls the scheduler, and nothing
            else would run it meanwhile. */
-        if (wg && fsched__push_job(w, job)) return FSCHED_OK;
-        fsched__publish(w, &job, 1); /* also for want of memory: the injector never fails */
+        if (queued_here && fsched__push_job(w, job)) return FSCHED_OK;
+        if (queued_here) fsched__task_leaving(job); /* out of memory: the injector never fails */
+        fsched__publish(w, &job, 1);
         return FSCHED_OK;
     }
     /* relaxed: fsched_destroy reads it after the release of this call's hold */

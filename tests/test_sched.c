@@ -892,6 +892,92 @@ static void test_offered_while_computing(void) {
     }
     CHECK_OK(fsched_destroy(s));
 }
+
+/* ---- a group's tasks are never stranded in a deque nobody looks at ----
+   A task's spawns into a group stay on its worker's private ring until a thief asks;
+   a bound thread's own code, which may block in the OS, queues them where other workers
+   take them at once; a task that polls its group with a zero timeout runs them itself.
+   The group's count stays exact while tasks leave the ring for other workers (many
+   spawns before one wait; two spawners on one group, one of them holding its lease). */
+
+static void group_piece(void *p) { counter_add((uint64_t *)p, 1); }
+
+static void group_wait_from_thread(void *p) {
+    CHECK_OK(fsched_wait_group_wait_for((fsched_wait_group *)p, 30ull * 1000000000ull));
+}
+
+static void group_polling_spawner(void *p) {
+    uint64_t *ran = (uint64_t *)p;
+    fsched_wait_group wg;
+    double limit = wall_seconds() + 30.0;
+    int i;
+    CHECK_OK(fsched_wait_group_init(&wg));
+    for (i = 0; i < 8; i++) CHECK_OK(fsched_wait_group_spawn(&wg, fsched_current(), group_piece, ran));
+    while (fsched_wait_group_wait_for(&wg, 0) == FSCHED_ERR_TIMEOUT)
+        CHECK(wall_seconds() < limit); /* the group's tasks never ran */
+    CHECK_EQ_U64(FSCHED__LOAD(ran, FSCHED__RELAXED), 8);
+    CHECK_OK(fsched_wait_group_destroy(&wg));
+}
+
+typedef struct group_many {
+    fsched_wait_group *wg;
+    uint64_t ran;
+    int spawns;
+} group_many;
+
+static void group_many_spawner(void *p) {
+    group_many *g = (group_many *)p;
+    int i;
+    for (i = 0; i < g->spawns; i++)
+        CHECK_OK(fsched_wait_group_spawn(g->wg, fsched_current(), group_piece, &g->ran));
+}
+
+static void group_many_waiter(void *p) {
+    group_many *g = (group_many *)p;
+    fsched_wait_group wg;
+    CHECK_OK(fsched_wait_group_init(&wg));
+    g->wg = &wg;
+    group_many_spawner(g);
+    CHECK_OK(fsched_wait_group_wait(&wg));
+    CHECK_EQ_U64(FSCHED__LOAD(&g->ran, FSCHED__RELAXED), (uint64_t)g->spawns);
+    CHECK_OK(fsched_wait_group_destroy(&wg)); /* nothing counted any more */
+}
+
+static void test_group_spawns_not_stranded(void) {
+    fsched_sched *s = make_sched(2);
+    int round;
+    for (round = 0; round < 20; round++) {
+        uint64_t ran = 0;
+        fsched_wait_group wg;
+        group_many g[2];
+        int i;
+        /* a bound thread spawns, then blocks in the OS until a plain thread's wait ends */
+        CHECK_OK(fsched_bind(s));
+        CHECK_OK(fsched_wait_group_init(&wg));
+        for (i = 0; i < 4; i++) CHECK_OK(fsched_wait_group_spawn(&wg, s, group_piece, &ran));
+        thread_join(thread_run(group_wait_from_thread, &wg));
+        CHECK_EQ_U64(ran, 4);
+        CHECK_OK(fsched_unbind());
+        CHECK_OK(fsched_wait_group_destroy(&wg));
+        ran = 0;
+        run_in_task(s, group_polling_spawner, &ran);
+        memset(g, 0, sizeof g);
+        g[0].spawns = 1000 + 500 * (round % 20); /* past the ring: tasks leave it */
+        run_in_task(s, group_many_waiter, &g[0]);
+        /* two spawners on one group, waited for from outside */
+        CHECK_OK(fsched_wait_group_init(&wg));
+        for (i = 0; i < 2; i++) {
+            g[i].wg = &wg;
+            g[i].ran = 0;
+            g[i].spawns = 3000;
+            CHECK_OK(fsched_wait_group_spawn(&wg, s, group_many_spawner, &g[i]));
+        }
+        CHECK_OK(fsched_wait_group_wait(&wg));
+        CHECK_EQ_U64(g[0].ran + g[1].ran, 6000);
+        CHECK_OK(fsched_wait_group_destroy(&wg));
+    }
+    CHECK_OK(fsched_destroy(s));
+}
 #endif
 
 /* ---- shutdown with work in flight, and tasks spawning during it ---- */
@@ -2256,6 +2342,7 @@ int main(void) {
     test_shutdown_in_flight(1);
 #if defined(TEST_PTHREADS)
     test_offered_while_computing();
+    test_group_spawns_not_stranded();
     test_several_schedulers();
     test_bound_threads();
     test_bound_thread_blocked_tasks();
