@@ -1169,22 +1169,23 @@ FIBERSCHED_API fsched_result fsched_event_wait_for(fsched_event *e, uint64_t tim
 
 /* Counts outstanding work; wait returns when the count is zero. Tasks spawned with
    fsched_wait_group_spawn are counted automatically, and wait runs those of them still
-   queued on the caller's own deque before it suspends, or before a wait_for with a zero
-   timeout returns (a scope). A task's spawn into a group queues its task as fsched_join
-   queues its second half: other workers can take it at once when none of the caller's
-   work is public, otherwise once the caller next spawns, joins or waits after one of
-   them asked; the caller's wait runs what nobody took. So a task that computes for long
-   between its spawns and its wait may run some of them itself; one that spins until its
-   children have run, without such a call, can wait for ever: use fsched_spawn (other
-   workers can take its task at once) and count with fsched_wait_group_add and _done. A
-   bound thread's own code, and any thread outside the scheduler, queue a group's tasks
-   where other workers take them at once, as fsched_spawn does. A wait from a thread
-   that is not bound to the single-threaded scheduler the group's tasks were spawned
-   into fails with FSCHED_ERR_WRONG_STATE while no thread is bound to it: nothing would
-   run them (bind one, whose waits run them). */
+   queued on the caller's own deque before it suspends (a scope). The spawn of a task of
+   a worker thread into a group queues its task as fsched_join queues its second half:
+   other workers can take it at once when none of the caller's work is public, otherwise
+   once the caller next spawns, joins or waits (a wait_for with a zero timeout too) after
+   one of them asked; the caller's wait runs what nobody took. So a task that computes
+   for long between its spawns and its wait may run some of them itself; one that spins
+   until its children have run, without such a call, can wait for ever: use fsched_spawn
+   (other workers can take its task at once) and count with fsched_wait_group_add and
+   _done. Bound threads (their own code and their tasks) and threads outside the
+   scheduler queue a group's tasks where other workers take them at once, as fsched_spawn
+   does. A wait from a thread that is not bound to the single-threaded scheduler the
+   group's tasks were spawned into fails with FSCHED_ERR_WRONG_STATE while no thread is
+   bound to it: nothing would run them (bind one, whose waits run them). */
 typedef struct fsched_wait_group {
     fsched_wait_list waiters;
-    int64_t count;
+    uint64_t count; /* at most INT64_MAX from the program's adds; tasks that leave a lease
+                       (below) may count past it */
     struct fsched_sched *single; /* private: the single-threaded scheduler of its last spawn
                                     (NULL when that one has worker threads) */
     void *lease;    /* private: the slot whose queued tasks of the group one unit of the
@@ -6414,6 +6415,13 @@ static int fsched__place(fsched_sched *s, fsched__worker *self, fsched__placed *
     return 1;
 }
 
+/* The calling thread's slot, if any, answers a request of other workers for its private
+   jobs (as its next push or pop would). */
+static void fsched__answer_request(void) {
+    fsched__worker *w = fsched__tls_thread.worker;
+    if (w && fsched__deque_requested(&w->deque)) fsched__share(w);
+}
+
 /* Owner: queues a job; shares when the public part went empty (see fsched__deque).
    0 when out of memory (not queued). */
 static inline int fsched__push_job(fsched__worker *w, fsched__job *job) {
@@ -8092,21 +8100,24 @@ FIBERSCHED_API fsched_result fsched_wait_group_destroy(fsched_wait_group *wg) {
                                     __func__);
 }
 
+/* The count is unsigned: the program's adds keep it at most INT64_MAX, and the units that
+   tasks leaving a lease add (fsched__task_leaving) may take it past, never failing. */
 FIBERSCHED_API fsched_result fsched_wait_group_add(fsched_wait_group *wg, int64_t n) {
     fsched__wakes wakes;
-    int64_t c;
+    uint64_t c, step = n < 0 ? (uint64_t)0 - (uint64_t)n : (uint64_t)n; /* |n| */
     FSCHED__CHECK_LIVE(wg);
     c = FSCHED__LOAD(&wg->count, FSCHED__RELAXED); /* relaxed: a guess the CAS checks */
     for (;;) { /* without the lock while the count stays above zero */
-        if (n > 0 && c > INT64_MAX - n) /* c + n itself would overflow */
+        if (n > 0 && c > (uint64_t)INT64_MAX - step)
             return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
                                   "the count would pass INT64_MAX");
-        if (c + n < 0)
+        if (n < 0 && step > c)
             return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
                                   "the count would go below zero");
-        if (c + n == 0 && n != 0) break;
+        if (n < 0 && step == c) break;
         /* acq_rel: the work counted down happens before a waiter returns */
-        if (FSCHED__CAS_WEAK(&wg->count, &c, c + n, FSCHED__ACQ_REL, FSCHED__RELAXED))
+        if (FSCHED__CAS_WEAK(&wg->count, &c, n < 0 ? c - step : c + step, FSCHED__ACQ_REL,
+                             FSCHED__RELAXED))
             return FSCHED_OK;
     }
     /* reaching zero: under the lock, together with the wakes (a waiter that sees zero may
@@ -8116,14 +8127,14 @@ FIBERSCHED_API fsched_result fsched_wait_group_add(fsched_wait_group *wg, int64_
     /* relaxed, the guess, and acq_rel, the CAS: as above */
     c = FSCHED__LOAD(&wg->count, FSCHED__RELAXED);
     for (;;) {
-        if (c + n < 0) {
+        if (step > c) {
             fsched__wait_list_unlock(&wg->waiters);
             return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
                                   "the count would go below zero");
         }
-        if (FSCHED__CAS_WEAK(&wg->count, &c, c + n, FSCHED__ACQ_REL, FSCHED__RELAXED)) break;
+        if (FSCHED__CAS_WEAK(&wg->count, &c, c - step, FSCHED__ACQ_REL, FSCHED__RELAXED)) break;
     }
-    if (c + n == 0) fsched__wait_list_wake_all(&wg->waiters, &wakes);
+    if (c == step) fsched__wait_list_wake_all(&wg->waiters, &wakes);
     fsched__wait_list_unlock_wake(&wg->waiters, &wakes);
     return FSCHED_OK;
 }
@@ -8226,9 +8237,11 @@ static void fsched__task_free(fsched_sched *s, fsched__worker *w, fsched__task *
    A slot that spawns into a group takes the group's lease when nobody holds it: one unit
    of the count then stands for all the tasks of the group the slot spawns while it holds
    it (`leased`, which only that slot touches), so that a scope's spawns, and the ends of
-   the tasks its wait runs, touch nothing shared. Such a task runs on that slot unless it
-   leaves the slot's private ring for the public part, where thieves take jobs: then it
-   is counted on its own (fsched__task_leaving, the deque's `leaving` hook). The last
+   the tasks its wait runs, touch nothing shared. Such a task runs on that slot (a worker
+   thread's: its loop serves the ring) unless it leaves the slot's private ring for the
+   public part, where thieves take jobs: then it is counted on its own
+   (fsched__task_leaving, the deque's `leaving` hook), which cannot fail: the program's
+   adds keep the count at most INT64_MAX, and these units may take it past. The last
    leased task to end, or to leave, gives the lease back (release, for the next holder's
    acquire CAS: the old holder's writes of `leased` come first) before its unit leaves the
    count, after which a waiter may free the group. */
@@ -8286,16 +8299,14 @@ static void fsched__task_leaving(fsched__job *job) {
         FSCHED__STORE(&wg->lease, (void *)NULL, FSCHED__RELEASE);
         return;
     }
-    /* the count holds the lease's unit, and was below FSCHED__LEASE_CEILING when the
-       lease was taken: only a program that added about 2^62 to the group since fails */
-    if (fsched_wait_group_add(wg, 1) != FSCHED_OK)
-        fsched__fatal("a wait group's count passed INT64_MAX while its tasks were queued");
+    /* the task's own unit, past INT64_MAX if need be (the count is unsigned). Relaxed: the
+       count holds the lease's unit meanwhile, so it does not reach zero; the publication
+       of the task, after this, orders it before the thief's decrement */
+    FSCHED__FETCH_ADD(&wg->count, (uint64_t)1, FSCHED__RELAXED);
 }
 
 /* Counts t, a task of wg that a task of slot w queues on w's ring (w NULL: any other
-   spawn), in its group: under w's lease when w holds it or can take it, else on its own. A lease is
-   lent only while the count is far from INT64_MAX: a leased task that leaves adds one. */
-#define FSCHED__LEASE_CEILING (INT64_MAX / 2)
+   spawn), in its group: under w's lease when w holds it or can take it, else on its own. */
 static fsched_result fsched__group_count(fsched_wait_group *wg, fsched__worker *w,
                                          fsched__task *t) {
     /* relaxed: only w stores w, so w reads its own holding exactly; another value, late,
@@ -8307,9 +8318,8 @@ static fsched_result fsched__group_count(fsched_wait_group *wg, fsched__worker *
         t->leased = 1;
         return FSCHED_OK;
     }
-    /* relaxed, the count: a bound kept loosely (see FSCHED__LEASE_CEILING); acquire, the
-       CAS: the previous holder's writes of `leased` come before this one's */
-    if (!w || holder || FSCHED__LOAD(&wg->count, FSCHED__RELAXED) >= FSCHED__LEASE_CEILING ||
+    /* acquire: the previous holder's writes of `leased` come before this one's */
+    if (!w || holder ||
         !FSCHED__CAS(&wg->lease, &none, (void *)w, FSCHED__ACQUIRE, FSCHED__RELAXED))
         return fsched_wait_group_add(wg, 1);
     if ((r = fsched_wait_group_add(wg, 1)) != FSCHED_OK) { /* the lease's unit */
@@ -8359,7 +8369,7 @@ static FSCHED__ALWAYS_INLINE void fsched__wait_group_help(fsched_wait_group *wg)
     /* nor does a poll hook, whose tasks would run where their waits fail */
     if (!w || fsched__tls_thread.current == w->root || fsched__tls_thread.in_hook) return;
     d = &w->deque;
-    while (FSCHED__LOAD(&wg->count, FSCHED__ACQUIRE) > 0) {
+    while (FSCHED__LOAD(&wg->count, FSCHED__ACQUIRE) != 0) {
         fsched__job *job;
         const fsched__watch *watch;
         if (d->ring_tail != d->ring_head) { /* private: only this worker touches the ring */
@@ -8435,13 +8445,14 @@ FIBERSCHED_API fsched_result fsched_wait_group_wait_for(fsched_wait_group *wg, u
     uint64_t deadline;
     fsched_result r;
     FSCHED__CHECK_LIVE(wg);
-    /* a poll runs the group's tasks queued on the caller's deque (nobody else may) */
-    if (!timeout_ns) fsched__wait_group_help(wg);
     if (FSCHED__LOAD(&wg->count, FSCHED__ACQUIRE) == 0) {
         fsched__wait_list_quiesce(&wg->waiters);
         return FSCHED_OK;
     }
-    if (!timeout_ns) return FSCHED_ERR_TIMEOUT;
+    if (!timeout_ns) { /* a poll: other workers that asked get the caller's queued work */
+        fsched__answer_request();
+        return FSCHED_ERR_TIMEOUT;
+    }
     FSCHED__CHECK_CLOCK();
     if (FSCHED__UNLIKELY(FSCHED__LOAD(&wg->single, FSCHED__RELAXED)) &&
         (r = fsched__wait_group_unattended(wg, __func__)) != FSCHED_OK)
@@ -10054,9 +10065,10 @@ static fsched_result fsched__spawn(fsched_sched *s, fsched_wait_group *wg, void 
     } else {
         t->arg = arg;
     }
-    /* a task of w, not a bound thread's own code (which may block in the OS, or compute
-       for long, as any thread's) nor a worker's hook */
-    queued_here = wg && w && fsched__tls_thread.current != w->root;
+    /* a task of a worker thread, whose loop serves its ring; not one of a bound thread
+       (which returns to its own code, which may block in the OS or compute for long, as
+       any thread's), nor a worker's hook */
+    queued_here = wg && w && !w->bound && fsched__tls_thread.current != w->root;
     if (wg && (r = fsched__group_count(wg, queued_here ? w : NULL, t)) != FSCHED_OK) {
         /* the count is full */
         fsched__task_free(s, w, t);

@@ -943,6 +943,86 @@ static void group_many_waiter(void *p) {
     CHECK_OK(fsched_wait_group_destroy(&wg)); /* nothing counted any more */
 }
 
+/* A task on a bound thread's fiber spawns into a group; the thread then returns to its
+   own code and blocks in the OS while a plain thread waits for the group. */
+typedef struct group_bound {
+    fsched_sched *s;
+    fsched_wait_group wg;
+    fsched_event ran_here;
+    uint64_t ran;
+    uint32_t bound_index;
+    int on_bound;
+} group_bound;
+
+static void group_bound_task(void *p) {
+    group_bound *b = (group_bound *)p;
+    int i;
+    if (fsched_worker_index() == (int)b->bound_index) {
+        b->on_bound = 1;
+        for (i = 0; i < 10; i++) CHECK_OK(fsched_wait_group_spawn(&b->wg, b->s, group_piece, &b->ran));
+    }
+    CHECK_OK(fsched_event_set(&b->ran_here));
+}
+
+static void test_group_spawned_on_bound_fiber(void) {
+    group_bound b;
+    int tries;
+    memset(&b, 0, sizeof b);
+    b.s = make_sched(1);
+    CHECK_OK(fsched_bind(b.s));
+    b.bound_index = (uint32_t)fsched_worker_index();
+    CHECK_OK(fsched_wait_group_init(&b.wg));
+    CHECK_OK(fsched_event_init(&b.ran_here, 0, 0));
+    for (tries = 0; !b.on_bound; tries++) { /* until the bound thread's loop runs it */
+        CHECK(tries < 100000);
+        CHECK_OK(fsched_wait_group_add(&b.wg, 1)); /* the group is not done meanwhile */
+        CHECK_OK(fsched_spawn(b.s, group_bound_task, &b));
+        CHECK_OK(fsched_event_wait(&b.ran_here));
+        CHECK_OK(fsched_wait_group_done(&b.wg));
+    }
+    thread_join(thread_run(group_wait_from_thread, &b.wg)); /* this thread blocks in the OS */
+    CHECK_EQ_U64(b.ran, 10);
+    CHECK_OK(fsched_wait_group_destroy(&b.wg));
+    CHECK_OK(fsched_event_destroy(&b.ran_here));
+    CHECK_OK(fsched_unbind());
+    CHECK_OK(fsched_destroy(b.s));
+}
+
+/* A chain of tasks, each spawning the next into one group and polling it once: a poll
+   runs nothing, so the chain never nests on one stack. */
+typedef struct group_chain {
+    fsched_wait_group *wg;
+    uint64_t left;
+} group_chain;
+
+static void group_chain_link(void *p) {
+    group_chain *c = (group_chain *)p;
+    if (c->left == 0) return;
+    c->left--;
+    CHECK_OK(fsched_wait_group_spawn(c->wg, fsched_current(), group_chain_link, c));
+    (void)fsched_wait_group_wait_for(c->wg, 0);
+}
+
+/* A group whose count the program took to INT64_MAX while a slot's tasks are leased:
+   those tasks still run, and leave the ring counted past it, without failing. */
+static void group_near_max(void *p) {
+    uint64_t *ran = (uint64_t *)p;
+    fsched_wait_group wg;
+    int64_t big;
+    int i;
+    CHECK_OK(fsched_wait_group_init(&wg));
+    for (i = 0; i < 10; i++) CHECK_OK(fsched_wait_group_spawn(&wg, fsched_current(), group_piece, ran));
+    /* up to INT64_MAX (the count only falls meanwhile: tasks that left end elsewhere) */
+    big = INT64_MAX - (int64_t)FSCHED__LOAD(&wg.count, FSCHED__RELAXED);
+    CHECK_OK(fsched_wait_group_add(&wg, big));
+    for (i = 0; i < 1000; i++) /* past the ring: most leave it */
+        CHECK_OK(fsched_wait_group_spawn(&wg, fsched_current(), group_piece, ran));
+    CHECK_OK(fsched_wait_group_add(&wg, -big));
+    CHECK_OK(fsched_wait_group_wait(&wg));
+    CHECK_EQ_U64(FSCHED__LOAD(ran, FSCHED__RELAXED), 1010);
+    CHECK_OK(fsched_wait_group_destroy(&wg));
+}
+
 static void test_group_spawns_not_stranded(void) {
     fsched_sched *s = make_sched(2);
     int round;
@@ -975,8 +1055,24 @@ static void test_group_spawns_not_stranded(void) {
         CHECK_OK(fsched_wait_group_wait(&wg));
         CHECK_EQ_U64(g[0].ran + g[1].ran, 6000);
         CHECK_OK(fsched_wait_group_destroy(&wg));
+        ran = 0;
+        run_in_task(s, group_near_max, &ran);
     }
     CHECK_OK(fsched_destroy(s));
+    test_group_spawned_on_bound_fiber();
+    {
+        group_chain c;
+        fsched_wait_group wg;
+        s = make_sched(1);
+        CHECK_OK(fsched_wait_group_init(&wg));
+        c.wg = &wg;
+        c.left = 100000; /* nested, they would overflow the fiber's stack */
+        CHECK_OK(fsched_wait_group_spawn(&wg, s, group_chain_link, &c));
+        CHECK_OK(fsched_wait_group_wait(&wg));
+        CHECK_EQ_U64(c.left, 0);
+        CHECK_OK(fsched_wait_group_destroy(&wg));
+        CHECK_OK(fsched_destroy(s));
+    }
 }
 #endif
 
