@@ -6415,24 +6415,21 @@ static int fsched__place(fsched_sched *s, fsched__worker *self, fsched__placed *
     return 1;
 }
 
-/* The calling thread's slot, if any, answers a request of other workers for its private
-   jobs (as its next push or pop would). */
-static void fsched__answer_request(void) {
-    fsched__worker *w = fsched__tls_thread.worker;
-    if (w && fsched__deque_requested(&w->deque)) fsched__share(w);
+/* Owner: answers other workers that asked for its private jobs (see fsched__deque). */
+static inline void fsched__answer_request(fsched__worker *w) {
+    if (FSCHED__UNLIKELY(fsched__deque_requested(&w->deque))) fsched__share(w);
 }
 
-/* Owner: queues a job; shares when the public part went empty (see fsched__deque).
-   0 when out of memory (not queued). */
+/* Owner: queues a job, answering a request. 0 when out of memory (not queued). */
 static inline int fsched__push_job(fsched__worker *w, fsched__job *job) {
     if (FSCHED__UNLIKELY(!fsched__deque_push(&w->deque, job))) return 0;
-    if (FSCHED__UNLIKELY(fsched__deque_requested(&w->deque))) fsched__share(w);
+    fsched__answer_request(w);
     return 1;
 }
 
 static inline fsched__job *fsched__pop_job(fsched__worker *w) {
     fsched__job *job = fsched__deque_pop(&w->deque);
-    if (FSCHED__UNLIKELY(fsched__deque_requested(&w->deque))) fsched__share(w);
+    fsched__answer_request(w);
     return job;
 }
 
@@ -8246,15 +8243,18 @@ static void fsched__task_free(fsched_sched *s, fsched__worker *w, fsched__task *
    acquire CAS: the old holder's writes of `leased` come first) before its unit leaves the
    count, after which a waiter may free the group. */
 
+/* The holder: one leased task fewer; 1 when it was the last, the lease then given back
+   (release: this slot's writes of `leased` come before the next holder's). */
+static int fsched__lease_drop(fsched_wait_group *wg) {
+    if (--wg->leased) return 0;
+    FSCHED__STORE(&wg->lease, (void *)NULL, FSCHED__RELEASE);
+    return 1;
+}
+
 /* The end of a task of wg, on the slot that ran it (the lease's holder, if it was
-   leased). */
+   leased): the last leased one takes the lease's unit from the count. */
 static void fsched__group_end(fsched_wait_group *wg, int leased) {
-    if (leased) {
-        if (--wg->leased) return;
-        /* release: this slot's writes of `leased` come before the next holder's */
-        FSCHED__STORE(&wg->lease, (void *)NULL, FSCHED__RELEASE);
-    }
-    fsched_wait_group_done(wg);
+    if (!leased || fsched__lease_drop(wg)) fsched_wait_group_done(wg);
 }
 
 /* A task runs on the fiber of a wait that helps its group as well, nested as deep as
@@ -8294,11 +8294,7 @@ static void fsched__task_leaving(fsched__job *job) {
     if (job->execute != fsched__task_execute || !t->leased) return; /* another kind of job */
     wg = t->wait_group;
     t->leased = 0;
-    if (--wg->leased == 0) {
-        /* release: as in fsched__group_end */
-        FSCHED__STORE(&wg->lease, (void *)NULL, FSCHED__RELEASE);
-        return;
-    }
+    if (fsched__lease_drop(wg)) return; /* the lease's unit goes with it */
     /* the task's own unit, past INT64_MAX if need be (the count is unsigned). Relaxed: the
        count holds the lease's unit meanwhile, so it does not reach zero; the publication
        of the task, after this, orders it before the thief's decrement */
@@ -8323,7 +8319,7 @@ static fsched_result fsched__group_count(fsched_wait_group *wg, fsched__worker *
         !FSCHED__CAS(&wg->lease, &none, (void *)w, FSCHED__ACQUIRE, FSCHED__RELAXED))
         return fsched_wait_group_add(wg, 1);
     if ((r = fsched_wait_group_add(wg, 1)) != FSCHED_OK) { /* the lease's unit */
-        /* release: as in fsched__group_end */
+        /* release: as in fsched__lease_drop */
         FSCHED__STORE(&wg->lease, (void *)NULL, FSCHED__RELEASE);
         return r;
     }
@@ -8450,7 +8446,7 @@ FIBERSCHED_API fsched_result fsched_wait_group_wait_for(fsched_wait_group *wg, u
         return FSCHED_OK;
     }
     if (!timeout_ns) { /* a poll: other workers that asked get the caller's queued work */
-        fsched__answer_request();
+        if (fsched__tls_thread.worker) fsched__answer_request(fsched__tls_thread.worker);
         return FSCHED_ERR_TIMEOUT;
     }
     FSCHED__CHECK_CLOCK();
@@ -8821,7 +8817,7 @@ FIBERSCHED_API void fsched_yield(void) {
         if (w->ready_head && ++w->yields_direct < FSCHED__OUTSIDE_EVERY) {
             next = fsched__ready_pop(w);
             fsched__ready_append(w, fsched__tls_thread.current);
-            if (FSCHED__UNLIKELY(fsched__deque_requested(&w->deque))) fsched__share(w);
+            fsched__answer_request(w);
             fsched__switch_to(w, next);
             return;
         }
@@ -10089,8 +10085,10 @@ static fsched_result fsched__spawn(fsched_sched *s, fsched_wait_group *wg, void 
            public), and it costs no fence. A detached task is published at once: the
            spawner may compute for long before it next calls the scheduler, and nothing
            else would run it meanwhile. */
-        if (queued_here && fsched__push_job(w, job)) return FSCHED_OK;
-        if (queued_here) fsched__task_leaving(job); /* out of memory: the injector never fails */
+        if (queued_here) {
+            if (fsched__push_job(w, job)) return FSCHED_OK;
+            fsched__task_leaving(job); /* out of memory: to the injector, which never fails */
+        }
         fsched__publish(w, &job, 1);
         return FSCHED_OK;
     }
