@@ -812,6 +812,106 @@ FIBERSCHED_API fsched_result fsched_spawn_named(fsched_sched *s, void (*fn)(void
 FIBERSCHED_API fsched_result fsched_join(void (*a)(void *arg), void *arg_a,
                                          void (*b)(void *arg), void *arg_b);
 
+/* fsched_join's common path, inline in the caller: the second half is recorded on the
+   caller's stack and queued on its worker's private ring; if nobody took it by the time
+   a returns, the caller runs it. With a and b known at the call, the compiler calls them
+   directly, and the join costs a few stores and loads of lines the worker alone touches.
+   Everything else (a call from outside every scheduler or from a hook, NULL functions,
+   a full ring, a thief's request, a taken half) goes to the library as before. The
+   plumbing below is the implementation's, not an API. Where the implementation's
+   thread-local state cannot be reached from the program's units at the cost of a load
+   (a shared library's interface, targets without ELF thread-local storage, bare metal
+   with interrupt handlers that call the library), and in units that define
+   FIBERSCHED_NO_INLINE_JOIN, fsched_join is a plain call. (fsched_join) names the
+   function itself. */
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__ELF__) && !defined(FIBERSCHED_DLL) && \
+    !defined(FIBERSCHED_NO_OS) && !defined(FIBERSCHED_INTERRUPTS_MASK)
+#define FSCHED__JOIN_RING 1 /* the implementation keeps fsched__join_ring */
+#if !defined(FIBERSCHED_NO_INLINE_JOIN)
+#define FSCHED__JOIN_INLINE 1
+#endif
+#endif
+
+/* A queued piece of work (the implementation's: spawned tasks, join halves, chunks). */
+struct fsched__worker;
+typedef struct fsched__job fsched__job;
+struct fsched__job {
+    void (*execute)(fsched__job *job, struct fsched__worker *w);
+    fsched__job *next; /* in the injector */
+};
+
+/* A worker's private ring of jobs (the front of its work-stealing deque): only its
+   worker's thread reads or writes it, but for `request`, which other workers set when
+   they found nothing public to take, and which the worker answers by sharing jobs. */
+#if defined(FIBERSCHED_NO_OS) || !(defined(_WIN32) || defined(__unix__) || defined(__APPLE__))
+#define FSCHED__RING_SIZE 32u /* a microcontroller's RAM; more jobs go to the public part */
+#else
+#define FSCHED__RING_SIZE 256u
+#endif
+#if defined(FIBERSCHED_NO_THREADS) || defined(FIBERSCHED_NO_OS)
+#define FSCHED__RING_LINE 16 /* one thread shares no lines */
+#else
+#define FSCHED__RING_LINE 64 /* thieves write `request` on a line of its own */
+#endif
+typedef struct fsched__ring {
+    fsched__job *slot[FSCHED__RING_SIZE];
+    size_t head; /* oldest private job */
+    size_t tail; /* one past the newest */
+    FSCHED__ALIGNED(FSCHED__RING_LINE) uint32_t request; /* thieves asked for work */
+} fsched__ring;
+
+/* The second half of a join: a job on the joiner's stack. Its latch is 0 while pending,
+   1 when done, or the joiner's fiber once the joiner suspended on it. */
+typedef struct fsched__join_job {
+    fsched__job job;
+    void (*fn)(void *);
+    void *arg;
+    fsched__ring *owner; /* the joiner's worker's ring */
+    uintptr_t latch;
+} fsched__join_job;
+FIBERSCHED_API void fsched__join_execute(fsched__job *job, struct fsched__worker *w);
+FIBERSCHED_API void fsched__join_rest(fsched__join_job *j);
+
+#if defined(FSCHED__JOIN_RING)
+/* The ring of the worker the calling thread is, while it may join (NULL in a hook). */
+#if defined(FIBERSCHED_STATIC)
+static __thread fsched__ring *fsched__join_ring FSCHED__UNUSED;
+#elif defined(FIBERSCHED_NO_THREADS)
+FIBERSCHED_API fsched__ring *fsched__join_ring;
+#else
+FIBERSCHED_API __thread fsched__ring *fsched__join_ring;
+#endif
+#endif
+
+#if defined(FSCHED__JOIN_INLINE)
+static inline fsched_result fsched__join_inline(void (*a)(void *arg), void *arg_a,
+                                                void (*b)(void *arg), void *arg_b) {
+    fsched__ring *r = fsched__join_ring;
+    fsched__join_job j;
+    /* relaxed: a hint, as the library's own pushes read it */
+    if (FSCHED__UNLIKELY(!r || !a || !b || r->tail - r->head == FSCHED__RING_SIZE ||
+                         __atomic_load_n(&r->request, __ATOMIC_RELAXED)))
+        return (fsched_join)(a, arg_a, b, arg_b);
+    j.job.execute = fsched__join_execute;
+    j.fn = b;
+    j.arg = arg_b;
+    j.owner = r;
+    j.latch = 0;
+    r->slot[r->tail++ % FSCHED__RING_SIZE] = &j.job;
+    a(arg_a);
+    /* a task resumes on the worker where it blocked: r is still this thread's ring */
+    if (FSCHED__LIKELY(r->tail != r->head &&
+                       r->slot[(r->tail - 1) % FSCHED__RING_SIZE] == &j.job)) {
+        r->tail--; /* nobody took it */
+        b(arg_b);
+        return FSCHED_OK;
+    }
+    fsched__join_rest(&j);
+    return FSCHED_OK;
+}
+#define fsched_join(a, arg_a, b, arg_b) fsched__join_inline(a, arg_a, b, arg_b)
+#endif
+
 /* Calls body(ctx, lo, hi) over disjoint subranges covering [begin, end), in parallel.
    Ranges are split in halves, further only while other workers take the halves
    (adaptive splitting), and only while longer than `grain` elements (0: 1): a piece
@@ -4782,13 +4882,8 @@ FIBERSCHED_API fsched_result fsched_install_overflow_handler(void) {
 /*  deque: split work-stealing deque (private ring + Chase-Lev public part), injector    */
 /* ===================================================================================== */
 
-/* Everything a worker can run: a spawned task, the second half of a join, a loop chunk. */
-typedef struct fsched__job fsched__job;
-struct fsched__worker;
-struct fsched__job {
-    void (*execute)(fsched__job *job, struct fsched__worker *w);
-    fsched__job *next; /* in the injector */
-};
+/* Everything a worker can run (fsched__job, in the declarations, for fsched_join's inline
+   path): a spawned task, the second half of a join, a loop chunk. */
 
 #define FSCHED__ALIGN_LINE __attribute__((aligned(FSCHED__CACHE_LINE)))
 
@@ -4811,12 +4906,6 @@ struct fsched__frames_group {
     fsched__frames_chunk *chunks[FSCHED__FRAMES_FANOUT];
     fsched__frames_group *next;
 };
-
-#if defined(FSCHED__OS_NONE)
-#define FSCHED__RING_SIZE 32u /* a microcontroller's RAM; more jobs go to the public part */
-#else
-#define FSCHED__RING_SIZE 256u /* the private part of a split deque (below) */
-#endif
 
 /* ---- Chase-Lev deque ----
    The C11 orderings of Le, Pop, Cohen and Zappa Nardelli, "Correct and Efficient
@@ -4997,21 +5086,17 @@ static inline fsched__job *fsched__cl_peek(fsched__cl *q) {
    in the public part, so thieves keep taking the oldest work. In recursive fork-join the
    ring does nearly all the work: one move per public job taken. */
 typedef struct fsched__deque {
-    /* owner only */
-    fsched__job *ring[FSCHED__RING_SIZE];
-    size_t ring_head; /* oldest private job */
-    size_t ring_tail; /* one past the newest */
+    fsched__ring ring; /* owner only, but `request`, which thieves write rarely and the
+                          owner reads on every push and pop (a line of its own) */
     void (*leaving)(fsched__job *job); /* told of each private job before other threads
                                           can see it; NULL: nobody asked */
     fsched__cl pub;
-    /* thieves write rarely, the owner reads on every push and pop */
-    FSCHED__ALIGN_LINE uint32_t request;
 } fsched__deque;
 
 static void fsched__deque_init(fsched__deque *d, const fsched_allocator *a) {
     memset(d, 0, sizeof *d);
     fsched__cl_init(&d->pub, a);
-    d->request = 1; /* the public part is empty */
+    d->ring.request = 1; /* the public part is empty */
 }
 
 static void fsched__deque_destroy(fsched__deque *d) { fsched__cl_destroy(&d->pub); }
@@ -5023,9 +5108,9 @@ static void fsched__deque_destroy(fsched__deque *d) { fsched__cl_destroy(&d->pub
 static int fsched__deque_expose(fsched__deque *d, size_t n, fsched__job *const *more, size_t m) {
     size_t i;
     if (d->leaving)
-        for (i = 0; i < n; i++) d->leaving(d->ring[(d->ring_head + i) % FSCHED__RING_SIZE]);
-    if (!fsched__cl_push(&d->pub, d->ring, d->ring_head, n, more, m)) return 0;
-    d->ring_head += n;
+        for (i = 0; i < n; i++) d->leaving(d->ring.slot[(d->ring.head + i) % FSCHED__RING_SIZE]);
+    if (!fsched__cl_push(&d->pub, d->ring.slot, d->ring.head, n, more, m)) return 0;
+    d->ring.head += n;
     return 1;
 }
 
@@ -5033,28 +5118,28 @@ static int fsched__deque_expose(fsched__deque *d, size_t n, fsched__job *const *
    Written only when clear: the owner reads the flag on every push, and a write to a
    line it reads costs it a cache miss. Relaxed: a hint; a late answer costs only time. */
 static inline void fsched__deque_request(fsched__deque *d) {
-    if (!FSCHED__LOAD(&d->request, FSCHED__RELAXED)) FSCHED__STORE(&d->request, 1u, FSCHED__RELAXED);
+    if (!FSCHED__LOAD(&d->ring.request, FSCHED__RELAXED)) FSCHED__STORE(&d->ring.request, 1u, FSCHED__RELAXED);
 }
 
 /* Owner: moves the older half of the ring (at least one job) to the public part. */
 static void fsched__deque_share(fsched__deque *d) {
-    size_t n = (d->ring_tail - d->ring_head + 1) / 2;
+    size_t n = (d->ring.tail - d->ring.head + 1) / 2;
     if (n) fsched__deque_expose(d, n, NULL, 0);
 }
 
 /* True when the public part went empty. Relaxed: a hint (see fsched__deque_request). */
 static inline int fsched__deque_requested(fsched__deque *d) {
-    return FSCHED__LOAD(&d->request, FSCHED__RELAXED) != 0;
+    return FSCHED__LOAD(&d->ring.request, FSCHED__RELAXED) != 0;
 }
 
 /* Owner: pushes a job as the newest. Returns 0 only when the ring is full and the public
    part cannot grow (out of memory); the job is then not queued. */
 static inline int fsched__deque_push(fsched__deque *d, fsched__job *job) {
-    if (FSCHED__UNLIKELY(d->ring_tail - d->ring_head == FSCHED__RING_SIZE)) {
+    if (FSCHED__UNLIKELY(d->ring.tail - d->ring.head == FSCHED__RING_SIZE)) {
         fsched__deque_share(d);
-        if (d->ring_tail - d->ring_head == FSCHED__RING_SIZE) return 0;
+        if (d->ring.tail - d->ring.head == FSCHED__RING_SIZE) return 0;
     }
-    d->ring[d->ring_tail++ % FSCHED__RING_SIZE] = job;
+    d->ring.slot[d->ring.tail++ % FSCHED__RING_SIZE] = job;
     return 1;
 }
 
@@ -5062,8 +5147,8 @@ static inline int fsched__deque_push(fsched__deque *d, fsched__job *job) {
 static inline fsched__job *fsched__deque_pop(fsched__deque *d) {
     fsched__job *job;
     int emptied;
-    if (FSCHED__LIKELY(d->ring_tail != d->ring_head))
-        return d->ring[--d->ring_tail % FSCHED__RING_SIZE];
+    if (FSCHED__LIKELY(d->ring.tail != d->ring.head))
+        return d->ring.slot[--d->ring.tail % FSCHED__RING_SIZE];
     job = fsched__cl_take(&d->pub, &emptied);
     if (emptied) fsched__deque_request(d);
     return job;
@@ -5072,8 +5157,8 @@ static inline fsched__job *fsched__deque_pop(fsched__deque *d) {
 /* Owner: takes the newest job if it is `job` and still private (the common end of a
    join: nobody asked for it). */
 static inline int fsched__deque_pop_if_newest(fsched__deque *d, const fsched__job *job) {
-    if (d->ring_tail != d->ring_head && d->ring[(d->ring_tail - 1) % FSCHED__RING_SIZE] == job) {
-        d->ring_tail--;
+    if (d->ring.tail != d->ring.head && d->ring.slot[(d->ring.tail - 1) % FSCHED__RING_SIZE] == job) {
+        d->ring.tail--;
         return 1;
     }
     return 0;
@@ -5081,13 +5166,13 @@ static inline int fsched__deque_pop_if_newest(fsched__deque *d, const fsched__jo
 
 /* Owner: the newest job without taking it, or NULL; see fsched__cl_peek. */
 static inline fsched__job *fsched__deque_peek(fsched__deque *d) {
-    if (d->ring_tail != d->ring_head) return d->ring[(d->ring_tail - 1) % FSCHED__RING_SIZE];
+    if (d->ring.tail != d->ring.head) return d->ring.slot[(d->ring.tail - 1) % FSCHED__RING_SIZE];
     return fsched__cl_peek(&d->pub);
 }
 
 /* Owner: whether any job is queued (private or public). */
 static inline int fsched__deque_empty(fsched__deque *d) {
-    return d->ring_tail == d->ring_head && fsched__cl_looks_empty(&d->pub);
+    return d->ring.tail == d->ring.head && fsched__cl_looks_empty(&d->pub);
 }
 
 /* ---- the injector: work submitted from threads outside the pool ----
@@ -5364,6 +5449,27 @@ typedef struct fsched__worker {
     struct fsched__trace_buffer *trace; /* written by the slot's thread alone */
 #endif
 } fsched__worker;
+
+/* The ring fsched_join's inline path queues on: the slot's, while its thread occupies a
+   slot and may join (not in a poll hook), else NULL. Set with the thread's worker. */
+#if defined(FSCHED__JOIN_RING) && !defined(FIBERSCHED_STATIC)
+#if FSCHED__THREADS
+__thread
+#endif
+    fsched__ring *fsched__join_ring;
+#endif
+
+/* Makes r the ring of the calling thread's joins; returns the one it replaces. */
+static fsched__ring *fsched__join_ring_swap(fsched__ring *r) {
+#if defined(FSCHED__JOIN_RING)
+    fsched__ring *old = fsched__join_ring;
+    fsched__join_ring = r;
+    return old;
+#else
+    (void)r;
+    return NULL;
+#endif
+}
 
 /* Frame stacks (spawn and sync), defined with fork-join. The scheduling loop reaches the
    code that steals and offers frames through pointers that the first frame stack sets,
@@ -6342,11 +6448,11 @@ static inline void fsched__pass_search_on(fsched_sched *s) {
    thief that asked, and announces the publication. */
 static FSCHED__NOINLINE void fsched__share(fsched__worker *w) {
     fsched__deque *d = &w->deque;
-    if (d->ring_tail == d->ring_head) return; /* nothing private: a request stays set */
+    if (d->ring.tail == d->ring.head) return; /* nothing private: a request stays set */
     /* cleared first, so that a request made meanwhile survives (no other trigger is
        needed: a worker that goes to sleep has asked every other slot for work during
        its last search) */
-    FSCHED__STORE(&d->request, 0u, FSCHED__RELAXED); /* relaxed: a hint */
+    FSCHED__STORE(&d->ring.request, 0u, FSCHED__RELAXED); /* relaxed: a hint */
     fsched__deque_share(d);
     fsched__new_jobs(w->sched, 1);
 }
@@ -6357,8 +6463,8 @@ static FSCHED__NOINLINE void fsched__share(fsched__worker *w) {
 static FSCHED__NOINLINE void fsched__publish(fsched__worker *w, fsched__job *const *jobs,
                                              size_t m) {
     fsched__deque *d = &w->deque;
-    size_t n = d->ring_tail - d->ring_head;
-    FSCHED__STORE(&d->request, 0u, FSCHED__RELAXED); /* answered (relaxed), as in fsched__share */
+    size_t n = d->ring.tail - d->ring.head;
+    FSCHED__STORE(&d->ring.request, 0u, FSCHED__RELAXED); /* answered (relaxed), as in fsched__share */
     if (fsched__deque_expose(d, n, jobs, m)) {
         fsched__new_jobs(w->sched, (uint32_t)(n + m));
         return;
@@ -6889,10 +6995,12 @@ static void fsched__worker_main(void *arg) {
     fsched__name_worker(w);
     fsched__worker_hook(t, w, w->sched->worker_start);
     t->worker = w;
+    fsched__join_ring_swap(&w->deque.ring);
     FSCHED__TRACE(w->root->trace_id = 0;) /* a track of this slot's own numbering */
     fsched__schedule(w, NULL);
     fsched__release_fibers(w);
     t->worker = NULL;
+    fsched__join_ring_swap(NULL);
     fsched__worker_hook(t, w, w->sched->worker_stop);
 }
 #endif
@@ -7228,6 +7336,7 @@ static fsched_result fsched__bind(fsched_sched *s, int reserved, fsched__worker 
             w->root->id = fsched__fiber_id(s);
             FSCHED__TRACE(w->root->trace_id = 0;) /* a track of this slot's own numbering */
             t->worker = w;
+            fsched__join_ring_swap(&w->deque.ring);
             *out = w;
             return FSCHED_OK;
         }
@@ -7267,6 +7376,7 @@ static void fsched__unbind(fsched__worker *w) {
     }
     fsched__release_fibers(w);
     t->worker = NULL;
+    fsched__join_ring_swap(NULL);
     w->thread = NULL;
     w->root = NULL;
     /* release: the slot's state is complete before another thread binds it */
@@ -8368,10 +8478,10 @@ static FSCHED__ALWAYS_INLINE void fsched__wait_group_help(fsched_wait_group *wg)
     while (FSCHED__LOAD(&wg->count, FSCHED__ACQUIRE) != 0) {
         fsched__job *job;
         const fsched__watch *watch;
-        if (d->ring_tail != d->ring_head) { /* private: only this worker touches the ring */
-            job = d->ring[(d->ring_tail - 1) % FSCHED__RING_SIZE];
+        if (d->ring.tail != d->ring.head) { /* private: only this worker touches the ring */
+            job = d->ring.slot[(d->ring.tail - 1) % FSCHED__RING_SIZE];
             if (!fsched__job_of_group(job, wg)) return;
-            d->ring_tail--;
+            d->ring.tail--;
         } else if (!(job = fsched__wait_group_take_public(d, wg))) {
             return;
         }
@@ -9536,9 +9646,11 @@ static int fsched__poll_call(fsched_sched *s) {
         return 1;
     if ((fn = s->poll_fn) != NULL) {
         /* the hook cannot wait or yield (it holds this lock): it ends on this thread */
+        fsched__ring *ring = fsched__join_ring_swap(NULL); /* joins refused, as below */
         fsched__tls_thread.in_hook = s;
         pending = fn(s->poll_user) != 0;
         fsched__tls_thread.in_hook = NULL;
+        fsched__join_ring_swap(ring);
         /* replaced from inside (which wakes no sleeper): the caller calls the new hook
            after an interval */
         pending |= s->poll_fn && s->poll_fn != fn;
@@ -10203,20 +10315,16 @@ static FSCHED__NOINLINE fsched_result fsched__call_outside(fsched_result (*call)
 
 /* ---- join ------------------------------------------------------------------------ */
 
-/* The second half of a join: a job on the joiner's stack. Its latch is 0 while pending,
-   1 when done, or the joiner's fiber once the joiner suspended on it. */
-typedef struct fsched__join_job {
-    fsched__job job;
-    void (*fn)(void *);
-    void *arg;
-    fsched__worker *owner;
-    uintptr_t latch;
-} fsched__join_job;
+/* The second half of a join is a fsched__join_job on the joiner's stack (declared with
+   fsched_join's inline path); `owner` names the ring of the joiner's worker. */
+static fsched__worker *fsched__ring_worker(fsched__ring *r) {
+    return (fsched__worker *)(void *)((char *)r - offsetof(fsched__worker, deque.ring));
+}
 
 /* Runs the second half as a job of its own (another worker took it, or the worker's loop
    runs it while the joiner waits), named by `code`: the user's function it runs. */
 static void fsched__join_run(fsched__join_job *j, uintptr_t code) {
-    fsched__worker *owner = j->owner; /* after the latch is set, j may be gone */
+    fsched__worker *owner = fsched__ring_worker(j->owner); /* after the latch, j may be gone */
     fsched_fiber *f = fsched__tls_thread.current;
     fsched__running outer = fsched__running_begin(f, code, NULL);
     uintptr_t waiting;
@@ -10230,7 +10338,7 @@ static void fsched__join_run(fsched__join_job *j, uintptr_t code) {
     if (waiting > 1) fsched__make_ready(owner, (fsched_fiber *)waiting);
 }
 
-static void fsched__join_execute(fsched__job *job, fsched__worker *w) {
+FIBERSCHED_API void fsched__join_execute(fsched__job *job, fsched__worker *w) {
     fsched__join_job *j = (fsched__join_job *)job;
     (void)w;
     fsched__join_run(j, FSCHED__CODE(j->fn));
@@ -10275,6 +10383,12 @@ static void fsched__join_finish(fsched__worker *w, fsched__join_job *j) {
         return;
     }
     fsched__latch_wait(w, &j->latch);
+}
+
+/* The end of a join whose second half was not the newest job when a returned (the
+   inline path's, kept out of line). */
+FIBERSCHED_API FSCHED__NOINLINE void fsched__join_rest(fsched__join_job *j) {
+    fsched__join_finish(fsched__ring_worker(j->owner), j);
 }
 
 /* Whether a fork-join call (join, a parallel loop, a spawn/sync tree) may run on w, the
@@ -10332,8 +10446,11 @@ static FSCHED__NOINLINE void fsched__join_queue_slow(fsched__worker *w, fsched__
     else fsched__join_finish(w, j);
 }
 
-FIBERSCHED_API fsched_result fsched_join(void (*a)(void *arg), void *arg_a,
-                                         void (*b)(void *arg), void *arg_b) {
+/* fsched_join as a call (the inline path's fallback, and its whole where there is none).
+   After a, everything is read from j: nested joins each keep only j on the stack, and no
+   register across the call. */
+FIBERSCHED_API fsched_result(fsched_join)(void (*a)(void *arg), void *arg_a,
+                                          void (*b)(void *arg), void *arg_b) {
     fsched__worker *w = fsched__tls_thread.worker;
     fsched__deque *d;
     fsched__join_job j;
@@ -10342,23 +10459,21 @@ FIBERSCHED_API fsched_result fsched_join(void (*a)(void *arg), void *arg_a,
     j.job.execute = fsched__join_execute;
     j.fn = b;
     j.arg = arg_b;
-    j.owner = w;
+    j.owner = &w->deque.ring;
     j.latch = 0;
     d = &w->deque;
-    if (FSCHED__UNLIKELY(d->ring_tail - d->ring_head == FSCHED__RING_SIZE ||
+    if (FSCHED__UNLIKELY(d->ring.tail - d->ring.head == FSCHED__RING_SIZE ||
                          fsched__deque_requested(d))) {
         fsched__join_queue_slow(w, &j, a, arg_a);
         return FSCHED_OK;
     }
-    d->ring[d->ring_tail++ % FSCHED__RING_SIZE] = &j.job; /* fsched__push_job's common case */
+    d->ring.slot[d->ring.tail++ % FSCHED__RING_SIZE] = &j.job; /* fsched__push_job's common case */
     a(arg_a);
-    /* after a, everything is read from j: nested joins each keep only j on the stack,
-       and no register across the call */
-    if (FSCHED__LIKELY(fsched__deque_pop_if_newest(&j.owner->deque, &j.job))) { /* not taken */
-        j.fn(j.arg);
+    if (FSCHED__LIKELY(fsched__deque_pop_if_newest(&fsched__ring_worker(j.owner)->deque, &j.job))) {
+        j.fn(j.arg); /* nobody took it */
         return FSCHED_OK;
     }
-    fsched__join_finish(j.owner, &j);
+    fsched__join_rest(&j);
     return FSCHED_OK;
 }
 
@@ -10979,7 +11094,7 @@ static void fsched__range_run(fsched__range_part *p, int stolen) {
         j.job.execute = fsched__range_execute;
         j.fn = fsched__range_right;
         j.arg = &right;
-        j.owner = w;
+        j.owner = &w->deque.ring;
         j.latch = 0;
         p->hi = mid;
         queued = fsched__push_job(w, &j.job);

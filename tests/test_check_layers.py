@@ -201,6 +201,17 @@ def test_unused():
           "a private function the public macro no longer uses is found: %r" % errors(text))
 
 
+def test_parenthesized_name():
+    text = CLEAN.replace("static int fsched__count_for_users",
+                         "static int fsched__behind(void) { return 0; }\n"
+                         "FIBERSCHED_API int(fsched_paren)(void) { return fsched__behind(); }\n"
+                         "static int fsched__count_for_users")
+    report = check_layers.check(text)
+    check(report.errors == [], "a definition as (name)(...) is a function: %r" % report.errors)
+    check("fsched_paren" in [f.name for f in report.functions],
+          "it is found by its name: %r" % [f.name for f in report.functions])
+
+
 def test_banners_and_table():
     text = CLEAN.replace("#ifdef __cplusplus\nextern",
                          "/* ---- stray ---- */\n\n#ifdef __cplusplus\nextern")
@@ -266,6 +277,7 @@ def main():
     test_upward()
     test_sideways()
     test_unused()
+    test_parenthesized_name()
     test_banners_and_table()
     test_cpp()
     test_main()

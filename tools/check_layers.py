@@ -361,6 +361,9 @@ def opened_by(statement):
                 break
             k -= 1
         name = tokens[k - 1] if k > 0 else ""
+        if name == ")" and k > 2 and tokens[k - 3] == "(":
+            k -= 1  # "(name)(...)": the name in parentheses, kept from a macro of its own
+            name = tokens[k - 1]
         if name not in NOT_FUNCTION_NAMES:
             return Function(name, statement[k - 1][1], []) if IDENTIFIER.match(name) else None
         close = k - 2  # an attribute after the parameters: the list is before it
