@@ -4,7 +4,9 @@
    serial            the same recursion as a plain function, one call per node as in the
                      scheduled version (the floor the targets use), and for scale the
                      same function left to GCC, which inlines it into itself several
-                     levels deep and so makes about half the calls
+                     levels deep and so makes about half the calls; and the shape of a
+                     plain C task (argument and result in a struct passed by pointer),
+                     serially: the floor of fsched_join's version
    fibersched        fsched_join(fib(n - 2), fib(n - 1)) at every level; the root runs as a
                      task of a scheduler created once per process with `workers` worker
                      threads, spawned from the main thread, which waits on a wait group
@@ -91,12 +93,39 @@ static double run_serial_inlined(void *ctx) {
     return t1 - t0;
 }
 
-/* ---- fibersched ---- */
-
 typedef struct fib_arg {
     int n;
     long r;
 } fib_arg;
+
+/* The floor of a plain C task's shape: fsched_join's fib below without the join, its
+   argument and result in a struct that the callee reads and writes through a pointer. */
+__attribute__((noinline)) static void fib_serial_shape(fib_arg *a) {
+    fib_arg x, y;
+    if (a->n < 2) {
+        a->r = a->n;
+        return;
+    }
+    x.n = a->n - 1;
+    y.n = a->n - 2;
+    fib_serial_shape(&y);
+    fib_serial_shape(&x);
+    a->r = x.r + y.r;
+}
+
+static double run_serial_shape(void *ctx) {
+    fib_ctx *c = (fib_ctx *)ctx;
+    fib_arg a;
+    double t0, t1;
+    a.n = c->n;
+    t0 = bench_now();
+    fib_serial_shape(&a);
+    t1 = bench_now();
+    check("serial, void * shape", c, a.r);
+    return t1 - t0;
+}
+
+/* ---- fibersched ---- */
 
 static void fib_task(void *p) {
     fib_arg *a = (fib_arg *)p, x, y;
@@ -193,6 +222,8 @@ static double run_omp(void *ctx) {
 
 /* ---- the table ---- */
 
+enum { SERIALS = 3 }; /* the serial candidates, first in the table */
+
 int main(int argc, char **argv) {
     int quick = bench_quick(argc, argv);
     int n = (int)bench_option(argc, argv, "--n=", quick ? 27 : 35);
@@ -229,6 +260,10 @@ int main(int argc, char **argv) {
     c[nc++].workers = 1;
     c[nc].name = "serial, self-inlined (scale)";
     c[nc].run = run_serial_inlined;
+    c[nc].ctx = &ctx[0];
+    c[nc++].workers = 1;
+    c[nc].name = "serial, struct through void *";
+    c[nc].run = run_serial_shape;
     c[nc].ctx = &ctx[0];
     c[nc++].workers = 1;
     for (wi = 0; wi < nw; wi++) {
@@ -281,7 +316,7 @@ int main(int argc, char **argv) {
         bench_case *f = bench_find(c, nc, "fibersched: fsched_join", c[i].workers);
         printf("| %-30s | %7d | %10.3f | %10.3f | %9s | %13s |\n", c[i].name, c[i].workers,
                c[i].median * 1e3, c[i].min * 1e3, bench_ratio(buf1, sizeof buf1, &c[i], serial),
-               i < 2 ? "-" : bench_ratio(buf2, sizeof buf2, &c[i], f));
+               i < SERIALS ? "-" : bench_ratio(buf2, sizeof buf2, &c[i], f));
     }
     printf("\n");
     bench_quick_note(quick);
@@ -293,7 +328,17 @@ int main(int argc, char **argv) {
         snprintf(what, sizeof what, "fibersched speed-up, %d workers over 1", counts[1]);
         bench_target(what, f1->median / f2->median, ">=", 1.7, "x");
     }
-    for (i = 2; i < nc; i++) {
+    printf("for scale: fibersched 1 worker / serial, struct through void * = %.2fx\n",
+           f1->median / c[2].median);
+    for (wi = 0; wi < nw; wi++) {
+        bench_case *f = bench_find(c, nc, "fibersched: fsched_join", counts[wi]);
+        bench_case *lace = bench_find(c, nc, "Lace: SPAWN/SYNC", counts[wi]);
+        char what[64];
+        if (!lace) continue;
+        snprintf(what, sizeof what, "fsched_join / Lace, %d worker(s)", counts[wi]);
+        bench_target(what, f->median / lace->median, "<=", 1.5, "x");
+    }
+    for (i = SERIALS; i < nc; i++) {
         bench_case *f = bench_find(c, nc, "fibersched: fsched_join", c[i].workers);
         if (&c[i] == f) continue;
         printf("peer: %s / fibersched, %d worker(s) = %s\n", c[i].name, c[i].workers,
