@@ -4819,11 +4819,15 @@ struct fsched__frames_group {
 #endif
 
 /* ---- Chase-Lev deque ----
-   The C11 orderings of Le, Pop, Cohen and Zappa Nardelli, "Correct and Efficient
+   With threads (without, see below): the C11 orderings of Le, Pop, Cohen and Zappa Nardelli, "Correct and Efficient
    Work-Stealing for Weak Memory Models" (PPoPP 2013). Indices are signed so that
    `bottom - 1` may go below `top`. The array grows by doubling; arrays it outgrows may
    still be read by a thief that loaded the old pointer, so they are kept on a list and
    freed with the deque. The array is allocated on the first push. */
+#define FSCHED__STEAL_EMPTY ((fsched__job *)0)
+#define FSCHED__STEAL_RETRY ((fsched__job *)1)
+
+#if FSCHED__THREADS
 typedef struct fsched__cl_array {
     int64_t mask;                      /* capacity - 1, a power of two minus one */
     struct fsched__cl_array *retired;  /* older arrays, freed with the deque */
@@ -4836,9 +4840,6 @@ typedef struct fsched__cl {
     fsched__cl_array *array;
     fsched_allocator allocator;
 } fsched__cl;
-
-#define FSCHED__STEAL_EMPTY ((fsched__job *)0)
-#define FSCHED__STEAL_RETRY ((fsched__job *)1)
 
 static fsched__cl_array *fsched__cl_array_new(const fsched_allocator *a, int64_t capacity) {
     size_t bytes = sizeof(fsched__cl_array) + (size_t)capacity * sizeof(fsched__job *);
@@ -4984,6 +4985,79 @@ static inline fsched__job *fsched__cl_peek(fsched__cl *q) {
     arr = FSCHED__LOAD(&q->array, FSCHED__RELAXED);
     return FSCHED__LOAD(&arr->slots[(b - 1) & arr->mask], FSCHED__RELAXED);
 }
+#else
+/* Without threads nothing steals, and interrupt handlers queue their work in the
+   injector, never here: the public part is a plain array of its owner's, slots[top] the
+   oldest job and slots[bottom - 1] the newest, grown by doubling and moved back to its
+   start whenever it empties. A "steal" takes the oldest job, as with threads. */
+typedef struct fsched__cl {
+    size_t top, bottom, capacity;
+    fsched__job **slots;
+    fsched_allocator allocator;
+} fsched__cl;
+
+static void fsched__cl_init(fsched__cl *q, const fsched_allocator *a) {
+    memset(q, 0, sizeof *q);
+    q->allocator = *a;
+}
+
+static void fsched__cl_destroy(fsched__cl *q) {
+    fsched__free(&q->allocator, q->slots, q->capacity * sizeof *q->slots, sizeof(void *));
+    q->slots = NULL;
+}
+
+/* Room for `need` jobs from slots[0], the jobs moved there; 0 for want of memory. */
+static int fsched__cl_room(fsched__cl *q, size_t need) {
+    size_t capacity = q->capacity ? q->capacity : 32, n = q->bottom - q->top;
+    fsched__job **slots;
+    while (capacity < need) capacity *= 2;
+    slots = (fsched__job **)fsched__alloc(&q->allocator, capacity * sizeof *slots, sizeof(void *));
+    if (!slots) return 0;
+    if (n) memcpy(slots, q->slots + q->top, n * sizeof *slots);
+    fsched__cl_destroy(q);
+    q->slots = slots;
+    q->capacity = capacity;
+    q->top = 0;
+    q->bottom = n;
+    return 1;
+}
+
+static int fsched__cl_push(fsched__cl *q, fsched__job *const *ring, size_t first, size_t n,
+                           fsched__job *const *more, size_t m) {
+    size_t i;
+    if (q->bottom + n + m > q->capacity && !fsched__cl_room(q, q->bottom - q->top + n + m))
+        return 0;
+    for (i = 0; i < n; i++) q->slots[q->bottom++] = ring[(first + i) % FSCHED__RING_SIZE];
+    for (i = 0; i < m; i++) q->slots[q->bottom++] = more[i];
+    return 1;
+}
+
+/* The job at `at` (bottom - 1 or top), taken, or NULL; *emptied as with threads. */
+static fsched__job *fsched__cl_remove(fsched__cl *q, size_t at, int *emptied) {
+    fsched__job *job = q->slots[at];
+    if (at == q->top) q->top++;
+    else q->bottom--;
+    *emptied = q->top == q->bottom;
+    if (*emptied) q->top = q->bottom = 0;
+    return job;
+}
+
+static fsched__job *fsched__cl_take(fsched__cl *q, int *emptied) {
+    *emptied = 1;
+    return q->bottom == q->top ? NULL : fsched__cl_remove(q, q->bottom - 1, emptied);
+}
+
+static fsched__job *fsched__cl_steal(fsched__cl *q, int *emptied) {
+    *emptied = 0;
+    return q->bottom == q->top ? FSCHED__STEAL_EMPTY : fsched__cl_remove(q, q->top, emptied);
+}
+
+static inline int fsched__cl_looks_empty(fsched__cl *q) { return q->bottom == q->top; }
+
+static inline fsched__job *fsched__cl_peek(fsched__cl *q) {
+    return q->bottom == q->top ? NULL : q->slots[q->bottom - 1];
+}
+#endif
 
 /* ---- split deque: a private ring in front of a Chase-Lev deque ----
    The ring is touched only by its owner: push and pop of the newest job take no fence
@@ -5011,7 +5085,7 @@ typedef struct fsched__deque {
 static void fsched__deque_init(fsched__deque *d, const fsched_allocator *a) {
     memset(d, 0, sizeof *d);
     fsched__cl_init(&d->pub, a);
-    d->request = 1; /* the public part is empty */
+    d->request = FSCHED__THREADS; /* the public part is empty (without threads, nobody asks) */
 }
 
 static void fsched__deque_destroy(fsched__deque *d) { fsched__cl_destroy(&d->pub); }
@@ -5033,7 +5107,8 @@ static int fsched__deque_expose(fsched__deque *d, size_t n, fsched__job *const *
    Written only when clear: the owner reads the flag on every push, and a write to a
    line it reads costs it a cache miss. Relaxed: a hint; a late answer costs only time. */
 static inline void fsched__deque_request(fsched__deque *d) {
-    if (!FSCHED__LOAD(&d->request, FSCHED__RELAXED)) FSCHED__STORE(&d->request, 1u, FSCHED__RELAXED);
+    if (FSCHED__THREADS && !FSCHED__LOAD(&d->request, FSCHED__RELAXED))
+        FSCHED__STORE(&d->request, 1u, FSCHED__RELAXED);
 }
 
 /* Owner: moves the older half of the ring (at least one job) to the public part. */
@@ -5044,7 +5119,7 @@ static void fsched__deque_share(fsched__deque *d) {
 
 /* True when the public part went empty. Relaxed: a hint (see fsched__deque_request). */
 static inline int fsched__deque_requested(fsched__deque *d) {
-    return FSCHED__LOAD(&d->request, FSCHED__RELAXED) != 0;
+    return FSCHED__THREADS && FSCHED__LOAD(&d->request, FSCHED__RELAXED) != 0;
 }
 
 /* Owner: pushes a job as the newest. Returns 0 only when the ring is full and the public
@@ -5249,8 +5324,13 @@ static fsched__placed *fsched__affine_take(fsched__affine *q, uint32_t index, in
 /* Idle rounds: search and spin, announce sleepiness, search twice more, then sleep. A
    few microseconds in all: enough for work that comes in bursts, little enough that an
    idle scheduler woken a thousand times a second stays near 1% of a core. */
+#if FSCHED__THREADS
 #define FSCHED__ROUNDS_UNTIL_SLEEPY 10u
 #define FSCHED__ROUNDS_UNTIL_SLEEP 12u
+#else /* one thread: only an interrupt handler could post meanwhile, and it wakes a sleep */
+#define FSCHED__ROUNDS_UNTIL_SLEEPY 1u
+#define FSCHED__ROUNDS_UNTIL_SLEEP 2u
+#endif
 #define FSCHED__SPIN_PER_ROUND 32u
 
 typedef struct fsched__idle {
@@ -6271,6 +6351,10 @@ static void fsched__announce_jobs(fsched_sched *s, uint32_t n, uint64_t c) {
 static void fsched__new_jobs(fsched_sched *s, uint32_t n) {
     uint64_t c;
     FSCHED__POINT(PUBLISHED);
+    if (!FSCHED__THREADS) { /* the one thread sleeps only with nothing queued */
+        fsched__wake_sleepers(s, 1);
+        return;
+    }
 #if defined(FSCHED__TSAN)
     /* ThreadSanitizer does not model fences (GCC refuses them): a read-modify-write of
        the counters gives the same order, being ordered with the sleeper's own */
@@ -6335,7 +6419,7 @@ static int fsched__work_visible(fsched_sched *s) {
    counted as searching), may not be the one it runs, and it may run for long (Go's rule
    for spinning threads, taken only when there is work to find). */
 static inline void fsched__pass_search_on(fsched_sched *s) {
-    if (fsched__wants_workers(s) && fsched__work_visible(s)) fsched__new_jobs(s, 1);
+    if (FSCHED__THREADS && fsched__wants_workers(s) && fsched__work_visible(s)) fsched__new_jobs(s, 1);
 }
 
 /* Owner: moves the older half of its private jobs where thieves can take them, for a
@@ -6466,7 +6550,7 @@ static fsched__job *fsched__steal_one(fsched__worker *w, fsched__worker *v) {
 static fsched__job *fsched__steal(fsched__worker *w) {
     fsched_sched *s = w->sched;
     uint32_t n = s->n_slots, start, i;
-    if (n < 2) return NULL;
+    if (!FSCHED__THREADS || n < 2) return NULL; /* one thread: the other slots are drained */
     /* the high half scaled to [0, n): no 64-bit division (a library call on 32-bit cores) */
     start = (uint32_t)(((fsched__rng_next(w) >> 32) * n) >> 32);
     for (i = 0; i < n; i++) {
@@ -6546,6 +6630,7 @@ static void fsched__idle_begin(fsched__worker *w, fsched__idle *idle) {
     if (idle->inactive) return;
     idle->inactive = 1;
     idle->rounds = 0;
+    if (!FSCHED__THREADS) return; /* nobody counts on the one thread, the drainer itself */
     /* seq_cst: this worker's counts (spawned, completed) are released before it is seen
        inactive, and against fsched_destroy's closing store and its seq_cst read of the
        counters, either destroy sees the counts or this worker sees it closing and tells
@@ -6563,6 +6648,7 @@ static void fsched__idle_begin(fsched__worker *w, fsched__idle *idle) {
 static void fsched__idle_end(fsched__worker *w, fsched__idle *idle) {
     if (!idle->inactive) return;
     idle->inactive = 0;
+    if (!FSCHED__THREADS) return;
     FSCHED__FETCH_SUB(&w->sched->counters, FSCHED__INACTIVE_ONE, FSCHED__SEQ_CST);
     fsched__pass_search_on(w->sched);
 }
@@ -6705,6 +6791,27 @@ static void fsched__sleep(fsched__worker *w, fsched__idle *idle) {
     idle->rounds = 0;
 }
 
+/* Without threads: the latch alone. Only an interrupt handler can post meanwhile (a fiber
+   made ready, a task queued: fsched__new_jobs finds the `sleeping` flag), and
+   fsched__block reads the latch with interrupts masked. Relaxed, every access: one
+   thread, whose handlers see its accesses in program order. */
+static void fsched__sleep_alone(fsched__worker *w, fsched__idle *idle) {
+    uint32_t expected = FSCHED__LATCH_UNSET;
+    idle->rounds = 0;
+    FSCHED__STORE(&w->sleeping, 1u, FSCHED__RELAXED); /* relaxed: see above */
+    if (!FSCHED__LOAD(&w->sched->injector.size, FSCHED__RELAXED) &&
+        !FSCHED__LOAD(&w->inbox, FSCHED__RELAXED) &&
+        FSCHED__CAS(&w->latch, &expected, FSCHED__LATCH_SLEEPING, FSCHED__RELAXED, FSCHED__RELAXED)) {
+        FSCHED__TRACE(uint64_t trace_begin = fsched__trace_now();)
+        fsched__count(w->sleeps, 1);
+        fsched__block(w, w->timer_count ? w->timers[0]->deadline : 0);
+        FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_SLEEP, trace_begin, 0, NULL, 0);)
+        expected = FSCHED__LATCH_SLEEPING; /* a set latch stays for the loop */
+        FSCHED__CAS(&w->latch, &expected, FSCHED__LATCH_UNSET, FSCHED__RELAXED, FSCHED__RELAXED);
+    }
+    FSCHED__STORE(&w->sleeping, 0u, FSCHED__RELAXED); /* relaxed: see above */
+}
+
 static void fsched__idle_step(fsched__worker *w, fsched__idle *idle) {
     uint32_t i;
     fsched__idle_begin(w, idle);
@@ -6716,9 +6823,11 @@ static void fsched__idle_step(fsched__worker *w, fsched__idle *idle) {
            fiber it wakes, a task it spawns) is found by the rounds still to come */
         const fsched__watch *watch = fsched__watch_of(w->sched);
         if (watch) w->hook_pending = watch->poll_call(w->sched);
-        idle->jec = fsched__announce_sleepy(w->sched);
+        if (FSCHED__THREADS) idle->jec = fsched__announce_sleepy(w->sched);
     } else if (idle->rounds < FSCHED__ROUNDS_UNTIL_SLEEP) {
         fsched__os_yield();
+    } else if (!FSCHED__THREADS) {
+        fsched__sleep_alone(w, idle);
     } else {
         fsched__sleep(w, idle);
     }
@@ -7092,7 +7201,8 @@ static fsched_sched *fsched__sched_alloc(const fsched_desc *d) {
     s->worker_start = d->worker_start;
     s->worker_stop = d->worker_stop;
     s->worker_user = d->worker_user;
-    strncpy(s->worker_name, d->worker_name, sizeof s->worker_name - 1); /* memset: ends */
+    if (FSCHED__THREADS) /* the names of worker threads; memset: it ends */
+        strncpy(s->worker_name, d->worker_name, sizeof s->worker_name - 1);
     FSCHED__TRACE(s->trace_origin = fsched__sched_now(s); s->trace_events = d->trace_events;)
     s->n_threads = d->workers;
     s->n_slots = d->workers + d->max_bound_threads + 1; /* the last bound slot is kept for
