@@ -4819,8 +4819,9 @@ struct fsched__frames_group {
 #endif
 
 /* ---- Chase-Lev deque ----
-   With threads (without, see below): the C11 orderings of Le, Pop, Cohen and Zappa Nardelli, "Correct and Efficient
-   Work-Stealing for Weak Memory Models" (PPoPP 2013). Indices are signed so that
+   With threads (without, see below): the C11 orderings of Le, Pop, Cohen and Zappa
+   Nardelli, "Correct and Efficient Work-Stealing for Weak Memory Models" (PPoPP 2013).
+   Indices are signed so that
    `bottom - 1` may go below `top`. The array grows by doubling; arrays it outgrows may
    still be read by a thief that loaded the old pointer, so they are kept on a list and
    freed with the deque. The array is allocated on the first push. */
@@ -5564,19 +5565,6 @@ static int fsched__have_clock(void) {
     return FSCHED__OS || (w && w->sched->clock);
 }
 
-/* The deadline of a timed wait that begins now (0 means none: a wait of 0 ns at time 0
-   gets 1). */
-static uint64_t fsched__deadline_after(uint64_t timeout_ns) {
-    uint64_t deadline = fsched__time_add(fsched__clock_ns(), timeout_ns);
-    return deadline ? deadline : 1;
-}
-
-/* The deadline of a wait on something for timeout_ns: none (0) for FSCHED_FOREVER, a wait
-   as the call without a timeout makes (which fails where nothing could end it). */
-static uint64_t fsched__wait_deadline(uint64_t timeout_ns) {
-    return timeout_ns == FSCHED_FOREVER ? 0 : fsched__deadline_after(timeout_ns);
-}
-
 /* ---- holding a scheduler from outside ----
    A thread that is not one of s's slots (a plain thread, or a task of another scheduler)
    may touch s only while it holds it: fsched_destroy frees s only once no call holds it.
@@ -6223,6 +6211,23 @@ static void fsched__release_fibers(fsched__worker *w) {
 
 /* ---- timers: a binary min-heap of waiting fibers by deadline --------------------- */
 
+/* The timers' code, reached through a pointer that the first deadline sets (a wait has
+   a timer only with a deadline), so that a program that never waits with a timeout does
+   not link it (microcontrollers). */
+typedef struct fsched__timers_code {
+    int (*add)(fsched__worker *w, fsched__waiter *wt);
+    void (*remove)(fsched__worker *w, fsched__waiter *wt);
+    void (*fire)(fsched__worker *w);
+} fsched__timers_code;
+static const fsched__timers_code *fsched__timers_linked;
+
+/* That code, once a deadline was made. Relaxed: written once, with the same value by
+   every thread; a slot's timers are added by the thread that made their deadlines, and
+   used only while one is there. */
+static inline const fsched__timers_code *fsched__timers(void) {
+    return FSCHED__LOAD(&fsched__timers_linked, FSCHED__RELAXED);
+}
+
 static void fsched__timer_place(fsched__worker *w, uint32_t i, fsched__waiter *wt) {
     w->timers[i] = wt;
     wt->timer = i + 1;
@@ -6302,6 +6307,25 @@ static void fsched__timers_fire(fsched__worker *w) {
             fsched__ready_append(w, wt->fiber);
         }
     }
+}
+
+static const fsched__timers_code fsched__timers_code_here = {
+    fsched__timer_add, fsched__timer_remove, fsched__timers_fire};
+
+/* The deadline of a timed wait that begins now (0 means none: a wait of 0 ns at time 0
+   gets 1). Links the timers' code. */
+static uint64_t fsched__deadline_after(uint64_t timeout_ns) {
+    uint64_t deadline = fsched__time_add(fsched__clock_ns(), timeout_ns);
+    /* relaxed: see fsched__timers */
+    if (!fsched__timers())
+        FSCHED__STORE(&fsched__timers_linked, &fsched__timers_code_here, FSCHED__RELAXED);
+    return deadline ? deadline : 1;
+}
+
+/* The deadline of a wait on something for timeout_ns: none (0) for FSCHED_FOREVER, a wait
+   as the call without a timeout makes (which fails where nothing could end it). */
+static uint64_t fsched__wait_deadline(uint64_t timeout_ns) {
+    return timeout_ns == FSCHED_FOREVER ? 0 : fsched__deadline_after(timeout_ns);
 }
 
 /* ---- finding work ---------------------------------------------------------------- */
@@ -6879,7 +6903,7 @@ static int fsched__loop_turn(fsched__worker *w, fsched__idle *idle) {
     fsched__job *job;
     const fsched__watch *watch;
     fsched__collect_posted(w);
-    if (w->timer_count) fsched__timers_fire(w);
+    if (w->timer_count) fsched__timers()->fire(w);
     watch = fsched__watch_of(w->sched);
     if (FSCHED__UNLIKELY(watch != NULL)) watch->tick(w);
     if (FSCHED__UNLIKELY(w->yield_pending)) { /* a yield lets one job run first */
@@ -7989,7 +8013,7 @@ static fsched_result fsched__wait_begin(fsched__waiter *wt, uint64_t deadline, c
     wt->what = what;
     wt->object = object;
     if (w) {
-        if (deadline && !fsched__timer_add(w, wt)) return FSCHED_ERR_OUT_OF_MEMORY;
+        if (deadline && !fsched__timers()->add(w, wt)) return FSCHED_ERR_OUT_OF_MEMORY;
         wt->worker = w;
         wt->next_fiber = fsched__suspend_prepare(w);
         wt->fiber = wt->next_fiber ? t->current : NULL; /* none: wait inline */
@@ -8004,7 +8028,7 @@ static fsched_result fsched__wait_begin(fsched__waiter *wt, uint64_t deadline, c
    what fsched__wait_begin took. */
 static void fsched__wait_abandon(fsched__waiter *wt) {
     if (!wt->worker) return;
-    if (wt->timer) fsched__timer_remove(wt->worker, wt);
+    if (wt->timer) fsched__timers()->remove(wt->worker, wt);
     if (wt->next_fiber) fsched__suspend_cancel(wt->worker, wt->next_fiber);
 }
 
@@ -8037,7 +8061,7 @@ static fsched_result fsched__wait_commit(fsched_wait_list *list, fsched__waiter 
         if (next) fsched__suspend(w, next, wt->what, wt->object);
         else fsched__wait_inline(w, wt);
         if (t->current == w->root) w->root_waiter = NULL;
-        if (wt->timer) fsched__timer_remove(w, wt);
+        if (wt->timer) fsched__timers()->remove(w, wt);
     } else {
         if (!list && !wt->deadline) return FSCHED_OK;
         if (list) fsched__wait_list_unlock(list);
