@@ -3439,13 +3439,72 @@ static void fsched__live_fork_child(void) { pthread_rwlock_init(&fsched__live_lo
 #endif
 #endif
 
-#if defined(FSCHED__OS_NONE)
-#define FSCHED__LIVE_FIRST 8u /* a microcontroller holds a few objects */
-#else
-#define FSCHED__LIVE_FIRST 64u
-#endif
 static const void **fsched__live_slots; /* NULL: empty slot */
-static size_t fsched__live_mask, fsched__live_count;
+static size_t fsched__live_mask, fsched__live_count; /* the capacity - 1 (debuggers read
+                                                         every slot to it), and the objects */
+
+/* Under the write lock: room for one more object (a table twice the size, a power of
+   two, its entries placed by `place`, or where they were when NULL); 0 for want of
+   memory. */
+static int fsched__live_room(size_t first, size_t (*place)(const void *p)) {
+    size_t cap = fsched__live_slots ? 2 * (fsched__live_mask + 1) : first, i;
+    const void **old = fsched__live_slots, **slots;
+    size_t old_cap = old ? fsched__live_mask + 1 : 0;
+    if (old && 2 * (fsched__live_count + 1) <= old_cap) return 1;
+    slots = (const void **)FIBERSCHED_MALLOC(cap * sizeof *slots);
+    if (!slots) return 0;
+    memset(slots, 0, cap * sizeof *slots);
+    fsched__live_slots = slots;
+    fsched__live_mask = cap - 1;
+    if (!place && old_cap) memcpy(slots, old, old_cap * sizeof *slots);
+    for (i = 0; place && i < old_cap; i++)
+        if (old[i]) fsched__live_slots[place(old[i])] = old[i];
+    if (old) FIBERSCHED_FREE((void *)old);
+    return 1;
+}
+
+/* Under the write lock: one object fewer; the table goes with the last. */
+static void fsched__live_left(void) {
+    if (--fsched__live_count) return;
+    FIBERSCHED_FREE((void *)fsched__live_slots);
+    fsched__live_slots = NULL;
+    fsched__live_mask = 0;
+}
+
+#if defined(FSCHED__OS_NONE)
+/* A microcontroller holds a few objects: the first fsched__live_count slots, searched in
+   full (the table's code is a fraction of a hash set's). */
+static size_t fsched__live_slot(const void *p) {
+    size_t i = 0;
+    while (i < fsched__live_count && fsched__live_slots[i] != p) i++;
+    return i;
+}
+
+/* Under the lock (read or write): whether p is a live object. */
+static int fsched__live_has(const void *p) {
+    return p && fsched__live_slot(p) < fsched__live_count;
+}
+
+/* Enters p; 0 for want of memory. */
+static int fsched__live_add(const void *p) {
+    int ok;
+    fsched__live_write_lock();
+    ok = fsched__live_room(8, NULL);
+    if (ok) fsched__live_slots[fsched__live_count++] = p;
+    fsched__live_write_unlock();
+    return ok;
+}
+
+/* Under the write lock: removes p, the last entry moved to its slot. */
+static void fsched__live_remove_locked(const void *p) {
+    size_t i = fsched__live_slot(p);
+    if (i == fsched__live_count) return;
+    fsched__live_slots[i] = fsched__live_slots[fsched__live_count - 1];
+    fsched__live_slots[fsched__live_count - 1] = NULL;
+    fsched__live_left();
+}
+#else
+/* A hash set (open addressing, linear probing). */
 
 static size_t fsched__live_home(const void *p) {
     uint64_t x = (uint64_t)(uintptr_t)p;
@@ -3468,24 +3527,9 @@ static int fsched__live_has(const void *p) {
 
 /* Enters p; 0 for want of memory. */
 static int fsched__live_add(const void *p) {
-    int ok = 1;
+    int ok;
     fsched__live_write_lock();
-    if (!fsched__live_slots || 2 * (fsched__live_count + 1) > fsched__live_mask + 1) {
-        size_t cap = fsched__live_slots ? 2 * (fsched__live_mask + 1) : FSCHED__LIVE_FIRST, i;
-        const void **old = fsched__live_slots, **slots;
-        size_t old_cap = old ? fsched__live_mask + 1 : 0;
-        slots = (const void **)FIBERSCHED_MALLOC(cap * sizeof *slots);
-        if (!slots) {
-            ok = 0;
-        } else {
-            memset(slots, 0, cap * sizeof *slots);
-            fsched__live_slots = slots;
-            fsched__live_mask = cap - 1;
-            for (i = 0; i < old_cap; i++)
-                if (old[i]) fsched__live_slots[fsched__live_slot(old[i])] = old[i];
-            if (old) FIBERSCHED_FREE((void *)old);
-        }
-    }
+    ok = fsched__live_room(64, fsched__live_slot);
     if (ok) {
         fsched__live_slots[fsched__live_slot(p)] = p;
         fsched__live_count++;
@@ -3511,12 +3555,9 @@ static void fsched__live_remove_locked(const void *p) {
             i = j;
         }
     }
-    if (--fsched__live_count == 0) {
-        FIBERSCHED_FREE((void *)fsched__live_slots);
-        fsched__live_slots = NULL;
-        fsched__live_mask = 0;
-    }
+    fsched__live_left();
 }
+#endif
 
 static void fsched__live_remove(const void *p) {
     fsched__live_write_lock();
@@ -6034,10 +6075,9 @@ static fsched_fiber *fsched__ready_pop(fsched__worker *w) {
     return f;
 }
 
-/* Owner: adds to one of its slot's counts. Relaxed: only the owner writes it, and
-   readers want a recent value, not an order. */
-#define fsched__count(field, delta) \
-    FSCHED__STORE(&(field), FSCHED__LOAD(&(field), FSCHED__RELAXED) + (delta), FSCHED__RELAXED)
+/* Owner: adds to one of its slot's counts. Relaxed: only the owner writes it (and so
+   reads it plainly), and readers want a recent value, not an order. */
+#define fsched__count(field, delta) FSCHED__STORE(&(field), (field) + (delta), FSCHED__RELAXED)
 
 /* ---- fibers of a worker ---------------------------------------------------------- */
 
@@ -6926,7 +6966,7 @@ static int fsched__loop_turn(fsched__worker *w, fsched__idle *idle) {
     }
     if (w->root_parked && fsched__root_may_leave(w)) {
         fsched__idle_end(w, idle);
-        if (w->until) {
+        if (!FSCHED__THREADS || w->until) { /* without threads, every slot is bound */
             fsched__unpark_root(w);
             fsched__run_fiber(w, w->root);
         } else {
@@ -10146,8 +10186,40 @@ FIBERSCHED_API fsched_result fsched_close_fd(int fd) {
 
 /* ---- spawn ----------------------------------------------------------------------- */
 
+/* A task's own copy of its argument (fsched_spawn_copy): the bytes, and the code that
+   makes the copy, which only that call passes, so that a program that never copies does
+   not link it. */
+typedef struct fsched__arg_copy {
+    const void *data;
+    size_t size;
+    int (*make)(fsched_sched *s, fsched__task *t, const struct fsched__arg_copy *c);
+} fsched__arg_copy;
+
+/* t's argument made a copy of c's bytes: in the record when they fit, else on the heap
+   (never from an interrupt handler, which must not allocate). 0: out of memory. */
+static int fsched__task_copy(fsched_sched *s, fsched__task *t, const fsched__arg_copy *c) {
+    if (c->size <= sizeof t->data) {
+        memcpy(t->data, c->data, c->size);
+        t->arg = t->data;
+        return 1;
+    }
+    t->copy = fsched__in_interrupt() ? NULL : fsched__alloc(&s->allocator, c->size, 16);
+    if (!t->copy) {
+        if (FSCHED__DEBUG && fsched__in_interrupt())
+            fsched__log(&s->logger, FSCHED_LOG_ERROR,
+                        "fsched_spawn_copy: %lu bytes from an interrupt handler (at most %d)",
+                        (unsigned long)c->size, FSCHED_TASK_INLINE_BYTES);
+        return 0;
+    }
+    t->copy_size = c->size;
+    memcpy(t->copy, c->data, c->size);
+    t->arg = t->copy;
+    return 1;
+}
+
+/* Spawns fn(arg), or fn on a copy of `copy`'s bytes when it is not NULL. */
 static fsched_result fsched__spawn(fsched_sched *s, fsched_wait_group *wg, void (*fn)(void *),
-                                   void *arg, const void *data, size_t size, const char *name) {
+                                   void *arg, const fsched__arg_copy *copy, const char *name) {
     fsched__worker *w = fsched__tls_thread.worker;
     fsched__job *job;
     fsched__task *t;
@@ -10159,7 +10231,8 @@ static fsched_result fsched__spawn(fsched_sched *s, fsched_wait_group *wg, void 
         w = NULL;
         if ((r = fsched__sched_enter(s, 0, "fsched_spawn")) != FSCHED_OK) return r;
     }
-    if (!fn || (size && !data)) { /* bad arguments first, whatever the state of s */
+    /* bad arguments first, whatever the state of s */
+    if (!fn || (copy && copy->size && !copy->data)) {
         r = FSCHED__MISUSE(&s->logger, FSCHED_ERR_INVALID_ARGUMENT,
                            "fsched_spawn: %s is NULL", fn ? "data (with a size)" : "fn");
         goto out;
@@ -10175,25 +10248,10 @@ static fsched_result fsched__spawn(fsched_sched *s, fsched_wait_group *wg, void 
     t->leased = 0;
     t->copy = NULL;
     t->copy_size = 0;
-    if (size > sizeof t->data) {
-        /* a handler must not allocate: only what fits the record */
-        t->copy = fsched__in_interrupt() ? NULL : fsched__alloc(&s->allocator, size, 16);
-        if (!t->copy) {
-            if (FSCHED__DEBUG && fsched__in_interrupt())
-                fsched__log(&s->logger, FSCHED_LOG_ERROR,
-                            "fsched_spawn_copy: %lu bytes from an interrupt handler (at most %d)",
-                            (unsigned long)size, FSCHED_TASK_INLINE_BYTES);
-            fsched__task_free(s, w, t);
-            goto out;
-        }
-        t->copy_size = size;
-        memcpy(t->copy, data, size);
-        t->arg = t->copy;
-    } else if (size && data) {
-        memcpy(t->data, data, size);
-        t->arg = t->data;
-    } else {
-        t->arg = arg;
+    t->arg = arg;
+    if (copy && copy->size && !copy->make(s, t, copy)) {
+        fsched__task_free(s, w, t);
+        goto out;
     }
     /* a task of a worker thread, whose loop serves its ring; not one of a bound thread
        (which returns to its own code, which may block in the OS or compute for long, as
@@ -10236,30 +10294,34 @@ out:
 }
 
 FIBERSCHED_API fsched_result fsched_spawn(fsched_sched *s, void (*fn)(void *arg), void *arg) {
-    return fsched__spawn(s, NULL, fn, arg, NULL, 0, NULL);
+    return fsched__spawn(s, NULL, fn, arg, NULL, NULL);
 }
 
 FIBERSCHED_API fsched_result fsched_spawn_copy(fsched_sched *s, void (*fn)(void *data),
                                                const void *data, size_t size) {
-    return fsched__spawn(s, NULL, fn, NULL, data, size, NULL);
+    fsched__arg_copy copy;
+    copy.data = data;
+    copy.size = size;
+    copy.make = fsched__task_copy;
+    return fsched__spawn(s, NULL, fn, NULL, &copy, NULL);
 }
 
 FIBERSCHED_API fsched_result fsched_spawn_named(fsched_sched *s, void (*fn)(void *arg), void *arg,
                                                 const char *name) {
-    return fsched__spawn(s, NULL, fn, arg, NULL, 0, name);
+    return fsched__spawn(s, NULL, fn, arg, NULL, name);
 }
 
 FIBERSCHED_API fsched_result fsched_wait_group_spawn(fsched_wait_group *wg, fsched_sched *s,
                                                      void (*fn)(void *arg), void *arg) {
     FSCHED__CHECK_LIVE(wg);
-    return fsched__spawn(s, wg, fn, arg, NULL, 0, NULL);
+    return fsched__spawn(s, wg, fn, arg, NULL, NULL);
 }
 
 FIBERSCHED_API fsched_result fsched_wait_group_spawn_named(fsched_wait_group *wg, fsched_sched *s,
                                                            void (*fn)(void *arg), void *arg,
                                                            const char *name) {
     FSCHED__CHECK_LIVE(wg);
-    return fsched__spawn(s, wg, fn, arg, NULL, 0, name);
+    return fsched__spawn(s, wg, fn, arg, NULL, name);
 }
 
 /* ---- calls from outside every scheduler ----
@@ -10326,7 +10388,7 @@ static FSCHED__NOINLINE fsched_result fsched__call_outside(fsched_result (*call)
         r = fsched__call_bound(s, &c);
     } else {
         fsched_wait_group_init(&wg);
-        r = fsched__spawn(s, &wg, fsched__outside_task, &c, NULL, 0, what);
+        r = fsched__spawn(s, &wg, fsched__outside_task, &c, NULL, what);
         fsched__sched_release(s);
         if (r == FSCHED_OK) r = fsched_wait_group_wait(&wg);
         fsched_wait_group_destroy(&wg);
