@@ -3539,13 +3539,72 @@ static void fsched__live_fork_child(void) { pthread_rwlock_init(&fsched__live_lo
 #endif
 #endif
 
-#if defined(FSCHED__OS_NONE)
-#define FSCHED__LIVE_FIRST 8u /* a microcontroller holds a few objects */
-#else
-#define FSCHED__LIVE_FIRST 64u
-#endif
 static const void **fsched__live_slots; /* NULL: empty slot */
-static size_t fsched__live_mask, fsched__live_count;
+static size_t fsched__live_mask, fsched__live_count; /* the capacity - 1 (debuggers read
+                                                         every slot to it), and the objects */
+
+/* Under the write lock: room for one more object (a table twice the size, a power of
+   two, its entries placed by `place`, or where they were when NULL); 0 for want of
+   memory. */
+static int fsched__live_room(size_t first, size_t (*place)(const void *p)) {
+    size_t cap = fsched__live_slots ? 2 * (fsched__live_mask + 1) : first, i;
+    const void **old = fsched__live_slots, **slots;
+    size_t old_cap = old ? fsched__live_mask + 1 : 0;
+    if (old && 2 * (fsched__live_count + 1) <= old_cap) return 1;
+    slots = (const void **)FIBERSCHED_MALLOC(cap * sizeof *slots);
+    if (!slots) return 0;
+    memset(slots, 0, cap * sizeof *slots);
+    fsched__live_slots = slots;
+    fsched__live_mask = cap - 1;
+    if (!place && old_cap) memcpy(slots, old, old_cap * sizeof *slots);
+    for (i = 0; place && i < old_cap; i++)
+        if (old[i]) fsched__live_slots[place(old[i])] = old[i];
+    if (old) FIBERSCHED_FREE((void *)old);
+    return 1;
+}
+
+/* Under the write lock: one object fewer; the table goes with the last. */
+static void fsched__live_left(void) {
+    if (--fsched__live_count) return;
+    FIBERSCHED_FREE((void *)fsched__live_slots);
+    fsched__live_slots = NULL;
+    fsched__live_mask = 0;
+}
+
+#if defined(FSCHED__OS_NONE)
+/* A microcontroller holds a few objects: the first fsched__live_count slots, searched in
+   full (the table's code is a fraction of a hash set's). */
+static size_t fsched__live_slot(const void *p) {
+    size_t i = 0;
+    while (i < fsched__live_count && fsched__live_slots[i] != p) i++;
+    return i;
+}
+
+/* Under the lock (read or write): whether p is a live object. */
+static int fsched__live_has(const void *p) {
+    return p && fsched__live_slot(p) < fsched__live_count;
+}
+
+/* Enters p; 0 for want of memory. */
+static int fsched__live_add(const void *p) {
+    int ok;
+    fsched__live_write_lock();
+    ok = fsched__live_room(8, NULL);
+    if (ok) fsched__live_slots[fsched__live_count++] = p;
+    fsched__live_write_unlock();
+    return ok;
+}
+
+/* Under the write lock: removes p, the last entry moved to its slot. */
+static void fsched__live_remove_locked(const void *p) {
+    size_t i = fsched__live_slot(p);
+    if (i == fsched__live_count) return;
+    fsched__live_slots[i] = fsched__live_slots[fsched__live_count - 1];
+    fsched__live_slots[fsched__live_count - 1] = NULL;
+    fsched__live_left();
+}
+#else
+/* A hash set (open addressing, linear probing). */
 
 static size_t fsched__live_home(const void *p) {
     uint64_t x = (uint64_t)(uintptr_t)p;
@@ -3568,24 +3627,9 @@ static int fsched__live_has(const void *p) {
 
 /* Enters p; 0 for want of memory. */
 static int fsched__live_add(const void *p) {
-    int ok = 1;
+    int ok;
     fsched__live_write_lock();
-    if (!fsched__live_slots || 2 * (fsched__live_count + 1) > fsched__live_mask + 1) {
-        size_t cap = fsched__live_slots ? 2 * (fsched__live_mask + 1) : FSCHED__LIVE_FIRST, i;
-        const void **old = fsched__live_slots, **slots;
-        size_t old_cap = old ? fsched__live_mask + 1 : 0;
-        slots = (const void **)FIBERSCHED_MALLOC(cap * sizeof *slots);
-        if (!slots) {
-            ok = 0;
-        } else {
-            memset(slots, 0, cap * sizeof *slots);
-            fsched__live_slots = slots;
-            fsched__live_mask = cap - 1;
-            for (i = 0; i < old_cap; i++)
-                if (old[i]) fsched__live_slots[fsched__live_slot(old[i])] = old[i];
-            if (old) FIBERSCHED_FREE((void *)old);
-        }
-    }
+    ok = fsched__live_room(64, fsched__live_slot);
     if (ok) {
         fsched__live_slots[fsched__live_slot(p)] = p;
         fsched__live_count++;
@@ -3611,12 +3655,9 @@ static void fsched__live_remove_locked(const void *p) {
             i = j;
         }
     }
-    if (--fsched__live_count == 0) {
-        FIBERSCHED_FREE((void *)fsched__live_slots);
-        fsched__live_slots = NULL;
-        fsched__live_mask = 0;
-    }
+    fsched__live_left();
 }
+#endif
 
 static void fsched__live_remove(const void *p) {
     fsched__live_write_lock();
@@ -4908,11 +4949,16 @@ struct fsched__frames_group {
 };
 
 /* ---- Chase-Lev deque ----
-   The C11 orderings of Le, Pop, Cohen and Zappa Nardelli, "Correct and Efficient
-   Work-Stealing for Weak Memory Models" (PPoPP 2013). Indices are signed so that
+   With threads (without, see below): the C11 orderings of Le, Pop, Cohen and Zappa
+   Nardelli, "Correct and Efficient Work-Stealing for Weak Memory Models" (PPoPP 2013).
+   Indices are signed so that
    `bottom - 1` may go below `top`. The array grows by doubling; arrays it outgrows may
    still be read by a thief that loaded the old pointer, so they are kept on a list and
    freed with the deque. The array is allocated on the first push. */
+#define FSCHED__STEAL_EMPTY ((fsched__job *)0)
+#define FSCHED__STEAL_RETRY ((fsched__job *)1)
+
+#if FSCHED__THREADS
 typedef struct fsched__cl_array {
     int64_t mask;                      /* capacity - 1, a power of two minus one */
     struct fsched__cl_array *retired;  /* older arrays, freed with the deque */
@@ -4925,9 +4971,6 @@ typedef struct fsched__cl {
     fsched__cl_array *array;
     fsched_allocator allocator;
 } fsched__cl;
-
-#define FSCHED__STEAL_EMPTY ((fsched__job *)0)
-#define FSCHED__STEAL_RETRY ((fsched__job *)1)
 
 static fsched__cl_array *fsched__cl_array_new(const fsched_allocator *a, int64_t capacity) {
     size_t bytes = sizeof(fsched__cl_array) + (size_t)capacity * sizeof(fsched__job *);
@@ -5073,6 +5116,79 @@ static inline fsched__job *fsched__cl_peek(fsched__cl *q) {
     arr = FSCHED__LOAD(&q->array, FSCHED__RELAXED);
     return FSCHED__LOAD(&arr->slots[(b - 1) & arr->mask], FSCHED__RELAXED);
 }
+#else
+/* Without threads nothing steals, and interrupt handlers queue their work in the
+   injector, never here: the public part is a plain array of its owner's, slots[top] the
+   oldest job and slots[bottom - 1] the newest, grown by doubling and moved back to its
+   start whenever it empties. A "steal" takes the oldest job, as with threads. */
+typedef struct fsched__cl {
+    size_t top, bottom, capacity;
+    fsched__job **slots;
+    fsched_allocator allocator;
+} fsched__cl;
+
+static void fsched__cl_init(fsched__cl *q, const fsched_allocator *a) {
+    memset(q, 0, sizeof *q);
+    q->allocator = *a;
+}
+
+static void fsched__cl_destroy(fsched__cl *q) {
+    fsched__free(&q->allocator, q->slots, q->capacity * sizeof *q->slots, sizeof(void *));
+    q->slots = NULL;
+}
+
+/* Room for `need` jobs from slots[0], the jobs moved there; 0 for want of memory. */
+static int fsched__cl_room(fsched__cl *q, size_t need) {
+    size_t capacity = q->capacity ? q->capacity : 32, n = q->bottom - q->top;
+    fsched__job **slots;
+    while (capacity < need) capacity *= 2;
+    slots = (fsched__job **)fsched__alloc(&q->allocator, capacity * sizeof *slots, sizeof(void *));
+    if (!slots) return 0;
+    if (n) memcpy(slots, q->slots + q->top, n * sizeof *slots);
+    fsched__cl_destroy(q);
+    q->slots = slots;
+    q->capacity = capacity;
+    q->top = 0;
+    q->bottom = n;
+    return 1;
+}
+
+static int fsched__cl_push(fsched__cl *q, fsched__job *const *ring, size_t first, size_t n,
+                           fsched__job *const *more, size_t m) {
+    size_t i;
+    if (q->bottom + n + m > q->capacity && !fsched__cl_room(q, q->bottom - q->top + n + m))
+        return 0;
+    for (i = 0; i < n; i++) q->slots[q->bottom++] = ring[(first + i) % FSCHED__RING_SIZE];
+    for (i = 0; i < m; i++) q->slots[q->bottom++] = more[i];
+    return 1;
+}
+
+/* The job at `at` (bottom - 1 or top), taken, or NULL; *emptied as with threads. */
+static fsched__job *fsched__cl_remove(fsched__cl *q, size_t at, int *emptied) {
+    fsched__job *job = q->slots[at];
+    if (at == q->top) q->top++;
+    else q->bottom--;
+    *emptied = q->top == q->bottom;
+    if (*emptied) q->top = q->bottom = 0;
+    return job;
+}
+
+static fsched__job *fsched__cl_take(fsched__cl *q, int *emptied) {
+    *emptied = 1;
+    return q->bottom == q->top ? NULL : fsched__cl_remove(q, q->bottom - 1, emptied);
+}
+
+static fsched__job *fsched__cl_steal(fsched__cl *q, int *emptied) {
+    *emptied = 0;
+    return q->bottom == q->top ? FSCHED__STEAL_EMPTY : fsched__cl_remove(q, q->top, emptied);
+}
+
+static inline int fsched__cl_looks_empty(fsched__cl *q) { return q->bottom == q->top; }
+
+static inline fsched__job *fsched__cl_peek(fsched__cl *q) {
+    return q->bottom == q->top ? NULL : q->slots[q->bottom - 1];
+}
+#endif
 
 /* ---- split deque: a private ring in front of a Chase-Lev deque ----
    The ring is touched only by its owner: push and pop of the newest job take no fence
@@ -5096,7 +5212,7 @@ typedef struct fsched__deque {
 static void fsched__deque_init(fsched__deque *d, const fsched_allocator *a) {
     memset(d, 0, sizeof *d);
     fsched__cl_init(&d->pub, a);
-    d->ring.request = 1; /* the public part is empty */
+    d->ring.request = FSCHED__THREADS; /* the public part is empty (without threads, nobody asks) */
 }
 
 static void fsched__deque_destroy(fsched__deque *d) { fsched__cl_destroy(&d->pub); }
@@ -5118,7 +5234,8 @@ static int fsched__deque_expose(fsched__deque *d, size_t n, fsched__job *const *
    Written only when clear: the owner reads the flag on every push, and a write to a
    line it reads costs it a cache miss. Relaxed: a hint; a late answer costs only time. */
 static inline void fsched__deque_request(fsched__deque *d) {
-    if (!FSCHED__LOAD(&d->ring.request, FSCHED__RELAXED)) FSCHED__STORE(&d->ring.request, 1u, FSCHED__RELAXED);
+    if (FSCHED__THREADS && !FSCHED__LOAD(&d->ring.request, FSCHED__RELAXED))
+        FSCHED__STORE(&d->ring.request, 1u, FSCHED__RELAXED);
 }
 
 /* Owner: moves the older half of the ring (at least one job) to the public part. */
@@ -5129,7 +5246,7 @@ static void fsched__deque_share(fsched__deque *d) {
 
 /* True when the public part went empty. Relaxed: a hint (see fsched__deque_request). */
 static inline int fsched__deque_requested(fsched__deque *d) {
-    return FSCHED__LOAD(&d->ring.request, FSCHED__RELAXED) != 0;
+    return FSCHED__THREADS && FSCHED__LOAD(&d->ring.request, FSCHED__RELAXED) != 0;
 }
 
 /* Owner: pushes a job as the newest. Returns 0 only when the ring is full and the public
@@ -5334,8 +5451,13 @@ static fsched__placed *fsched__affine_take(fsched__affine *q, uint32_t index, in
 /* Idle rounds: search and spin, announce sleepiness, search twice more, then sleep. A
    few microseconds in all: enough for work that comes in bursts, little enough that an
    idle scheduler woken a thousand times a second stays near 1% of a core. */
+#if FSCHED__THREADS
 #define FSCHED__ROUNDS_UNTIL_SLEEPY 10u
 #define FSCHED__ROUNDS_UNTIL_SLEEP 12u
+#else /* one thread: only an interrupt handler could post meanwhile, and it wakes a sleep */
+#define FSCHED__ROUNDS_UNTIL_SLEEPY 1u
+#define FSCHED__ROUNDS_UNTIL_SLEEP 2u
+#endif
 #define FSCHED__SPIN_PER_ROUND 32u
 
 typedef struct fsched__idle {
@@ -5588,19 +5710,6 @@ static uint64_t fsched__clock_ns(void) {
 static int fsched__have_clock(void) {
     fsched__worker *w = fsched__tls_thread.worker;
     return FSCHED__OS || (w && w->sched->clock);
-}
-
-/* The deadline of a timed wait that begins now (0 means none: a wait of 0 ns at time 0
-   gets 1). */
-static uint64_t fsched__deadline_after(uint64_t timeout_ns) {
-    uint64_t deadline = fsched__time_add(fsched__clock_ns(), timeout_ns);
-    return deadline ? deadline : 1;
-}
-
-/* The deadline of a wait on something for timeout_ns: none (0) for FSCHED_FOREVER, a wait
-   as the call without a timeout makes (which fails where nothing could end it). */
-static uint64_t fsched__wait_deadline(uint64_t timeout_ns) {
-    return timeout_ns == FSCHED_FOREVER ? 0 : fsched__deadline_after(timeout_ns);
 }
 
 /* ---- holding a scheduler from outside ----
@@ -6072,10 +6181,9 @@ static fsched_fiber *fsched__ready_pop(fsched__worker *w) {
     return f;
 }
 
-/* Owner: adds to one of its slot's counts. Relaxed: only the owner writes it, and
-   readers want a recent value, not an order. */
-#define fsched__count(field, delta) \
-    FSCHED__STORE(&(field), FSCHED__LOAD(&(field), FSCHED__RELAXED) + (delta), FSCHED__RELAXED)
+/* Owner: adds to one of its slot's counts. Relaxed: only the owner writes it (and so
+   reads it plainly), and readers want a recent value, not an order. */
+#define fsched__count(field, delta) FSCHED__STORE(&(field), (field) + (delta), FSCHED__RELAXED)
 
 /* ---- fibers of a worker ---------------------------------------------------------- */
 
@@ -6249,6 +6357,23 @@ static void fsched__release_fibers(fsched__worker *w) {
 
 /* ---- timers: a binary min-heap of waiting fibers by deadline --------------------- */
 
+/* The timers' code, reached through a pointer that the first deadline sets (a wait has
+   a timer only with a deadline), so that a program that never waits with a timeout does
+   not link it (microcontrollers). */
+typedef struct fsched__timers_code {
+    int (*add)(fsched__worker *w, fsched__waiter *wt);
+    void (*remove)(fsched__worker *w, fsched__waiter *wt);
+    void (*fire)(fsched__worker *w);
+} fsched__timers_code;
+static const fsched__timers_code *fsched__timers_linked;
+
+/* That code, once a deadline was made. Relaxed: written once, with the same value by
+   every thread; a slot's timers are added by the thread that made their deadlines, and
+   used only while one is there. */
+static inline const fsched__timers_code *fsched__timers(void) {
+    return FSCHED__LOAD(&fsched__timers_linked, FSCHED__RELAXED);
+}
+
 static void fsched__timer_place(fsched__worker *w, uint32_t i, fsched__waiter *wt) {
     w->timers[i] = wt;
     wt->timer = i + 1;
@@ -6330,6 +6455,25 @@ static void fsched__timers_fire(fsched__worker *w) {
     }
 }
 
+static const fsched__timers_code fsched__timers_code_here = {
+    fsched__timer_add, fsched__timer_remove, fsched__timers_fire};
+
+/* The deadline of a timed wait that begins now (0 means none: a wait of 0 ns at time 0
+   gets 1). Links the timers' code. */
+static uint64_t fsched__deadline_after(uint64_t timeout_ns) {
+    uint64_t deadline = fsched__time_add(fsched__clock_ns(), timeout_ns);
+    /* relaxed: see fsched__timers */
+    if (!fsched__timers())
+        FSCHED__STORE(&fsched__timers_linked, &fsched__timers_code_here, FSCHED__RELAXED);
+    return deadline ? deadline : 1;
+}
+
+/* The deadline of a wait on something for timeout_ns: none (0) for FSCHED_FOREVER, a wait
+   as the call without a timeout makes (which fails where nothing could end it). */
+static uint64_t fsched__wait_deadline(uint64_t timeout_ns) {
+    return timeout_ns == FSCHED_FOREVER ? 0 : fsched__deadline_after(timeout_ns);
+}
+
 /* ---- finding work ---------------------------------------------------------------- */
 
 static inline uint64_t fsched__rng_next(fsched__worker *w) {
@@ -6377,6 +6521,10 @@ static void fsched__announce_jobs(fsched_sched *s, uint32_t n, uint64_t c) {
 static void fsched__new_jobs(fsched_sched *s, uint32_t n) {
     uint64_t c;
     FSCHED__POINT(PUBLISHED);
+    if (!FSCHED__THREADS) { /* the one thread sleeps only with nothing queued */
+        fsched__wake_sleepers(s, 1);
+        return;
+    }
 #if defined(FSCHED__TSAN)
     /* ThreadSanitizer does not model fences (GCC refuses them): a read-modify-write of
        the counters gives the same order, being ordered with the sleeper's own */
@@ -6441,7 +6589,7 @@ static int fsched__work_visible(fsched_sched *s) {
    counted as searching), may not be the one it runs, and it may run for long (Go's rule
    for spinning threads, taken only when there is work to find). */
 static inline void fsched__pass_search_on(fsched_sched *s) {
-    if (fsched__wants_workers(s) && fsched__work_visible(s)) fsched__new_jobs(s, 1);
+    if (FSCHED__THREADS && fsched__wants_workers(s) && fsched__work_visible(s)) fsched__new_jobs(s, 1);
 }
 
 /* Owner: moves the older half of its private jobs where thieves can take them, for a
@@ -6572,7 +6720,7 @@ static fsched__job *fsched__steal_one(fsched__worker *w, fsched__worker *v) {
 static fsched__job *fsched__steal(fsched__worker *w) {
     fsched_sched *s = w->sched;
     uint32_t n = s->n_slots, start, i;
-    if (n < 2) return NULL;
+    if (!FSCHED__THREADS || n < 2) return NULL; /* one thread: the other slots are drained */
     /* the high half scaled to [0, n): no 64-bit division (a library call on 32-bit cores) */
     start = (uint32_t)(((fsched__rng_next(w) >> 32) * n) >> 32);
     for (i = 0; i < n; i++) {
@@ -6652,6 +6800,7 @@ static void fsched__idle_begin(fsched__worker *w, fsched__idle *idle) {
     if (idle->inactive) return;
     idle->inactive = 1;
     idle->rounds = 0;
+    if (!FSCHED__THREADS) return; /* nobody counts on the one thread, the drainer itself */
     /* seq_cst: this worker's counts (spawned, completed) are released before it is seen
        inactive, and against fsched_destroy's closing store and its seq_cst read of the
        counters, either destroy sees the counts or this worker sees it closing and tells
@@ -6669,6 +6818,7 @@ static void fsched__idle_begin(fsched__worker *w, fsched__idle *idle) {
 static void fsched__idle_end(fsched__worker *w, fsched__idle *idle) {
     if (!idle->inactive) return;
     idle->inactive = 0;
+    if (!FSCHED__THREADS) return;
     FSCHED__FETCH_SUB(&w->sched->counters, FSCHED__INACTIVE_ONE, FSCHED__SEQ_CST);
     fsched__pass_search_on(w->sched);
 }
@@ -6811,6 +6961,27 @@ static void fsched__sleep(fsched__worker *w, fsched__idle *idle) {
     idle->rounds = 0;
 }
 
+/* Without threads: the latch alone. Only an interrupt handler can post meanwhile (a fiber
+   made ready, a task queued: fsched__new_jobs finds the `sleeping` flag), and
+   fsched__block reads the latch with interrupts masked. Relaxed, every access: one
+   thread, whose handlers see its accesses in program order. */
+static void fsched__sleep_alone(fsched__worker *w, fsched__idle *idle) {
+    uint32_t expected = FSCHED__LATCH_UNSET;
+    idle->rounds = 0;
+    FSCHED__STORE(&w->sleeping, 1u, FSCHED__RELAXED); /* relaxed: see above */
+    if (!FSCHED__LOAD(&w->sched->injector.size, FSCHED__RELAXED) &&
+        !FSCHED__LOAD(&w->inbox, FSCHED__RELAXED) &&
+        FSCHED__CAS(&w->latch, &expected, FSCHED__LATCH_SLEEPING, FSCHED__RELAXED, FSCHED__RELAXED)) {
+        FSCHED__TRACE(uint64_t trace_begin = fsched__trace_now();)
+        fsched__count(w->sleeps, 1);
+        fsched__block(w, w->timer_count ? w->timers[0]->deadline : 0);
+        FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_SLEEP, trace_begin, 0, NULL, 0);)
+        expected = FSCHED__LATCH_SLEEPING; /* a set latch stays for the loop */
+        FSCHED__CAS(&w->latch, &expected, FSCHED__LATCH_UNSET, FSCHED__RELAXED, FSCHED__RELAXED);
+    }
+    FSCHED__STORE(&w->sleeping, 0u, FSCHED__RELAXED); /* relaxed: see above */
+}
+
 static void fsched__idle_step(fsched__worker *w, fsched__idle *idle) {
     uint32_t i;
     fsched__idle_begin(w, idle);
@@ -6822,9 +6993,11 @@ static void fsched__idle_step(fsched__worker *w, fsched__idle *idle) {
            fiber it wakes, a task it spawns) is found by the rounds still to come */
         const fsched__watch *watch = fsched__watch_of(w->sched);
         if (watch) w->hook_pending = watch->poll_call(w->sched);
-        idle->jec = fsched__announce_sleepy(w->sched);
+        if (FSCHED__THREADS) idle->jec = fsched__announce_sleepy(w->sched);
     } else if (idle->rounds < FSCHED__ROUNDS_UNTIL_SLEEP) {
         fsched__os_yield();
+    } else if (!FSCHED__THREADS) {
+        fsched__sleep_alone(w, idle);
     } else {
         fsched__sleep(w, idle);
     }
@@ -6876,7 +7049,7 @@ static int fsched__loop_turn(fsched__worker *w, fsched__idle *idle) {
     fsched__job *job;
     const fsched__watch *watch;
     fsched__collect_posted(w);
-    if (w->timer_count) fsched__timers_fire(w);
+    if (w->timer_count) fsched__timers()->fire(w);
     watch = fsched__watch_of(w->sched);
     if (FSCHED__UNLIKELY(watch != NULL)) watch->tick(w);
     if (FSCHED__UNLIKELY(w->yield_pending)) { /* a yield lets one job run first */
@@ -6899,7 +7072,7 @@ static int fsched__loop_turn(fsched__worker *w, fsched__idle *idle) {
     }
     if (w->root_parked && fsched__root_may_leave(w)) {
         fsched__idle_end(w, idle);
-        if (w->until) {
+        if (!FSCHED__THREADS || w->until) { /* without threads, every slot is bound */
             fsched__unpark_root(w);
             fsched__run_fiber(w, w->root);
         } else {
@@ -7200,7 +7373,8 @@ static fsched_sched *fsched__sched_alloc(const fsched_desc *d) {
     s->worker_start = d->worker_start;
     s->worker_stop = d->worker_stop;
     s->worker_user = d->worker_user;
-    strncpy(s->worker_name, d->worker_name, sizeof s->worker_name - 1); /* memset: ends */
+    if (FSCHED__THREADS) /* the names of worker threads; memset: it ends */
+        strncpy(s->worker_name, d->worker_name, sizeof s->worker_name - 1);
     FSCHED__TRACE(s->trace_origin = fsched__sched_now(s); s->trace_events = d->trace_events;)
     s->n_threads = d->workers;
     s->n_slots = d->workers + d->max_bound_threads + 1; /* the last bound slot is kept for
@@ -7989,7 +8163,7 @@ static fsched_result fsched__wait_begin(fsched__waiter *wt, uint64_t deadline, c
     wt->what = what;
     wt->object = object;
     if (w) {
-        if (deadline && !fsched__timer_add(w, wt)) return FSCHED_ERR_OUT_OF_MEMORY;
+        if (deadline && !fsched__timers()->add(w, wt)) return FSCHED_ERR_OUT_OF_MEMORY;
         wt->worker = w;
         wt->next_fiber = fsched__suspend_prepare(w);
         wt->fiber = wt->next_fiber ? t->current : NULL; /* none: wait inline */
@@ -8004,7 +8178,7 @@ static fsched_result fsched__wait_begin(fsched__waiter *wt, uint64_t deadline, c
    what fsched__wait_begin took. */
 static void fsched__wait_abandon(fsched__waiter *wt) {
     if (!wt->worker) return;
-    if (wt->timer) fsched__timer_remove(wt->worker, wt);
+    if (wt->timer) fsched__timers()->remove(wt->worker, wt);
     if (wt->next_fiber) fsched__suspend_cancel(wt->worker, wt->next_fiber);
 }
 
@@ -8037,7 +8211,7 @@ static fsched_result fsched__wait_commit(fsched_wait_list *list, fsched__waiter 
         if (next) fsched__suspend(w, next, wt->what, wt->object);
         else fsched__wait_inline(w, wt);
         if (t->current == w->root) w->root_waiter = NULL;
-        if (wt->timer) fsched__timer_remove(w, wt);
+        if (wt->timer) fsched__timers()->remove(w, wt);
     } else {
         if (!list && !wt->deadline) return FSCHED_OK;
         if (list) fsched__wait_list_unlock(list);
@@ -10124,8 +10298,40 @@ FIBERSCHED_API fsched_result fsched_close_fd(int fd) {
 
 /* ---- spawn ----------------------------------------------------------------------- */
 
+/* A task's own copy of its argument (fsched_spawn_copy): the bytes, and the code that
+   makes the copy, which only that call passes, so that a program that never copies does
+   not link it. */
+typedef struct fsched__arg_copy {
+    const void *data;
+    size_t size;
+    int (*make)(fsched_sched *s, fsched__task *t, const struct fsched__arg_copy *c);
+} fsched__arg_copy;
+
+/* t's argument made a copy of c's bytes: in the record when they fit, else on the heap
+   (never from an interrupt handler, which must not allocate). 0: out of memory. */
+static int fsched__task_copy(fsched_sched *s, fsched__task *t, const fsched__arg_copy *c) {
+    if (c->size <= sizeof t->data) {
+        memcpy(t->data, c->data, c->size);
+        t->arg = t->data;
+        return 1;
+    }
+    t->copy = fsched__in_interrupt() ? NULL : fsched__alloc(&s->allocator, c->size, 16);
+    if (!t->copy) {
+        if (FSCHED__DEBUG && fsched__in_interrupt())
+            fsched__log(&s->logger, FSCHED_LOG_ERROR,
+                        "fsched_spawn_copy: %lu bytes from an interrupt handler (at most %d)",
+                        (unsigned long)c->size, FSCHED_TASK_INLINE_BYTES);
+        return 0;
+    }
+    t->copy_size = c->size;
+    memcpy(t->copy, c->data, c->size);
+    t->arg = t->copy;
+    return 1;
+}
+
+/* Spawns fn(arg), or fn on a copy of `copy`'s bytes when it is not NULL. */
 static fsched_result fsched__spawn(fsched_sched *s, fsched_wait_group *wg, void (*fn)(void *),
-                                   void *arg, const void *data, size_t size, const char *name) {
+                                   void *arg, const fsched__arg_copy *copy, const char *name) {
     fsched__worker *w = fsched__tls_thread.worker;
     fsched__job *job;
     fsched__task *t;
@@ -10137,7 +10343,8 @@ static fsched_result fsched__spawn(fsched_sched *s, fsched_wait_group *wg, void 
         w = NULL;
         if ((r = fsched__sched_enter(s, 0, "fsched_spawn")) != FSCHED_OK) return r;
     }
-    if (!fn || (size && !data)) { /* bad arguments first, whatever the state of s */
+    /* bad arguments first, whatever the state of s */
+    if (!fn || (copy && copy->size && !copy->data)) {
         r = FSCHED__MISUSE(&s->logger, FSCHED_ERR_INVALID_ARGUMENT,
                            "fsched_spawn: %s is NULL", fn ? "data (with a size)" : "fn");
         goto out;
@@ -10153,25 +10360,10 @@ static fsched_result fsched__spawn(fsched_sched *s, fsched_wait_group *wg, void 
     t->leased = 0;
     t->copy = NULL;
     t->copy_size = 0;
-    if (size > sizeof t->data) {
-        /* a handler must not allocate: only what fits the record */
-        t->copy = fsched__in_interrupt() ? NULL : fsched__alloc(&s->allocator, size, 16);
-        if (!t->copy) {
-            if (FSCHED__DEBUG && fsched__in_interrupt())
-                fsched__log(&s->logger, FSCHED_LOG_ERROR,
-                            "fsched_spawn_copy: %lu bytes from an interrupt handler (at most %d)",
-                            (unsigned long)size, FSCHED_TASK_INLINE_BYTES);
-            fsched__task_free(s, w, t);
-            goto out;
-        }
-        t->copy_size = size;
-        memcpy(t->copy, data, size);
-        t->arg = t->copy;
-    } else if (size && data) {
-        memcpy(t->data, data, size);
-        t->arg = t->data;
-    } else {
-        t->arg = arg;
+    t->arg = arg;
+    if (copy && copy->size && !copy->make(s, t, copy)) {
+        fsched__task_free(s, w, t);
+        goto out;
     }
     /* a task of a worker thread, whose loop serves its ring; not one of a bound thread
        (which returns to its own code, which may block in the OS or compute for long, as
@@ -10214,30 +10406,34 @@ out:
 }
 
 FIBERSCHED_API fsched_result fsched_spawn(fsched_sched *s, void (*fn)(void *arg), void *arg) {
-    return fsched__spawn(s, NULL, fn, arg, NULL, 0, NULL);
+    return fsched__spawn(s, NULL, fn, arg, NULL, NULL);
 }
 
 FIBERSCHED_API fsched_result fsched_spawn_copy(fsched_sched *s, void (*fn)(void *data),
                                                const void *data, size_t size) {
-    return fsched__spawn(s, NULL, fn, NULL, data, size, NULL);
+    fsched__arg_copy copy;
+    copy.data = data;
+    copy.size = size;
+    copy.make = fsched__task_copy;
+    return fsched__spawn(s, NULL, fn, NULL, &copy, NULL);
 }
 
 FIBERSCHED_API fsched_result fsched_spawn_named(fsched_sched *s, void (*fn)(void *arg), void *arg,
                                                 const char *name) {
-    return fsched__spawn(s, NULL, fn, arg, NULL, 0, name);
+    return fsched__spawn(s, NULL, fn, arg, NULL, name);
 }
 
 FIBERSCHED_API fsched_result fsched_wait_group_spawn(fsched_wait_group *wg, fsched_sched *s,
                                                      void (*fn)(void *arg), void *arg) {
     FSCHED__CHECK_LIVE(wg);
-    return fsched__spawn(s, wg, fn, arg, NULL, 0, NULL);
+    return fsched__spawn(s, wg, fn, arg, NULL, NULL);
 }
 
 FIBERSCHED_API fsched_result fsched_wait_group_spawn_named(fsched_wait_group *wg, fsched_sched *s,
                                                            void (*fn)(void *arg), void *arg,
                                                            const char *name) {
     FSCHED__CHECK_LIVE(wg);
-    return fsched__spawn(s, wg, fn, arg, NULL, 0, name);
+    return fsched__spawn(s, wg, fn, arg, NULL, name);
 }
 
 /* ---- calls from outside every scheduler ----
@@ -10304,7 +10500,7 @@ static FSCHED__NOINLINE fsched_result fsched__call_outside(fsched_result (*call)
         r = fsched__call_bound(s, &c);
     } else {
         fsched_wait_group_init(&wg);
-        r = fsched__spawn(s, &wg, fsched__outside_task, &c, NULL, 0, what);
+        r = fsched__spawn(s, &wg, fsched__outside_task, &c, NULL, what);
         fsched__sched_release(s);
         if (r == FSCHED_OK) r = fsched_wait_group_wait(&wg);
         fsched_wait_group_destroy(&wg);
