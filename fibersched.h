@@ -11254,6 +11254,7 @@ struct fsched_graph {
     uint32_t next_mark;
     uint32_t has_costs;
     uint32_t stale;             /* built on since the sources (and ranks) were found */
+    uint32_t unrestored;        /* a run began since fsched__graph_restore */
     fsched_graph_task *results; /* atomic: tasks that published a result, newest first */
     /* the current run */
     fsched_sched *sched;
@@ -11510,9 +11511,11 @@ static void fsched__graph_release_results(fsched_graph *g) {
 
 /* Undoes what the last run added: its results, tasks and edges. Under the graph's lock,
    while g does not run, before the graph is built further or run again. Costs what the
-   run added, not the graph's size. */
+   run added, not the graph's size, and nothing once done. */
 static void fsched__graph_restore(fsched_graph *g) {
     uint32_t i;
+    if (!g->unrestored) return;
+    g->unrestored = 0;
     fsched__graph_release_results(g);
     for (i = g->nbuilt; i < g->tasks.n; i++) { /* added while running: edges and all */
         fsched_graph_task *t = g->tasks.v[i];
@@ -12309,32 +12312,60 @@ static void fsched__graph_execute(fsched__job *job, fsched__worker *w) {
 
 /* Queues a job any worker may run from w: on its deque's private ring, from where a
    thief that asks gets it, unless w is a bound thread, whose code may go on to block in
-   the OS: then where thieves take it at once. 0 for want of memory. */
-static int fsched__graph_push(fsched__worker *w, fsched__job *job) {
-    if (!w->bound) return fsched__push_job(w, job);
-    fsched__publish(w, &job, 1);
-    return 1;
+   the OS (or the ring is full and cannot grow): then where thieves take it at once. */
+static void fsched__graph_push(fsched__worker *w, fsched__job *job) {
+    if (w->bound || !fsched__push_job(w, job)) fsched__publish(w, &job, 1);
+}
+
+static void fsched__graph_range_execute(fsched__job *job, fsched__worker *w);
+
+/* Sets up the range job of the sources [lo, hi) of g. */
+static fsched__job *fsched__graph_range(fsched_graph *g, uint32_t lo, uint32_t hi) {
+    fsched__grange *r = &g->ranges[lo - g->nqueued];
+    r->job.execute = fsched__graph_range_execute;
+    r->graph = g;
+    r->hi = hi;
+    return &r->job;
+}
+
+#define FSCHED__GRAPH_FAN_OUT 16u
+
+/* The first range of a run: one piece for each worker (up to FSCHED__GRAPH_FAN_OUT)
+   where every worker sees them at once, so that as many sources start at once as there
+   are workers, however long each runs; returns the end of the piece left to w. */
+static uint32_t fsched__graph_fan_out(fsched_graph *g, fsched__worker *w, uint32_t lo,
+                                      uint32_t hi) {
+    fsched__job *jobs[FSCHED__GRAPH_FAN_OUT];
+    uint32_t k = g->sched->n_threads, i, size;
+    if (k > FSCHED__GRAPH_FAN_OUT) k = FSCHED__GRAPH_FAN_OUT;
+    if (k > hi - lo) k = hi - lo;
+    if (k < 2) return hi;
+    size = (hi - lo) / k;
+    for (i = 1; i < k; i++)
+        jobs[k - 1 - i] = fsched__graph_range(g, lo + i * size, i + 1 < k ? lo + (i + 1) * size
+                                                                            : hi);
+    fsched__publish(w, jobs, k - 1); /* the last piece first, as a split gives the upper half */
+    return lo + size;
 }
 
 /* A range job: runs the plain sources [lo, hi) of its graph in place, one after another,
    each with the tasks it makes ready (as fsched__graph_process_all), lo given by the
-   job's place in g->ranges. Whenever a thief has asked this worker for work, the upper
-   half of what is left goes to a job of its own first: splitting on demand, so that a
-   run's sources take no queue at all while nobody else is idle, and spread over every
-   worker as soon as they are. Counts them all off the run's remaining tasks at the end. */
+   job's place in g->ranges. The run's first range is spread over the workers at once;
+   after that, whenever a thief has asked this worker for work, the upper half of what is
+   left goes to a job of its own first: splitting on demand, so that a run's sources take
+   no queue at all while nobody else is idle. Counts them all off the run's remaining
+   tasks at the end. */
 static void fsched__graph_range_execute(fsched__job *job, fsched__worker *w) {
     fsched__grange *r = (fsched__grange *)job;
     fsched_graph *g = r->graph;
     uint32_t base = g->nqueued, lo = base + (uint32_t)(r - g->ranges), hi = r->hi;
     uint64_t done = 0;
+    if (lo == base) hi = fsched__graph_fan_out(g, w, lo, hi); /* a split never begins there */
     while (lo < hi) {
         if (hi - lo > 1 && fsched__deque_requested(&w->deque)) {
             uint32_t mid = lo + (hi - lo) / 2;
-            fsched__grange *half = &g->ranges[mid - base];
-            half->job.execute = fsched__graph_range_execute;
-            half->graph = g;
-            half->hi = hi;
-            if (fsched__graph_push(w, &half->job)) hi = mid;
+            fsched__graph_push(w, fsched__graph_range(g, mid, hi));
+            hi = mid;
         }
         done += fsched__graph_process_all(g->sources.v[lo++], w);
     }
@@ -12354,14 +12385,8 @@ static void fsched__graph_queue_sources(fsched_graph *g, fsched__worker *w,
         fsched__graph_queue_batch(batch, n, w, local);
         n = 0;
     }
-    if (g->sources.n > g->nqueued) {
-        fsched__grange *r = &g->ranges[0];
-        r->job.execute = fsched__graph_range_execute;
-        r->graph = g;
-        r->hi = g->sources.n;
-        if (!fsched__graph_push(w, &r->job)) /* for want of memory: in place */
-            fsched__graph_range_execute(&r->job, w);
-    }
+    if (g->sources.n > g->nqueued)
+        fsched__graph_push(w, fsched__graph_range(g, g->nqueued, g->sources.n));
 }
 
 /* Completes the tasks that could not be queued (as failed), then ends the hold of the
@@ -12430,6 +12455,7 @@ FIBERSCHED_API fsched_result fsched_graph_run(fsched_graph *g, fsched_sched *s) 
     else FSCHED__FETCH_ADD(&s->external_begun, (uint64_t)1, FSCHED__RELAXED);
     g->sched = s;
     g->caller_slot = w ? (int32_t)w->index : -1;
+    g->unrestored = 1;
     for (i = 0; i < g->placed.n; i++)
         if (g->placed.v[i]->on_caller) g->placed.v[i]->placed.slot = g->caller_slot;
     g->cancel = 0;
