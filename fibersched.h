@@ -3542,6 +3542,9 @@ static void fsched__live_fork_child(void) { pthread_rwlock_init(&fsched__live_lo
 static const void **fsched__live_slots; /* NULL: empty slot */
 static size_t fsched__live_mask, fsched__live_count; /* the capacity - 1 (debuggers read
                                                          every slot to it), and the objects */
+/* atomic: objects removed so far, so that a thread may remember an object it found live
+   and trust that while nothing was removed (see fsched__graph_check) */
+static size_t fsched__live_removals;
 
 /* Under the write lock: room for one more object (a table twice the size, a power of
    two, its entries placed by `place`, or where they were when NULL); 0 for want of
@@ -3565,6 +3568,9 @@ static int fsched__live_room(size_t first, size_t (*place)(const void *p)) {
 
 /* Under the write lock: one object fewer; the table goes with the last. */
 static void fsched__live_left(void) {
+    /* relaxed: a later call on the object, ordered after this by its caller, sees the
+       count changed (coherence); an unordered one was a use after free anyway */
+    FSCHED__STORE(&fsched__live_removals, fsched__live_removals + 1, FSCHED__RELAXED);
     if (--fsched__live_count) return;
     FIBERSCHED_FREE((void *)fsched__live_slots);
     fsched__live_slots = NULL;
@@ -3793,6 +3799,8 @@ typedef struct fsched__thread {
     const struct fsched_sched *in_worker_hook; /* the scheduler whose worker_start or
                                                   worker_stop this thread runs */
     void *altstack; /* alternate signal stack for the overflow handler */
+    const void *live_seen;     /* the object this thread last found live ... */
+    size_t live_seen_removals; /* ... when the registry had seen this many removals */
 #if !defined(FSCHED__CTX_ASM)
     void *pass;        /* value carried across a ucontext / Windows fiber switch */
     void **publish_to; /* where the arriving side marks the context it left as saved */
@@ -11479,48 +11487,53 @@ struct fsched_graph_task {
     uint64_t pending;           /* atomic: predecessors not completed, plus holds (above) */
     uint64_t state;             /* atomic: (run, fsched_task_state) */
     uint32_t upstream;          /* atomic: FSCHED__UPSTREAM_*; 0 between runs */
-    uint32_t holds_result;      /* on the graph's list of results (set by the task itself) */
-    /* what a run touches for every task */
-    fsched__glive *dyn_live;    /* atomic: successors a running task added (above) */
+    int doomed;                 /* a fsched_result that kept the task from being queued */
+    /* what a run touches for every task, in the next line */
     fsched_graph *graph;
     fsched_graph_fn fn;
     void *arg;
     fsched__gedge *succ_built;  /* the successors built between runs */
-    fsched_graph_task **preds;  /* predecessors in the order added: pred_inline or allocated */
-    uint32_t npreds, npreds_built, nsucc_built;
+    fsched_graph_task *local_next;  /* a worker's list of tasks to process */
+    fsched__glive *dyn_live;    /* atomic: successors a running task added (above) */
+    fsched_graph_task *added;   /* tasks this one added while it ran (held) */
+    char *name;                 /* a copy, or NULL */
+    /* what a run touches for some tasks, and structure (under the graph's lock) */
     int status;
-    int doomed;                 /* a fsched_result that kept the task from being queued */
-    fsched_result fail_reason;  /* why it failed: FSCHED_ERR_TASK_FAILED, or doomed */
+    uint32_t npreds_built;
     uint64_t rank;              /* the costliest chain from this task to a sink */
+    fsched_graph_task **preds;  /* predecessors in the order added: pred_inline, or an
+                                   allocation whose capacity is in preds[-1] */
+    uint32_t npreds, nsucc_built;
+    fsched_graph_task *added_next;
+    fsched__gedge *succ;        /* successors, newest first: succ_built, and above it what
+                                   the current run added */
+    fsched_graph_task *pred_inline[FSCHED__GRAPH_INLINE_PREDS];
+    /* rarely touched */
     void *result;
     void (*release)(void *result, void *user);
     void *release_user;
     fsched_graph_task *result_next; /* in the graph's list of results */
-    fsched_graph_task *added;       /* tasks this one added while it ran (held) */
-    fsched_graph_task *added_next;
-    fsched_graph_task *local_next;  /* a worker's list of tasks to process */
-    /* structure, under the graph's lock */
-    char *name;                 /* a copy, or NULL */
-    fsched__gedge *succ;        /* successors, newest first: succ_built, and above it what
-                                   the current run added */
-    fsched_graph_task *pred_inline[FSCHED__GRAPH_INLINE_PREDS];
-    uint32_t preds_cap, nsucc;
+    uint32_t nsucc;
     uint32_t index;             /* in the graph's task array */
-    uint32_t source_slot, sink_slot; /* in the graph's sets of sources and sinks, or NONE */
-    uint32_t touched;           /* the current run added edges to it */
-    uint32_t dynamic;           /* added by a running task: belongs to that run only */
-    uint32_t level;             /* FSCHED__LEVEL_* from the priority */
-    uint32_t on_caller;
-    uint64_t workers;
+    uint8_t holds_result;       /* on the graph's list of results (set by the task itself) */
+    uint8_t touched;            /* the current run added edges to it */
+    uint8_t dynamic;            /* added by a running task: belongs to that run only */
+    uint8_t on_caller;
+    uint32_t mark;              /* visit mark of the cycle search */
     int64_t ord;                /* position in a topological order (Pearce-Kelly) */
-    uint64_t mark;              /* visit mark of the cycle search */
     uint64_t cost;
 };
 
-#define FSCHED__GRAPH_NONE 0xffffffffu
-
 #define FSCHED__GRAPH_LIVE 0x46534752u /* "FSGR" */
 #define FSCHED__GRAPH_DEAD 0xdead6a4fu
+
+/* A job that runs the plain sources [its index, hi) of g in place, one after another
+   (see fsched__graph_range). */
+typedef struct fsched__grange {
+    fsched__job job; /* must be first */
+    fsched_graph *graph;
+    uint32_t hi;
+} fsched__grange;
 
 /* A growable array of tasks, under the graph's lock. */
 typedef struct fsched__task_set {
@@ -11538,14 +11551,21 @@ struct fsched_graph {
     fsched__slab task_slab, edge_slab, live_slab;
     fsched__task_set tasks;     /* built ones first (nbuilt), then the current run's */
     uint32_t nbuilt;
-    fsched__task_set sources;   /* built tasks without predecessors */
-    fsched__task_set sinks;     /* built tasks without successors */
+    fsched__task_set sources;   /* built tasks without predecessors, found when a run
+                                   begins after building: first the `nqueued` ones that
+                                   are placed or of another level (queued one by one),
+                                   then those a range job runs (fsched__graph_range) */
+    uint32_t nqueued;
+    fsched__grange *ranges;     /* a range job for each source a range may begin with */
+    uint32_t ranges_cap;
     fsched__task_set placed;    /* built tasks with a worker set or on_caller */
     fsched__task_set touched;   /* built tasks the current run added edges to */
     fsched__glive *dyn_records; /* live records of the current run (freed after it) */
     int64_t next_ord;
-    uint64_t next_mark;
-    uint32_t has_costs, ranks_stale;
+    uint32_t next_mark;
+    uint32_t has_costs;
+    uint32_t stale;             /* built on since the sources (and ranks) were found */
+    uint32_t unrestored;        /* a run began since fsched__graph_restore */
     fsched_graph_task *results; /* atomic: tasks that published a result, newest first */
     /* the current run */
     fsched_sched *sched;
@@ -11554,6 +11574,7 @@ struct fsched_graph {
     uint32_t running;           /* atomic: from fsched_graph_run until the run has ended */
     uint32_t cancel;            /* atomic */
     fsched_graph_task *first_failed; /* atomic: set once per run */
+    fsched_result first_reason; /* why it failed: FSCHED_ERR_TASK_FAILED, or doomed */
     uint32_t n_failed, n_skipped, n_cancelled; /* atomic: tasks that did not finish */
     uint32_t ended_run;         /* the last run that ended, and how (under the lock) */
     fsched_graph_outcome outcome;
@@ -11589,20 +11610,20 @@ static void fsched__task_set_free(fsched_graph *g, fsched__task_set *set) {
     memset(set, 0, sizeof *set);
 }
 
-/* Removes the task at *slot from a set whose members record their position in `slot`
-   fields at the same offset (sources or sinks). */
-static void fsched__task_set_remove(fsched__task_set *set, uint32_t *slot, size_t slot_offset) {
-    fsched_graph_task *last = set->v[--set->n];
-    if (*slot != set->n) {
-        set->v[*slot] = last;
-        *(uint32_t *)((char *)last + slot_offset) = *slot;
-    }
-    *slot = FSCHED__GRAPH_NONE;
+/* The capacity of t's array of predecessors (an allocated one keeps it in front). */
+static uint32_t fsched__graph_preds_cap(const fsched_graph_task *t) {
+    return t->preds == t->pred_inline ? FSCHED__GRAPH_INLINE_PREDS
+                                      : (uint32_t)(uintptr_t)t->preds[-1];
+}
+
+static void fsched__graph_free_preds(fsched_graph *g, fsched_graph_task *t) {
+    if (t->preds != t->pred_inline)
+        fsched__free(&g->allocator, t->preds - 1,
+                     (fsched__graph_preds_cap(t) + 1) * sizeof *t->preds, sizeof(void *));
 }
 
 static void fsched__graph_free_task(fsched_graph *g, fsched_graph_task *t) {
-    if (t->preds != t->pred_inline)
-        fsched__free(&g->allocator, t->preds, t->preds_cap * sizeof *t->preds, sizeof(void *));
+    fsched__graph_free_preds(g, t);
     if (t->name) fsched__free(&g->allocator, t->name, strlen(t->name) + 1, 1);
     t->placed.job.execute = NULL;
     fsched__slab_put(&g->task_slab, t);
@@ -11742,7 +11763,10 @@ static fsched_result fsched__ord_add_edge(fsched_graph *g, fsched_graph_task *be
     if (before->ord < after->ord) return FSCHED_OK;
     memset(&fwd, 0, sizeof fwd);
     memset(&bwd, 0, sizeof bwd);
-    g->next_mark++;
+    if (++g->next_mark == 0) { /* the marks wrapped: none may look current */
+        for (i = 0; i < g->tasks.n; i++) g->tasks.v[i]->mark = 0;
+        g->next_mark = 1;
+    }
     hit = fsched__ord_search_from(g, &fwd, after, 1, after->ord, before->ord, before);
     if (hit) {
         r = hit > 0 ? FSCHED_ERR_INVALID_ARGUMENT : FSCHED_ERR_OUT_OF_MEMORY;
@@ -11798,9 +11822,11 @@ static void fsched__graph_release_results(fsched_graph *g) {
 
 /* Undoes what the last run added: its results, tasks and edges. Under the graph's lock,
    while g does not run, before the graph is built further or run again. Costs what the
-   run added, not the graph's size. */
+   run added, not the graph's size, and nothing once done. */
 static void fsched__graph_restore(fsched_graph *g) {
     uint32_t i;
+    if (!g->unrestored) return;
+    g->unrestored = 0;
     fsched__graph_release_results(g);
     for (i = g->nbuilt; i < g->tasks.n; i++) { /* added while running: edges and all */
         fsched_graph_task *t = g->tasks.v[i];
@@ -11874,9 +11900,24 @@ FIBERSCHED_API fsched_result fsched_graph_create(const fsched_graph_desc *desc, 
     return FSCHED_OK;
 }
 
+/* Whether g is a live graph, from the registry, or, for the graph the thread last found
+   live, from the registry's count of removals: building calls this for every task and
+   edge, and the registry's lock is a line every thread writes. */
+static int fsched__graph_live(const fsched_graph *g) {
+    fsched__thread *th = fsched__thread_get();
+    /* relaxed: see fsched__live_remove_locked; read before the registry, so that a
+       removal meanwhile makes the remembered count stale, never too new */
+    size_t removals = FSCHED__LOAD(&fsched__live_removals, FSCHED__RELAXED);
+    if (g && th->live_seen == (const void *)g && th->live_seen_removals == removals) return 1;
+    if (!fsched__live_check(g)) return 0;
+    th->live_seen = g;
+    th->live_seen_removals = removals;
+    return 1;
+}
+
 /* FSCHED_OK for a live graph; a destroyed one is found gone without reading it. */
 static fsched_result fsched__graph_check(const fsched_graph *g, const char *what) {
-    if (!fsched__live_check(g) || g->magic != FSCHED__GRAPH_LIVE)
+    if (!fsched__graph_live(g) || g->magic != FSCHED__GRAPH_LIVE)
         return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
                               "%s: %s", what, g ? "not a live graph (destroyed?)" : "the graph is NULL");
     return FSCHED_OK;
@@ -11913,58 +11954,66 @@ static fsched_result fsched__graph_desc_check(const fsched_graph *g,
     return FSCHED_OK;
 }
 
-/* Under the graph's lock: a new task, named and in g's sets (of every task, of placed
-   ones, and, built before a run, of sources and sinks: it is both until edges say
-   otherwise); NULL, with nothing changed, for want of memory. */
+/* Under the graph's lock: a new task, named and in g's sets (of every task, and, built
+   before a run, of placed ones), its other fields not yet set; NULL, with nothing
+   changed, for want of memory. */
 static fsched_graph_task *fsched__graph_task_new(fsched_graph *g, const fsched_graph_task_desc *d,
                                                  int during_run) {
-    fsched__task_set *sets[4];
-    uint32_t n = 0, i;
+    int placed = !during_run && (d->on_caller || d->workers);
+    char *name = NULL;
     fsched_graph_task *t = (fsched_graph_task *)fsched__slab_get(&g->task_slab, &g->allocator);
     if (!t) return NULL;
-    memset(t, 0, sizeof *t);
-    t->source_slot = t->sink_slot = FSCHED__GRAPH_NONE;
-    sets[n++] = &g->tasks;
-    if (!during_run && (d->on_caller || d->workers)) sets[n++] = &g->placed;
-    if (!during_run) {
-        sets[n++] = &g->sources;
-        sets[n++] = &g->sinks;
+    if (!fsched__task_set_add(g, &g->tasks, t)) goto fail;
+    if (placed && !fsched__task_set_add(g, &g->placed, t)) goto fail_tasks;
+    if (d->name && *d->name && !(name = fsched__graph_strdup(&g->allocator, d->name))) {
+        if (placed) g->placed.n--;
+        goto fail_tasks;
     }
-    for (i = 0; i < n && fsched__task_set_add(g, sets[i], t); i++) {
-    }
-    if (i < n || (d->name && *d->name && !(t->name = fsched__graph_strdup(&g->allocator, d->name)))) {
-        while (i--) sets[i]->n--; /* t is the last of each set it joined */
-        fsched__slab_put(&g->task_slab, t);
-        return NULL;
-    }
-    if (!during_run) {
-        t->source_slot = g->sources.n - 1;
-        t->sink_slot = g->sinks.n - 1;
-    }
+    t->name = name;
     return t;
+fail_tasks:
+    g->tasks.n--; /* t is the last of each set it joined */
+fail:
+    fsched__slab_put(&g->task_slab, t);
+    return NULL;
 }
 
-/* A new task's work, priority, placement and cost, from its desc. */
+/* A new task's every other field: its work, priority, placement and cost from its desc,
+   no edges, no result. (Set one by one: a task is several cache lines, and building a
+   large graph is mostly writing them.) */
 static void fsched__graph_task_init(fsched_graph_task *t, fsched_graph *g, fsched_graph_fn fn,
                                     void *arg, const fsched_graph_task_desc *d) {
     t->placed.job.execute = fsched__graph_execute; /* NULL again once freed */
+    t->placed.job.next = NULL;
+    t->placed.next = NULL;
+    t->placed.workers = d->workers;
+    t->placed.slot = -1;
+    t->placed.level = d->priority == FSCHED_PRIORITY_LOW    ? FSCHED__LEVEL_LOW
+                      : d->priority == FSCHED_PRIORITY_HIGH ? FSCHED__LEVEL_HIGH
+                                                            : FSCHED__LEVEL_NORMAL;
+    t->upstream = 0;
+    t->doomed = 0;
     t->graph = g;
     t->fn = fn;
     t->arg = arg;
+    t->succ_built = t->succ = NULL;
+    t->local_next = NULL;
+    t->dyn_live = NULL;
+    t->added = t->added_next = NULL;
+    t->status = 0;
+    t->npreds = t->npreds_built = 0;
+    t->nsucc = t->nsucc_built = 0;
+    t->rank = t->cost = d->cost;
     t->preds = t->pred_inline;
-    t->preds_cap = FSCHED__GRAPH_INLINE_PREDS;
-    t->level = d->priority == FSCHED_PRIORITY_LOW    ? FSCHED__LEVEL_LOW
-               : d->priority == FSCHED_PRIORITY_HIGH ? FSCHED__LEVEL_HIGH
-                                                     : FSCHED__LEVEL_NORMAL;
-    t->placed.level = t->level;
-    t->on_caller = d->on_caller ? 1u : 0u;
-    t->workers = d->workers;
-    t->placed.workers = d->workers;
-    t->placed.slot = -1;
-    t->cost = d->cost;
-    t->rank = d->cost;
-    t->ord = g->next_ord++;
+    t->result = NULL;
+    t->release = NULL;
+    t->release_user = NULL;
+    t->result_next = NULL;
     t->index = g->tasks.n - 1;
+    t->holds_result = t->touched = t->dynamic = 0;
+    t->on_caller = d->on_caller ? 1u : 0u;
+    t->mark = 0;
+    t->ord = g->next_ord++;
 }
 
 /* Under the graph's lock: arms a new task for the next run, or, added by cur, a task of
@@ -11986,7 +12035,7 @@ static void fsched__graph_task_arm(fsched_graph *g, fsched_graph_task *t, fsched
     } else {
         /* a run's additions go before the next: they leave the order be */
         if (t->cost) g->has_costs = 1;
-        g->ranks_stale = 1;
+        g->stale = 1;
         t->state = FSCHED__GRAPH_STATE(g->run, FSCHED_TASK_WAITING);
         t->pending = FSCHED__GRAPH_PENDING(g->run + 1, 0);
         g->nbuilt = g->tasks.n;
@@ -12053,16 +12102,15 @@ static int fsched__graph_has_edge(const fsched_graph_task *before, const fsched_
 }
 
 static int fsched__graph_add_pred(fsched_graph *g, fsched_graph_task *t, fsched_graph_task *pred) {
-    if (t->npreds == t->preds_cap) {
-        uint32_t cap = t->preds_cap * 2;
+    if (t->npreds == fsched__graph_preds_cap(t)) {
+        uint32_t cap = t->npreds * 2;
         fsched_graph_task **preds = (fsched_graph_task **)fsched__alloc(
-            &g->allocator, cap * sizeof *preds, sizeof(void *));
+            &g->allocator, (cap + 1) * sizeof *preds, sizeof(void *));
         if (!preds) return 0;
-        memcpy(preds, t->preds, t->npreds * sizeof *preds);
-        if (t->preds != t->pred_inline)
-            fsched__free(&g->allocator, t->preds, t->preds_cap * sizeof *preds, sizeof(void *));
-        t->preds = preds;
-        t->preds_cap = cap;
+        preds[0] = (fsched_graph_task *)(uintptr_t)cap;
+        memcpy(preds + 1, t->preds, t->npreds * sizeof *preds);
+        fsched__graph_free_preds(g, t);
+        t->preds = preds + 1;
     }
     t->preds[t->npreds++] = pred;
     return 1;
@@ -12190,13 +12238,7 @@ FIBERSCHED_API fsched_result fsched_graph_precede(fsched_graph *g, fsched_graph_
     before->nsucc_built = ++before->nsucc;
     after->npreds_built = after->npreds;
     after->pending++; /* armed for the next run with one more predecessor */
-    if (after->source_slot != FSCHED__GRAPH_NONE)
-        fsched__task_set_remove(&g->sources, &after->source_slot,
-                                offsetof(fsched_graph_task, source_slot));
-    if (before->sink_slot != FSCHED__GRAPH_NONE)
-        fsched__task_set_remove(&g->sinks, &before->sink_slot,
-                                offsetof(fsched_graph_task, sink_slot));
-    g->ranks_stale = 1;
+    g->stale = 1;
 unlock:
     fsched__mutex_unlock(&g->lock);
     return r;
@@ -12206,7 +12248,8 @@ unlock:
 
 /* Whether a starts before b among ready tasks: higher level, then longer chain. */
 static inline int fsched__graph_before(const fsched_graph_task *a, const fsched_graph_task *b) {
-    return a->level != b->level ? a->level > b->level : a->rank > b->rank;
+    return a->placed.level != b->placed.level ? a->placed.level > b->placed.level
+                                              : a->rank > b->rank;
 }
 
 static int fsched__graph_after(const fsched_graph_task *a, const fsched_graph_task *b) {
@@ -12235,15 +12278,13 @@ static fsched__gedge *fsched__gedge_sort(fsched__gedge *list, uint32_t n) {
 }
 
 /* With cost hints, ranks for "longest chain first" (rank = cost + the largest rank of a
-   successor) and the order that lets a worker start the best ready task first: sources
-   and every task's successors sorted worst first, since a worker's deque gives back the
-   newest first (see fsched__graph_queue_batch). Between runs, under the graph's lock,
-   after changes only: O(V + E log E). */
-static int fsched__graph_order(fsched_graph *g) {
+   successor) and the order that lets a worker start the best ready task first: every
+   task's successors sorted worst first, since a worker's deque gives back the newest
+   first (see fsched__graph_queue_batch). O(V + E log E). */
+static int fsched__graph_rank(fsched_graph *g) {
     uint32_t n = g->tasks.n, head = 0, tail = 0, i;
     fsched_graph_task **queue;
     uint32_t *left;
-    if (!g->has_costs || !g->ranks_stale) return 1;
     queue = (fsched_graph_task **)fsched__alloc(&g->allocator, n * sizeof *queue, sizeof(void *));
     left = (uint32_t *)fsched__alloc(&g->allocator, n * sizeof *left, sizeof(uint32_t));
     if (!queue || !left) {
@@ -12268,11 +12309,50 @@ static int fsched__graph_order(fsched_graph *g) {
         fsched_graph_task *t = g->tasks.v[i];
         t->succ = t->succ_built = fsched__gedge_sort(t->succ_built, t->nsucc_built);
     }
-    fsched__task_sort(g->sources.v, g->sources.n, fsched__graph_after);
-    for (i = 0; i < g->sources.n; i++) g->sources.v[i]->source_slot = i;
     fsched__free(&g->allocator, queue, n * sizeof *queue, sizeof(void *));
     fsched__free(&g->allocator, left, n * sizeof *left, sizeof(uint32_t));
-    g->ranks_stale = 0;
+    return 1;
+}
+
+/* Whether a source may run in place in a range job: any worker may run it, at the
+   normal level. */
+static int fsched__graph_plain(const fsched_graph_task *t) {
+    return !t->on_caller && !t->placed.workers && t->placed.level == FSCHED__LEVEL_NORMAL;
+}
+
+/* Finds the sources: first those queued one by one (placed, or of another level), then
+   the plain ones, for range jobs; with cost hints, ranks, the first sorted worst first
+   (as successors), the others best first (a range runs them in order). Between runs,
+   under the graph's lock, once after building: O(V), with cost hints O(V + E log E). */
+static int fsched__graph_prepare(fsched_graph *g) {
+    uint32_t i, nplain;
+    int plain;
+    if (!g->stale) return 1;
+    g->sources.n = 0;
+    for (plain = 0; plain < 2; plain++) {
+        for (i = 0; i < g->tasks.n; i++) {
+            fsched_graph_task *t = g->tasks.v[i];
+            if (!t->npreds_built && fsched__graph_plain(t) == plain &&
+                !fsched__task_set_add(g, &g->sources, t))
+                return 0;
+        }
+        if (!plain) g->nqueued = g->sources.n;
+    }
+    nplain = g->sources.n - g->nqueued;
+    if (nplain > g->ranges_cap) {
+        fsched__grange *r = (fsched__grange *)fsched__alloc(&g->allocator, nplain * sizeof *r,
+                                                            sizeof(void *));
+        if (!r) return 0;
+        fsched__free(&g->allocator, g->ranges, g->ranges_cap * sizeof *r, sizeof(void *));
+        g->ranges = r;
+        g->ranges_cap = nplain;
+    }
+    if (g->has_costs) {
+        if (!fsched__graph_rank(g)) return 0;
+        fsched__task_sort(g->sources.v, g->nqueued, fsched__graph_after);
+        fsched__task_sort(g->sources.v + g->nqueued, nplain, fsched__graph_before);
+    }
+    g->stale = 0;
     return 1;
 }
 
@@ -12341,7 +12421,7 @@ static void fsched__graph_end(fsched_graph *g, fsched__worker *w) {
     o.failed = FSCHED__LOAD(&g->first_failed, FSCHED__RELAXED);
     if (o.failed) {
         o.status = o.failed->status;
-        o.result = o.failed->fail_reason;
+        o.result = g->first_reason;
     } else if (o.cancelled || FSCHED__LOAD(&g->cancel, FSCHED__RELAXED)) {
         o.result = FSCHED_ERR_CANCELLED;
     }
@@ -12355,12 +12435,17 @@ static void fsched__graph_end(fsched_graph *g, fsched__worker *w) {
     fsched__work_ended(s, w);
 }
 
-/* Records t as the run's first failure if it is; fail-fast cancels the rest. */
-static void fsched__graph_record_failure(fsched_graph *g, fsched_graph_task *t) {
+/* Records t, failed for `reason`, as the run's first failure if it is; fail-fast cancels
+   the rest. */
+static void fsched__graph_record_failure(fsched_graph *g, fsched_graph_task *t,
+                                         fsched_result reason) {
     fsched_graph_task *none = NULL;
     /* acq_rel: the waiter reads the task's status after reading this; release, the
-       cancel: pairs with the acquire of the tasks that look at it */
-    FSCHED__CAS(&g->first_failed, &none, t, FSCHED__ACQ_REL, FSCHED__RELAXED);
+       cancel: pairs with the acquire of the tasks that look at it. The reason is
+       written by the one task that wins, before it counts itself off the run (whose
+       last count the run's end reads after) */
+    if (FSCHED__CAS(&g->first_failed, &none, t, FSCHED__ACQ_REL, FSCHED__RELAXED))
+        g->first_reason = reason;
     if (g->policy == FSCHED_GRAPH_FAIL_FAST) FSCHED__STORE(&g->cancel, 1u, FSCHED__RELEASE);
 }
 
@@ -12426,7 +12511,7 @@ static void fsched__graph_complete(fsched_graph_task *t, fsched__worker *w, uint
     for (d = dyn; d; d = d->next) fsched__graph_release(d->to, bad, w, local, chain, &best, batch, &n);
     fsched__graph_queue_batch(batch, n, w, local);
     if (best) {
-        if (best->level < FSCHED__LEVEL_HIGH && !fsched__cl_looks_empty(&w->high)) {
+        if (best->placed.level < FSCHED__LEVEL_HIGH && !fsched__cl_looks_empty(&w->high)) {
             fsched__graph_queue(best, w, local); /* higher-level work waits here */
         } else {
             FSCHED__STORE(&best->state, FSCHED__GRAPH_STATE(run, FSCHED_TASK_READY),
@@ -12460,8 +12545,7 @@ static void fsched__graph_process(fsched_graph_task *t, fsched__worker *w,
     t->status = 0;
     if (t->doomed) {
         state = FSCHED_TASK_FAILED;
-        t->fail_reason = (fsched_result)t->doomed;
-        fsched__graph_record_failure(g, t);
+        fsched__graph_record_failure(g, t, (fsched_result)t->doomed);
     } else if (up & FSCHED__UPSTREAM_FAILED) {
         state = FSCHED_TASK_FAILED;
     } else if ((up & FSCHED__UPSTREAM_CANCELLED) || /* acquire: pairs with the cancel's */
@@ -12487,17 +12571,15 @@ static void fsched__graph_process(fsched_graph_task *t, fsched__worker *w,
         /* the task may have suspended: it resumes on the same fiber and worker */
         f->graph_task = outer;
         state = t->status ? FSCHED_TASK_FAILED : FSCHED_TASK_FINISHED;
-        t->fail_reason = FSCHED_ERR_TASK_FAILED;
-        if (t->status) fsched__graph_record_failure(g, t);
+        if (t->status) fsched__graph_record_failure(g, t, FSCHED_ERR_TASK_FAILED);
     }
     fsched__graph_complete(t, w, state, local, chain);
 }
 
-/* Processes t and every task it leaves on the worker's list (all of t's graph), and
-   counts them off the run's remaining tasks at the end, with one atomic operation: the
-   count is a line every worker writes. */
-static void fsched__graph_process_list(fsched_graph_task *t, fsched__worker *w) {
-    fsched_graph *g = t->graph;
+/* Processes t and every task it leaves on the worker's list (all of t's graph); returns
+   how many, for the caller to count off the run's remaining tasks with one atomic
+   operation: the count is a line every worker writes. */
+static uint64_t fsched__graph_process_all(fsched_graph_task *t, fsched__worker *w) {
     fsched_graph_task *local = t;
     uint32_t chain = 0, done = 0;
     t->local_next = NULL;
@@ -12526,25 +12608,96 @@ static void fsched__graph_process_list(fsched_graph_task *t, fsched__worker *w) 
             }
         }
     }
-    fsched__graph_count_done(g, w, done);
+    return done;
+}
+
+/* Processes t and what it leaves on the worker's list, and counts them off the run. */
+static void fsched__graph_process_list(fsched_graph_task *t, fsched__worker *w) {
+    fsched_graph *g = t->graph;
+    fsched__graph_count_done(g, w, fsched__graph_process_all(t, w));
 }
 
 static void fsched__graph_execute(fsched__job *job, fsched__worker *w) {
     fsched__graph_process_list((fsched_graph_task *)job, w);
 }
 
-/* Queues the run's sources on w's deque, in batches as in fsched__graph_complete. Under
-   the graph's lock (tasks that run meanwhile may add tasks). */
+/* Queues a job any worker may run from w: on its deque's private ring, from where a
+   thief that asks gets it, unless w is a bound thread, whose code may go on to block in
+   the OS (or the ring is full and cannot grow): then where thieves take it at once. */
+static void fsched__graph_push(fsched__worker *w, fsched__job *job) {
+    if (w->bound || !fsched__push_job(w, job)) fsched__publish(w, &job, 1);
+}
+
+static void fsched__graph_range_execute(fsched__job *job, fsched__worker *w);
+
+/* Sets up the range job of the sources [lo, hi) of g. */
+static fsched__job *fsched__graph_range(fsched_graph *g, uint32_t lo, uint32_t hi) {
+    fsched__grange *r = &g->ranges[lo - g->nqueued];
+    r->job.execute = fsched__graph_range_execute;
+    r->graph = g;
+    r->hi = hi;
+    return &r->job;
+}
+
+#define FSCHED__GRAPH_FAN_OUT 16u
+
+/* The first range of a run: one piece for each worker (up to FSCHED__GRAPH_FAN_OUT)
+   where every worker sees them at once, so that as many sources start at once as there
+   are workers, however long each runs; returns the end of the piece left to w. */
+static uint32_t fsched__graph_fan_out(fsched_graph *g, fsched__worker *w, uint32_t lo,
+                                      uint32_t hi) {
+    fsched__job *jobs[FSCHED__GRAPH_FAN_OUT];
+    uint32_t k = g->sched->n_threads, i, size;
+    if (k > FSCHED__GRAPH_FAN_OUT) k = FSCHED__GRAPH_FAN_OUT;
+    if (k > hi - lo) k = hi - lo;
+    if (k < 2) return hi;
+    size = (hi - lo) / k;
+    for (i = 1; i < k; i++)
+        jobs[k - 1 - i] = fsched__graph_range(g, lo + i * size, i + 1 < k ? lo + (i + 1) * size
+                                                                            : hi);
+    fsched__publish(w, jobs, k - 1); /* the last piece first, as a split gives the upper half */
+    return lo + size;
+}
+
+/* A range job: runs the plain sources [lo, hi) of its graph in place, one after another,
+   each with the tasks it makes ready (as fsched__graph_process_all), lo given by the
+   job's place in g->ranges. The run's first range is spread over the workers at once;
+   after that, whenever a thief has asked this worker for work, the upper half of what is
+   left goes to a job of its own first: splitting on demand, so that a run's sources take
+   no queue at all while nobody else is idle. Counts them all off the run's remaining
+   tasks at the end. */
+static void fsched__graph_range_execute(fsched__job *job, fsched__worker *w) {
+    fsched__grange *r = (fsched__grange *)job;
+    fsched_graph *g = r->graph;
+    uint32_t base = g->nqueued, lo = base + (uint32_t)(r - g->ranges), hi = r->hi;
+    uint64_t done = 0;
+    if (lo == base) hi = fsched__graph_fan_out(g, w, lo, hi); /* a split never begins there */
+    while (lo < hi) {
+        if (hi - lo > 1 && fsched__deque_requested(&w->deque)) {
+            uint32_t mid = lo + (hi - lo) / 2;
+            fsched__graph_push(w, fsched__graph_range(g, mid, hi));
+            hi = mid;
+        }
+        done += fsched__graph_process_all(g->sources.v[lo++], w);
+    }
+    fsched__graph_count_done(g, w, done);
+}
+
+/* Queues the run's sources from w: those placed or of another level one by one, in
+   batches as in fsched__graph_complete, the plain ones as one range job. Under the
+   graph's lock (tasks that run meanwhile may add tasks). */
 static void fsched__graph_queue_sources(fsched_graph *g, fsched__worker *w,
                                         fsched_graph_task **local) {
     fsched_graph_task *batch[FSCHED__GRAPH_READY_BATCH];
     uint32_t i, n = 0;
-    for (i = 0; i < g->sources.n; i++) {
+    for (i = 0; i < g->nqueued; i++) {
         batch[n++] = g->sources.v[i];
-        if (n < FSCHED__GRAPH_READY_BATCH && i + 1 < g->sources.n) continue;
+        if (n < FSCHED__GRAPH_READY_BATCH && i + 1 < g->nqueued) continue;
         fsched__graph_queue_batch(batch, n, w, local);
         n = 0;
     }
+    if (g->sources.n > g->nqueued)
+        fsched__graph_push(w, fsched__graph_range(g, g->nqueued, g->sources.n));
 }
 
 /* Completes the tasks that could not be queued (as failed), then ends the hold of the
@@ -12596,7 +12749,7 @@ FIBERSCHED_API fsched_result fsched_graph_run(fsched_graph *g, fsched_sched *s) 
                                t->name ? t->name : "");
             goto unlock;
         }
-        if (t->workers && !fsched__graph_workers_exist(s, t->workers)) {
+        if (t->placed.workers && !fsched__graph_workers_exist(s, t->placed.workers)) {
             r = FSCHED__REFUSE(&g->logger, FSCHED_ERR_INVALID_ARGUMENT,
                                "task '%s' may run only on workers the "
                                "scheduler does not have", t->name ? t->name : "");
@@ -12604,7 +12757,7 @@ FIBERSCHED_API fsched_result fsched_graph_run(fsched_graph *g, fsched_sched *s) 
         }
     }
     fsched__graph_restore(g);
-    if (!fsched__graph_order(g)) {
+    if (!fsched__graph_prepare(g)) {
         r = FSCHED_ERR_OUT_OF_MEMORY;
         goto unlock;
     }
@@ -12613,6 +12766,7 @@ FIBERSCHED_API fsched_result fsched_graph_run(fsched_graph *g, fsched_sched *s) 
     else FSCHED__FETCH_ADD(&s->external_begun, (uint64_t)1, FSCHED__RELAXED);
     g->sched = s;
     g->caller_slot = w ? (int32_t)w->index : -1;
+    g->unrestored = 1;
     for (i = 0; i < g->placed.n; i++)
         if (g->placed.v[i]->on_caller) g->placed.v[i]->placed.slot = g->caller_slot;
     g->cancel = 0;
@@ -12716,8 +12870,7 @@ FIBERSCHED_API fsched_result fsched_graph_destroy(fsched_graph *g) {
     fsched__graph_restore(g); /* and the results */
     for (i = 0; i < g->tasks.n; i++) {
         fsched_graph_task *t = g->tasks.v[i];
-        if (t->preds != t->pred_inline)
-            fsched__free(&g->allocator, t->preds, t->preds_cap * sizeof *t->preds, sizeof(void *));
+        fsched__graph_free_preds(g, t);
         if (t->name) fsched__free(&g->allocator, t->name, strlen(t->name) + 1, 1);
     }
     fsched__mutex_unlock(&g->lock);
@@ -12726,7 +12879,7 @@ FIBERSCHED_API fsched_result fsched_graph_destroy(fsched_graph *g) {
     fsched__slab_destroy(&g->live_slab, &g->allocator);
     fsched__task_set_free(g, &g->tasks);
     fsched__task_set_free(g, &g->sources);
-    fsched__task_set_free(g, &g->sinks);
+    fsched__free(&g->allocator, g->ranges, g->ranges_cap * sizeof *g->ranges, sizeof(void *));
     fsched__task_set_free(g, &g->placed);
     fsched__task_set_free(g, &g->touched);
     if (g->name) fsched__free(&g->allocator, g->name, strlen(g->name) + 1, 1);

@@ -1273,6 +1273,139 @@ static int waits_for_own_graph(fsched_graph_task *self, void *arg) {
 
 /* A destroyed graph: every call is refused with a code, without reading its memory
    (which faults once freed: the allocator makes it inaccessible). */
+/* ---- ready tasks run in place ---- */
+
+typedef struct seq_log {
+    uint32_t n;
+    int entries[256];
+} seq_log;
+
+typedef struct seq_item {
+    seq_log *log;
+    int key;
+} seq_item;
+
+static int seq_body(fsched_graph_task *self, void *arg) {
+    seq_item *it = (seq_item *)arg;
+    (void)self;
+    CHECK(it->log->n < 256);
+    it->log->entries[it->log->n++] = it->key;
+    return 0;
+}
+
+/* On one worker: the sources run in the order they were added, each followed at once by
+   the successor it made ready (in place, before the next source), after a source of high
+   priority and before one of low priority. */
+static void test_in_place_order(void) {
+    enum { SOURCES = 100 };
+    fsched_sched *s = test_sched_new(1);
+    fsched_graph *g = graph_new(FSCHED_GRAPH_SKIP_DEPENDENTS);
+    fsched_graph_task_desc td;
+    fsched_graph_task *src, *succ;
+    static seq_item items[2 * SOURCES + 2];
+    static seq_log log;
+    uint32_t i, run;
+    memset(&log, 0, sizeof log);
+    memset(&td, 0, sizeof td);
+    for (i = 0; i < SOURCES; i++) {
+        items[2 * i].log = items[2 * i + 1].log = &log;
+        items[2 * i].key = (int)(2 * i);
+        items[2 * i + 1].key = (int)(2 * i + 1);
+        CHECK_OK(fsched_graph_add(g, seq_body, &items[2 * i], NULL, &src));
+        CHECK_OK(fsched_graph_add(g, seq_body, &items[2 * i + 1], NULL, &succ));
+        CHECK_OK(fsched_graph_precede(g, src, succ));
+    }
+    items[2 * SOURCES].log = items[2 * SOURCES + 1].log = &log;
+    items[2 * SOURCES].key = -1; /* high */
+    items[2 * SOURCES + 1].key = 1000; /* low */
+    td.priority = FSCHED_PRIORITY_LOW;
+    CHECK_OK(fsched_graph_add(g, seq_body, &items[2 * SOURCES + 1], &td, &src));
+    td.priority = FSCHED_PRIORITY_HIGH;
+    CHECK_OK(fsched_graph_add(g, seq_body, &items[2 * SOURCES], &td, &src));
+    for (run = 0; run < 2; run++) { /* the same again */
+        log.n = 0;
+        CHECK_OK(fsched_graph_run(g, s));
+        CHECK_OK(fsched_graph_wait(g, NULL));
+        CHECK(log.n == 2 * SOURCES + 2);
+        CHECK(log.entries[0] == -1);
+        for (i = 0; i < 2 * SOURCES; i++) CHECK(log.entries[1 + i] == (int)i);
+        CHECK(log.entries[2 * SOURCES + 1] == 1000);
+    }
+    CHECK_OK(fsched_graph_destroy(g));
+    test_sched_free(s);
+}
+
+static uint64_t chain_next;
+
+static int chain_body(fsched_graph_task *self, void *arg) {
+    (void)self;
+    CHECK(chain_next == (uint64_t)(uintptr_t)arg); /* after its predecessor, once */
+    chain_next++;
+    return 0;
+}
+
+/* A chain of a million tasks, each made ready by the one before and run in place: the
+   stack must not grow with it. On one worker and on two, twice each. */
+static void test_deep_chain(void) {
+    uint32_t n = 1000000 / TEST_SCALE, i, workers;
+    fsched_graph *g = graph_new(FSCHED_GRAPH_SKIP_DEPENDENTS);
+    fsched_graph_task *prev = NULL, *t;
+    for (i = 0; i < n; i++) {
+        CHECK_OK(fsched_graph_add(g, chain_body, (void *)(uintptr_t)i, NULL, &t));
+        if (prev) CHECK_OK(fsched_graph_precede(g, prev, t));
+        prev = t;
+    }
+    for (workers = 1; workers <= (TEST_THREADS ? 2u : 1u); workers++) {
+        fsched_sched *s = test_sched_new(workers);
+        int run;
+        for (run = 0; run < 2; run++) {
+            fsched_graph_outcome o;
+            chain_next = 0;
+            CHECK_OK(fsched_graph_run(g, s));
+            CHECK_OK(fsched_graph_wait(g, &o));
+            CHECK(o.finished == n && chain_next == n);
+        }
+        test_sched_free(s);
+    }
+    CHECK_OK(fsched_graph_destroy(g));
+}
+
+#if TEST_THREADS
+static uint32_t spread_started;
+
+/* Waits (blocking its worker) until every source has started, 20 s at most. */
+static int spread_body(fsched_graph_task *self, void *arg) {
+    uint64_t deadline = fsched_clock_ns() + 20000 * MS;
+    uint32_t sources = (uint32_t)(uintptr_t)arg;
+    (void)self;
+    ADD(&spread_started, 1u);
+    while (LOAD(&spread_started) < sources)
+        if (fsched_clock_ns() > deadline) return 1;
+    return 0;
+}
+#endif
+
+/* As many independent tasks as workers, each blocking its worker until all have started:
+   they start at once, though a range job runs sources one after another. */
+static void test_sources_spread(void) {
+#if TEST_THREADS
+    uint32_t workers;
+    for (workers = 2; workers <= 4; workers++) {
+        fsched_sched *s = test_sched_new(workers);
+        fsched_graph *g = graph_new(FSCHED_GRAPH_SKIP_DEPENDENTS);
+        fsched_graph_task *t;
+        uint32_t i;
+        for (i = 0; i < workers; i++)
+            CHECK_OK(fsched_graph_add(g, spread_body, (void *)(uintptr_t)workers, NULL, &t));
+        STORE(&spread_started, 0u);
+        CHECK_OK(fsched_graph_run(g, s));
+        CHECK_OK(fsched_graph_wait(g, NULL));
+        CHECK_OK(fsched_graph_destroy(g));
+        test_sched_free(s);
+    }
+#endif
+}
+
 static void test_use_after_destroy(void) {
 #if defined(TEST_GUARD_ALLOCATOR)
     fsched_sched *s = test_sched_new(1);
@@ -1467,6 +1600,9 @@ int main(void) {
     test_cancel_midway();
     test_affinity();
     test_priorities_and_costs();
+    test_in_place_order();
+    test_deep_chain();
+    test_sources_spread();
     test_costs_whole_graph();
     test_result_for_late_successor();
     test_caller_gone();
