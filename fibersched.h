@@ -4199,9 +4199,12 @@ static fsched_fiber *fsched__stack_from_small(size_t usable, size_t *size) {
     mem = (unsigned char *)fsched__slab_take(*size, 1);
     if (!mem) return NULL;
     f = (fsched_fiber *)(mem + *size - FSCHED__FIBER_RECORD_BYTES);
+    /* a slot back from a fiber holds what Valgrind saw below its stack pointer */
+    fsched__valgrind_reports(0);
     memset(mem, FSCHED__CANARY_BYTE, FSCHED__CANARY_BYTES);
     memset(mem + FSCHED__CANARY_BYTES, FSCHED__PAINT_BYTE,
            (size_t)((unsigned char *)f - mem) - FSCHED__CANARY_BYTES);
+    fsched__valgrind_reports(1);
     memset(f, 0, sizeof *f);
     f->mem = mem;
     f->stack_lo = mem + FSCHED__CANARY_BYTES;
