@@ -148,6 +148,8 @@
                                    FIBERSCHED_NO_OS, else 0)
    FIBERSCHED_MIN_STACK_SIZE       smallest accepted stack; default 8 KiB (1 KiB under
                                    FIBERSCHED_NO_OS)
+   FIBERSCHED_MIN_SMALL_STACK_SIZE smallest FSCHED_STACK_SMALL stack, and what a
+                                   stack_size of 0 gives them; default 1 KiB
    FIBERSCHED_NO_THREADS           no thread library at all (single-threaded only)
    FIBERSCHED_NO_OS                no operating system: stacks from the heap with a canary,
                                    no signals; implies FIBERSCHED_NO_THREADS
@@ -231,8 +233,9 @@
      a canary (FIBERSCHED_STACK_CANARY) that is checked when the fiber is destroyed
      and, in debug builds, when each task on it ends and on every switch away from it
      (with the stack pointer's range): an overflow is reported through the logger,
-     naming the fiber and its task, and stops the program. fsched_fiber_stack_used
-     tells how deep a heap stack was used.
+     naming the fiber and its task, and stops the program. Small stacks
+     (FSCHED_STACK_SMALL) are checked so in every build. fsched_fiber_stack_used
+     tells how deep a heap or small stack was used.
    - A fiber keeps the thread's thread-local variables: code that reads a thread-local,
      switches and may resume on another thread sees the other thread's copy.
    - Destroying a suspended fiber frees its stack without unwinding it.
@@ -254,7 +257,15 @@
      once). For 100,000 blocked tasks, use FSCHED_STACK_SLAB stacks of a few KiB: carved
      from mappings shared by many stacks, they cost only the pages their fibers touch
      (and share page tables). Their canary lies in the top page of the next stack below,
-     which is resident anyway.
+     which is resident anyway. Tasks that need little stack may take FSCHED_STACK_SMALL
+     stacks: two 1 KiB stacks (1,600 usable bytes each) share a 4 KiB page, so that a
+     blocked task costs half a page. Size them for the build (fsched_fiber_stack_used):
+     a task's wait takes about 1 KiB of its stack on 64-bit targets when optimized,
+     several at -O0 or under sanitizers. An overflow is seen at the next switch away or
+     task end, after it wrote over what lies below (another stack), so leave a margin;
+     and link with -z now (immediate binding): the dynamic linker's first call to a
+     function of a shared library saves the vector registers on the caller's stack, up to
+     3 KiB on x86-64 with AVX-512.
    - A stack's reservation is address space, not memory: under vm.overcommit_memory=2
      (strict accounting) each stack counts in full against the commit limit, as a
      thread's does; choose a smaller stack_size there.
@@ -480,9 +491,15 @@ typedef enum fsched_stack_kind {
     FSCHED_STACK_DEFAULT = 0, /* pages where the platform has virtual memory, else heap */
     FSCHED_STACK_PAGES,       /* mmap / VirtualAlloc with a guard region below */
     FSCHED_STACK_HEAP,        /* the allocator, with a canary below (no MMU needed) */
-    FSCHED_STACK_SLAB         /* pages carved from mappings shared by many stacks, with
+    FSCHED_STACK_SLAB,        /* pages carved from mappings shared by many stacks, with
                                  a canary below instead of a guard: no mapping and no page
                                  touched per stack until it is used (many fibers) */
+    FSCHED_STACK_SMALL        /* below a page, for tasks that need little stack (many
+                                 blocked at once): slab slots that share pages, the
+                                 fiber's record at the top of each, a canary at its bottom
+                                 checked at every switch away from it in every build;
+                                 stack_size from FIBERSCHED_MIN_SMALL_STACK_SIZE (also
+                                 what 0 means) up to a page less the record and canary */
 } fsched_stack_kind;
 
 typedef enum fsched_fiber_state {
@@ -539,8 +556,8 @@ FIBERSCHED_API fsched_result fsched_fiber_stack(const fsched_fiber *f, void **lo
 
 /* The deepest f's stack has been used since it was allocated (a pooled stack keeps it
    across fibers), in bytes: for sizing stacks. Heap stacks are painted when allocated
-   (FIBERSCHED_STACK_PAINT, on by default under FIBERSCHED_NO_OS); other stacks return
-   FSCHED_ERR_UNSUPPORTED. */
+   (FIBERSCHED_STACK_PAINT, on by default under FIBERSCHED_NO_OS), small stacks always;
+   other stacks return FSCHED_ERR_UNSUPPORTED. */
 FIBERSCHED_API fsched_result fsched_fiber_stack_used(const fsched_fiber *f, size_t *used);
 
 /* For the fault handler of a FIBERSCHED_MPU_GUARD build (MemManage, or HardFault when
@@ -2027,6 +2044,11 @@ FIBERSCHED_API int fsched_pipeline_finished(const fsched_pipeline *p);
 #else
 #define FIBERSCHED_MIN_STACK_SIZE (8u * 1024u)
 #endif
+#endif
+/* Small stacks (FSCHED_STACK_SMALL): a task's own wait takes about 1 KiB of them on
+   64-bit targets in optimized builds (the scheduler's frames from the task to the switch) */
+#ifndef FIBERSCHED_MIN_SMALL_STACK_SIZE
+#define FIBERSCHED_MIN_SMALL_STACK_SIZE 1024u
 #endif
 
 #if !defined(FIBERSCHED_VALGRIND)
@@ -3961,8 +3983,7 @@ static int fsched__canary_intact(const fsched_fiber *f) {
 /* Stacks with a canary below them (the others have a guard region, or none at all: a
    thread's own stack). */
 static int fsched__has_canary(const fsched_fiber *f) {
-    return (f->params.kind == FSCHED_STACK_HEAP || f->params.kind == FSCHED_STACK_SLAB) &&
-           f->stack_lo != f->stack_hi;
+    return f->params.kind != FSCHED_STACK_PAGES && f->stack_lo != f->stack_hi;
 }
 
 /* What a fiber runs: each kind of job says so around the user's code and restores what
@@ -4007,15 +4028,25 @@ static char *fsched__sig_put_overflow(char *p, char *end, const fsched_fiber *f)
     return p;
 }
 
-/* Says which fiber overflowed its heap stack, and what it ran, through the logger of its
+/* Says which fiber overflowed its stack, and what it ran, through the logger of its
    stack, then stops the program: what lies below the stack is corrupt. */
-static FSCHED__NOINLINE void fsched__stack_overflowed(const fsched_fiber *f, const char *how) {
+static FSCHED__NOINLINE void fsched__stack_report(const fsched_fiber *f, const char *how) {
     char msg[384], *end = msg + sizeof msg - 1, *p = fsched__sig_put_overflow(msg, end, f);
     p = fsched__sig_put(p, end, ": ");
     p = fsched__sig_put(p, end, how);
     *p = 0;
     fsched__log(&f->params.logger, FSCHED_LOG_ERROR, "%s", msg);
     fsched__fatal("stack overflow (reported before)");
+}
+
+static void fsched__stack_report_away(const fsched_fiber *f, const char *how);
+
+/* Reports f's overflow from a stack of its own where there is one (the overflowed stack
+   may have no room left for the logger's frames: below a small one lie other stacks, or
+   the end of its mapping), else here. */
+static FSCHED__NOINLINE void fsched__stack_overflowed(const fsched_fiber *f, const char *how) {
+    fsched__stack_report_away(f, how);
+    fsched__stack_report(f, how);
 }
 
 /* Stops the program when f overflowed its heap stack: its canary changed, or `sp` (a
@@ -4032,13 +4063,15 @@ static void fsched__stack_check(const fsched_fiber *f, const void *sp) {
         fsched__stack_overflowed(f, "its stack pointer left its stack");
 }
 
-/* Debug builds, at a switch away from f, on f's stack: the check with this frame's address
-   (not a sanitizer's fake stack). Out of line, so that a switch sets up no frame for it. */
-#if FSCHED__DEBUG
+/* Whether f's stack is checked at every switch away from it and when each task on it
+   ends: in debug builds, and in every build for small stacks, which have nothing else. */
+#define FSCHED__STACK_WATCHED(f) (FSCHED__DEBUG || (f)->params.kind == FSCHED_STACK_SMALL)
+
+/* At a switch away from f, on f's stack: the check with this frame's address (not a
+   sanitizer's fake stack). Out of line, so that a switch sets up no frame for it. */
 static FSCHED__NOINLINE void fsched__stack_check_here(const fsched_fiber *f) {
     fsched__stack_check(f, f->is_root ? NULL : __builtin_frame_address(0));
 }
-#endif
 
 #if FSCHED__MPU_GUARD
 #define FSCHED__MPU_CTRL (*(volatile uint32_t *)0xE000ED94u)
@@ -4081,8 +4114,12 @@ static void fsched__mpu_guard_arm(const fsched_fiber *to) {
    page (a record, and the canary of the slot above) both take its page fault. A
    mapping is one range of memory (no guard splits it), reserved as address space: a
    stack costs only the pages its fiber touches. A freed slot joins the free list
-   through its record's place; mappings are kept for the process's life. */
-#define FSCHED__SLAB_SLOTS 64u  /* slots per mapping */
+   through its record's place; mappings are kept for the process's life.
+   Small stacks (FSCHED_STACK_SMALL) take slots of their own classes, a page or a power of
+   two fraction of one, so that several share a page and none crosses one: a slot is
+   [canary][stack][fiber record], and a fiber touches the one page it lies in. Their
+   mappings hold FSCHED__SLAB_SLOTS pages. */
+#define FSCHED__SLAB_SLOTS 64u  /* slots per mapping (pages, for small slots) */
 #define FSCHED__SLAB_RUN 16u    /* fresh slots a run takes from the mapping */
 #define FSCHED__SLAB_RUNS 4u    /* runs per class; threads share them round-robin */
 #define FSCHED__SLAB_CLASSES 8u
@@ -4093,6 +4130,7 @@ typedef struct fsched__slab_span {
 
 typedef struct fsched__slab_class {
     size_t slot;                /* bytes per slot; 0: class unused */
+    int small;                  /* slots of small stacks (their canary is their own) */
     fsched__slab_span rest;     /* the unused rest of the newest mapping */
     fsched__slab_span runs[FSCHED__SLAB_RUNS];
     void *free;                 /* freed slots, linked through fsched__slab_link */
@@ -4102,8 +4140,9 @@ static fsched__slab_class fsched__slabs[FSCHED__SLAB_CLASSES];
 static uint32_t fsched__slabs_lock;
 static uint32_t fsched__slab_threads; /* threads that took a slot: deals out the runs */
 
-/* The link of a free slot: the last pointer-sized word of its record's place (below the
-   canary of the slot above, which stays intact). */
+/* The link of a free slot: a word in its record's place (the last one below the canary of
+   the slot above, which stays intact; in a small slot, which ends in the record, a word
+   of the record's), so that both canaries stay intact. */
 static void **fsched__slab_link(void *slot, size_t size) {
     return (void **)((unsigned char *)slot + size - FSCHED__CANARY_BYTES - sizeof(void *));
 }
@@ -4129,23 +4168,36 @@ static unsigned char *fsched__slab_pick(fsched__slab_class *c, fsched__slab_span
     return slot;
 }
 
-/* A slot of `size` bytes (a multiple of the page size), or NULL: out of memory, or
-   more distinct sizes than classes. */
-static void *fsched__slab_take(size_t size) {
+/* The class of slots of `size` bytes and kind `small`, made on first use; NULL when all
+   are taken by other sizes. Under the lock. */
+static fsched__slab_class *fsched__slab_class_of(size_t size, int small) {
+    uint32_t i;
+    for (i = 0; i < FSCHED__SLAB_CLASSES; i++) {
+        fsched__slab_class *c = &fsched__slabs[i];
+        if (!c->slot) {
+            c->slot = size;
+            c->small = small;
+        }
+        if (c->slot == size && c->small == small) return c;
+    }
+    return NULL;
+}
+
+/* A slot of `size` bytes (a multiple of the page size; for small stacks, a page or a
+   fraction of one), or NULL: out of memory, or more distinct sizes than classes. */
+static void *fsched__slab_take(size_t size, int small) {
     fsched__thread *t = fsched__thread_get();
-    fsched__slab_class *c = NULL;
+    fsched__slab_class *c;
     fsched__slab_span *run = NULL;
     unsigned char *slot = NULL, *map = NULL;
-    size_t lead = fsched__page_size(), bytes = lead + size * FSCHED__SLAB_SLOTS;
-    uint32_t i;
+    size_t lead = fsched__page_size(),
+           bytes = lead + (small ? lead : size) * FSCHED__SLAB_SLOTS;
     int flags;
     if (!t->slab_run) /* relaxed: only a spread of threads over runs, any order does */
         t->slab_run = 1u + FSCHED__FETCH_ADD(&fsched__slab_threads, 1u, FSCHED__RELAXED);
     fsched__spin_lock(&fsched__slabs_lock);
-    for (i = 0; i < FSCHED__SLAB_CLASSES && !c; i++)
-        if (fsched__slabs[i].slot == size || !fsched__slabs[i].slot) c = &fsched__slabs[i];
+    c = fsched__slab_class_of(size, small);
     if (c) {
-        c->slot = size;
         run = &c->runs[t->slab_run % FSCHED__SLAB_RUNS];
         slot = fsched__slab_pick(c, run);
     }
@@ -4188,18 +4240,28 @@ static void *fsched__slab_take(size_t size) {
 /* Returns a slot taken with fsched__slab_take. Its pages stay, for the next stack of
    the class (as freed heap memory does): giving them back would cost a system call per
    stack. */
-static void fsched__slab_give(void *slot, size_t size) {
-    uint32_t i;
+static void fsched__slab_give(void *slot, size_t size, int small) {
+    fsched__slab_class *c;
     fsched__spin_lock(&fsched__slabs_lock);
-    for (i = 0; i < FSCHED__SLAB_CLASSES; i++)
-        if (fsched__slabs[i].slot == size) {
-            *fsched__slab_link(slot, size) = fsched__slabs[i].free;
-            fsched__slabs[i].free = slot;
-            break;
-        }
+    c = fsched__slab_class_of(size, small); /* the slot's: it exists */
+    *fsched__slab_link(slot, size) = c->free;
+    c->free = slot;
     fsched__spin_unlock(&fsched__slabs_lock);
 }
 #endif
+
+#define FSCHED__FIBER_RECORD_BYTES \
+    ((sizeof(struct fsched_fiber) + FSCHED__CACHE_LINE - 1) & ~(size_t)(FSCHED__CACHE_LINE - 1))
+
+/* The largest small stack: a page with the fiber's record and the canary (without pages,
+   no bound: the kind is refused). */
+static size_t fsched__small_stack_max(void) {
+#if defined(FSCHED__HAVE_PAGES)
+    return (fsched__page_size() - FSCHED__FIBER_RECORD_BYTES - FSCHED__CANARY_BYTES) & ~(size_t)15;
+#else
+    return SIZE_MAX / 4;
+#endif
+}
 
 /* Resolves a stack request against the defaults and checks it. */
 static fsched_result fsched__stack_params_resolve(size_t stack_size, size_t guard_size,
@@ -4212,14 +4274,25 @@ static fsched_result fsched__stack_params_resolve(size_t stack_size, size_t guar
     out->allocator = fsched__allocator_resolve(allocator);
     out->stack_size = stack_size ? stack_size : FIBERSCHED_DEFAULT_STACK_SIZE;
     out->guard_size = guard_size ? guard_size : FIBERSCHED_DEFAULT_GUARD_SIZE;
-    if ((unsigned)kind > (unsigned)FSCHED_STACK_SLAB)
+    if ((unsigned)kind > (unsigned)FSCHED_STACK_SMALL)
         return FSCHED__MISUSE(&out->logger, FSCHED_ERR_INVALID_ARGUMENT,
                               "unknown stack kind %d", (int)kind);
-    if (out->stack_size < FIBERSCHED_MIN_STACK_SIZE)
+    if (kind == FSCHED_STACK_SMALL) {
+        out->stack_size = stack_size ? stack_size : FIBERSCHED_MIN_SMALL_STACK_SIZE;
+        if (out->stack_size < FIBERSCHED_MIN_SMALL_STACK_SIZE ||
+            out->stack_size > fsched__small_stack_max())
+            return FSCHED__MISUSE(&out->logger, FSCHED_ERR_INVALID_ARGUMENT,
+                                  "small stack size %lu is outside %lu to %lu bytes (a page "
+                                  "with the fiber's record)",
+                                  (unsigned long)out->stack_size,
+                                  (unsigned long)FIBERSCHED_MIN_SMALL_STACK_SIZE,
+                                  (unsigned long)fsched__small_stack_max());
+    } else if (out->stack_size < FIBERSCHED_MIN_STACK_SIZE) {
         return FSCHED__MISUSE(&out->logger, FSCHED_ERR_INVALID_ARGUMENT,
                               "stack size %lu is below the minimum of %lu bytes",
                               (unsigned long)out->stack_size,
                               (unsigned long)FIBERSCHED_MIN_STACK_SIZE);
+    }
     if (out->stack_size > SIZE_MAX / 4 || out->guard_size > SIZE_MAX / 4)
         return FSCHED__MISUSE(&out->logger, FSCHED_ERR_INVALID_ARGUMENT,
                               "stack size %lu or guard size %lu is out of range",
@@ -4235,7 +4308,7 @@ static fsched_result fsched__stack_params_resolve(size_t stack_size, size_t guar
                                        not on a small fiber's that needs one */
     }
 #else
-    if (kind == FSCHED_STACK_PAGES || kind == FSCHED_STACK_SLAB)
+    if (kind == FSCHED_STACK_PAGES || kind == FSCHED_STACK_SLAB || kind == FSCHED_STACK_SMALL)
         return FSCHED__MISUSE(&out->logger, FSCHED_ERR_UNSUPPORTED,
                               "page-allocated stacks need an operating system");
     out->kind = FSCHED_STACK_HEAP;
@@ -4243,9 +4316,6 @@ static fsched_result fsched__stack_params_resolve(size_t stack_size, size_t guar
     if (out->kind != FSCHED_STACK_PAGES) out->guard_size = 0;
     return FSCHED_OK;
 }
-
-#define FSCHED__FIBER_RECORD_BYTES \
-    ((sizeof(struct fsched_fiber) + FSCHED__CACHE_LINE - 1) & ~(size_t)(FSCHED__CACHE_LINE - 1))
 
 #if defined(FSCHED__HAVE_PAGES)
 /* A slab slot for a stack of `usable` bytes, f's record below the canary at its top:
@@ -4255,7 +4325,7 @@ static fsched_fiber *fsched__stack_from_slab(size_t usable, size_t *size) {
     fsched_fiber *f;
     *size = fsched__round_up(usable + FSCHED__FIBER_RECORD_BYTES + FSCHED__CANARY_BYTES,
                              fsched__page_size());
-    mem = (unsigned char *)fsched__slab_take(*size);
+    mem = (unsigned char *)fsched__slab_take(*size, 0);
     if (!mem) return NULL;
     f = (fsched_fiber *)(mem + *size - FSCHED__CANARY_BYTES - FSCHED__FIBER_RECORD_BYTES);
     memset(mem - FSCHED__CANARY_BYTES, FSCHED__CANARY_BYTE, FSCHED__CANARY_BYTES);
@@ -4264,11 +4334,37 @@ static fsched_fiber *fsched__stack_from_slab(size_t usable, size_t *size) {
     f->stack_lo = mem;
     return f;
 }
+
+/* A small slab slot for a stack of at least `usable` bytes: the smallest page, or power of
+   two fraction of one, that holds it with f's record and a canary; the stack takes the
+   rest of the slot. It is painted (it lies in the one page the record touches anyway), so
+   that fsched_fiber_stack_used tells how deep it was used. */
+static fsched_fiber *fsched__stack_from_small(size_t usable, size_t *size) {
+    size_t need = usable + FSCHED__FIBER_RECORD_BYTES + FSCHED__CANARY_BYTES;
+    unsigned char *mem;
+    fsched_fiber *f;
+    *size = fsched__page_size();
+    while (*size / 2 >= need) *size /= 2;
+    mem = (unsigned char *)fsched__slab_take(*size, 1);
+    if (!mem) return NULL;
+    f = (fsched_fiber *)(mem + *size - FSCHED__FIBER_RECORD_BYTES);
+    /* a slot back from a fiber holds what Valgrind saw below its stack pointer */
+    fsched__valgrind_reports(0);
+    memset(mem, FSCHED__CANARY_BYTE, FSCHED__CANARY_BYTES);
+    memset(mem + FSCHED__CANARY_BYTES, FSCHED__PAINT_BYTE,
+           (size_t)((unsigned char *)f - mem) - FSCHED__CANARY_BYTES);
+    fsched__valgrind_reports(1);
+    memset(f, 0, sizeof *f);
+    f->mem = mem;
+    f->stack_lo = mem + FSCHED__CANARY_BYTES;
+    return f;
+}
 #endif
 
 /* Allocates stack memory with the fiber record at its top:
    pages: [guard][stack.............][record]      heap: [canary][stack.....][record]
-   slab:  [stack.......][record][canary of the slot above] */
+   slab:  [stack.......][record][canary of the slot above]
+   small: [canary][stack][record], several to a page */
 static fsched_result fsched__stack_alloc(const fsched__stack_params *params, fsched_fiber **out) {
     unsigned char *mem = NULL;
     size_t size, usable;
@@ -4321,6 +4417,7 @@ static fsched_result fsched__stack_alloc(const fsched__stack_params *params, fsc
             }
         }
         if (own.kind == FSCHED_STACK_SLAB) f = fsched__stack_from_slab(usable, &size);
+        if (own.kind == FSCHED_STACK_SMALL) f = fsched__stack_from_small(usable, &size);
         if (!f) return FSCHED_ERR_OUT_OF_MEMORY;
 #else
         return FSCHED_ERR_UNSUPPORTED;
@@ -4360,8 +4457,8 @@ static void fsched__stack_free(fsched_fiber *f) {
         fsched__free(&params.allocator, mem, size, FSCHED__STACK_ALIGN);
     } else {
 #if defined(FSCHED__HAVE_PAGES)
-        if (params.kind == FSCHED_STACK_SLAB) {
-            fsched__slab_give(mem, size);
+        if (params.kind == FSCHED_STACK_SLAB || params.kind == FSCHED_STACK_SMALL) {
+            fsched__slab_give(mem, size, params.kind == FSCHED_STACK_SMALL);
         } else {
             fsched__pages_unmap(mem, size);
             fsched__guard_give();
@@ -4550,9 +4647,8 @@ static inline void fsched__fiber_arrived(fsched_fiber *self, fsched_fiber *prev)
 /* Tells the sanitizers that `from` leaves for `to`; `from_ends` says that `from` will
    never run again (ASan then drops its fake stack). */
 static inline void fsched__fiber_leaving(fsched_fiber *from, fsched_fiber *to, int from_ends) {
-#if FSCHED__DEBUG
-    if (from->params.kind != FSCHED_STACK_PAGES) fsched__stack_check_here(from);
-#endif
+    if (FSCHED__STACK_WATCHED(from) && from->params.kind != FSCHED_STACK_PAGES)
+        fsched__stack_check_here(from);
 #if FSCHED__MPU_GUARD
     fsched__mpu_guard_arm(to);
 #endif
@@ -4620,6 +4716,45 @@ static fsched_result fsched__fiber_prepare(fsched_fiber *f, void (*entry)(void *
 #endif
     return FSCHED_OK;
 }
+
+#if defined(FSCHED__HAVE_PAGES)
+/* The stack overflow reports run on: address space until one is made (the first thread
+   to report takes it, others wait for the end of the program). */
+#define FSCHED__REPORT_STACK (64u * 1024u)
+static unsigned char fsched__report_mem[FSCHED__REPORT_STACK] __attribute__((aligned(64)));
+static uint32_t fsched__report_taken;
+static const fsched_fiber *fsched__report_of;
+static const char *fsched__report_how;
+
+static void fsched__report_main(void *pass) {
+    fsched__fiber_arrived(fsched__thread_get()->current, (fsched_fiber *)pass);
+    fsched__stack_report(fsched__report_of, fsched__report_how);
+}
+
+static void fsched__stack_report_away(const fsched_fiber *f, const char *how) {
+    static fsched_fiber left; /* the context left for good: no stack of ours to check */
+    fsched__thread *t = fsched__thread_get();
+    fsched_fiber *to = (fsched_fiber *)(fsched__report_mem + FSCHED__REPORT_STACK -
+                                        FSCHED__FIBER_RECORD_BYTES);
+    /* relaxed: only one thread may take it, and what it reads it wrote itself */
+    if (FSCHED__EXCHANGE(&fsched__report_taken, 1u, FSCHED__RELAXED))
+        for (;;) fsched__os_yield();
+    fsched__report_of = f;
+    fsched__report_how = how;
+    memset(to, 0, sizeof *to);
+    to->stack_lo = fsched__report_mem;
+    to->stack_hi = (unsigned char *)to;
+    to->params.kind = FSCHED_STACK_PAGES; /* never checked: it ends the program */
+    if (fsched__fiber_prepare(to, fsched__report_main, "overflow report") != FSCHED_OK) return;
+    t->current = to;
+    fsched__fiber_jump(&left, to, fsched__fiber_take(to), 1);
+}
+#else
+static void fsched__stack_report_away(const fsched_fiber *f, const char *how) {
+    (void)f; /* reported where it is seen */
+    (void)how;
+}
+#endif
 
 /* Ends a fiber that will never run again; its block stays allocated. */
 static void fsched__fiber_end(fsched_fiber *f) {
@@ -4782,9 +4917,10 @@ FIBERSCHED_API fsched_result fsched_fiber_stack_used(const fsched_fiber *f, size
     if (!f || f->magic != FSCHED__FIBER_LIVE || !used)
         return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
                               "NULL or destroyed argument");
-    if (!FSCHED__STACK_PAINT || f->params.kind != FSCHED_STACK_HEAP ||
-        f->stack_lo == f->stack_hi)
+    if (!(FSCHED__STACK_PAINT && f->params.kind == FSCHED_STACK_HEAP) &&
+        f->params.kind != FSCHED_STACK_SMALL)
         return FSCHED_ERR_UNSUPPORTED; /* not painted */
+    if (f->stack_lo == f->stack_hi) return FSCHED_ERR_UNSUPPORTED;
     /* the scan reads below the fiber's stack pointer, which Valgrind holds out of bounds */
     fsched__valgrind_reports(0);
     for (p = f->stack_lo; p < f->stack_hi && *p == FSCHED__PAINT_BYTE; p++) {
@@ -7403,7 +7539,9 @@ static fsched_result fsched__sched_build(fsched_sched *s, const fsched_desc *d) 
     pd.guard_size = d->guard_size;
     pd.stack_kind = d->stack_kind;
     /* slab stacks keep their pages when freed anyway: the pool may as well keep them all */
-    pd.max_cached = d->stack_kind == FSCHED_STACK_SLAB ? SIZE_MAX : 4u * (s->n_slots + 4u);
+    pd.max_cached = d->stack_kind == FSCHED_STACK_SLAB || d->stack_kind == FSCHED_STACK_SMALL
+                        ? SIZE_MAX
+                        : 4u * (s->n_slots + 4u);
     pd.allocator = s->allocator;
     pd.logger = d->logger;
     r = fsched_stack_pool_create(&pd, &s->stacks);
@@ -8551,28 +8689,32 @@ static void fsched__group_end(fsched_wait_group *wg, int leased) {
 
 /* A task runs on the fiber of a wait that helps its group as well, nested as deep as
    the tasks' own recursion: what this frame keeps across the call is kept small (the
-   fiber and the group are read again after it). */
+   fiber is read again after it). The record goes back before the task runs, what it
+   needs after carried in this frame, unless the task's argument lives in it (a copy):
+   a task that blocks holds nothing but its fiber's stack. */
 static void fsched__task_execute(fsched__job *job, fsched__worker *w) {
     fsched__task *t = (fsched__task *)job;
     fsched_fiber *f = fsched__tls_thread.current;
     /* what the fiber ran before: the task whose wait runs this one, if any */
     fsched__running outer = fsched__running_begin(f, FSCHED__CODE(t->fn), t->name);
-    fsched_wait_group *wg;
-    int leased;
+    void (*fn)(void *) = t->fn;
+    void *arg = t->arg;
+    fsched_wait_group *wg = t->wait_group;
+    int leased = t->leased;
+    fsched__task *kept = t->copy || arg == (void *)t->data ? t : NULL;
     FSCHED__TRACE(uint64_t trace_begin = fsched__trace_now();)
-    t->fn(t->arg);
+    if (!kept) fsched__task_free(w->sched, w, t);
+    fn(arg);
     /* the task may have suspended: it resumes on the same fiber and worker */
     f = fsched__tls_thread.current;
-    if (FSCHED__DEBUG) fsched__stack_check(f, NULL);
+    if (FSCHED__STACK_WATCHED(f)) fsched__stack_check(f, NULL);
+    FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_TASK, trace_begin, FSCHED__CODE(fn),
+                                       f->task_name, 0);)
     fsched__running_end(f, outer);
-    FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_TASK, trace_begin, FSCHED__CODE(t->fn),
-                                       t->name, 0);)
-    wg = t->wait_group;
-    leased = t->leased;
     /* relaxed: the holder reads its own store */
     if (FSCHED__DEBUG && leased && FSCHED__LOAD(&wg->lease, FSCHED__RELAXED) != (void *)w)
         fsched__fatal("a leased task ran on a slot that does not hold its group's lease");
-    fsched__task_free(w->sched, w, t);
+    if (kept) fsched__task_free(w->sched, w, kept);
     if (wg) fsched__group_end(wg, leased);
     fsched__work_ended(w->sched, w);
 }

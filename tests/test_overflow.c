@@ -492,11 +492,79 @@ static void smashed_slab(void) {
     fsched_fiber_destroy(f);
 }
 
+/* ---- small stacks: no guard, a canary checked at every switch away, in every build ---- */
+
+/* Recurses until a frame lies below the stack's lowest byte: it wrote over the canary, and
+   a little of what lies below (another stack of the slab). */
+static FSCHED__NOINLINE unsigned dive_below(const unsigned char *lo) {
+    volatile unsigned char frame[128];
+    size_t i;
+    for (i = 0; i < sizeof frame; i++) frame[i] = (unsigned char)i;
+    if ((const unsigned char *)frame < lo) return frame[0];
+    return dive_below(lo) + frame[127]; /* not a tail call */
+}
+
+static unsigned char *stack_lo_here(void) {
+    void *lo;
+    size_t size;
+    CHECK_OK(fsched_fiber_stack(fsched_fiber_current(), &lo, &size));
+    return (unsigned char *)lo;
+}
+
+static void small_overflow_task(void *arg) {
+    *(unsigned *)arg = dive_below(stack_lo_here());
+    fsched_yield(); /* the switch away sees it */
+}
+
+static void small_task_overflows(void) {
+    fsched_desc d;
+    fsched_sched *s;
+    fsched_wait_group wg;
+    unsigned sink = 0;
+    memset(&d, 0, sizeof d);
+    d.workers = 1;
+    d.stack_kind = FSCHED_STACK_SMALL;
+    create_sched(&d, &s);
+    CHECK_OK(fsched_wait_group_init(&wg));
+    CHECK_OK(fsched_wait_group_spawn_named(&wg, s, small_overflow_task, &sink, "dives"));
+    CHECK_OK(fsched_wait_group_wait(&wg));
+    fprintf(stderr, "small stacks: the overflow went unseen\n");
+}
+
+static void small_fiber_body(void *arg) {
+    *(unsigned *)arg = dive_below(stack_lo_here());
+} /* its end switches away */
+
+static void small_fiber_overflows(void) {
+    fsched_fiber_desc d;
+    fsched_fiber *f;
+    unsigned sink = 0;
+    memset(&d, 0, sizeof d);
+    d.stack_kind = FSCHED_STACK_SMALL;
+    d.name = "small diver";
+    CHECK_OK(fsched_fiber_create(&d, small_fiber_body, &sink, &f));
+    CHECK_OK(fsched_fiber_switch(f));
+    fprintf(stderr, "small stacks: the overflow went unseen\n");
+}
+
 static void test_canary(void) {
+    char expected[160];
     child_result r = run_child(smashed_canary);
     expect_signal(&r, SIGABRT, SIGABRT, "stack overflow in fiber 'smasher'");
     r = run_child(smashed_slab);
     expect_signal(&r, SIGABRT, SIGABRT, "stack overflow in fiber 'slab smasher'");
+#if defined(FSCHED__HAVE_PAGES)
+    snprintf(expected, sizeof expected,
+             "(a stack of %lu bytes) running task 'dives': the canary below its stack was "
+             "overwritten",
+             (unsigned long)FIBERSCHED_MIN_SMALL_STACK_SIZE);
+    r = run_child(small_task_overflows);
+    expect_signal(&r, SIGABRT, SIGABRT, expected);
+    r = run_child(small_fiber_overflows);
+    expect_signal(&r, SIGABRT, SIGABRT, "stack overflow in fiber 'small diver'");
+#else
+    (void)expected;
+#endif
 }
 
 /* ---- a finished fiber with nowhere to return ---- */

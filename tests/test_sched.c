@@ -1911,8 +1911,11 @@ static void test_inline_waits_bounded(void) {
     CHECK_OK(fsched_wait_group_destroy(&b.done));
 }
 
-/* Many tasks blocked at once on slab stacks (no mapping per stack): every one is
-   released and runs to its end; the next burst reuses the stacks. */
+/* Many tasks blocked at once on slab stacks (no mapping per stack), or small ones (several
+   to a page): every one is released and runs to its end; the next burst reuses the
+   stacks. A task's record goes back while it runs, unless its argument lives there (a
+   copy, kept in the record or beside it): the copies of the later bursts are intact
+   after the wait. */
 typedef struct blocked_many {
     fsched_event go;
     fsched_wait_group started, done;
@@ -1927,9 +1930,47 @@ static void blocked_many_task(void *arg) {
     CHECK_OK(fsched_wait_group_done(&b->done));
 }
 
+/* The argument of a copying spawn: `words` words of a pattern after the shared state. */
+typedef struct blocked_copy {
+    blocked_many *b;
+    uint64_t id, words[12];
+} blocked_copy;
+
+static void blocked_copy_task(void *arg, size_t words) {
+    const blocked_copy *c = (const blocked_copy *)arg;
+    size_t i;
+    blocked_many_task(c->b);
+    for (i = 0; i < words; i++) CHECK(c->words[i] == c->id * 31u + i);
+}
+
+static void blocked_inline_task(void *arg) { blocked_copy_task(arg, 4); } /* in the record */
+static void blocked_heap_task(void *arg) { blocked_copy_task(arg, 12); }  /* beside it */
+
+/* Spawns burst `round` of tasks: by reference, then copies of either kind. */
+static void blocked_spawn(fsched_sched *s, blocked_many *b, int round, uint64_t id) {
+    blocked_copy c;
+    size_t i;
+    c.b = b;
+    c.id = id;
+    for (i = 0; i < 12; i++) c.words[i] = id * 31u + i;
+    if (round == 0) CHECK_OK(fsched_spawn(s, blocked_many_task, b));
+    else if (round == 1)
+        CHECK_OK(fsched_spawn_copy(s, blocked_inline_task, &c, offsetof(blocked_copy, words[4])));
+    else CHECK_OK(fsched_spawn_copy(s, blocked_heap_task, &c, sizeof c));
+}
+
+/* Small stacks of the smallest size: enough for these tasks and the scheduler's frames
+   in any build but the sanitizers' (whose frames at -O0 outgrow even the largest small
+   stack: test_fiber runs small stacks there). */
+#if defined(FSCHED__ASAN) || defined(FSCHED__TSAN)
+#define TEST_SMALL_STACKS 0
+#else
+#define TEST_SMALL_STACKS 1
+#endif
+
 /* On two workers, and on six: the setter gathers the fibers of more workers than it
    batches for at a time. */
-static void test_blocked_on_slab_stacks(uint32_t workers) {
+static void test_blocked_on_stacks(uint32_t workers, fsched_stack_kind kind) {
     const uint64_t n = TEST_SCALE > 4 ? 500 : 20000 / TEST_SCALE;
     fsched_desc d;
     fsched_sched *s;
@@ -1938,8 +1979,9 @@ static void test_blocked_on_slab_stacks(uint32_t workers) {
     int round;
     test_desc_init(&d);
     d.workers = workers;
-    d.stack_kind = FSCHED_STACK_SLAB;
-    d.stack_size = 16 * 1024;
+    d.stack_kind = kind;
+    d.stack_size = kind == FSCHED_STACK_SMALL ? 0 : 16 * 1024;
+    if (kind == FSCHED_STACK_SMALL && !TEST_SMALL_STACKS) return;
 #if !defined(FSCHED__HAVE_PAGES)
     CHECK_RESULT(fsched_create(&d, &s), FSCHED_ERR_UNSUPPORTED);
     return;
@@ -1951,12 +1993,12 @@ static void test_blocked_on_slab_stacks(uint32_t workers) {
     memset(&b, 0, sizeof b);
     CHECK_OK(fsched_wait_group_init(&b.started));
     CHECK_OK(fsched_wait_group_init(&b.done));
-    for (round = 0; round < 2; round++) {
+    for (round = 0; round < 3; round++) {
         CHECK_OK(fsched_event_init(&b.go, 1, 0));
         FSCHED__STORE(&b.woke, (uint64_t)0, FSCHED__RELAXED);
         CHECK_OK(fsched_wait_group_add(&b.started, (int64_t)n));
         CHECK_OK(fsched_wait_group_add(&b.done, (int64_t)n));
-        for (i = 0; i < n; i++) CHECK_OK(fsched_spawn(s, blocked_many_task, &b));
+        for (i = 0; i < n; i++) blocked_spawn(s, &b, round, i);
         CHECK_OK(fsched_wait_group_wait(&b.started)); /* all of them blocked, or about to */
         CHECK_EQ_U64(LOAD(&b.woke), 0);
         CHECK_OK(fsched_event_set(&b.go));
@@ -2460,8 +2502,10 @@ int main(void) {
 #if TEST_THREADS
     test_join_runs_no_unrelated_job(2, 0);
 #endif
-    test_blocked_on_slab_stacks(2);
-    test_blocked_on_slab_stacks(6);
+    test_blocked_on_stacks(2, FSCHED_STACK_SLAB);
+    test_blocked_on_stacks(6, FSCHED_STACK_SLAB);
+    test_blocked_on_stacks(2, FSCHED_STACK_SMALL);
+    test_blocked_on_stacks(6, FSCHED_STACK_SMALL);
 #if defined(__linux__) && TEST_THREADS
     test_pinned_workers();
 #endif
