@@ -122,6 +122,8 @@
 
    FIBERSCHED_STATIC               all public functions `static` (a private copy per unit)
    FIBERSCHED_DLL                  export the API from a shared library (or import with it)
+   FIBERSCHED_NO_INLINE_JOIN       in a unit: fsched_join there is a call, not the inline
+                                   path (which GCC and Clang take on ELF targets)
    FIBERSCHED_ASSERT(x)            internal invariant check; default: on unless NDEBUG
    FIBERSCHED_MALLOC(n) / FIBERSCHED_FREE(p)
                                    the default heap (both or neither); default malloc/free
