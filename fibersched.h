@@ -263,7 +263,8 @@
      stacks: two 1 KiB stacks (1,600 usable bytes each) share a 4 KiB page, so that a
      blocked task costs half a page. Size them for the build (fsched_fiber_stack_used):
      a task's wait takes about 1 KiB of its stack on 64-bit targets when optimized,
-     several at -O0 or under sanitizers. An overflow is seen at the next switch away or
+     several at -O0, and more than any small stack holds under AddressSanitizer or
+     ThreadSanitizer (take FSCHED_STACK_SLAB stacks in such builds). An overflow is seen at the next switch away or
      task end, after it wrote over what lies below (another stack), so leave a margin;
      and link with -z now (immediate binding): the dynamic linker's first call to a
      function of a shared library saves the vector registers on the caller's stack, up to
@@ -827,7 +828,9 @@ FIBERSCHED_API fsched_result fsched_spawn_named(fsched_sched *s, void (*fn)(void
    FSCHED_ERR_INVALID_ARGUMENT (a or b NULL) or FSCHED_ERR_WRONG_STATE (from a poll
    hook, a worker's start or stop hook or an interrupt handler, which must not wait; no
    default scheduler, as the process exits), running nothing; fsched_create's errors
-   when the default scheduler cannot be made. */
+   when the default scheduler cannot be made. a and b must return: leaving either by
+   longjmp (or, from C, by a C++ exception; the C++ layer's join carries them) leaves the
+   second half queued with its record gone, which is undefined. */
 FIBERSCHED_API fsched_result fsched_join(void (*a)(void *arg), void *arg_a,
                                          void (*b)(void *arg), void *arg_b);
 
@@ -4265,6 +4268,27 @@ static size_t fsched__small_stack_max(void) {
 #endif
 }
 
+/* Binds now the system's functions that the scheduler calls on a task's stack (a new slab
+   mapping when a task blocks, a wake, the clock), so that a program linked for lazy
+   binding does not bind them there: the dynamic linker saves the vector registers on the
+   caller's stack, up to 3 KiB on x86-64 with AVX-512, more than a small stack holds.
+   Each call does nothing. */
+static void fsched__bind_system_now(void) {
+#if defined(FSCHED__HAVE_PAGES) && defined(FSCHED__OS_POSIX)
+    static uint32_t done;
+    struct timespec ts;
+    /* relaxed: the calls are harmless twice; the flag only spares repeating them */
+    if (FSCHED__EXCHANGE(&done, 1u, FSCHED__RELAXED)) return;
+    (void)munmap(NULL, 0);                                               /* EINVAL */
+    (void)mmap(NULL, 0, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0); /* EINVAL */
+    (void)clock_gettime(CLOCK_MONOTONIC, &ts);
+    fsched__os_yield();
+#if defined(FSCHED__PARKER_FUTEX)
+    fsched__futex_wake(&done); /* nobody sleeps on it */
+#endif
+#endif
+}
+
 /* Resolves a stack request against the defaults and checks it. */
 static fsched_result fsched__stack_params_resolve(size_t stack_size, size_t guard_size,
                                                   fsched_stack_kind kind,
@@ -4289,6 +4313,7 @@ static fsched_result fsched__stack_params_resolve(size_t stack_size, size_t guar
                                   (unsigned long)out->stack_size,
                                   (unsigned long)FIBERSCHED_MIN_SMALL_STACK_SIZE,
                                   (unsigned long)fsched__small_stack_max());
+        fsched__bind_system_now();
     } else if (out->stack_size < FIBERSCHED_MIN_STACK_SIZE) {
         return FSCHED__MISUSE(&out->logger, FSCHED_ERR_INVALID_ARGUMENT,
                               "stack size %lu is below the minimum of %lu bytes",
@@ -5654,6 +5679,8 @@ typedef struct fsched__worker {
     struct fsched_sched *sched;
     uint32_t index;
     uint32_t bound;          /* a slot for fsched_bind rather than a worker thread */
+    uint32_t own_calls;      /* bound, owner only: fork-join calls of the thread's own code
+                                in progress (fsched__own_call_begin) */
     int32_t cpu;             /* worker threads: the CPU it is pinned to; -1: none */
     uint64_t rng;            /* victim selection */
     fsched__thread *thread;  /* the thread in the slot */
@@ -7657,8 +7684,7 @@ static fsched_result fsched__bind(fsched_sched *s, int reserved, fsched__worker 
             w->root = t->current;
             w->root->id = fsched__fiber_id(s);
             FSCHED__TRACE(w->root->trace_id = 0;) /* a track of this slot's own numbering */
-            t->worker = w;
-            fsched__join_ring_swap(&w->deque.ring);
+            t->worker = w; /* its joins take the call (fsched__own_call_begin) */
             *out = w;
             return FSCHED_OK;
         }
@@ -7698,7 +7724,6 @@ static void fsched__unbind(fsched__worker *w) {
     }
     fsched__release_fibers(w);
     t->worker = NULL;
-    fsched__join_ring_swap(NULL);
     w->thread = NULL;
     w->root = NULL;
     /* release: the slot's state is complete before another thread binds it */
@@ -7741,6 +7766,9 @@ FIBERSCHED_API fsched_result fsched_unbind(void) {
     if (!fsched__in_own_code(t))
         return FSCHED__REFUSE(&w->sched->logger, FSCHED_ERR_WRONG_STATE,
                               "called from a task, not from the bound thread itself");
+    if (w->own_calls)
+        return FSCHED__REFUSE(&w->sched->logger, FSCHED_ERR_WRONG_STATE,
+                              "called inside a fork-join call of the thread's own code");
     fsched__unbind(w);
     return FSCHED_OK;
 }
@@ -7794,6 +7822,9 @@ FIBERSCHED_API fsched_result fsched_destroy(fsched_sched *s) {
     } else if (t->in_worker_hook == s) {
         r = FSCHED__REFUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
                            "called from the scheduler's own worker hook");
+    } else if (t->worker && t->worker->own_calls) {
+        r = FSCHED__REFUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
+                           "called inside a fork-join call of the bound thread's own code");
     } else {
         /* acquire: pairs with the release that frees a slot (fsched__unbind) */
         for (i = s->n_threads; i < s->n_slots; i++)
@@ -10754,6 +10785,20 @@ static fsched_result fsched__join_check(fsched__worker *w, int null_function, co
     return FSCHED_OK;
 }
 
+/* A fork-join call from a bound thread's own code (not from a task the thread runs)
+   holds the thread on its slot until it returns: its records on the thread's stack are
+   queued there, and their ends are waited for there, so fsched_unbind and fsched_destroy
+   are refused meanwhile. Whether it counted the call, for fsched__own_call_end. */
+static int fsched__own_call_begin(fsched__worker *w) {
+    if (!w->bound || !fsched__in_own_code(&fsched__tls_thread)) return 0;
+    w->own_calls++;
+    return 1;
+}
+
+static void fsched__own_call_end(fsched__worker *w, int counted) {
+    w->own_calls -= (uint32_t)counted;
+}
+
 /* fsched_join from anywhere but a task or bound thread, or with bad arguments: kept out
    of line, so that fsched_join's own path stays short. */
 typedef struct fsched__join_args {
@@ -10794,34 +10839,48 @@ static FSCHED__NOINLINE void fsched__join_queue_slow(fsched__worker *w, fsched__
     else fsched__join_finish(w, j);
 }
 
-/* fsched_join as a call (the inline path's fallback, and its whole where there is none).
-   After a, everything is read from j: nested joins each keep only j on the stack, and no
-   register across the call. */
-FIBERSCHED_API fsched_result(fsched_join)(void (*a)(void *arg), void *arg_a,
-                                          void (*b)(void *arg), void *arg_b) {
-    fsched__worker *w = fsched__tls_thread.worker;
-    fsched__deque *d;
+/* fsched_join on w, the calling thread's slot. After a, everything is read from j:
+   nested joins each keep only j on the stack, and no register across the call. */
+static FSCHED__ALWAYS_INLINE void fsched__join_on(fsched__worker *w, void (*a)(void *),
+                                                  void *arg_a, void (*b)(void *), void *arg_b) {
+    fsched__deque *d = &w->deque;
     fsched__join_job j;
-    if (FSCHED__UNLIKELY(!w || fsched__tls_thread.in_hook || !a || !b))
-        return fsched__join_elsewhere(a, arg_a, b, arg_b);
     j.job.execute = fsched__join_execute;
     j.fn = b;
     j.arg = arg_b;
-    j.owner = &w->deque.ring;
+    j.owner = &d->ring;
     j.latch = 0;
-    d = &w->deque;
     if (FSCHED__UNLIKELY(d->ring.tail - d->ring.head == FSCHED__RING_SIZE ||
                          fsched__deque_requested(d))) {
         fsched__join_queue_slow(w, &j, a, arg_a);
-        return FSCHED_OK;
+        return;
     }
     d->ring.slot[d->ring.tail++ % FSCHED__RING_SIZE] = &j.job; /* fsched__push_job's common case */
     a(arg_a);
-    if (FSCHED__LIKELY(fsched__deque_pop_if_newest(&fsched__ring_worker(j.owner)->deque, &j.job))) {
+    if (FSCHED__LIKELY(fsched__deque_pop_if_newest(&fsched__ring_worker(j.owner)->deque, &j.job)))
         j.fn(j.arg); /* nobody took it */
-        return FSCHED_OK;
-    }
-    fsched__join_rest(&j);
+    else
+        fsched__join_rest(&j);
+}
+
+/* A bound thread's join (it has no inline path): counted while it runs in the thread's
+   own code (fsched__own_call_begin). */
+static FSCHED__NOINLINE void fsched__join_bound(fsched__worker *w, void (*a)(void *), void *arg_a,
+                                                void (*b)(void *), void *arg_b) {
+    int counted = fsched__own_call_begin(w);
+    fsched__join_on(w, a, arg_a, b, arg_b);
+    fsched__own_call_end(w, counted);
+}
+
+/* fsched_join as a call (the inline path's fallback, and the whole of it for bound
+   threads and where there is none). */
+FIBERSCHED_API fsched_result(fsched_join)(void (*a)(void *arg), void *arg_a,
+                                          void (*b)(void *arg), void *arg_b) {
+    fsched__worker *w = fsched__tls_thread.worker;
+    if (FSCHED__UNLIKELY(!w || fsched__tls_thread.in_hook || !a || !b))
+        return fsched__join_elsewhere(a, arg_a, b, arg_b);
+    if (FSCHED__UNLIKELY(w->bound)) fsched__join_bound(w, a, arg_a, b, arg_b);
+    else fsched__join_on(w, a, arg_a, b, arg_b);
     return FSCHED_OK;
 }
 
@@ -11117,6 +11176,7 @@ FIBERSCHED_API fsched_result fsched__frames_enter(fsched_frames **out) {
         return FSCHED_ERR_OUT_OF_MEMORY;
     }
     fsched__frames_hold(w, fs, fsched__tls_thread.current);
+    (void)fsched__own_call_begin(w); /* fsched__frames_leave ends it (the same test) */
     *out = fs;
     return FSCHED_OK;
 }
@@ -11128,6 +11188,7 @@ FIBERSCHED_API fsched_result fsched__frames_outside(fsched_result (*root)(void *
 
 FIBERSCHED_API void fsched__frames_leave(fsched_frames *fs) {
     fsched__worker *w = (fsched__worker *)fs->worker;
+    fsched__own_call_end(w, w->bound && fsched__in_own_code(&fsched__tls_thread));
     ((fsched_fiber *)fs->fiber)->frames = fs->outer;
     FSCHED__STORE(&fs->in_use, 0u, FSCHED__RELAXED); /* relaxed: see fsched__frames_hold */
     /* the fiber's outer tree spawns again (release: as in fsched__frames_hold) */
@@ -11501,7 +11562,11 @@ static fsched_result fsched__range_start(fsched__range *r, size_t begin, size_t 
     p.splits = r->threads;
     p.origin = w;
     p.acc = acc;
-    if (end > begin) fsched__range_run(&p, 0);
+    if (end > begin) {
+        int counted = fsched__own_call_begin(w);
+        fsched__range_run(&p, 0);
+        fsched__own_call_end(w, counted);
+    }
     return FSCHED_OK;
 }
 

@@ -48,14 +48,15 @@ void units_fib_inline(void *p) {
     if (y.status != FSCHED_OK) f->status = y.status;
 }
 
-/* The ring the inline path would queue on: the calling thread's slot's, or NULL where a
-   join must go to the call (outside every scheduler, in a hook). Without the inline path
-   (other targets), what the thread's state would say. */
+/* Whether the inline path would queue on the calling thread's ring: a worker thread's,
+   not where a join must go to the call (outside every scheduler, in a hook, on a bound
+   thread, whose own calls are counted). Without the inline path (other targets), what
+   the thread's state would say. */
 static int has_join_ring(void) {
 #if defined(FSCHED__JOIN_RING)
     return fsched__join_ring != NULL;
 #else
-    return fsched_current() != NULL;
+    return fsched_current() != NULL && fsched_worker_index() < (int)fsched_worker_count(fsched_current());
 #endif
 }
 
@@ -178,7 +179,6 @@ typedef struct where {
 
 static void where_a(void *p) {
     where *w = (where *)p;
-    CHECK(has_join_ring());
     w->a_ran_in = fsched_current();
     w->a_runs++;
 }
@@ -193,7 +193,7 @@ static void test_bound_then_unbound(void) {
     memset(&w, 0, sizeof w);
     CHECK(!has_join_ring());
     CHECK_OK(fsched_bind(s));
-    CHECK(has_join_ring());
+    CHECK(!has_join_ring()); /* a bound thread's joins take the call */
     CHECK_OK(fsched_join(where_a, &w, where_b, &w));
     CHECK(w.a_ran_in == s);
     CHECK_OK(fsched_unbind());
@@ -203,6 +203,51 @@ static void test_bound_then_unbound(void) {
     CHECK(w.a_ran_in != NULL && w.a_ran_in != s); /* a task of the default scheduler */
     CHECK(w.a_runs == 2 && w.b_runs == 2);
     CHECK_OK(fsched_destroy(s));
+}
+
+/* A bound thread's own fork-join calls keep it on its slot: fsched_unbind and
+   fsched_destroy inside one are refused (the call's records on the thread's stack are
+   queued there), and work again after it. */
+typedef struct leaving {
+    fsched_sched *s;
+    fsched_result unbind, destroy;
+    int b_runs;
+} leaving;
+
+static void leave_inside(void *p) {
+    leaving *l = (leaving *)p;
+    l->unbind = fsched_unbind();
+    l->destroy = fsched_destroy(l->s);
+}
+
+static void leave_b(void *p) { ((leaving *)p)->b_runs++; }
+
+static void leave_in_body(void *ctx, size_t lo, size_t hi) {
+    (void)lo;
+    (void)hi;
+    leave_inside(ctx);
+}
+
+static void test_unbind_inside_calls(void) {
+    int round;
+    for (round = 0; round < 2; round++) {
+        leaving l;
+        memset(&l, 0, sizeof l);
+        l.s = make_sched(1);
+        CHECK_OK(fsched_bind(l.s));
+        if (round == 0) {
+            CHECK_OK(fsched_join(leave_inside, &l, leave_b, &l));
+            CHECK(l.b_runs == 1);
+        } else {
+            CHECK_OK(fsched_parallel_for(0, 1, 1, leave_in_body, &l));
+        }
+        CHECK_RESULT(l.unbind, FSCHED_ERR_WRONG_STATE);
+        CHECK_RESULT(l.destroy, FSCHED_ERR_WRONG_STATE);
+        CHECK(fsched_current() == l.s); /* still bound */
+        CHECK_OK(fsched_join(leave_b, &l, leave_b, &l)); /* and joins on its slot */
+        CHECK_OK(fsched_unbind());
+        CHECK_OK(fsched_destroy(l.s));
+    }
 }
 
 typedef struct hooked {
@@ -268,6 +313,7 @@ int main(void) {
     test_taken_half();
     test_deeper_than_ring();
     test_bound_then_unbound();
+    test_unbind_inside_calls();
     test_hooks_refused();
     puts("test_join_units: ok");
     return 0;
