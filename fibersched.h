@@ -12905,8 +12905,14 @@ static void fsched__graph_queue_sources(fsched_graph *g, fsched__worker *w,
         fsched__graph_queue_batch(batch, n, w, local);
         n = 0;
     }
-    if (g->sources.n > g->nqueued)
+    if (g->sources.n > g->nqueued) {
+        /* relaxed, the run and the states: as in fsched__graph_queue */
+        uint32_t run = FSCHED__LOAD(&g->run, FSCHED__RELAXED);
+        for (i = g->nqueued; i < g->sources.n; i++) /* queued in the range job */
+            FSCHED__STORE(&g->sources.v[i]->state, FSCHED__GRAPH_STATE(run, FSCHED_TASK_READY),
+                          FSCHED__RELAXED);
         fsched__graph_push(w, fsched__graph_range(g, g->nqueued, g->sources.n));
+    }
 }
 
 /* Completes the tasks that could not be queued (as failed), then ends the hold of the

@@ -1296,6 +1296,41 @@ static int seq_body(fsched_graph_task *self, void *arg) {
 /* On one worker: the sources run in the order they were added, each followed at once by
    the successor it made ready (in place, before the next source), after a source of high
    priority and before one of low priority. */
+/* A plain source queued in its run's range job, not yet started, is READY (queued to
+   run), as every other queued task is. */
+static fsched_graph_task *ready_later;
+static fsched_task_state ready_seen;
+
+static int ready_first(fsched_graph_task *self, void *arg) {
+    (void)self;
+    (void)arg;
+    ready_seen = fsched_graph_task_state(ready_later);
+    return 0;
+}
+
+static int ready_nothing(fsched_graph_task *self, void *arg) {
+    (void)self;
+    (void)arg;
+    return 0;
+}
+
+static void test_sources_ready(void) {
+    fsched_sched *s = test_sched_new(1);
+    fsched_graph *g = graph_new(FSCHED_GRAPH_SKIP_DEPENDENTS);
+    fsched_graph_task *first;
+    int round;
+    CHECK_OK(fsched_graph_add(g, ready_first, NULL, NULL, &first));
+    CHECK_OK(fsched_graph_add(g, ready_nothing, NULL, NULL, &ready_later));
+    for (round = 0; round < 2; round++) { /* the first run, and a run again */
+        ready_seen = FSCHED_TASK_WAITING;
+        CHECK_OK(fsched_graph_run(g, s));
+        CHECK_OK(fsched_graph_wait(g, NULL));
+        CHECK(ready_seen == FSCHED_TASK_READY);
+    }
+    CHECK_OK(fsched_graph_destroy(g));
+    test_sched_free(s);
+}
+
 static void test_in_place_order(void) {
     enum { SOURCES = 100 };
     fsched_sched *s = test_sched_new(1);
@@ -1601,6 +1636,7 @@ int main(void) {
     test_affinity();
     test_priorities_and_costs();
     test_in_place_order();
+    test_sources_ready();
     test_deep_chain();
     test_sources_spread();
     test_costs_whole_graph();
