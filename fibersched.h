@@ -2422,6 +2422,17 @@ static inline int fsched__in_interrupt(void) { return 0; }
 #define FSCHED__FENCE(mo) __asm__ __volatile__("" : : : "memory")
 #endif
 
+/* Accesses to words that threads share but interrupt handlers never touch (a slot's
+   counts of its work, its statistics): atomic between threads; without threads the one
+   thread's plain accesses suffice, at any width (nothing can interrupt them and look). */
+#if FSCHED__THREADS
+#define FSCHED__LOAD_THREADS FSCHED__LOAD
+#define FSCHED__STORE_THREADS FSCHED__STORE
+#else
+#define FSCHED__LOAD_THREADS(p, mo) (*(p))
+#define FSCHED__STORE_THREADS(p, v, mo) ((void)(*(p) = (v)))
+#endif
+
 #if !FSCHED__THREADS
 #define FSCHED__THREAD_LOCAL
 #elif defined(__cplusplus) && __cplusplus >= 201103L
@@ -2457,6 +2468,12 @@ static void fsched__default_log(fsched_log_level level, const char *message, voi
 #endif
 }
 
+/* Hands `message` as it is to the logger, or to the default one without a logger. */
+static void fsched__say(const fsched_logger *logger, fsched_log_level level, const char *message) {
+    if (logger && logger->func) logger->func(level, message, logger->user);
+    else fsched__default_log(level, message, NULL);
+}
+
 static void fsched__logv(const fsched_logger *logger, fsched_log_level level, const char *fmt,
                          va_list ap) {
     char buf[256];
@@ -2469,8 +2486,7 @@ static void fsched__logv(const fsched_logger *logger, fsched_log_level level, co
     buf[n] = 0;
     (void)ap;
 #endif
-    if (logger && logger->func) logger->func(level, buf, logger->user);
-    else fsched__default_log(level, buf, NULL);
+    fsched__say(logger, level, buf);
 }
 
 FSCHED__UNUSED static void fsched__log(const fsched_logger *logger, fsched_log_level level,
@@ -4031,13 +4047,14 @@ static char *fsched__sig_put_overflow(char *p, char *end, const fsched_fiber *f)
 }
 
 /* Says which fiber overflowed its stack, and what it ran, through the logger of its
-   stack, then stops the program: what lies below the stack is corrupt. */
+   stack (the text as it is: nothing to format), then stops the program: what lies below
+   the stack is corrupt. */
 static FSCHED__NOINLINE void fsched__stack_report(const fsched_fiber *f, const char *how) {
     char msg[384], *end = msg + sizeof msg - 1, *p = fsched__sig_put_overflow(msg, end, f);
     p = fsched__sig_put(p, end, ": ");
     p = fsched__sig_put(p, end, how);
     *p = 0;
-    fsched__log(&f->params.logger, FSCHED_LOG_ERROR, "%s", msg);
+    fsched__say(&f->params.logger, FSCHED_LOG_ERROR, msg);
     fsched__fatal("stack overflow (reported before)");
 }
 
@@ -5974,7 +5991,7 @@ static void fsched__work_ended(fsched_sched *s, fsched__worker *w) {
     if (w && w->sched == s) {
         /* release: the work's effects happen before destroy, which reads the count with
            acquire (and is told by this slot's next fsched__idle_begin) */
-        FSCHED__STORE(&w->completed, w->completed + 1, FSCHED__RELEASE);
+        FSCHED__STORE_THREADS(&w->completed, w->completed + 1, FSCHED__RELEASE);
         return;
     }
     fsched__sched_hold(s);
@@ -6329,7 +6346,8 @@ static fsched_fiber *fsched__ready_pop(fsched__worker *w) {
 
 /* Owner: adds to one of its slot's counts. Relaxed: only the owner writes it (and so
    reads it plainly), and readers want a recent value, not an order. */
-#define fsched__count(field, delta) FSCHED__STORE(&(field), (field) + (delta), FSCHED__RELAXED)
+#define fsched__count(field, delta) \
+    FSCHED__STORE_THREADS(&(field), (field) + (delta), FSCHED__RELAXED)
 
 /* ---- fibers of a worker ---------------------------------------------------------- */
 
@@ -7765,10 +7783,10 @@ static int fsched__quiescent(fsched__worker *self) {
             (void)FSCHED__LOAD(&s->counters, FSCHED__SEQ_CST);
             ended = FSCHED__LOAD(&s->external_ended, FSCHED__SEQ_CST);
             for (i = 0; i < s->n_slots; i++)
-                ended += FSCHED__LOAD(&s->slots[i]->completed, FSCHED__ACQUIRE);
+                ended += FSCHED__LOAD_THREADS(&s->slots[i]->completed, FSCHED__ACQUIRE);
             begun = FSCHED__LOAD(&s->external_begun, FSCHED__ACQUIRE);
             for (i = 0; i < s->n_slots; i++)
-                begun += FSCHED__LOAD(&s->slots[i]->spawned, FSCHED__ACQUIRE);
+                begun += FSCHED__LOAD_THREADS(&s->slots[i]->spawned, FSCHED__ACQUIRE);
             return ended == begun && !FSCHED__LOAD(&s->injector.size, FSCHED__ACQUIRE);
         }
         fsched__backoff(&spins); /* a call from outside is on its way out */
@@ -7854,11 +7872,11 @@ FIBERSCHED_API fsched_result fsched_get_stats(const fsched_sched *s, fsched_stat
     for (i = 0; i < m->n_slots; i++) {
         fsched__worker *w = m->slots[i];
         if (!w) continue;
-        out->jobs_run += FSCHED__LOAD(&w->jobs_run, FSCHED__RELAXED);
-        out->steals += FSCHED__LOAD(&w->steals, FSCHED__RELAXED);
-        out->sleeps += FSCHED__LOAD(&w->sleeps, FSCHED__RELAXED);
+        out->jobs_run += FSCHED__LOAD_THREADS(&w->jobs_run, FSCHED__RELAXED);
+        out->steals += FSCHED__LOAD_THREADS(&w->steals, FSCHED__RELAXED);
+        out->sleeps += FSCHED__LOAD_THREADS(&w->sleeps, FSCHED__RELAXED);
         out->wakeups += FSCHED__LOAD(&w->wakeups, FSCHED__RELAXED);
-        fibers += FSCHED__LOAD(&w->fibers, FSCHED__RELAXED);
+        fibers += FSCHED__LOAD_THREADS(&w->fibers, FSCHED__RELAXED);
     }
     out->fibers = fibers > 0 ? (uint64_t)fibers : 0; /* counts read apart may cross */
     if (fsched_stack_pool_get_stats(m->stacks, &pool) == FSCHED_OK) {
@@ -10535,7 +10553,7 @@ static fsched_result fsched__spawn(fsched_sched *s, fsched_wait_group *wg, void 
     r = FSCHED_OK;
     if (w) {
         /* release: fsched_destroy reads the counts of spawns and completions */
-        FSCHED__STORE(&w->spawned, w->spawned + 1, FSCHED__RELEASE);
+        FSCHED__STORE_THREADS(&w->spawned, w->spawned + 1, FSCHED__RELEASE);
         /* A group's task is queued as a join's second half: the spawner's wait runs it
            unless a thief asked (the deque shares at once when none of its work is
            public), and it costs no fence. A detached task is published at once: the
@@ -12906,7 +12924,7 @@ FIBERSCHED_API fsched_result fsched_graph_run(fsched_graph *g, fsched_sched *s) 
         goto unlock;
     }
     /* release and relaxed: counted as a spawn is (see fsched__spawn) */
-    if (w) FSCHED__STORE(&w->spawned, w->spawned + 1, FSCHED__RELEASE);
+    if (w) FSCHED__STORE_THREADS(&w->spawned, w->spawned + 1, FSCHED__RELEASE);
     else FSCHED__FETCH_ADD(&s->external_begun, (uint64_t)1, FSCHED__RELAXED);
     g->sched = s;
     g->caller_slot = w ? (int32_t)w->index : -1;
@@ -14303,7 +14321,7 @@ FIBERSCHED_API fsched_result fsched_pipeline_run(fsched_pipeline *p, fsched_sche
     if (w && w->sched != s) w = NULL;
     if (!w && (r = fsched__sched_enter(s, 1, __func__)) != FSCHED_OK) return r;
     /* release and relaxed: counted as a spawn is (see fsched__spawn) */
-    if (w) FSCHED__STORE(&w->spawned, w->spawned + 1, FSCHED__RELEASE); /* as a spawn */
+    if (w) FSCHED__STORE_THREADS(&w->spawned, w->spawned + 1, FSCHED__RELEASE); /* as a spawn */
     else FSCHED__FETCH_ADD(&s->external_begun, (uint64_t)1, FSCHED__RELAXED); /* see spawn */
     p->sched = s;
     fsched__pipe_initialize_nodes(p);
