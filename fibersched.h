@@ -8547,20 +8547,29 @@ FIBERSCHED_API fsched_result fsched_wait_group_destroy(fsched_wait_group *wg) {
                                     __func__);
 }
 
+/* Whether adding n, of magnitude step, to a group's count c is refused (FSCHED_OK: not). */
+static inline fsched_result fsched__wait_group_check(uint64_t c, int64_t n, uint64_t step) {
+    if (n > 0 && c > (uint64_t)INT64_MAX - step)
+        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "fsched_wait_group_add: the count would pass INT64_MAX");
+    if (n < 0 && step > c)
+        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
+                              "fsched_wait_group_add: the count would go below zero");
+    return FSCHED_OK;
+}
+
 /* The count is unsigned: the program's adds keep it at most INT64_MAX, and the units that
    tasks leaving a lease add (fsched__task_leaving) may take it past, never failing. */
 FIBERSCHED_API fsched_result fsched_wait_group_add(fsched_wait_group *wg, int64_t n) {
     fsched__wakes wakes;
     uint64_t c, step = n < 0 ? (uint64_t)0 - (uint64_t)n : (uint64_t)n; /* |n| */
+    fsched_result r;
     FSCHED__CHECK_LIVE(wg);
     c = FSCHED__LOAD(&wg->count, FSCHED__RELAXED); /* relaxed: a guess the CAS checks */
-    for (;;) { /* without the lock while the count stays above zero */
-        if (n > 0 && c > (uint64_t)INT64_MAX - step)
-            return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
-                                  "the count would pass INT64_MAX");
-        if (n < 0 && step > c)
-            return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
-                                  "the count would go below zero");
+    /* with threads, without the lock while the count stays above zero; without threads
+       always under it, which costs no more than the CAS (interrupts masked) */
+    while (FSCHED__THREADS) {
+        if ((r = fsched__wait_group_check(c, n, step)) != FSCHED_OK) return r;
         if (n < 0 && step == c) break;
         /* acq_rel: the work counted down happens before a waiter returns */
         if (FSCHED__CAS_WEAK(&wg->count, &c, n < 0 ? c - step : c + step, FSCHED__ACQ_REL,
@@ -8574,14 +8583,15 @@ FIBERSCHED_API fsched_result fsched_wait_group_add(fsched_wait_group *wg, int64_
     /* relaxed, the guess, and acq_rel, the CAS: as above */
     c = FSCHED__LOAD(&wg->count, FSCHED__RELAXED);
     for (;;) {
-        if (step > c) {
+        if ((r = fsched__wait_group_check(c, n, step)) != FSCHED_OK) {
             fsched__wait_list_unlock(&wg->waiters);
-            return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
-                                  "the count would go below zero");
+            return r;
         }
-        if (FSCHED__CAS_WEAK(&wg->count, &c, c - step, FSCHED__ACQ_REL, FSCHED__RELAXED)) break;
+        if (FSCHED__CAS_WEAK(&wg->count, &c, n < 0 ? c - step : c + step, FSCHED__ACQ_REL,
+                             FSCHED__RELAXED))
+            break;
     }
-    if (c == step) fsched__wait_list_wake_all(&wg->waiters, &wakes);
+    if (n < 0 && c == step) fsched__wait_list_wake_all(&wg->waiters, &wakes);
     fsched__wait_list_unlock_wake(&wg->waiters, &wakes);
     return FSCHED_OK;
 }
@@ -10537,8 +10547,8 @@ static fsched_result fsched__spawn(fsched_sched *s, fsched_wait_group *wg, void 
     }
     /* a task of a worker thread, whose loop serves its ring; not one of a bound thread
        (which returns to its own code, which may block in the OS or compute for long, as
-       any thread's), nor a worker's hook */
-    queued_here = wg && w && !w->bound && fsched__tls_thread.current != w->root;
+       any thread's), nor a worker's hook; without threads every slot is bound */
+    queued_here = FSCHED__THREADS && wg && w && !w->bound && fsched__tls_thread.current != w->root;
     if (wg && (r = fsched__group_count(wg, queued_here ? w : NULL, t)) != FSCHED_OK) {
         /* the count is full */
         fsched__task_free(s, w, t);
