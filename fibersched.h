@@ -2425,6 +2425,17 @@ static inline int fsched__in_interrupt(void) { return 0; }
 #define FSCHED__FENCE(mo) __asm__ __volatile__("" : : : "memory")
 #endif
 
+/* Accesses to words that threads share but interrupt handlers never touch (a slot's
+   counts of its work, its statistics): atomic between threads; without threads the one
+   thread's plain accesses suffice, at any width (nothing can interrupt them and look). */
+#if FSCHED__THREADS
+#define FSCHED__LOAD_THREADS FSCHED__LOAD
+#define FSCHED__STORE_THREADS FSCHED__STORE
+#else
+#define FSCHED__LOAD_THREADS(p, mo) (*(p))
+#define FSCHED__STORE_THREADS(p, v, mo) ((void)(*(p) = (v)))
+#endif
+
 #if !FSCHED__THREADS
 #define FSCHED__THREAD_LOCAL
 #elif defined(__cplusplus) && __cplusplus >= 201103L
@@ -2460,6 +2471,12 @@ static void fsched__default_log(fsched_log_level level, const char *message, voi
 #endif
 }
 
+/* Hands `message` as it is to the logger, or to the default one without a logger. */
+static void fsched__say(const fsched_logger *logger, fsched_log_level level, const char *message) {
+    if (logger && logger->func) logger->func(level, message, logger->user);
+    else fsched__default_log(level, message, NULL);
+}
+
 static void fsched__logv(const fsched_logger *logger, fsched_log_level level, const char *fmt,
                          va_list ap) {
     char buf[256];
@@ -2472,8 +2489,7 @@ static void fsched__logv(const fsched_logger *logger, fsched_log_level level, co
     buf[n] = 0;
     (void)ap;
 #endif
-    if (logger && logger->func) logger->func(level, buf, logger->user);
-    else fsched__default_log(level, buf, NULL);
+    fsched__say(logger, level, buf);
 }
 
 FSCHED__UNUSED static void fsched__log(const fsched_logger *logger, fsched_log_level level,
@@ -4034,13 +4050,14 @@ static char *fsched__sig_put_overflow(char *p, char *end, const fsched_fiber *f)
 }
 
 /* Says which fiber overflowed its stack, and what it ran, through the logger of its
-   stack, then stops the program: what lies below the stack is corrupt. */
+   stack (the text as it is: nothing to format), then stops the program: what lies below
+   the stack is corrupt. */
 static FSCHED__NOINLINE void fsched__stack_report(const fsched_fiber *f, const char *how) {
     char msg[384], *end = msg + sizeof msg - 1, *p = fsched__sig_put_overflow(msg, end, f);
     p = fsched__sig_put(p, end, ": ");
     p = fsched__sig_put(p, end, how);
     *p = 0;
-    fsched__log(&f->params.logger, FSCHED_LOG_ERROR, "%s", msg);
+    fsched__say(&f->params.logger, FSCHED_LOG_ERROR, msg);
     fsched__fatal("stack overflow (reported before)");
 }
 
@@ -6001,7 +6018,7 @@ static void fsched__work_ended(fsched_sched *s, fsched__worker *w) {
     if (w && w->sched == s) {
         /* release: the work's effects happen before destroy, which reads the count with
            acquire (and is told by this slot's next fsched__idle_begin) */
-        FSCHED__STORE(&w->completed, w->completed + 1, FSCHED__RELEASE);
+        FSCHED__STORE_THREADS(&w->completed, w->completed + 1, FSCHED__RELEASE);
         return;
     }
     fsched__sched_hold(s);
@@ -6356,7 +6373,8 @@ static fsched_fiber *fsched__ready_pop(fsched__worker *w) {
 
 /* Owner: adds to one of its slot's counts. Relaxed: only the owner writes it (and so
    reads it plainly), and readers want a recent value, not an order. */
-#define fsched__count(field, delta) FSCHED__STORE(&(field), (field) + (delta), FSCHED__RELAXED)
+#define fsched__count(field, delta) \
+    FSCHED__STORE_THREADS(&(field), (field) + (delta), FSCHED__RELAXED)
 
 /* ---- fibers of a worker ---------------------------------------------------------- */
 
@@ -7793,10 +7811,10 @@ static int fsched__quiescent(fsched__worker *self) {
             (void)FSCHED__LOAD(&s->counters, FSCHED__SEQ_CST);
             ended = FSCHED__LOAD(&s->external_ended, FSCHED__SEQ_CST);
             for (i = 0; i < s->n_slots; i++)
-                ended += FSCHED__LOAD(&s->slots[i]->completed, FSCHED__ACQUIRE);
+                ended += FSCHED__LOAD_THREADS(&s->slots[i]->completed, FSCHED__ACQUIRE);
             begun = FSCHED__LOAD(&s->external_begun, FSCHED__ACQUIRE);
             for (i = 0; i < s->n_slots; i++)
-                begun += FSCHED__LOAD(&s->slots[i]->spawned, FSCHED__ACQUIRE);
+                begun += FSCHED__LOAD_THREADS(&s->slots[i]->spawned, FSCHED__ACQUIRE);
             return ended == begun && !FSCHED__LOAD(&s->injector.size, FSCHED__ACQUIRE);
         }
         fsched__backoff(&spins); /* a call from outside is on its way out */
@@ -7885,11 +7903,11 @@ FIBERSCHED_API fsched_result fsched_get_stats(const fsched_sched *s, fsched_stat
     for (i = 0; i < m->n_slots; i++) {
         fsched__worker *w = m->slots[i];
         if (!w) continue;
-        out->jobs_run += FSCHED__LOAD(&w->jobs_run, FSCHED__RELAXED);
-        out->steals += FSCHED__LOAD(&w->steals, FSCHED__RELAXED);
-        out->sleeps += FSCHED__LOAD(&w->sleeps, FSCHED__RELAXED);
+        out->jobs_run += FSCHED__LOAD_THREADS(&w->jobs_run, FSCHED__RELAXED);
+        out->steals += FSCHED__LOAD_THREADS(&w->steals, FSCHED__RELAXED);
+        out->sleeps += FSCHED__LOAD_THREADS(&w->sleeps, FSCHED__RELAXED);
         out->wakeups += FSCHED__LOAD(&w->wakeups, FSCHED__RELAXED);
-        fibers += FSCHED__LOAD(&w->fibers, FSCHED__RELAXED);
+        fibers += FSCHED__LOAD_THREADS(&w->fibers, FSCHED__RELAXED);
     }
     out->fibers = fibers > 0 ? (uint64_t)fibers : 0; /* counts read apart may cross */
     if (fsched_stack_pool_get_stats(m->stacks, &pool) == FSCHED_OK) {
@@ -8560,20 +8578,29 @@ FIBERSCHED_API fsched_result fsched_wait_group_destroy(fsched_wait_group *wg) {
                                     __func__);
 }
 
+/* Whether adding n, of magnitude step, to a group's count c is refused (FSCHED_OK: not). */
+static inline fsched_result fsched__wait_group_check(uint64_t c, int64_t n, uint64_t step) {
+    if (n > 0 && c > (uint64_t)INT64_MAX - step)
+        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
+                              "fsched_wait_group_add: the count would pass INT64_MAX");
+    if (n < 0 && step > c)
+        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
+                              "fsched_wait_group_add: the count would go below zero");
+    return FSCHED_OK;
+}
+
 /* The count is unsigned: the program's adds keep it at most INT64_MAX, and the units that
    tasks leaving a lease add (fsched__task_leaving) may take it past, never failing. */
 FIBERSCHED_API fsched_result fsched_wait_group_add(fsched_wait_group *wg, int64_t n) {
     fsched__wakes wakes;
     uint64_t c, step = n < 0 ? (uint64_t)0 - (uint64_t)n : (uint64_t)n; /* |n| */
+    fsched_result r;
     FSCHED__CHECK_LIVE(wg);
     c = FSCHED__LOAD(&wg->count, FSCHED__RELAXED); /* relaxed: a guess the CAS checks */
-    for (;;) { /* without the lock while the count stays above zero */
-        if (n > 0 && c > (uint64_t)INT64_MAX - step)
-            return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_INVALID_ARGUMENT,
-                                  "the count would pass INT64_MAX");
-        if (n < 0 && step > c)
-            return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
-                                  "the count would go below zero");
+    /* with threads, without the lock while the count stays above zero; without threads
+       always under it, which costs no more than the CAS (interrupts masked) */
+    while (FSCHED__THREADS) {
+        if ((r = fsched__wait_group_check(c, n, step)) != FSCHED_OK) return r;
         if (n < 0 && step == c) break;
         /* acq_rel: the work counted down happens before a waiter returns */
         if (FSCHED__CAS_WEAK(&wg->count, &c, n < 0 ? c - step : c + step, FSCHED__ACQ_REL,
@@ -8587,14 +8614,15 @@ FIBERSCHED_API fsched_result fsched_wait_group_add(fsched_wait_group *wg, int64_
     /* relaxed, the guess, and acq_rel, the CAS: as above */
     c = FSCHED__LOAD(&wg->count, FSCHED__RELAXED);
     for (;;) {
-        if (step > c) {
+        if ((r = fsched__wait_group_check(c, n, step)) != FSCHED_OK) {
             fsched__wait_list_unlock(&wg->waiters);
-            return FSCHED__REFUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
-                                  "the count would go below zero");
+            return r;
         }
-        if (FSCHED__CAS_WEAK(&wg->count, &c, c - step, FSCHED__ACQ_REL, FSCHED__RELAXED)) break;
+        if (FSCHED__CAS_WEAK(&wg->count, &c, n < 0 ? c - step : c + step, FSCHED__ACQ_REL,
+                             FSCHED__RELAXED))
+            break;
     }
-    if (c == step) fsched__wait_list_wake_all(&wg->waiters, &wakes);
+    if (n < 0 && c == step) fsched__wait_list_wake_all(&wg->waiters, &wakes);
     fsched__wait_list_unlock_wake(&wg->waiters, &wakes);
     return FSCHED_OK;
 }
@@ -10550,8 +10578,8 @@ static fsched_result fsched__spawn(fsched_sched *s, fsched_wait_group *wg, void 
     }
     /* a task of a worker thread, whose loop serves its ring; not one of a bound thread
        (which returns to its own code, which may block in the OS or compute for long, as
-       any thread's), nor a worker's hook */
-    queued_here = wg && w && !w->bound && fsched__tls_thread.current != w->root;
+       any thread's), nor a worker's hook; without threads every slot is bound */
+    queued_here = FSCHED__THREADS && wg && w && !w->bound && fsched__tls_thread.current != w->root;
     if (wg && (r = fsched__group_count(wg, queued_here ? w : NULL, t)) != FSCHED_OK) {
         /* the count is full */
         fsched__task_free(s, w, t);
@@ -10566,7 +10594,7 @@ static fsched_result fsched__spawn(fsched_sched *s, fsched_wait_group *wg, void 
     r = FSCHED_OK;
     if (w) {
         /* release: fsched_destroy reads the counts of spawns and completions */
-        FSCHED__STORE(&w->spawned, w->spawned + 1, FSCHED__RELEASE);
+        FSCHED__STORE_THREADS(&w->spawned, w->spawned + 1, FSCHED__RELEASE);
         /* A group's task is queued as a join's second half: the spawner's wait runs it
            unless a thief asked (the deque shares at once when none of its work is
            public), and it costs no fence. A detached task is published at once: the
@@ -12977,7 +13005,7 @@ FIBERSCHED_API fsched_result fsched_graph_run(fsched_graph *g, fsched_sched *s) 
         goto unlock;
     }
     /* release and relaxed: counted as a spawn is (see fsched__spawn) */
-    if (w) FSCHED__STORE(&w->spawned, w->spawned + 1, FSCHED__RELEASE);
+    if (w) FSCHED__STORE_THREADS(&w->spawned, w->spawned + 1, FSCHED__RELEASE);
     else FSCHED__FETCH_ADD(&s->external_begun, (uint64_t)1, FSCHED__RELAXED);
     g->sched = s;
     g->caller_slot = w ? (int32_t)w->index : -1;
@@ -14374,7 +14402,7 @@ FIBERSCHED_API fsched_result fsched_pipeline_run(fsched_pipeline *p, fsched_sche
     if (w && w->sched != s) w = NULL;
     if (!w && (r = fsched__sched_enter(s, 1, __func__)) != FSCHED_OK) return r;
     /* release and relaxed: counted as a spawn is (see fsched__spawn) */
-    if (w) FSCHED__STORE(&w->spawned, w->spawned + 1, FSCHED__RELEASE); /* as a spawn */
+    if (w) FSCHED__STORE_THREADS(&w->spawned, w->spawned + 1, FSCHED__RELEASE); /* as a spawn */
     else FSCHED__FETCH_ADD(&s->external_begun, (uint64_t)1, FSCHED__RELAXED); /* see spawn */
     p->sched = s;
     fsched__pipe_initialize_nodes(p);
