@@ -13726,13 +13726,18 @@ FIBERSCHED_API fsched_result fsched_pipeline_run(fsched_pipeline *p, fsched_sche
 
 /* ---- linear pipelines ----
    Each item in flight has a record (the records are the bound on items in flight, and
-   all the memory a run allocates). The input stage runs as a job that takes a free
-   record, calls the first stage, queues itself again for the next item (another worker
-   may take it), and carries its item through the later stages. A serial stage has a
-   lock, a busy flag and, in order, the number of the next item it may take: an item
-   that finds it busy (or not its turn) waits in the stage's list, and whoever leaves
-   the stage queues the next waiting item with the stage already reserved for it. When
-   the records run out the input stops, and the item that returns a record restarts it. */
+   all the memory a run allocates). A worker carries an item through the stages in place,
+   as oneTBB's tasks do: the input stage takes a free record, reads an item, queues
+   itself again for the next one (another worker may take it meanwhile), and the same
+   worker carries the item on. A serial stage has a lock, a busy flag and, in order, the
+   number of the next item it may take: an item that finds it busy (or not its turn)
+   waits in the stage's list, and whoever leaves the stage hands it to the next waiting
+   item, with the stage already reserved for it. When its item is done or waits, the
+   worker goes on in place with what it has at hand: the item it handed the last stage
+   to, else the input, when it restarted it or takes back the job it queued (no other
+   worker having asked for it). So a worker that no other one needs runs item after item
+   without a job through the scheduler's loop. When the records run out the input stops,
+   and the item that returns a record restarts it. */
 
 typedef struct fsched__lp_item {
     fsched__job job;             /* its continuation as a job; must be first */
@@ -13778,8 +13783,14 @@ typedef struct fsched__lp {
     fsched_event done;           /* the input stopped and every record is free again */
 } fsched__lp;
 
+/* Queues a job of the run on w. A worker thread's fiber keeps it on its private ring,
+   where its loop serves it: other workers get it when they ask (at once when none of
+   w's work is public; and before each stage call, which may compute for long). A bound
+   thread, whose own code may block in the OS or compute between its calls to the
+   scheduler, publishes it (as spawn does). */
 static void fsched__lp_queue(fsched__worker *w, fsched__job *job) {
-    fsched__publish(w, &job, 1);
+    if (!w->bound && fsched__tls_thread.current != w->root && fsched__push_job(w, job)) return;
+    fsched__publish(w, &job, 1); /* out of memory for the ring: the injector */
 }
 
 /* Reserves serial stage k for item it, or parks the item there. 1 when reserved. */
@@ -13809,8 +13820,8 @@ static int fsched__lp_enter(fsched__lp *lp, size_t k, fsched__lp_item *it) {
 }
 
 /* Leaves serial stage k (item seq just passed it): hands it to a waiting item, if one may
-   take it now, which is queued with the stage reserved. */
-static void fsched__lp_leave(fsched__lp *lp, size_t k, uint64_t seq, fsched__worker *w) {
+   take it now, which is returned with the stage reserved for it; else NULL. */
+static fsched__lp_item *fsched__lp_leave(fsched__lp *lp, size_t k, uint64_t seq) {
     fsched__lp_stage *st = &lp->st[k];
     int in_order = lp->stages[k].mode == FSCHED_STAGE_SERIAL_IN_ORDER;
     fsched__lp_item *next = NULL;
@@ -13823,79 +13834,119 @@ static void fsched__lp_leave(fsched__lp *lp, size_t k, uint64_t seq, fsched__wor
         st->busy = 0;
     }
     fsched__spin_unlock(&st->lock);
-    if (next) {
-        next->reserved = 1;
-        fsched__lp_queue(w, &next->job);
-    }
+    if (next) next->reserved = 1;
+    return next;
 }
 
 /* Under lp->lock, released here: whether the run is over (the input stopped and every
    record is free), which then ends the caller's wait; lp is not touched after that. */
-static void fsched__lp_unlock_and_check(fsched__lp *lp) {
+static int fsched__lp_unlock_and_check(fsched__lp *lp) {
     int over = lp->stopped && !lp->input_running && lp->free_count == lp->n_records;
     fsched__spin_unlock(&lp->lock);
     if (over) fsched_event_set(&lp->done);
+    return over;
 }
 
-/* Carries an item through the stages from it->stage on; returns its record at the end. */
+/* Around a stage call, the input that w holds (*held): the call may compute for long
+   without calling the scheduler, or suspend its fiber. When workers idle, the input goes
+   where they take it; else w keeps it on its private ring for the call's time (no atomic
+   operation), where w's loop runs it if the fiber suspends, and takes it back after the
+   call if nothing took it meanwhile. Relaxed, the counters: a hint (a worker that idles
+   later asks w for work, and is answered at w's next stage call). A bound thread, whose
+   stage may block in the OS, publishes it (as spawn does). */
+static void fsched__lp_lend(fsched__lp *lp, fsched__worker *w, int held) {
+    fsched__job *input = &lp->input;
+    if (!held) {
+        fsched__answer_request(w);
+    } else if (FSCHED__INACTIVE(FSCHED__LOAD(&w->sched->counters, FSCHED__RELAXED)) ||
+               w->bound || fsched__tls_thread.current == w->root ||
+               !fsched__deque_push(&w->deque, input)) {
+        fsched__publish(w, &input, 1);
+    }
+}
+
+static int fsched__lp_take_back(fsched__lp *lp, fsched__worker *w) {
+    return fsched__deque_pop_if_newest(&w->deque, &lp->input);
+}
+
 /* Calls a stage, named by the stage on the fiber it runs on (a worker's). */
-static void *fsched__lp_stage_call(const fsched_stage *sg, void *data, int *stop) {
+static void *fsched__lp_stage_call(fsched__lp *lp, const fsched_stage *sg, void *data,
+                                   int *stop, fsched__worker *w, int *held) {
     fsched_fiber *f = fsched__tls_thread.current;
     fsched__running outer = fsched__running_begin(f, FSCHED__CODE(sg->fn), sg->name);
+    fsched__lp_lend(lp, w, *held);
     data = sg->fn(sg->user, data, stop);
+    if (*held) *held = fsched__lp_take_back(lp, w);
     fsched__running_end(f, outer);
     return data;
 }
 
-/* Relaxed, the item's `where`: see fsched__lp_enter. */
-static void fsched__lp_carry(fsched__lp *lp, fsched__lp_item *it, fsched__worker *w) {
+/* Carries an item through the stages from it->stage on, w holding the input or not
+   (*held). 1 when it passed the last one; 0 when it waits for a serial stage. An item
+   the last stage is handed to is left in *next, for w to carry on in place; one handed
+   an earlier stage is queued (this item goes on). Relaxed, the item's `where`: see
+   fsched__lp_enter. */
+static int fsched__lp_carry(fsched__lp *lp, fsched__lp_item *it, fsched__worker *w,
+                            fsched__lp_item **next, int *held) {
     while (it->stage < lp->n) {
         size_t k = it->stage;
         const fsched_stage *sg = &lp->stages[k];
         int serial = sg->mode != FSCHED_STAGE_PARALLEL, stop = 0;
-        if (serial && !it->reserved && !fsched__lp_enter(lp, k, it)) return; /* parked */
+        if (serial && !it->reserved && !fsched__lp_enter(lp, k, it)) return 0; /* parked */
         FSCHED__TRACE(uint64_t trace_begin;)
         it->reserved = 0;
         FSCHED__STORE(&it->where, FSCHED__LP_WHERE(it->seq, k, FSCHED__LP_RUNNING),
                       FSCHED__RELAXED);
         FSCHED__TRACE(trace_begin = fsched__trace_now();)
-        it->data = fsched__lp_stage_call(sg, it->data, &stop);
+        it->data = fsched__lp_stage_call(lp, sg, it->data, &stop, w, held);
         FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_STAGE, trace_begin, FSCHED__CODE(sg->fn),
                                            sg->name, (uint32_t)k);)
-        if (serial) fsched__lp_leave(lp, k, it->seq, w);
         it->stage++;
+        if (serial) {
+            fsched__lp_item *waiting = fsched__lp_leave(lp, k, it->seq);
+            if (waiting && it->stage < lp->n) fsched__lp_queue(w, &waiting->job);
+            else if (waiting) *next = waiting;
+        }
     }
     FSCHED__STORE(&it->where, (uint64_t)0, FSCHED__RELAXED);
-    fsched__spin_lock(&lp->lock); /* the record is free again; the input may go on */
+    return 1;
+}
+
+/* What a worker does after an item passed the last stage and gave its record back. */
+typedef enum fsched__lp_after {
+    FSCHED__LP_GO_ON,    /* whatever it has at hand */
+    FSCHED__LP_INPUT,    /* the input, which the record restarted: here, in place */
+    FSCHED__LP_OVER      /* nothing: the run is over, lp is not touched again */
+} fsched__lp_after;
+
+/* Gives an item's record back: the input may go on. */
+static fsched__lp_after fsched__lp_give_back(fsched__lp *lp, fsched__lp_item *it) {
+    fsched__spin_lock(&lp->lock);
     it->next = lp->free_records;
     lp->free_records = it;
     lp->free_count++;
     if (!lp->input_running && !lp->stopped) {
         lp->input_running = 1;
         fsched__spin_unlock(&lp->lock);
-        fsched__lp_queue(w, &lp->input);
-        return;
+        return FSCHED__LP_INPUT;
     }
-    fsched__lp_unlock_and_check(lp);
+    return fsched__lp_unlock_and_check(lp) ? FSCHED__LP_OVER : FSCHED__LP_GO_ON;
 }
 
-static void fsched__lp_item_job(fsched__job *job, fsched__worker *w) {
-    fsched__lp_item *it = (fsched__lp_item *)job;
-    fsched__lp_carry(it->lp, it, w);
-}
-
-/* The input stage: one item per run, then queued again for the next while records last. */
-static void fsched__lp_input(fsched__job *job, fsched__worker *w) {
-    fsched__lp *lp = (fsched__lp *)((char *)job - offsetof(fsched__lp, input));
+/* The input stage, for one item: takes a free record and reads the item; w then holds
+   the input for the next one (*held). NULL when the records ran out (the next one given
+   back restarts the input) or the input stopped (then the run may be over: lp is not
+   touched again). */
+static fsched__lp_item *fsched__lp_read(fsched__lp *lp, fsched__worker *w, int *held) {
     fsched__lp_item *it;
-    int stop = 0;
+    int stop = 0, none = 0;
     void *data;
     fsched__spin_lock(&lp->lock);
     it = lp->free_records;
     if (!it) { /* the next record returned restarts the input */
         lp->input_running = 0;
         fsched__spin_unlock(&lp->lock);
-        return;
+        return NULL;
     }
     lp->free_records = it->next;
     lp->free_count--;
@@ -13904,7 +13955,7 @@ static void fsched__lp_input(fsched__job *job, fsched__worker *w) {
         /* relaxed: for the stall report, as an item's `where` (see fsched__lp_enter) */
         FSCHED__TRACE(uint64_t trace_begin = fsched__trace_now();)
         FSCHED__STORE(&lp->input_where, FSCHED__LP_RUNNING, FSCHED__RELAXED);
-        data = fsched__lp_stage_call(&lp->stages[0], NULL, &stop);
+        data = fsched__lp_stage_call(lp, &lp->stages[0], NULL, &stop, w, &none);
         FSCHED__STORE(&lp->input_where, 0u, FSCHED__RELAXED);
         FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_STAGE, trace_begin,
                                            FSCHED__CODE(lp->stages[0].fn), lp->stages[0].name, 0);)
@@ -13917,7 +13968,7 @@ static void fsched__lp_input(fsched__job *job, fsched__worker *w) {
         lp->stopped = 1;
         lp->input_running = 0;
         fsched__lp_unlock_and_check(lp);
-        return;
+        return NULL;
     }
     it->data = data;
     it->seq = lp->next_seq++;
@@ -13925,8 +13976,40 @@ static void fsched__lp_input(fsched__job *job, fsched__worker *w) {
     FSCHED__STORE(&lp->items, FSCHED__LOAD(&lp->items, FSCHED__RELAXED) + 1, FSCHED__RELAXED);
     it->stage = 1;
     it->reserved = 0;
-    fsched__lp_queue(w, &lp->input); /* the next item, maybe on another worker */
-    fsched__lp_carry(lp, it, w);
+    *held = 1;
+    return it;
+}
+
+/* Runs the run's work on w, item it first (NULL: the input first), then in place what
+   each step leaves at hand, until there is none: the item handed the last stage, else the
+   input, when w still holds it (no idle worker was offered it) or restarted it. */
+static void fsched__lp_work(fsched__lp *lp, fsched__lp_item *it, fsched__worker *w) {
+    int held = 0;
+    for (;;) {
+        fsched__lp_item *next = NULL;
+        fsched__lp_after after = FSCHED__LP_GO_ON;
+        if (!it && !(it = fsched__lp_read(lp, w, &held))) return;
+        if (fsched__lp_carry(lp, it, w, &next, &held)) after = fsched__lp_give_back(lp, it);
+        if (after == FSCHED__LP_OVER) return; /* not while w holds the input */
+        if (after == FSCHED__LP_INPUT) held = 1;
+        if (next) {
+            it = next;
+        } else if (held) {
+            held = 0;
+            it = NULL;
+        } else {
+            return;
+        }
+    }
+}
+
+static void fsched__lp_item_job(fsched__job *job, fsched__worker *w) {
+    fsched__lp_item *it = (fsched__lp_item *)job;
+    fsched__lp_work(it->lp, it, w);
+}
+
+static void fsched__lp_input(fsched__job *job, fsched__worker *w) {
+    fsched__lp_work((fsched__lp *)((char *)job - offsetof(fsched__lp, input)), NULL, w);
 }
 
 /* Writes "[name] " and the pieces to the linear pipeline's log. */
@@ -14134,7 +14217,7 @@ FIBERSCHED_API fsched_result fsched_parallel_pipeline_run(const fsched_parallel_
     if (!fsched__lp_make(&lp, &d, stages, n_stages, w)) return FSCHED_ERR_OUT_OF_MEMORY;
     fsched__lp_log_counts(&lp, &d, "started: ", n_stages, " stages, at most ", lp.n_records,
                           " items in flight");
-    fsched__lp_input(&lp.input, w); /* the first item here, the input queued */
+    fsched__lp_queue(w, &lp.input); /* the caller's fiber watches for stalls */
     fsched__lp_wait(&lp, &d, logger);
     fsched__lp_log_counts(&lp, &d, "finished: ", lp.items, " items", 0, NULL);
     fsched__lp_free(&lp, &w->sched->allocator);
