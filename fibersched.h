@@ -13933,24 +13933,26 @@ static fsched__lp_after fsched__lp_give_back(fsched__lp *lp, fsched__lp_item *it
     return fsched__lp_unlock_and_check(lp) ? FSCHED__LP_OVER : FSCHED__LP_GO_ON;
 }
 
-/* The input stage, for one item: takes a free record and reads the item; w then holds
-   the input for the next one (*held). NULL when the records ran out (the next one given
-   back restarts the input) or the input stopped (then the run may be over: lp is not
-   touched again). */
-static fsched__lp_item *fsched__lp_read(fsched__lp *lp, fsched__worker *w, int *held) {
-    fsched__lp_item *it;
+/* The input stage, for one item: reads the item into record it (NULL: a free one); w
+   then holds the input for the next one (*held). NULL when the records ran out (the next
+   one given back restarts the input) or the input stopped (then the run may be over: lp
+   is not touched again). */
+static fsched__lp_item *fsched__lp_read(fsched__lp *lp, fsched__lp_item *it, fsched__worker *w,
+                                        int *held) {
     int stop = 0, none = 0;
     void *data;
-    fsched__spin_lock(&lp->lock);
-    it = lp->free_records;
-    if (!it) { /* the next record returned restarts the input */
-        lp->input_running = 0;
+    if (!it) {
+        fsched__spin_lock(&lp->lock);
+        it = lp->free_records;
+        if (!it) { /* the next record returned restarts the input */
+            lp->input_running = 0;
+            fsched__spin_unlock(&lp->lock);
+            return NULL;
+        }
+        lp->free_records = it->next;
+        lp->free_count--;
         fsched__spin_unlock(&lp->lock);
-        return NULL;
     }
-    lp->free_records = it->next;
-    lp->free_count--;
-    fsched__spin_unlock(&lp->lock);
     {
         /* relaxed: for the stall report, as an item's `where` (see fsched__lp_enter) */
         FSCHED__TRACE(uint64_t trace_begin = fsched__trace_now();)
@@ -13982,16 +13984,24 @@ static fsched__lp_item *fsched__lp_read(fsched__lp *lp, fsched__worker *w, int *
 
 /* Runs the run's work on w, item it first (NULL: the input first), then in place what
    each step leaves at hand, until there is none: the item handed the last stage, else the
-   input, when w still holds it (no idle worker was offered it) or restarted it. */
+   input, when w still holds it (no idle worker was offered it; the record of an item
+   done then serves the next) or restarted it. */
 static void fsched__lp_work(fsched__lp *lp, fsched__lp_item *it, fsched__worker *w) {
+    fsched__lp_item *record = NULL;
     int held = 0;
     for (;;) {
         fsched__lp_item *next = NULL;
-        fsched__lp_after after = FSCHED__LP_GO_ON;
-        if (!it && !(it = fsched__lp_read(lp, w, &held))) return;
-        if (fsched__lp_carry(lp, it, w, &next, &held)) after = fsched__lp_give_back(lp, it);
-        if (after == FSCHED__LP_OVER) return; /* not while w holds the input */
-        if (after == FSCHED__LP_INPUT) held = 1;
+        if (!it && !(it = fsched__lp_read(lp, record, w, &held))) return;
+        record = NULL;
+        if (!fsched__lp_carry(lp, it, w, &next, &held)) {
+            /* it waits in a serial stage */
+        } else if (held && !next) {
+            record = it;
+        } else {
+            fsched__lp_after after = fsched__lp_give_back(lp, it);
+            if (after == FSCHED__LP_OVER) return; /* not while w holds the input */
+            if (after == FSCHED__LP_INPUT) held = 1;
+        }
         if (next) {
             it = next;
         } else if (held) {
