@@ -13763,7 +13763,12 @@ typedef struct fsched__lp_stage {
     uint32_t busy;
     uint64_t next_seq;           /* in order: the item allowed next */
     fsched__lp_item *waiting;    /* in order: sorted by seq; out of order: a stack */
+    uint64_t call_ns;            /* atomic: the typical time of a call, UINT64_MAX unknown
+                                    (see fsched__lp_stage_call) */
 } fsched__lp_stage;
+
+/* Items whose number is a multiple of this have their stage calls timed. */
+#define FSCHED__LP_TIMED_EVERY 64u
 
 typedef struct fsched__lp {
     const fsched_stage *stages;
@@ -13847,18 +13852,24 @@ static int fsched__lp_unlock_and_check(fsched__lp *lp) {
     return over;
 }
 
-/* Around a stage call, the input that w holds (*held): the call may compute for long
-   without calling the scheduler, or suspend its fiber. When workers idle, the input goes
-   where they take it; else w keeps it on its private ring for the call's time (no atomic
-   operation), where w's loop runs it if the fiber suspends, and takes it back after the
-   call if nothing took it meanwhile. Relaxed, the counters: a hint (a worker that idles
-   later asks w for work, and is answered at w's next stage call). A bound thread, whose
-   stage may block in the OS, publishes it (as spawn does). */
-static void fsched__lp_lend(fsched__lp *lp, fsched__worker *w, int held) {
+/* Around a call of stage st, the input that w holds (held): the call may compute for
+   long without calling the scheduler, or suspend its fiber. A long call (or one not yet
+   timed) gives it to idle workers, if there are any; else w keeps it on its private ring
+   for the call's time (no atomic operation), where w's loop runs it if the fiber
+   suspends, and takes it back after the call if nothing took it meanwhile. A short one
+   keeps it also from idle workers: as a short node's advance (FSCHED__NODE_SHORT_NS),
+   an item moved to another worker would cost about as much as the call. Relaxed, the
+   counters: a hint (a worker that idles later asks w for work, and is answered at w's
+   next stage call). A bound thread, whose stage may block in the OS, publishes it (as
+   spawn does). */
+static void fsched__lp_lend(fsched__lp *lp, const fsched__lp_stage *st, fsched__worker *w,
+                            int held) {
     fsched__job *input = &lp->input;
+    /* relaxed: a hint, as the counters */
+    int long_call = FSCHED__LOAD(&st->call_ns, FSCHED__RELAXED) >= FSCHED__NODE_SHORT_NS;
     if (!held) {
         fsched__answer_request(w);
-    } else if (FSCHED__INACTIVE(FSCHED__LOAD(&w->sched->counters, FSCHED__RELAXED)) ||
+    } else if ((long_call && FSCHED__INACTIVE(FSCHED__LOAD(&w->sched->counters, FSCHED__RELAXED))) ||
                w->bound || fsched__tls_thread.current == w->root ||
                !fsched__deque_push(&w->deque, input)) {
         fsched__publish(w, &input, 1);
@@ -13869,14 +13880,34 @@ static int fsched__lp_take_back(fsched__lp *lp, fsched__worker *w) {
     return fsched__deque_pop_if_newest(&w->deque, &lp->input);
 }
 
-/* Calls a stage, named by the stage on the fiber it runs on (a worker's). */
-static void *fsched__lp_stage_call(fsched__lp *lp, const fsched_stage *sg, void *data,
-                                   int *stop, fsched__worker *w, int *held) {
+/* Calls a stage, named by the stage on the fiber it runs on (a worker's). Later stages'
+   calls (st) lend the input w holds (*held), and are timed for every
+   FSCHED__LP_TIMED_EVERY-th item: call_ns follows their mean (weight 1/8), a sample
+   counting as at most 4x the threshold, as a node's advance_ns. Relaxed, call_ns: a hint
+   (any worker may time a call; a lost sample costs nothing). */
+static void *fsched__lp_stage_call(fsched__lp *lp, const fsched_stage *sg, fsched__lp_stage *st,
+                                   fsched__lp_item *it, int *stop, fsched__worker *w,
+                                   int *held) {
     fsched_fiber *f = fsched__tls_thread.current;
     fsched__running outer = fsched__running_begin(f, FSCHED__CODE(sg->fn), sg->name);
-    fsched__lp_lend(lp, w, *held);
-    data = sg->fn(sg->user, data, stop);
-    if (*held) *held = fsched__lp_take_back(lp, w);
+    void *data = it ? it->data : NULL;
+    if (!st) {
+        data = sg->fn(sg->user, data, stop);
+    } else if (it->seq % FSCHED__LP_TIMED_EVERY) {
+        fsched__lp_lend(lp, st, w, *held);
+        data = sg->fn(sg->user, data, stop);
+    } else {
+        uint64_t begin, took, ns;
+        fsched__lp_lend(lp, st, w, *held);
+        begin = fsched__sched_now(w->sched);
+        data = sg->fn(sg->user, data, stop);
+        took = fsched__sched_now(w->sched) - begin;
+        if (took > 4u * FSCHED__NODE_SHORT_NS) took = 4u * FSCHED__NODE_SHORT_NS;
+        ns = FSCHED__LOAD(&st->call_ns, FSCHED__RELAXED);
+        FSCHED__STORE(&st->call_ns, ns == UINT64_MAX ? took : ns - ns / 8 + took / 8,
+                      FSCHED__RELAXED);
+    }
+    if (st && *held) *held = fsched__lp_take_back(lp, w);
     fsched__running_end(f, outer);
     return data;
 }
@@ -13898,7 +13929,7 @@ static int fsched__lp_carry(fsched__lp *lp, fsched__lp_item *it, fsched__worker 
         FSCHED__STORE(&it->where, FSCHED__LP_WHERE(it->seq, k, FSCHED__LP_RUNNING),
                       FSCHED__RELAXED);
         FSCHED__TRACE(trace_begin = fsched__trace_now();)
-        it->data = fsched__lp_stage_call(lp, sg, it->data, &stop, w, held);
+        it->data = fsched__lp_stage_call(lp, sg, &lp->st[k], it, &stop, w, held);
         FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_STAGE, trace_begin, FSCHED__CODE(sg->fn),
                                            sg->name, (uint32_t)k);)
         it->stage++;
@@ -13939,7 +13970,7 @@ static fsched__lp_after fsched__lp_give_back(fsched__lp *lp, fsched__lp_item *it
    is not touched again). */
 static fsched__lp_item *fsched__lp_read(fsched__lp *lp, fsched__lp_item *it, fsched__worker *w,
                                         int *held) {
-    int stop = 0, none = 0;
+    int stop = 0;
     void *data;
     if (!it) {
         fsched__spin_lock(&lp->lock);
@@ -13957,7 +13988,7 @@ static fsched__lp_item *fsched__lp_read(fsched__lp *lp, fsched__lp_item *it, fsc
         /* relaxed: for the stall report, as an item's `where` (see fsched__lp_enter) */
         FSCHED__TRACE(uint64_t trace_begin = fsched__trace_now();)
         FSCHED__STORE(&lp->input_where, FSCHED__LP_RUNNING, FSCHED__RELAXED);
-        data = fsched__lp_stage_call(lp, &lp->stages[0], NULL, &stop, w, &none);
+        data = fsched__lp_stage_call(lp, &lp->stages[0], NULL, NULL, &stop, w, NULL);
         FSCHED__STORE(&lp->input_where, 0u, FSCHED__RELAXED);
         FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_STAGE, trace_begin,
                                            FSCHED__CODE(lp->stages[0].fn), lp->stages[0].name, 0);)
@@ -14149,6 +14180,7 @@ static int fsched__lp_make(fsched__lp *lp, const fsched_parallel_pipeline_desc *
         return 0;
     }
     memset(lp->st, 0, n_stages * sizeof *lp->st);
+    for (i = 0; i < n_stages; i++) lp->st[i].call_ns = UINT64_MAX; /* unknown: long */
     for (i = n; i-- > 0;) {
         fsched__lp_item *it = &lp->records[i];
         memset(it, 0, sizeof *it);
