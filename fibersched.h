@@ -1729,7 +1729,10 @@ FIBERSCHED_API fsched_result fsched_pipeline_describe(const fsched_pipeline *p,
    A serial stage processes one item at a time, in input order (IN_ORDER) or in any order
    (OUT_OF_ORDER); a PARALLEL stage processes any number at once. At most max_in_flight
    items (0: 4 per worker) are between the first stage and the end at any time. The
-   first stage is always serial and in order. */
+   first stage is always serial and in order. The stages run on the scheduler's loops,
+   never on the caller's fiber, which waits: a worker carries an item through the stages
+   in place, then reads the next one itself while no idle worker would gain by taking
+   it (its stage calls are short, or no worker idles). */
 
 typedef enum fsched_stage_mode {
     FSCHED_STAGE_SERIAL_IN_ORDER = 0,
