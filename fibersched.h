@@ -13730,17 +13730,17 @@ FIBERSCHED_API fsched_result fsched_pipeline_run(fsched_pipeline *p, fsched_sche
 /* ---- linear pipelines ----
    Each item in flight has a record (the records are the bound on items in flight, and
    all the memory a run allocates). A worker carries an item through the stages in place,
-   as oneTBB's tasks do: the input stage takes a free record, reads an item, queues
-   itself again for the next one (another worker may take it meanwhile), and the same
-   worker carries the item on. A serial stage has a lock, a busy flag and, in order, the
-   number of the next item it may take: an item that finds it busy (or not its turn)
-   waits in the stage's list, and whoever leaves the stage hands it to the next waiting
-   item, with the stage already reserved for it. When its item is done or waits, the
-   worker goes on in place with what it has at hand: the item it handed the last stage
-   to, else the input, when it restarted it or takes back the job it queued (no other
-   worker having asked for it). So a worker that no other one needs runs item after item
-   without a job through the scheduler's loop. When the records run out the input stops,
-   and the item that returns a record restarts it. */
+   as oneTBB's tasks do: the input stage takes a free record and reads an item, and the
+   worker carries it on, holding the input meanwhile (fsched__lp_lend says when it hands
+   the input to other workers instead). A serial stage has a lock, a busy flag and, in
+   order, the number of the next item it may take: an item that finds it busy (or not
+   its turn) waits in the stage's list, and whoever leaves the stage hands it to the next
+   waiting item, with the stage already reserved for it. When its item is done or waits,
+   the worker goes on in place with what it has at hand: the item it handed the last
+   stage to, else the input if it holds it (reading into the record of the item just
+   done). So a worker that no other one needs runs item after item without a job
+   through the scheduler's loop and without the records' lock. When the records run
+   out the input stops, and the item that returns a record restarts it. */
 
 typedef struct fsched__lp_item {
     fsched__job job;             /* its continuation as a job; must be first */
@@ -13766,7 +13766,7 @@ typedef struct fsched__lp_stage {
     uint32_t busy;
     uint64_t next_seq;           /* in order: the item allowed next */
     fsched__lp_item *waiting;    /* in order: sorted by seq; out of order: a stack */
-    uint64_t call_ns;            /* atomic: the typical time of a call, UINT64_MAX unknown
+    uint32_t call_ns;            /* atomic: the typical time of a call, UINT32_MAX unknown
                                     (see fsched__lp_stage_call) */
 } fsched__lp_stage;
 
@@ -13855,25 +13855,28 @@ static int fsched__lp_unlock_and_check(fsched__lp *lp) {
     return over;
 }
 
+/* Whether idle workers would gain by taking the input around a call of stage st: the
+   call is long (or not yet timed) and some worker idles. Relaxed: hints (a worker that
+   idles later asks w for work, and is answered at w's next stage call). */
+static int fsched__lp_wanted(const fsched__lp_stage *st, const fsched__worker *w) {
+    return FSCHED__LOAD(&st->call_ns, FSCHED__RELAXED) >= FSCHED__NODE_SHORT_NS &&
+           FSCHED__INACTIVE(FSCHED__LOAD(&w->sched->counters, FSCHED__RELAXED)) != 0;
+}
+
 /* Around a call of stage st, the input that w holds (held): the call may compute for
-   long without calling the scheduler, or suspend its fiber. A long call (or one not yet
-   timed) gives it to idle workers, if there are any; else w keeps it on its private ring
-   for the call's time (no atomic operation), where w's loop runs it if the fiber
-   suspends, and takes it back after the call if nothing took it meanwhile. A short one
-   keeps it also from idle workers: as a short node's advance (FSCHED__NODE_SHORT_NS),
-   an item moved to another worker would cost about as much as the call. Relaxed, the
-   counters: a hint (a worker that idles later asks w for work, and is answered at w's
-   next stage call). A bound thread, whose stage may block in the OS, publishes it (as
-   spawn does). */
+   long without calling the scheduler, or suspend its fiber. When idle workers would gain
+   by it, the input goes where they take it; else w keeps it on its private ring for the
+   call's time (no atomic operation), where w's loop runs it if the fiber suspends, and
+   takes it back after the call if nothing took it meanwhile. Around a short call it
+   stays also from idle workers: as with a short node's advance (FSCHED__NODE_SHORT_NS),
+   moving the next item to another worker would cost about as much as the call. A bound
+   thread, whose stage may block in the OS, publishes it (as spawn does). */
 static void fsched__lp_lend(fsched__lp *lp, const fsched__lp_stage *st, fsched__worker *w,
                             int held) {
     fsched__job *input = &lp->input;
-    /* relaxed: a hint, as the counters */
-    int long_call = FSCHED__LOAD(&st->call_ns, FSCHED__RELAXED) >= FSCHED__NODE_SHORT_NS;
     if (!held) {
         fsched__answer_request(w);
-    } else if ((long_call && FSCHED__INACTIVE(FSCHED__LOAD(&w->sched->counters, FSCHED__RELAXED))) ||
-               w->bound || fsched__tls_thread.current == w->root ||
+    } else if (fsched__lp_wanted(st, w) || w->bound || fsched__tls_thread.current == w->root ||
                !fsched__deque_push(&w->deque, input)) {
         fsched__publish(w, &input, 1);
     }
@@ -13900,15 +13903,16 @@ static void *fsched__lp_stage_call(fsched__lp *lp, const fsched_stage *sg, fsche
         fsched__lp_lend(lp, st, w, *held);
         data = sg->fn(sg->user, data, stop);
     } else {
-        uint64_t begin, took, ns;
+        uint64_t begin, took;
+        uint32_t ns;
         fsched__lp_lend(lp, st, w, *held);
         begin = fsched__sched_now(w->sched);
         data = sg->fn(sg->user, data, stop);
         took = fsched__sched_now(w->sched) - begin;
         if (took > 4u * FSCHED__NODE_SHORT_NS) took = 4u * FSCHED__NODE_SHORT_NS;
         ns = FSCHED__LOAD(&st->call_ns, FSCHED__RELAXED);
-        FSCHED__STORE(&st->call_ns, ns == UINT64_MAX ? took : ns - ns / 8 + took / 8,
-                      FSCHED__RELAXED);
+        ns = ns == UINT32_MAX ? (uint32_t)took : ns - ns / 8 + (uint32_t)took / 8;
+        FSCHED__STORE(&st->call_ns, ns, FSCHED__RELAXED);
     }
     if (st && *held) *held = fsched__lp_take_back(lp, w);
     fsched__running_end(f, outer);
@@ -14183,7 +14187,7 @@ static int fsched__lp_make(fsched__lp *lp, const fsched_parallel_pipeline_desc *
         return 0;
     }
     memset(lp->st, 0, n_stages * sizeof *lp->st);
-    for (i = 0; i < n_stages; i++) lp->st[i].call_ns = UINT64_MAX; /* unknown: long */
+    for (i = 0; i < n_stages; i++) lp->st[i].call_ns = UINT32_MAX; /* unknown: long */
     for (i = n; i-- > 0;) {
         fsched__lp_item *it = &lp->records[i];
         memset(it, 0, sizeof *it);
