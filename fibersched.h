@@ -1731,8 +1731,8 @@ FIBERSCHED_API fsched_result fsched_pipeline_describe(const fsched_pipeline *p,
    items (0: 4 per worker) are between the first stage and the end at any time. The
    first stage is always serial and in order. The stages run on the scheduler's loops,
    never on the caller's fiber, which waits: a worker carries an item through the stages
-   in place, then reads the next one itself while no idle worker would gain by taking
-   it (its stage calls are short, or no worker idles). */
+   in place, then reads the next one itself, unless another worker took the input
+   meanwhile (a stage call of a microsecond or more offers it to them). */
 
 typedef enum fsched_stage_mode {
     FSCHED_STAGE_SERIAL_IN_ORDER = 0,
@@ -13855,20 +13855,22 @@ static int fsched__lp_unlock_and_check(fsched__lp *lp) {
     return over;
 }
 
-/* Whether idle workers would gain by taking the input around a call of stage st: the
-   call is long (or not yet timed) and some worker idles. Relaxed: hints (a worker that
-   idles later asks w for work, and is answered at w's next stage call). */
+/* Whether other workers would gain by taking the input around a call of stage st: the
+   call is long (or not yet timed), so that one that idles now or during the call may
+   read and carry the next items meanwhile. Relaxed: a hint (any worker may time a
+   call). */
 static int fsched__lp_wanted(const fsched__lp_stage *st, const fsched__worker *w) {
-    return FSCHED__LOAD(&st->call_ns, FSCHED__RELAXED) >= FSCHED__NODE_SHORT_NS &&
-           FSCHED__INACTIVE(FSCHED__LOAD(&w->sched->counters, FSCHED__RELAXED)) != 0;
+    return w->sched->n_threads > 1 &&
+           FSCHED__LOAD(&st->call_ns, FSCHED__RELAXED) >= FSCHED__NODE_SHORT_NS;
 }
 
 /* Around a call of stage st, the input that w holds (held): the call may compute for
-   long without calling the scheduler, or suspend its fiber. When idle workers would gain
-   by it, the input goes where they take it; else w keeps it on its private ring for the
-   call's time (no atomic operation), where w's loop runs it if the fiber suspends, and
-   takes it back after the call if nothing took it meanwhile. Around a short call it
-   stays also from idle workers: as with a short node's advance (FSCHED__NODE_SHORT_NS),
+   long without calling the scheduler, or suspend its fiber. When other workers would
+   gain by it, the input goes where they take it (w takes it back once it has nothing
+   else at hand, if nobody took it); else w keeps it on its private ring for the call's
+   time (no atomic operation), where w's loop runs it if the fiber suspends, and takes
+   it back after the call if nothing took it meanwhile. Around a short call it stays
+   also from idle workers: as with a short node's advance (FSCHED__NODE_SHORT_NS),
    moving the next item to another worker would cost about as much as the call. A bound
    thread, whose stage may block in the OS, publishes it (as spawn does). */
 static void fsched__lp_lend(fsched__lp *lp, const fsched__lp_stage *st, fsched__worker *w,
@@ -13882,8 +13884,19 @@ static void fsched__lp_lend(fsched__lp *lp, const fsched__lp_stage *st, fsched__
     }
 }
 
+/* Takes the input back from w's private ring, when it is the newest job there. */
 static int fsched__lp_take_back(fsched__lp *lp, fsched__worker *w) {
     return fsched__deque_pop_if_newest(&w->deque, &lp->input);
+}
+
+/* Takes the input back from w's deque, once w has nothing else at hand, when it is still
+   the newest job there: from the private ring, or from the public part unless a thief
+   takes it first (thieves take the oldest job, so the owner's take yields the input or,
+   when it was the last, nothing). */
+static int fsched__lp_reclaim(fsched__lp *lp, fsched__worker *w) {
+    if (fsched__lp_take_back(lp, w)) return 1;
+    if (fsched__deque_peek(&w->deque) != &lp->input) return 0;
+    return fsched__pop_job(w) == &lp->input;
 }
 
 /* Calls a stage, named by the stage on the fiber it runs on (a worker's). Later stages'
@@ -14022,8 +14035,8 @@ static fsched__lp_item *fsched__lp_read(fsched__lp *lp, fsched__lp_item *it, fsc
 
 /* Runs the run's work on w, item it first (NULL: the input first), then in place what
    each step leaves at hand, until there is none: the item handed the last stage, else the
-   input, when w still holds it (no idle worker was offered it; the record of an item
-   done then serves the next) or restarted it. */
+   input, when w still holds it (the record of an item done then serves the next),
+   restarted it, or takes back what it offered and nobody took. */
 static void fsched__lp_work(fsched__lp *lp, fsched__lp_item *it, fsched__worker *w) {
     fsched__lp_item *record = NULL;
     int held = 0;
@@ -14042,7 +14055,7 @@ static void fsched__lp_work(fsched__lp *lp, fsched__lp_item *it, fsched__worker 
         }
         if (next) {
             it = next;
-        } else if (held) {
+        } else if (held || fsched__lp_reclaim(lp, w)) {
             held = 0;
             it = NULL;
         } else {
