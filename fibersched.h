@@ -1851,7 +1851,10 @@ FIBERSCHED_API fsched_result fsched_pipeline_describe(const fsched_pipeline *p,
    A serial stage processes one item at a time, in input order (IN_ORDER) or in any order
    (OUT_OF_ORDER); a PARALLEL stage processes any number at once. At most max_in_flight
    items (0: 4 per worker) are between the first stage and the end at any time. The
-   first stage is always serial and in order. */
+   first stage is always serial and in order. The stages run on the scheduler's loops,
+   never on the caller's fiber, which waits: a worker carries an item through the stages
+   in place, then reads the next one itself, unless another worker took the input
+   meanwhile (a stage call of a microsecond or more offers it to them). */
 
 typedef enum fsched_stage_mode {
     FSCHED_STAGE_SERIAL_IN_ORDER = 0,
@@ -14433,13 +14436,18 @@ FIBERSCHED_API fsched_result fsched_pipeline_run(fsched_pipeline *p, fsched_sche
 
 /* ---- linear pipelines ----
    Each item in flight has a record (the records are the bound on items in flight, and
-   all the memory a run allocates). The input stage runs as a job that takes a free
-   record, calls the first stage, queues itself again for the next item (another worker
-   may take it), and carries its item through the later stages. A serial stage has a
-   lock, a busy flag and, in order, the number of the next item it may take: an item
-   that finds it busy (or not its turn) waits in the stage's list, and whoever leaves
-   the stage queues the next waiting item with the stage already reserved for it. When
-   the records run out the input stops, and the item that returns a record restarts it. */
+   all the memory a run allocates). A worker carries an item through the stages in place,
+   as oneTBB's tasks do: the input stage takes a free record and reads an item, and the
+   worker carries it on, holding the input meanwhile (fsched__lp_lend says when it hands
+   the input to other workers instead). A serial stage has a lock, a busy flag and, in
+   order, the number of the next item it may take: an item that finds it busy (or not
+   its turn) waits in the stage's list, and whoever leaves the stage hands it to the next
+   waiting item, with the stage already reserved for it. When its item is done or waits,
+   the worker goes on in place with what it has at hand: the item it handed the last
+   stage to, else the input if it holds it (reading into the record of the item just
+   done). So a worker that no other one needs runs item after item without a job
+   through the scheduler's loop and without the records' lock. When the records run
+   out the input stops, and the item that returns a record restarts it. */
 
 typedef struct fsched__lp_item {
     fsched__job job;             /* its continuation as a job; must be first */
@@ -14465,7 +14473,12 @@ typedef struct fsched__lp_stage {
     uint32_t busy;
     uint64_t next_seq;           /* in order: the item allowed next */
     fsched__lp_item *waiting;    /* in order: sorted by seq; out of order: a stack */
+    uint32_t call_ns;            /* atomic: the typical time of a call, UINT32_MAX unknown
+                                    (see fsched__lp_stage_call) */
 } fsched__lp_stage;
+
+/* Items whose number is a multiple of this have their stage calls timed. */
+#define FSCHED__LP_TIMED_EVERY 64u
 
 typedef struct fsched__lp {
     const fsched_stage *stages;
@@ -14485,8 +14498,14 @@ typedef struct fsched__lp {
     fsched_event done;           /* the input stopped and every record is free again */
 } fsched__lp;
 
+/* Queues a job of the run on w. A worker thread's fiber keeps it on its private ring,
+   where its loop serves it: other workers get it when they ask (at once when none of
+   w's work is public; and before each stage call, which may compute for long). A bound
+   thread, whose own code may block in the OS or compute between its calls to the
+   scheduler, publishes it (as spawn does). */
 static void fsched__lp_queue(fsched__worker *w, fsched__job *job) {
-    fsched__publish(w, &job, 1);
+    if (!w->bound && fsched__tls_thread.current != w->root && fsched__push_job(w, job)) return;
+    fsched__publish(w, &job, 1); /* out of memory for the ring: the injector */
 }
 
 /* Reserves serial stage k for item it, or parks the item there. 1 when reserved. */
@@ -14516,8 +14535,8 @@ static int fsched__lp_enter(fsched__lp *lp, size_t k, fsched__lp_item *it) {
 }
 
 /* Leaves serial stage k (item seq just passed it): hands it to a waiting item, if one may
-   take it now, which is queued with the stage reserved. */
-static void fsched__lp_leave(fsched__lp *lp, size_t k, uint64_t seq, fsched__worker *w) {
+   take it now, which is returned with the stage reserved for it; else NULL. */
+static fsched__lp_item *fsched__lp_leave(fsched__lp *lp, size_t k, uint64_t seq) {
     fsched__lp_stage *st = &lp->st[k];
     int in_order = lp->stages[k].mode == FSCHED_STAGE_SERIAL_IN_ORDER;
     fsched__lp_item *next = NULL;
@@ -14530,88 +14549,173 @@ static void fsched__lp_leave(fsched__lp *lp, size_t k, uint64_t seq, fsched__wor
         st->busy = 0;
     }
     fsched__spin_unlock(&st->lock);
-    if (next) {
-        next->reserved = 1;
-        fsched__lp_queue(w, &next->job);
-    }
+    if (next) next->reserved = 1;
+    return next;
 }
 
 /* Under lp->lock, released here: whether the run is over (the input stopped and every
    record is free), which then ends the caller's wait; lp is not touched after that. */
-static void fsched__lp_unlock_and_check(fsched__lp *lp) {
+static int fsched__lp_unlock_and_check(fsched__lp *lp) {
     int over = lp->stopped && !lp->input_running && lp->free_count == lp->n_records;
     fsched__spin_unlock(&lp->lock);
     if (over) fsched_event_set(&lp->done);
+    return over;
 }
 
-/* Carries an item through the stages from it->stage on; returns its record at the end. */
-/* Calls a stage, named by the stage on the fiber it runs on (a worker's). */
-static void *fsched__lp_stage_call(const fsched_stage *sg, void *data, int *stop) {
+/* Whether other workers would gain by taking the input around a call of stage st: the
+   call is long (or not yet timed), so that one that idles now or during the call may
+   read and carry the next items meanwhile. Relaxed: a hint (any worker may time a
+   call). */
+static int fsched__lp_wanted(const fsched__lp_stage *st, const fsched__worker *w) {
+    return w->sched->n_threads > 1 &&
+           FSCHED__LOAD(&st->call_ns, FSCHED__RELAXED) >= FSCHED__NODE_SHORT_NS;
+}
+
+/* Around a call of stage st, the input that w holds (held): the call may compute for
+   long without calling the scheduler, or suspend its fiber. When other workers would
+   gain by it, the input goes where they take it (w takes it back once it has nothing
+   else at hand, if nobody took it); else w keeps it on its private ring for the call's
+   time (no atomic operation), where w's loop runs it if the fiber suspends, and takes
+   it back after the call if nothing took it meanwhile. Around a short call it stays
+   also from idle workers: as with a short node's advance (FSCHED__NODE_SHORT_NS),
+   moving the next item to another worker would cost about as much as the call. A bound
+   thread, whose stage may block in the OS, publishes it (as spawn does). */
+static void fsched__lp_lend(fsched__lp *lp, const fsched__lp_stage *st, fsched__worker *w,
+                            int held) {
+    fsched__job *input = &lp->input;
+    if (!held) {
+        fsched__answer_request(w);
+    } else if (fsched__lp_wanted(st, w) || w->bound || fsched__tls_thread.current == w->root ||
+               !fsched__deque_push(&w->deque, input)) {
+        fsched__publish(w, &input, 1);
+    }
+}
+
+/* Takes the input back from w's private ring, when it is the newest job there. */
+static int fsched__lp_take_back(fsched__lp *lp, fsched__worker *w) {
+    return fsched__deque_pop_if_newest(&w->deque, &lp->input);
+}
+
+/* Takes the input back from w's deque, once w has nothing else at hand, when it is still
+   the newest job there: from the private ring, or from the public part unless a thief
+   takes it first (thieves take the oldest job, so the owner's take yields the input or,
+   when it was the last, nothing). */
+static int fsched__lp_reclaim(fsched__lp *lp, fsched__worker *w) {
+    if (fsched__lp_take_back(lp, w)) return 1;
+    if (fsched__deque_peek(&w->deque) != &lp->input) return 0;
+    return fsched__pop_job(w) == &lp->input;
+}
+
+/* Calls a stage, named by the stage on the fiber it runs on (a worker's). Later stages'
+   calls (st) lend the input w holds (*held), and are timed for every
+   FSCHED__LP_TIMED_EVERY-th item: call_ns follows their mean (weight 1/8), a sample
+   counting as at most 4x the threshold, as a node's advance_ns. Relaxed, call_ns: a hint
+   (any worker may time a call; a lost sample costs nothing). */
+static void *fsched__lp_stage_call(fsched__lp *lp, const fsched_stage *sg, fsched__lp_stage *st,
+                                   fsched__lp_item *it, int *stop, fsched__worker *w,
+                                   int *held) {
     fsched_fiber *f = fsched__tls_thread.current;
     fsched__running outer = fsched__running_begin(f, FSCHED__CODE(sg->fn), sg->name);
-    data = sg->fn(sg->user, data, stop);
+    void *data = it ? it->data : NULL;
+    if (!st) {
+        data = sg->fn(sg->user, data, stop);
+    } else if (it->seq % FSCHED__LP_TIMED_EVERY) {
+        fsched__lp_lend(lp, st, w, *held);
+        data = sg->fn(sg->user, data, stop);
+    } else {
+        uint64_t begin, took;
+        uint32_t ns;
+        fsched__lp_lend(lp, st, w, *held);
+        begin = fsched__sched_now(w->sched);
+        data = sg->fn(sg->user, data, stop);
+        took = fsched__sched_now(w->sched) - begin;
+        if (took > 4u * FSCHED__NODE_SHORT_NS) took = 4u * FSCHED__NODE_SHORT_NS;
+        ns = FSCHED__LOAD(&st->call_ns, FSCHED__RELAXED);
+        ns = ns == UINT32_MAX ? (uint32_t)took : ns - ns / 8 + (uint32_t)took / 8;
+        FSCHED__STORE(&st->call_ns, ns, FSCHED__RELAXED);
+    }
+    if (st && *held) *held = fsched__lp_take_back(lp, w);
     fsched__running_end(f, outer);
     return data;
 }
 
-/* Relaxed, the item's `where`: see fsched__lp_enter. */
-static void fsched__lp_carry(fsched__lp *lp, fsched__lp_item *it, fsched__worker *w) {
+/* Carries an item through the stages from it->stage on, w holding the input or not
+   (*held). 1 when it passed the last one; 0 when it waits for a serial stage. An item
+   the last stage is handed to is left in *next, for w to carry on in place; one handed
+   an earlier stage is queued (this item goes on). Relaxed, the item's `where`: see
+   fsched__lp_enter. */
+static int fsched__lp_carry(fsched__lp *lp, fsched__lp_item *it, fsched__worker *w,
+                            fsched__lp_item **next, int *held) {
     while (it->stage < lp->n) {
         size_t k = it->stage;
         const fsched_stage *sg = &lp->stages[k];
         int serial = sg->mode != FSCHED_STAGE_PARALLEL, stop = 0;
-        if (serial && !it->reserved && !fsched__lp_enter(lp, k, it)) return; /* parked */
+        if (serial && !it->reserved && !fsched__lp_enter(lp, k, it)) return 0; /* parked */
         FSCHED__TRACE(uint64_t trace_begin;)
         it->reserved = 0;
         FSCHED__STORE(&it->where, FSCHED__LP_WHERE(it->seq, k, FSCHED__LP_RUNNING),
                       FSCHED__RELAXED);
         FSCHED__TRACE(trace_begin = fsched__trace_now();)
-        it->data = fsched__lp_stage_call(sg, it->data, &stop);
+        it->data = fsched__lp_stage_call(lp, sg, &lp->st[k], it, &stop, w, held);
         FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_STAGE, trace_begin, FSCHED__CODE(sg->fn),
                                            sg->name, (uint32_t)k);)
-        if (serial) fsched__lp_leave(lp, k, it->seq, w);
         it->stage++;
+        if (serial) {
+            fsched__lp_item *waiting = fsched__lp_leave(lp, k, it->seq);
+            if (waiting && it->stage < lp->n) fsched__lp_queue(w, &waiting->job);
+            else if (waiting) *next = waiting;
+        }
     }
     FSCHED__STORE(&it->where, (uint64_t)0, FSCHED__RELAXED);
-    fsched__spin_lock(&lp->lock); /* the record is free again; the input may go on */
+    return 1;
+}
+
+/* What a worker does after an item passed the last stage and gave its record back. */
+typedef enum fsched__lp_after {
+    FSCHED__LP_GO_ON,    /* whatever it has at hand */
+    FSCHED__LP_INPUT,    /* the input, which the record restarted: here, in place */
+    FSCHED__LP_OVER      /* nothing: the run is over, lp is not touched again */
+} fsched__lp_after;
+
+/* Gives an item's record back: the input may go on. */
+static fsched__lp_after fsched__lp_give_back(fsched__lp *lp, fsched__lp_item *it) {
+    fsched__spin_lock(&lp->lock);
     it->next = lp->free_records;
     lp->free_records = it;
     lp->free_count++;
     if (!lp->input_running && !lp->stopped) {
         lp->input_running = 1;
         fsched__spin_unlock(&lp->lock);
-        fsched__lp_queue(w, &lp->input);
-        return;
+        return FSCHED__LP_INPUT;
     }
-    fsched__lp_unlock_and_check(lp);
+    return fsched__lp_unlock_and_check(lp) ? FSCHED__LP_OVER : FSCHED__LP_GO_ON;
 }
 
-static void fsched__lp_item_job(fsched__job *job, fsched__worker *w) {
-    fsched__lp_item *it = (fsched__lp_item *)job;
-    fsched__lp_carry(it->lp, it, w);
-}
-
-/* The input stage: one item per run, then queued again for the next while records last. */
-static void fsched__lp_input(fsched__job *job, fsched__worker *w) {
-    fsched__lp *lp = (fsched__lp *)((char *)job - offsetof(fsched__lp, input));
-    fsched__lp_item *it;
+/* The input stage, for one item: reads the item into record it (NULL: a free one); w
+   then holds the input for the next one (*held). NULL when the records ran out (the next
+   one given back restarts the input) or the input stopped (then the run may be over: lp
+   is not touched again). */
+static fsched__lp_item *fsched__lp_read(fsched__lp *lp, fsched__lp_item *it, fsched__worker *w,
+                                        int *held) {
     int stop = 0;
     void *data;
-    fsched__spin_lock(&lp->lock);
-    it = lp->free_records;
-    if (!it) { /* the next record returned restarts the input */
-        lp->input_running = 0;
+    if (!it) {
+        fsched__spin_lock(&lp->lock);
+        it = lp->free_records;
+        if (!it) { /* the next record returned restarts the input */
+            lp->input_running = 0;
+            fsched__spin_unlock(&lp->lock);
+            return NULL;
+        }
+        lp->free_records = it->next;
+        lp->free_count--;
         fsched__spin_unlock(&lp->lock);
-        return;
     }
-    lp->free_records = it->next;
-    lp->free_count--;
-    fsched__spin_unlock(&lp->lock);
     {
         /* relaxed: for the stall report, as an item's `where` (see fsched__lp_enter) */
         FSCHED__TRACE(uint64_t trace_begin = fsched__trace_now();)
         FSCHED__STORE(&lp->input_where, FSCHED__LP_RUNNING, FSCHED__RELAXED);
-        data = fsched__lp_stage_call(&lp->stages[0], NULL, &stop);
+        data = fsched__lp_stage_call(lp, &lp->stages[0], NULL, NULL, &stop, w, NULL);
         FSCHED__STORE(&lp->input_where, 0u, FSCHED__RELAXED);
         FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_STAGE, trace_begin,
                                            FSCHED__CODE(lp->stages[0].fn), lp->stages[0].name, 0);)
@@ -14624,7 +14728,7 @@ static void fsched__lp_input(fsched__job *job, fsched__worker *w) {
         lp->stopped = 1;
         lp->input_running = 0;
         fsched__lp_unlock_and_check(lp);
-        return;
+        return NULL;
     }
     it->data = data;
     it->seq = lp->next_seq++;
@@ -14632,8 +14736,48 @@ static void fsched__lp_input(fsched__job *job, fsched__worker *w) {
     FSCHED__STORE(&lp->items, FSCHED__LOAD(&lp->items, FSCHED__RELAXED) + 1, FSCHED__RELAXED);
     it->stage = 1;
     it->reserved = 0;
-    fsched__lp_queue(w, &lp->input); /* the next item, maybe on another worker */
-    fsched__lp_carry(lp, it, w);
+    *held = 1;
+    return it;
+}
+
+/* Runs the run's work on w, item it first (NULL: the input first), then in place what
+   each step leaves at hand, until there is none: the item handed the last stage, else the
+   input, when w still holds it (the record of an item done then serves the next),
+   restarted it, or takes back what it offered and nobody took. */
+static void fsched__lp_work(fsched__lp *lp, fsched__lp_item *it, fsched__worker *w) {
+    fsched__lp_item *record = NULL;
+    int held = 0;
+    for (;;) {
+        fsched__lp_item *next = NULL;
+        if (!it && !(it = fsched__lp_read(lp, record, w, &held))) return;
+        record = NULL;
+        if (!fsched__lp_carry(lp, it, w, &next, &held)) {
+            /* it waits in a serial stage */
+        } else if (held && !next) {
+            record = it;
+        } else {
+            fsched__lp_after after = fsched__lp_give_back(lp, it);
+            if (after == FSCHED__LP_OVER) return; /* not while w holds the input */
+            if (after == FSCHED__LP_INPUT) held = 1;
+        }
+        if (next) {
+            it = next;
+        } else if (held || fsched__lp_reclaim(lp, w)) {
+            held = 0;
+            it = NULL;
+        } else {
+            return;
+        }
+    }
+}
+
+static void fsched__lp_item_job(fsched__job *job, fsched__worker *w) {
+    fsched__lp_item *it = (fsched__lp_item *)job;
+    fsched__lp_work(it->lp, it, w);
+}
+
+static void fsched__lp_input(fsched__job *job, fsched__worker *w) {
+    fsched__lp_work((fsched__lp *)((char *)job - offsetof(fsched__lp, input)), NULL, w);
 }
 
 /* Writes "[name] " and the pieces to the linear pipeline's log. */
@@ -14763,6 +14907,7 @@ static int fsched__lp_make(fsched__lp *lp, const fsched_parallel_pipeline_desc *
         return 0;
     }
     memset(lp->st, 0, n_stages * sizeof *lp->st);
+    for (i = 0; i < n_stages; i++) lp->st[i].call_ns = UINT32_MAX; /* unknown: long */
     for (i = n; i-- > 0;) {
         fsched__lp_item *it = &lp->records[i];
         memset(it, 0, sizeof *it);
@@ -14841,7 +14986,7 @@ FIBERSCHED_API fsched_result fsched_parallel_pipeline_run(const fsched_parallel_
     if (!fsched__lp_make(&lp, &d, stages, n_stages, w)) return FSCHED_ERR_OUT_OF_MEMORY;
     fsched__lp_log_counts(&lp, &d, "started: ", n_stages, " stages, at most ", lp.n_records,
                           " items in flight");
-    fsched__lp_input(&lp.input, w); /* the first item here, the input queued */
+    fsched__lp_queue(w, &lp.input); /* the caller's fiber watches for stalls */
     fsched__lp_wait(&lp, &d, logger);
     fsched__lp_log_counts(&lp, &d, "finished: ", lp.items, " items", 0, NULL);
     fsched__lp_free(&lp, &w->sched->allocator);

@@ -5,7 +5,8 @@
    advances complete from other threads and tasks; a starved pipeline says which node
    waits on which hub; a finished node gives its envelopes back; linear pipelines keep
    order in serial stages, one item at a time in serial stages, and never more items in
-   flight than the bound; bad input is refused.
+   flight than the bound, also when stages wait for later items (from tasks and from a
+   bound thread, on one worker and on several); bad input is refused.
 
    Built with FIBERSCHED_NO_THREADS, the main thread binds to the scheduler (its waits
    run the tasks) and advances complete from tasks instead of threads. */
@@ -1174,6 +1175,143 @@ static void test_linear(fsched_sched *s) {
     }
 }
 
+/* ---- stages that wait for later items: a worker carries items through the stages in
+   place and holds the input meanwhile, which must not keep the input from running while
+   a stage's fiber waits. Every 16th item waits in the parallel stage until the input has
+   read the item two after it (and every 5th yields); the rest as in test_linear ---- */
+
+#define AHEAD_EVERY 16u
+#define AHEAD_BY 2u
+
+typedef struct ahead {
+    uint64_t next, n;                  /* the input */
+    uint64_t in_flight, max_in_flight; /* atomic */
+    uint64_t out_next;                 /* the output's next item */
+    int out_bad;
+    uint32_t in_serial; /* atomic: items inside the serial out-of-order stage */
+    int serial_bad;
+    fsched_event *read;   /* [i / AHEAD_EVERY]: item i + AHEAD_BY has been read */
+    uint64_t items[256];
+} ahead;
+
+static void *ahead_input(void *user, void *item, int *stop) {
+    ahead *a = (ahead *)user;
+    uint64_t f;
+    (void)item;
+    if (a->next == a->n) {
+        *stop = 1;
+        return NULL;
+    }
+    f = ADD(&a->in_flight, 1);
+    if (f > LOAD(&a->max_in_flight)) STORE(&a->max_in_flight, f);
+    if (a->next >= AHEAD_BY && (a->next - AHEAD_BY) % AHEAD_EVERY == 0)
+        CHECK_OK(fsched_event_set(&a->read[(a->next - AHEAD_BY) / AHEAD_EVERY]));
+    a->items[a->next % 256] = a->next;
+    return &a->items[a->next++ % 256];
+}
+
+static void *ahead_parallel(void *user, void *item, int *stop) {
+    ahead *a = (ahead *)user;
+    uint64_t i = *(uint64_t *)item;
+    (void)stop;
+    if (i % AHEAD_EVERY == 0 && i + AHEAD_BY < a->n) {
+        /* bounded: a wait that nothing ends fails the test instead of hanging it */
+        CHECK_OK(fsched_event_wait_for(&a->read[i / AHEAD_EVERY], 10000000000ull));
+    } else if (i % 5 == 0) {
+        fsched_yield();
+    }
+    return item;
+}
+
+static void *ahead_serial_any(void *user, void *item, int *stop) {
+    ahead *a = (ahead *)user;
+    (void)stop;
+    if (ADD(&a->in_serial, 1) != 1) a->serial_bad = 1;
+    SUB(&a->in_serial, 1);
+    return item;
+}
+
+static void *ahead_output(void *user, void *item, int *stop) {
+    ahead *a = (ahead *)user;
+    (void)stop;
+    if (*(uint64_t *)item != a->out_next) a->out_bad = 1; /* in input order */
+    a->out_next++;
+    SUB(&a->in_flight, 1);
+    return NULL;
+}
+
+typedef struct ahead_run {
+    ahead *a;
+    size_t bound;
+    fsched_result r;
+} ahead_run;
+
+static void ahead_task(void *p) {
+    ahead_run *ar = (ahead_run *)p;
+    fsched_stage st[4];
+    memset(st, 0, sizeof st);
+    st[0].mode = FSCHED_STAGE_SERIAL_IN_ORDER;
+    st[0].fn = ahead_input;
+    st[1].mode = FSCHED_STAGE_PARALLEL;
+    st[1].fn = ahead_parallel;
+    st[2].mode = FSCHED_STAGE_SERIAL_OUT_OF_ORDER;
+    st[2].fn = ahead_serial_any;
+    st[3].mode = FSCHED_STAGE_SERIAL_IN_ORDER;
+    st[3].fn = ahead_output;
+    st[0].user = st[1].user = st[2].user = st[3].user = ar->a;
+    ar->r = fsched_parallel_pipeline(ar->bound, st, 4);
+}
+
+/* On s: from a task, or (bound) from the calling thread bound to s. */
+static void ahead_check(fsched_sched *s, size_t bound, int from_bound_thread) {
+    ahead *a = (ahead *)calloc(1, sizeof *a);
+    ahead_run ar;
+    uint64_t i, events;
+    CHECK(a != NULL);
+    a->n = 4000u / TEST_SCALE + AHEAD_EVERY;
+    events = a->n / AHEAD_EVERY + 1;
+    a->read = (fsched_event *)calloc(events, sizeof *a->read);
+    CHECK(a->read != NULL);
+    for (i = 0; i < events; i++) CHECK_OK(fsched_event_init(&a->read[i], 1, 0));
+    ar.a = a;
+    ar.bound = bound;
+    ar.r = FSCHED_ERR_WRONG_STATE;
+    if (from_bound_thread) {
+        ahead_task(&ar);
+    } else {
+        fsched_wait_group wg;
+        CHECK_OK(fsched_wait_group_init(&wg));
+        CHECK_OK(fsched_wait_group_spawn(&wg, s, ahead_task, &ar));
+        CHECK_OK(fsched_wait_group_wait(&wg));
+        CHECK_OK(fsched_wait_group_destroy(&wg));
+    }
+    CHECK_OK(ar.r);
+    CHECK_EQ_U64(a->out_next, a->n);
+    CHECK(!a->out_bad && !a->serial_bad);
+    CHECK(LOAD(&a->max_in_flight) <= bound);
+    CHECK_EQ_U64(LOAD(&a->in_flight), 0);
+    for (i = 0; i < events; i++) CHECK_OK(fsched_event_destroy(&a->read[i]));
+    free(a->read);
+    free(a);
+}
+
+static void test_linear_waiting_stages(fsched_sched *s) {
+    ahead_check(s, 4, 0);
+    ahead_check(s, 64, 0);
+#if TEST_THREADS
+    { /* one worker: the input stays with the worker that carries an item, but while
+         that item's stage waits */
+        fsched_sched *one = test_sched_new(1);
+        ahead_check(one, 4, 0);
+        ahead_check(one, 3, 0);
+        CHECK_OK(fsched_bind(one)); /* a bound thread's own stage calls */
+        ahead_check(one, 4, 1);
+        CHECK_OK(fsched_unbind());
+        test_sched_free(one);
+    }
+#endif
+}
+
 static void *stop_at_once(void *user, void *item, int *stop) {
     (void)user;
     (void)item;
@@ -1340,6 +1478,7 @@ int main(void) {
     test_short_nodes_stay(s);
     test_advance_waits_for_node(s);
     test_linear(s);
+    test_linear_waiting_stages(s);
     test_linear_stall_report(s);
     test_linear_bad_input(s);
     test_sched_free(s);
