@@ -1854,7 +1854,11 @@ FIBERSCHED_API fsched_result fsched_pipeline_describe(const fsched_pipeline *p,
    first stage is always serial and in order. The stages run on the scheduler's loops,
    never on the caller's fiber, which waits: a worker carries an item through the stages
    in place, then reads the next one itself, unless another worker took the input
-   meanwhile (a stage call of a microsecond or more offers it to them). */
+   meanwhile: around the calls of a stage that takes a microsecond or more, as timed on
+   every 64th item, it is offered to them (a stage that turns long runs up to about 128
+   items more before other workers join; one whose timed items are short and the others
+   long keeps them out). A stage must not spin, without a scheduler call, until a later
+   item arrives: the input may be held by the spinning worker. */
 
 typedef enum fsched_stage_mode {
     FSCHED_STAGE_SERIAL_IN_ORDER = 0,
