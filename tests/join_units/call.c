@@ -8,19 +8,8 @@
 #include "units.h"
 
 void units_fib_call(void *p) {
-    units_fib *f = (units_fib *)p, x, y;
-    f->status = FSCHED_OK;
-    if (f->n < 2) {
-        f->r = f->n;
-        return;
-    }
-    x.n = f->n - 1;
-    y.n = f->n - 2;
     /* the inline path's unit next, then this one's again */
-    f->status = fsched_join(units_fib_inline, &x, units_fib_call, &y);
-    f->r = x.r + y.r;
-    if (x.status != FSCHED_OK) f->status = x.status;
-    if (y.status != FSCHED_OK) f->status = y.status;
+    UNITS_FIB((units_fib *)p, units_fib_inline, units_fib_call);
 }
 
 int units_join_is_inline_here(void) {

@@ -30,22 +30,14 @@ static long fib_known(int n) {
 }
 
 void units_fib_inline(void *p) {
-    units_fib *f = (units_fib *)p, x, y;
-    f->status = FSCHED_OK;
-    if (f->n < 2) {
-        f->r = f->n;
+    units_fib *f = (units_fib *)p;
+#if defined(JOIN_UNITS_CPP)
+    if (f->n % 3 == 0) {
+        UNITS_FIB(f, units_fib_cpp, units_fib_call);
         return;
     }
-    x.n = f->n - 1;
-    y.n = f->n - 2;
-#if defined(JOIN_UNITS_CPP)
-    f->status = fsched_join(f->n % 3 ? units_fib_inline : units_fib_cpp, &x, units_fib_call, &y);
-#else
-    f->status = fsched_join(units_fib_inline, &x, units_fib_call, &y);
 #endif
-    f->r = x.r + y.r;
-    if (x.status != FSCHED_OK) f->status = x.status;
-    if (y.status != FSCHED_OK) f->status = y.status;
+    UNITS_FIB(f, units_fib_inline, units_fib_call);
 }
 
 /* Whether the inline path would queue on the calling thread's ring: a worker thread's,
