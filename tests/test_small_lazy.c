@@ -14,6 +14,7 @@
 
 #include "check.h"
 
+#if defined(FSCHED__HAVE_PAGES) && !defined(FSCHED__ASAN) && !defined(FSCHED__TSAN)
 static fsched_event go;
 static uint64_t sum, count;
 
@@ -24,7 +25,6 @@ static void blocked(void *p) {
     __atomic_fetch_add(&count, 1, __ATOMIC_RELAXED);
 }
 
-#if defined(FSCHED__HAVE_PAGES) && !defined(FSCHED__ASAN) && !defined(FSCHED__TSAN)
 static void block_many(void) {
     const uint64_t n = 200000;
     fsched_desc d;
