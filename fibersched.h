@@ -10898,24 +10898,17 @@ static FSCHED__ALWAYS_INLINE void fsched__join_on(fsched__worker *w, void (*a)(v
         fsched__join_rest(&j);
 }
 
-/* A bound thread's join (it has no inline path): counted while it runs in the thread's
-   own code (fsched__own_call_begin). */
-static FSCHED__NOINLINE void fsched__join_bound(fsched__worker *w, void (*a)(void *), void *arg_a,
-                                                void (*b)(void *), void *arg_b) {
-    int counted = fsched__own_call_begin(w);
-    fsched__join_on(w, a, arg_a, b, arg_b);
-    fsched__own_call_end(w, counted);
-}
-
 /* fsched_join as a call (the inline path's fallback, and the whole of it for bound
    threads and where there is none). */
 FIBERSCHED_API fsched_result(fsched_join)(void (*a)(void *arg), void *arg_a,
                                           void (*b)(void *arg), void *arg_b) {
     fsched__worker *w = fsched__tls_thread.worker;
+    int counted;
     if (FSCHED__UNLIKELY(!w || fsched__tls_thread.in_hook || !a || !b))
         return fsched__join_elsewhere(a, arg_a, b, arg_b);
-    if (FSCHED__UNLIKELY(w->bound)) fsched__join_bound(w, a, arg_a, b, arg_b);
-    else fsched__join_on(w, a, arg_a, b, arg_b);
+    counted = fsched__own_call_begin(w); /* a bound thread's, which has no inline path */
+    fsched__join_on(w, a, arg_a, b, arg_b);
+    if (FSCHED__UNLIKELY(counted)) fsched__own_call_end(w, counted);
     return FSCHED_OK;
 }
 
