@@ -4129,6 +4129,9 @@ static void fsched__mpu_guard_arm(const fsched_fiber *to) {
 }
 #endif
 
+#define FSCHED__FIBER_RECORD_BYTES \
+    ((sizeof(struct fsched_fiber) + FSCHED__CACHE_LINE - 1) & ~(size_t)(FSCHED__CACHE_LINE - 1))
+
 #if defined(FSCHED__HAVE_PAGES)
 /* ---- slabs: stacks carved from mappings shared by many of them ----
    A slot is [stack][fiber record][canary of the slot above], a whole number of pages:
@@ -4144,14 +4147,24 @@ static void fsched__mpu_guard_arm(const fsched_fiber *to) {
    mapping is one range of memory (no guard splits it), reserved as address space: a
    stack costs only the pages its fiber touches. A freed slot joins the free list
    through its record's place; mappings are kept for the process's life.
-   Small stacks (FSCHED_STACK_SMALL) take slots of their own classes, a page or a power of
-   two fraction of one, so that several share a page and none crosses one: a slot is
+   Small stacks (FSCHED_STACK_SMALL) take slots of their own classes, the small unit (a
+   page, where one holds the smallest small stack with its record) or a power of two
+   fraction of it, so that several share a page and none crosses one: a slot is
    [canary][stack][fiber record], and a fiber touches the one page it lies in. Their
-   mappings hold FSCHED__SLAB_SLOTS pages. */
-#define FSCHED__SLAB_SLOTS 64u  /* slots per mapping (pages, for small slots) */
+   mappings hold FSCHED__SLAB_SLOTS units. */
+#define FSCHED__SLAB_SLOTS 64u  /* slots per mapping (units, for small slots) */
 #define FSCHED__SLAB_RUN 16u    /* fresh slots a run takes from the mapping */
 #define FSCHED__SLAB_RUNS 4u    /* runs per class; threads share them round-robin */
 #define FSCHED__SLAB_CLASSES 8u
+
+/* The largest slot of small stacks: a page, or as many as hold the smallest small stack
+   with its fiber's record and canary (a record with a ucontext_t can fill a page alone:
+   aarch64's holds 4 KiB of vector state). */
+static size_t fsched__small_unit(void) {
+    return fsched__round_up(FIBERSCHED_MIN_SMALL_STACK_SIZE + FSCHED__FIBER_RECORD_BYTES +
+                                FSCHED__CANARY_BYTES,
+                            fsched__page_size());
+}
 
 typedef struct fsched__slab_span {
     unsigned char *next, *end; /* fresh slots, bottom up */
@@ -4212,15 +4225,15 @@ static fsched__slab_class *fsched__slab_class_of(size_t size, int small) {
     return NULL;
 }
 
-/* A slot of `size` bytes (a multiple of the page size; for small stacks, a page or a
-   fraction of one), or NULL: out of memory, or more distinct sizes than classes. */
+/* A slot of `size` bytes (a multiple of the page size; for small stacks, the small unit
+   or a fraction of it), or NULL: out of memory, or more distinct sizes than classes. */
 static void *fsched__slab_take(size_t size, int small) {
     fsched__thread *t = fsched__thread_get();
     fsched__slab_class *c;
     fsched__slab_span *run = NULL;
     unsigned char *slot = NULL, *map = NULL;
     size_t lead = fsched__page_size(),
-           bytes = lead + (small ? lead : size) * FSCHED__SLAB_SLOTS;
+           bytes = lead + (small ? fsched__small_unit() : size) * FSCHED__SLAB_SLOTS;
     int flags;
     if (!t->slab_run) /* relaxed: only a spread of threads over runs, any order does */
         t->slab_run = 1u + FSCHED__FETCH_ADD(&fsched__slab_threads, 1u, FSCHED__RELAXED);
@@ -4279,14 +4292,12 @@ static void fsched__slab_give(void *slot, size_t size, int small) {
 }
 #endif
 
-#define FSCHED__FIBER_RECORD_BYTES \
-    ((sizeof(struct fsched_fiber) + FSCHED__CACHE_LINE - 1) & ~(size_t)(FSCHED__CACHE_LINE - 1))
-
-/* The largest small stack: a page with the fiber's record and the canary (without pages,
-   no bound: the kind is refused). */
+/* The largest small stack: the largest slot with the fiber's record and the canary
+   (without pages, no bound: the kind is refused). */
 static size_t fsched__small_stack_max(void) {
 #if defined(FSCHED__HAVE_PAGES)
-    return (fsched__page_size() - FSCHED__FIBER_RECORD_BYTES - FSCHED__CANARY_BYTES) & ~(size_t)15;
+    return (fsched__small_unit() - FSCHED__FIBER_RECORD_BYTES - FSCHED__CANARY_BYTES) &
+           ~(size_t)15;
 #else
     return SIZE_MAX / 4;
 #endif
@@ -4386,15 +4397,15 @@ static fsched_fiber *fsched__stack_from_slab(size_t usable, size_t *size) {
     return f;
 }
 
-/* A small slab slot for a stack of at least `usable` bytes: the smallest page, or power of
-   two fraction of one, that holds it with f's record and a canary; the stack takes the
+/* A small slab slot for a stack of at least `usable` bytes: the smallest small unit, or
+   power of two fraction of one, that holds it with f's record and a canary; the stack takes the
    rest of the slot. It is painted (it lies in the one page the record touches anyway), so
    that fsched_fiber_stack_used tells how deep it was used. */
 static fsched_fiber *fsched__stack_from_small(size_t usable, size_t *size) {
     size_t need = usable + FSCHED__FIBER_RECORD_BYTES + FSCHED__CANARY_BYTES;
     unsigned char *mem;
     fsched_fiber *f;
-    *size = fsched__page_size();
+    *size = fsched__small_unit();
     while (*size / 2 >= need) *size /= 2;
     mem = (unsigned char *)fsched__slab_take(*size, 1);
     if (!mem) return NULL;
