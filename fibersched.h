@@ -6851,12 +6851,45 @@ static fsched__worker *fsched__place_target(fsched_sched *s, fsched__worker *sel
     return pick;
 }
 
+/* Owner: a placed job of w's own of `level`: high or low from its deque of that level;
+   normal from the nodes kept here, then from its affinity queue. NULL: none. */
+static fsched__job *fsched__placed_take(fsched__worker *w, uint32_t level) {
+    fsched__placed *p = w->local;
+    int emptied;
+    if (level != FSCHED__LEVEL_NORMAL) {
+        fsched__cl *q = level == FSCHED__LEVEL_HIGH ? &w->high : &w->low;
+        return fsched__cl_looks_empty(q) ? NULL : fsched__cl_take(q, &emptied);
+    }
+    if (p) {
+        w->local = p->next;
+        return &p->job;
+    }
+    p = fsched__affine_take(&w->affine, w->index, !w->bound);
+    return p ? &p->job : NULL;
+}
+
+/* The scheduling loop takes placed jobs through a pointer that the first placement sets
+   (the nodes a pipeline keeps on a slot were placed first), so that a program that
+   places none does not link that code (microcontrollers). */
+typedef fsched__job *fsched__placed_taker(fsched__worker *w, uint32_t level);
+static fsched__placed_taker *fsched__placed_linked;
+
+/* Relaxed, the load: the pointer is stored before the first placed job is queued; a slot
+   finds a placed job queued by its own thread, or by another that notified it after
+   (its latch's acquire makes the store visible), and takes it then. */
+static inline fsched__placed_taker *fsched__placed_used(void) {
+    return FSCHED__LOAD(&fsched__placed_linked, FSCHED__RELAXED);
+}
+
 /* Queues a placed job from `self` (a slot of s, or NULL outside it, which then holds s):
    in an affinity queue when only some slots may run it, else on the caller's deque of
    its level (the injector from outside). 0 when it cannot be queued: out of memory, no
    allowed slot, or its only slot has unbound. */
 static int fsched__place(fsched_sched *s, fsched__worker *self, fsched__placed *p) {
     fsched__job *job = &p->job;
+    /* relaxed: every slot that may find the job is told of it after (see above) */
+    if (!fsched__placed_used())
+        FSCHED__STORE(&fsched__placed_linked, &fsched__placed_take, FSCHED__RELAXED);
     if (p->slot >= 0 || p->workers) {
         fsched__worker *target = fsched__place_target(s, self, p);
         if (!target || !fsched__affine_put(&target->affine, p)) return 0;
@@ -6970,26 +7003,18 @@ static fsched__job *fsched__take_injected(fsched__worker *w) {
 /* The next job for w: its own work by level (high, the nodes kept here, placed jobs for
    it, normal, low), then work from outside, then other slots' work. */
 static fsched__job *fsched__find_job(fsched__worker *w) {
+    fsched__placed_taker *placed = fsched__placed_used();
     fsched__job *job;
-    fsched__placed *p;
-    int emptied;
-    if (!fsched__cl_looks_empty(&w->high) && (job = fsched__cl_take(&w->high, &emptied)))
-        return job;
+    if (placed && (job = placed(w, FSCHED__LEVEL_HIGH))) return job;
     if (FSCHED__UNLIKELY(++w->finds == FSCHED__OUTSIDE_EVERY)) {
         w->finds = 0;
         if ((job = fsched__take_injected(w))) return job;
     }
-    if (w->local) {
-        p = w->local;
-        w->local = p->next;
-        return &p->job;
-    }
-    if ((p = fsched__affine_take(&w->affine, w->index, !w->bound))) return &p->job;
+    if (placed && (job = placed(w, FSCHED__LEVEL_NORMAL))) return job;
     if ((job = fsched__pop_job(w))) return job;
     /* frames this slot offered when their fiber blocked (other fibers of it may run them) */
     if (fsched__frames_used() && (job = fsched__frames_used()->steal(w, w))) return job;
-    if (!fsched__cl_looks_empty(&w->low) && (job = fsched__cl_take(&w->low, &emptied)))
-        return job;
+    if (placed && (job = placed(w, FSCHED__LEVEL_LOW))) return job;
     if ((job = fsched__take_injected(w))) return job;
     return fsched__steal(w);
 }
