@@ -4566,6 +4566,7 @@ static fsched_result fsched__pool_take(fsched_stack_pool *pool, fsched_fiber **o
     return FSCHED_OK;
 }
 
+#if FSCHED__THREADS /* for worker threads' spares */
 /* Takes up to max cached blocks at once into out; returns how many. They count as in use
    until given back. */
 static uint32_t fsched__pool_take_cached(fsched_stack_pool *pool, fsched_fiber **out,
@@ -4579,6 +4580,7 @@ static uint32_t fsched__pool_take_cached(fsched_stack_pool *pool, fsched_fiber *
     fsched__mutex_unlock(&pool->lock);
     return n;
 }
+#endif
 
 static void fsched__pool_free_struct(fsched_stack_pool *pool) {
     fsched_allocator a = pool->params.allocator;
@@ -5703,7 +5705,9 @@ typedef struct fsched__task_slab {
 } fsched__task_slab;
 
 /* A slot of the scheduler: a worker thread, or a thread bound with fsched_bind. */
+#if FSCHED__THREADS
 #define FSCHED__SPARE_BATCH 32u /* fiber blocks a worker takes from its pool at once */
+#endif
 
 typedef struct fsched__worker {
     fsched__deque deque;     /* normal work */
@@ -5724,9 +5728,11 @@ typedef struct fsched__worker {
     fsched_fiber *idle;      /* parked in the scheduling loop, ready to take over */
     uint32_t idle_count;
     fsched_fiber *live;      /* every fiber of the slot but the root, for debuggers */
+#if FSCHED__THREADS
     fsched_fiber *spare[2u * FSCHED__SPARE_BATCH]; /* blocks of ended loop fibers, for
                                 new ones: taken from and given to the pool in batches */
     uint32_t spare_count;
+#endif
     uint32_t root_parked;    /* the root waits, parked, for the loop (fsched__schedule) */
     int (*until)(struct fsched__worker *w); /* what the parked root waits for; NULL: the
                                                 scheduler's end (worker threads) */
@@ -6421,6 +6427,49 @@ static void fsched__live_unlink(fsched__worker *w, fsched_fiber *f) {
     fsched__count(w->fibers, -1);
 }
 
+/* Blocks for loop fibers: a worker thread keeps spares of its own, taken from and given
+   back to the pool in batches, one lock per batch, not per fiber (100,000 tasks that block
+   at once take as many fibers); with one thread there is no lock to spare, and the pool
+   is used as it is. */
+#if FSCHED__THREADS
+/* Owner: a block for a new loop fiber of w. */
+static fsched_result fsched__block_take(fsched__worker *w, fsched_fiber **out) {
+    if (!w->spare_count)
+        w->spare_count = fsched__pool_take_cached(w->sched->stacks, w->spare, FSCHED__SPARE_BATCH);
+    if (!w->spare_count) return fsched__pool_take(w->sched->stacks, out);
+    *out = fsched__stack_recycle(w->spare[--w->spare_count]);
+    (*out)->pool = w->sched->stacks;
+    return FSCHED_OK;
+}
+
+/* Owner: the block of an ended loop fiber joins w's spares, and the older half of them
+   goes back to the pool when they are many. */
+static void fsched__block_give(fsched__worker *w, fsched_fiber *f) {
+    w->spare[w->spare_count++] = f;
+    if (w->spare_count == 2u * FSCHED__SPARE_BATCH) {
+        fsched__pool_give_many(w->sched->stacks, w->spare, FSCHED__SPARE_BATCH);
+        memmove(w->spare, w->spare + FSCHED__SPARE_BATCH, FSCHED__SPARE_BATCH * sizeof *w->spare);
+        w->spare_count = FSCHED__SPARE_BATCH;
+    }
+}
+
+/* Owner: w's spares go back to the pool. */
+static void fsched__blocks_release(fsched__worker *w) {
+    fsched__pool_give_many(w->sched->stacks, w->spare, w->spare_count);
+    w->spare_count = 0;
+}
+#else
+static fsched_result fsched__block_take(fsched__worker *w, fsched_fiber **out) {
+    return fsched__pool_take(w->sched->stacks, out);
+}
+
+static void fsched__block_give(fsched__worker *w, fsched_fiber *f) {
+    fsched__pool_give(w->sched->stacks, f);
+}
+
+static void fsched__blocks_release(fsched__worker *w) { (void)w; }
+#endif
+
 /* Owner: a fiber parked in the scheduling loop, from the idle pool or newly made. */
 static fsched_fiber *fsched__idle_take(fsched__worker *w) {
     fsched_fiber *f = w->idle;
@@ -6429,14 +6478,7 @@ static fsched_fiber *fsched__idle_take(fsched__worker *w) {
         w->idle_count--;
         return f;
     }
-    if (!w->spare_count)
-        w->spare_count = fsched__pool_take_cached(w->sched->stacks, w->spare, FSCHED__SPARE_BATCH);
-    if (w->spare_count) {
-        f = fsched__stack_recycle(w->spare[--w->spare_count]);
-        f->pool = w->sched->stacks;
-    } else if (fsched__pool_take(w->sched->stacks, &f) != FSCHED_OK) {
-        return NULL;
-    }
+    if (fsched__block_take(w, &f) != FSCHED_OK) return NULL;
     if (fsched__fiber_prepare(f, fsched__loop_main, "fibersched worker") != FSCHED_OK) {
         fsched__fiber_release(f);
         return NULL;
@@ -6447,18 +6489,11 @@ static fsched_fiber *fsched__idle_take(fsched__worker *w) {
     return f;
 }
 
-/* Owner: ends a loop fiber of w that will never run again; its block joins w's spares,
-   and the older half of them goes back to the pool when they are many: one lock per
-   batch, not per fiber (100,000 tasks that block at once take as many fibers). */
+/* Owner: ends a loop fiber of w that will never run again and keeps its block. */
 static void fsched__spare_add(fsched__worker *w, fsched_fiber *f) {
     fsched__live_unlink(w, f);
     fsched__fiber_end(f);
-    w->spare[w->spare_count++] = f;
-    if (w->spare_count == 2u * FSCHED__SPARE_BATCH) {
-        fsched__pool_give_many(w->sched->stacks, w->spare, FSCHED__SPARE_BATCH);
-        memmove(w->spare, w->spare + FSCHED__SPARE_BATCH, FSCHED__SPARE_BATCH * sizeof *w->spare);
-        w->spare_count = FSCHED__SPARE_BATCH;
-    }
+    fsched__block_give(w, f);
 }
 
 /* Owner: parks the running fiber before a switch: a loop fiber in the idle pool (or
@@ -6560,8 +6595,7 @@ static void fsched__release_fibers(fsched__worker *w) {
     w->idle = NULL;
     w->idle_count = 0;
     fsched__after_switch(w);
-    fsched__pool_give_many(w->sched->stacks, w->spare, w->spare_count);
-    w->spare_count = 0;
+    fsched__blocks_release(w);
 }
 
 /* ---- timers: a binary min-heap of waiting fibers by deadline --------------------- */
