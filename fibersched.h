@@ -14896,22 +14896,30 @@ static fsched_result fsched__lp_check(const fsched_logger *logger, const fsched_
 }
 
 /* A run of the stages on w's scheduler, its records free and its input ready; 0 for want
-   of memory. */
+   of memory (also for more records than a size_t counts in bytes, whose size would wrap
+   round to a small block). */
 static int fsched__lp_make(fsched__lp *lp, const fsched_parallel_pipeline_desc *d,
-                           const fsched_stage *stages, size_t n_stages, fsched__worker *w) {
+                           const fsched_stage *stages, size_t n_stages, fsched__worker *w,
+                           const fsched_logger *logger) {
     const fsched_allocator *a = &w->sched->allocator;
     size_t i, n = d->max_in_flight ? d->max_in_flight
                                    : 4u * (w->sched->n_threads ? w->sched->n_threads : 1u);
+    int too_many = n > SIZE_MAX / sizeof *lp->records || n_stages > SIZE_MAX / sizeof *lp->st;
     memset(lp, 0, sizeof *lp);
     lp->stages = stages;
     lp->n = n_stages;
     lp->name = d->name && *d->name ? d->name : "pipeline";
     lp->n_records = n;
-    lp->st = (fsched__lp_stage *)fsched__alloc(a, n_stages * sizeof *lp->st, sizeof(void *));
-    lp->records = (fsched__lp_item *)fsched__alloc(a, n * sizeof *lp->records, sizeof(void *));
+    if (!too_many) {
+        lp->st = (fsched__lp_stage *)fsched__alloc(a, n_stages * sizeof *lp->st, sizeof(void *));
+        lp->records = (fsched__lp_item *)fsched__alloc(a, n * sizeof *lp->records, sizeof(void *));
+    }
     if (!lp->st || !lp->records) {
         fsched__free(a, lp->st, n_stages * sizeof *lp->st, sizeof(void *));
         fsched__free(a, lp->records, n * sizeof *lp->records, sizeof(void *));
+        fsched__log(logger, FSCHED_LOG_ERROR,
+                    "fsched_parallel_pipeline: no memory for the records of %lu items in "
+                    "flight (max_in_flight)", (unsigned long)n);
         return 0;
     }
     memset(lp->st, 0, n_stages * sizeof *lp->st);
@@ -14991,7 +14999,7 @@ FIBERSCHED_API fsched_result fsched_parallel_pipeline_run(const fsched_parallel_
         c.n_stages = n_stages;
         return fsched__call_outside(fsched__lp_again, &c, "fsched_parallel_pipeline");
     }
-    if (!fsched__lp_make(&lp, &d, stages, n_stages, w)) return FSCHED_ERR_OUT_OF_MEMORY;
+    if (!fsched__lp_make(&lp, &d, stages, n_stages, w, logger)) return FSCHED_ERR_OUT_OF_MEMORY;
     fsched__lp_log_counts(&lp, &d, "started: ", n_stages, " stages, at most ", lp.n_records,
                           " items in flight");
     fsched__lp_queue(w, &lp.input); /* the caller's fiber watches for stalls */
