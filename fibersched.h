@@ -4338,6 +4338,12 @@ static fsched_result fsched__stack_params_resolve(size_t stack_size, size_t guar
     if ((unsigned)kind > (unsigned)FSCHED_STACK_SMALL)
         return FSCHED__MISUSE(&out->logger, FSCHED_ERR_INVALID_ARGUMENT,
                               "unknown stack kind %d", (int)kind);
+#if !defined(FSCHED__HAVE_PAGES)
+    /* before the sizes: a small stack's have no bound here, and none would make it work */
+    if (kind == FSCHED_STACK_PAGES || kind == FSCHED_STACK_SLAB || kind == FSCHED_STACK_SMALL)
+        return FSCHED__MISUSE(&out->logger, FSCHED_ERR_UNSUPPORTED,
+                              "page-allocated stacks need an operating system");
+#endif
     if (kind == FSCHED_STACK_SMALL) {
         out->stack_size = stack_size ? stack_size : FIBERSCHED_MIN_SMALL_STACK_SIZE;
         if (out->stack_size < FIBERSCHED_MIN_SMALL_STACK_SIZE ||
@@ -4370,9 +4376,6 @@ static fsched_result fsched__stack_params_resolve(size_t stack_size, size_t guar
                                        not on a small fiber's that needs one */
     }
 #else
-    if (kind == FSCHED_STACK_PAGES || kind == FSCHED_STACK_SLAB || kind == FSCHED_STACK_SMALL)
-        return FSCHED__MISUSE(&out->logger, FSCHED_ERR_UNSUPPORTED,
-                              "page-allocated stacks need an operating system");
     out->kind = FSCHED_STACK_HEAP;
 #endif
     if (out->kind != FSCHED_STACK_PAGES) out->guard_size = 0;
