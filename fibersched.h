@@ -5055,8 +5055,13 @@ static void fsched__overflow_signal(int sig, siginfo_t *info, void *uctx) {
     fsched_fiber *f = fsched__tls_thread.current;
     uintptr_t addr = (uintptr_t)info->si_addr;
     struct sigaction *old = sig == SIGSEGV ? &fsched__overflow_old_segv : &fsched__overflow_old_bus;
-    if (f && !f->is_root && f->params.guard_size && addr >= (uintptr_t)f->mem &&
-        addr < (uintptr_t)f->stack_lo) {
+    int in_guard = f && !f->is_root && f->params.guard_size && addr >= (uintptr_t)f->mem &&
+                   addr < (uintptr_t)f->stack_lo;
+    /* a stack with a canary instead of a guard: an overflow that went on past the canary,
+       over what lies below (another stack, the record of its fiber), faults before the next
+       check would see the canary */
+    int past_canary = f && !f->is_root && fsched__has_canary(f) && !fsched__canary_intact(f);
+    if (in_guard || past_canary) {
         char msg[384], *p = msg, *end = msg + sizeof msg - 1;
         struct sigaction dfl;
         ssize_t unused;
@@ -5064,7 +5069,9 @@ static void fsched__overflow_signal(int sig, siginfo_t *info, void *uctx) {
         p = fsched__sig_put_overflow(p, end, f);
         p = fsched__sig_put(p, end, ": fault at ");
         p = fsched__sig_hex(p, end, addr);
-        p = fsched__sig_put(p, end, " in the guard below its stack [");
+        p = fsched__sig_put(p, end, in_guard ? " in the guard below its stack ["
+                                             : " after the canary below its stack was "
+                                               "overwritten [");
         p = fsched__sig_hex(p, end, (uintptr_t)f->stack_lo);
         p = fsched__sig_put(p, end, ", ");
         p = fsched__sig_hex(p, end, (uintptr_t)f->stack_hi);
