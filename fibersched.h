@@ -4338,6 +4338,12 @@ static fsched_result fsched__stack_params_resolve(size_t stack_size, size_t guar
     if ((unsigned)kind > (unsigned)FSCHED_STACK_SMALL)
         return FSCHED__MISUSE(&out->logger, FSCHED_ERR_INVALID_ARGUMENT,
                               "unknown stack kind %d", (int)kind);
+#if !defined(FSCHED__HAVE_PAGES)
+    /* before the sizes: a small stack's have no bound here, and none would make it work */
+    if (kind == FSCHED_STACK_PAGES || kind == FSCHED_STACK_SLAB || kind == FSCHED_STACK_SMALL)
+        return FSCHED__MISUSE(&out->logger, FSCHED_ERR_UNSUPPORTED,
+                              "page-allocated stacks need an operating system");
+#endif
     if (kind == FSCHED_STACK_SMALL) {
         out->stack_size = stack_size ? stack_size : FIBERSCHED_MIN_SMALL_STACK_SIZE;
         if (out->stack_size < FIBERSCHED_MIN_SMALL_STACK_SIZE ||
@@ -4370,9 +4376,6 @@ static fsched_result fsched__stack_params_resolve(size_t stack_size, size_t guar
                                        not on a small fiber's that needs one */
     }
 #else
-    if (kind == FSCHED_STACK_PAGES || kind == FSCHED_STACK_SLAB || kind == FSCHED_STACK_SMALL)
-        return FSCHED__MISUSE(&out->logger, FSCHED_ERR_UNSUPPORTED,
-                              "page-allocated stacks need an operating system");
     out->kind = FSCHED_STACK_HEAP;
 #endif
     if (out->kind != FSCHED_STACK_PAGES) out->guard_size = 0;
@@ -5054,8 +5057,13 @@ static void fsched__overflow_signal(int sig, siginfo_t *info, void *uctx) {
     fsched_fiber *f = fsched__tls_thread.current;
     uintptr_t addr = (uintptr_t)info->si_addr;
     struct sigaction *old = sig == SIGSEGV ? &fsched__overflow_old_segv : &fsched__overflow_old_bus;
-    if (f && !f->is_root && f->params.guard_size && addr >= (uintptr_t)f->mem &&
-        addr < (uintptr_t)f->stack_lo) {
+    int in_guard = f && !f->is_root && f->params.guard_size && addr >= (uintptr_t)f->mem &&
+                   addr < (uintptr_t)f->stack_lo;
+    /* a stack with a canary instead of a guard: an overflow that went on past the canary,
+       over what lies below (another stack, the record of its fiber), faults before the next
+       check would see the canary */
+    int past_canary = f && !f->is_root && fsched__has_canary(f) && !fsched__canary_intact(f);
+    if (in_guard || past_canary) {
         char msg[384], *p = msg, *end = msg + sizeof msg - 1;
         struct sigaction dfl;
         ssize_t unused;
@@ -5063,7 +5071,9 @@ static void fsched__overflow_signal(int sig, siginfo_t *info, void *uctx) {
         p = fsched__sig_put_overflow(p, end, f);
         p = fsched__sig_put(p, end, ": fault at ");
         p = fsched__sig_hex(p, end, addr);
-        p = fsched__sig_put(p, end, " in the guard below its stack [");
+        p = fsched__sig_put(p, end, in_guard ? " in the guard below its stack ["
+                                             : " after the canary below its stack was "
+                                               "overwritten [");
         p = fsched__sig_hex(p, end, (uintptr_t)f->stack_lo);
         p = fsched__sig_put(p, end, ", ");
         p = fsched__sig_hex(p, end, (uintptr_t)f->stack_hi);
@@ -14955,22 +14965,30 @@ static fsched_result fsched__lp_check(const fsched_logger *logger, const fsched_
 }
 
 /* A run of the stages on w's scheduler, its records free and its input ready; 0 for want
-   of memory. */
+   of memory (also for more records than a size_t counts in bytes, whose size would wrap
+   round to a small block). */
 static int fsched__lp_make(fsched__lp *lp, const fsched_parallel_pipeline_desc *d,
-                           const fsched_stage *stages, size_t n_stages, fsched__worker *w) {
+                           const fsched_stage *stages, size_t n_stages, fsched__worker *w,
+                           const fsched_logger *logger) {
     const fsched_allocator *a = &w->sched->allocator;
     size_t i, n = d->max_in_flight ? d->max_in_flight
                                    : 4u * (w->sched->n_threads ? w->sched->n_threads : 1u);
+    int too_many = n > SIZE_MAX / sizeof *lp->records || n_stages > SIZE_MAX / sizeof *lp->st;
     memset(lp, 0, sizeof *lp);
     lp->stages = stages;
     lp->n = n_stages;
     lp->name = d->name && *d->name ? d->name : "pipeline";
     lp->n_records = n;
-    lp->st = (fsched__lp_stage *)fsched__alloc(a, n_stages * sizeof *lp->st, sizeof(void *));
-    lp->records = (fsched__lp_item *)fsched__alloc(a, n * sizeof *lp->records, sizeof(void *));
+    if (!too_many) {
+        lp->st = (fsched__lp_stage *)fsched__alloc(a, n_stages * sizeof *lp->st, sizeof(void *));
+        lp->records = (fsched__lp_item *)fsched__alloc(a, n * sizeof *lp->records, sizeof(void *));
+    }
     if (!lp->st || !lp->records) {
         fsched__free(a, lp->st, n_stages * sizeof *lp->st, sizeof(void *));
         fsched__free(a, lp->records, n * sizeof *lp->records, sizeof(void *));
+        fsched__log(logger, FSCHED_LOG_ERROR,
+                    "fsched_parallel_pipeline: no memory for the records of %lu items in "
+                    "flight (max_in_flight)", (unsigned long)n);
         return 0;
     }
     memset(lp->st, 0, n_stages * sizeof *lp->st);
@@ -15050,7 +15068,7 @@ FIBERSCHED_API fsched_result fsched_parallel_pipeline_run(const fsched_parallel_
         c.n_stages = n_stages;
         return fsched__call_outside(fsched__lp_again, &c, "fsched_parallel_pipeline");
     }
-    if (!fsched__lp_make(&lp, &d, stages, n_stages, w)) return FSCHED_ERR_OUT_OF_MEMORY;
+    if (!fsched__lp_make(&lp, &d, stages, n_stages, w, logger)) return FSCHED_ERR_OUT_OF_MEMORY;
     fsched__lp_log_counts(&lp, &d, "started: ", n_stages, " stages, at most ", lp.n_records,
                           " items in flight");
     fsched__lp_queue(w, &lp.input); /* the caller's fiber watches for stalls */

@@ -576,6 +576,12 @@ static void test_small_stacks(void) { /* no pages without an OS (Windows fibers:
     d.stack_size = 0;
     CHECK_RESULT(fsched_fiber_create(&d, slab_body, NULL, &f), FSCHED_ERR_UNSUPPORTED);
     CHECK(f == NULL);
+    /* any size: the kind is what is refused, not a size checked against no bound */
+    d.stack_size = 1;
+    CHECK_RESULT(fsched_fiber_create(&d, slab_body, NULL, &f), FSCHED_ERR_UNSUPPORTED);
+    d.stack_size = SIZE_MAX;
+    CHECK_RESULT(fsched_fiber_create(&d, slab_body, NULL, &f), FSCHED_ERR_UNSUPPORTED);
+    CHECK(f == NULL);
 #endif
 }
 

@@ -547,6 +547,31 @@ static void small_fiber_overflows(void) {
     fprintf(stderr, "small stacks: the overflow went unseen\n");
 }
 
+/* An overflow of a small stack that goes on past its canary (over the stacks below) until
+   it faults, before any switch checks the canary: the fault is reported as the overflow. */
+static void small_fault_body(void *arg) {
+    volatile int *page = (volatile int *)arg;
+    memset(stack_lo_here() - 16, 0, 16);
+    *page = 1;
+}
+
+static void small_fiber_faults(void) {
+    fsched_fiber_desc d;
+    fsched_fiber *f;
+    void *page = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(page != MAP_FAILED);
+    CHECK_OK(fsched_install_overflow_handler());
+    memset(&d, 0, sizeof d);
+    d.stack_kind = FSCHED_STACK_SMALL;
+    d.name = "small faulter";
+    CHECK_OK(fsched_fiber_create(&d, small_fault_body, page, &f));
+#if FIBERSCHED_VALGRIND
+    VALGRIND_DISABLE_ERROR_REPORTING; /* the fault is the point of the test */
+#endif
+    CHECK_OK(fsched_fiber_switch(f));
+    fprintf(stderr, "small stacks: no fault\n");
+}
+
 static void test_canary(void) {
     char expected[160];
     child_result r = run_child(smashed_canary);
@@ -562,6 +587,11 @@ static void test_canary(void) {
     expect_signal(&r, SIGABRT, SIGABRT, expected);
     r = run_child(small_fiber_overflows);
     expect_signal(&r, SIGABRT, SIGABRT, "stack overflow in fiber 'small diver'");
+    r = run_child(small_fiber_faults);
+    snprintf(expected, sizeof expected,
+             "stack overflow in fiber 'small faulter' (a stack of %lu bytes): fault at ",
+             (unsigned long)FIBERSCHED_MIN_SMALL_STACK_SIZE);
+    expect_signal(&r, SIGSEGV, SIGBUS, expected);
 #else
     (void)expected;
 #endif

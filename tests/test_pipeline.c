@@ -1320,7 +1320,7 @@ static void *stop_at_once(void *user, void *item, int *stop) {
 }
 
 typedef struct lin_bad {
-    fsched_result no_stages, null_fn, bad_mode, empty;
+    fsched_result no_stages, null_fn, bad_mode, empty, wrapping, most;
 } lin_bad;
 
 static void lin_bad_task(void *p) {
@@ -1335,6 +1335,10 @@ static void lin_bad_task(void *p) {
     st[0].mode = FSCHED_STAGE_SERIAL_IN_ORDER;
     st[1].fn = lin_output;
     lb->empty = fsched_parallel_pipeline(4, st, 2); /* no items at all */
+    /* records for more items than a size_t counts in bytes: their size wraps round to a
+       small block, which writing the records overran */
+    lb->wrapping = fsched_parallel_pipeline(SIZE_MAX / sizeof(fsched__lp_item) + 2, st, 2);
+    lb->most = fsched_parallel_pipeline(SIZE_MAX, st, 2);
 }
 
 /* ---- a linear pipeline's log and stall report: the fifth item blocks in the serial
@@ -1460,6 +1464,8 @@ static void test_linear_bad_input(fsched_sched *s) {
     CHECK_RESULT(lb.null_fn, FSCHED_ERR_INVALID_ARGUMENT);
     CHECK_RESULT(lb.bad_mode, FSCHED_ERR_INVALID_ARGUMENT);
     CHECK_OK(lb.empty);
+    CHECK_RESULT(lb.wrapping, FSCHED_ERR_OUT_OF_MEMORY);
+    CHECK_RESULT(lb.most, FSCHED_ERR_OUT_OF_MEMORY);
 }
 
 int main(void) {
