@@ -4303,24 +4303,68 @@ static size_t fsched__small_stack_max(void) {
 #endif
 }
 
-/* Binds now the system's functions that the scheduler calls on a task's stack (a new slab
-   mapping when a task blocks, a wake, the clock), so that a program linked for lazy
-   binding does not bind them there: the dynamic linker saves the vector registers on the
-   caller's stack, up to 3 KiB on x86-64 with AVX-512, more than a small stack holds.
-   Each call does nothing. */
+/* Binds now the system's functions that the scheduler calls on a task's stack, or on a
+   loop fiber's (which has the tasks' kind of stack): slab mappings, wakes, the clock,
+   locks, copies (a timer heap that grows), the poller (made at the first fd wait) and
+   its polls, so that a program linked for lazy binding does not bind them there: the
+   dynamic linker saves the vector registers on the caller's stack, up to 3 KiB on x86-64
+   with AVX-512, more than a small stack holds. Each call does nothing, or fails. */
 static void fsched__bind_system_now(void) {
 #if defined(FSCHED__HAVE_PAGES) && defined(FSCHED__OS_POSIX)
     static uint32_t done;
     struct timespec ts;
+    char buf[16] = {0};
+    volatile size_t none = 0; /* copies of a size the compiler cannot see: calls */
+    const char *volatile text = "";
+    fsched__mutex m;
+    int saved;
     /* relaxed: the calls are harmless twice; the flag only spares repeating them */
     if (FSCHED__EXCHANGE(&done, 1u, FSCHED__RELAXED)) return;
+    saved = errno; /* the caller's, which the failing calls below overwrite */
     (void)munmap(NULL, 0);                                               /* EINVAL */
     (void)mmap(NULL, 0, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0); /* EINVAL */
+    fsched__pages_discard(buf, 0);
     (void)clock_gettime(CLOCK_MONOTONIC, &ts);
     fsched__os_yield();
+    fsched__os_sleep(0);
 #if defined(FSCHED__PARKER_FUTEX)
     fsched__futex_wake(&done); /* nobody sleeps on it */
 #endif
+    memcpy(buf, buf + 8, none);
+    memmove(buf, buf + 1, none);
+    memset(buf, 0, none);
+    fsched__mutex_init(&m);
+    fsched__mutex_lock(&m);
+    fsched__mutex_unlock(&m);
+    fsched__mutex_destroy(&m);
+#if defined(PTHREAD_RWLOCK_INITIALIZER)
+    {
+        pthread_rwlock_t l = PTHREAD_RWLOCK_INITIALIZER;
+        (void)pthread_rwlock_rdlock(&l);
+        (void)pthread_rwlock_unlock(&l);
+        (void)pthread_rwlock_wrlock(&l);
+        (void)pthread_rwlock_unlock(&l);
+    }
+#endif
+#if defined(FSCHED__IO)
+    (void)read(-1, buf, 0);  /* EBADF */
+    (void)write(-1, buf, 0); /* EBADF */
+    (void)close(-1);         /* EBADF */
+    (void)fcntl(-1, F_GETFD); /* EBADF */
+    (void)poll(NULL, 0, 0);
+    (void)pthread_atfork(NULL, NULL, NULL);
+#if defined(FSCHED__IO_EPOLL)
+    {
+        struct epoll_event ev;
+        memset(&ev, 0, sizeof ev);
+        (void)epoll_create1(-1);                        /* EINVAL */
+        (void)eventfd(0, -1);                           /* EINVAL */
+        (void)epoll_ctl(-1, EPOLL_CTL_ADD, -1, &ev);    /* EBADF */
+        (void)epoll_wait(-1, &ev, 1, 0);                /* EBADF */
+    }
+#endif
+#endif
+    errno = saved + (int)strlen(text);
 #endif
 }
 
