@@ -2062,6 +2062,9 @@ FIBERSCHED_API int fsched_pipeline_finished(const fsched_pipeline *p);
 #ifndef FIBERSCHED_MIN_SMALL_STACK_SIZE
 #define FIBERSCHED_MIN_SMALL_STACK_SIZE 1024u
 #endif
+#if FIBERSCHED_MIN_SMALL_STACK_SIZE < 256 || FIBERSCHED_MIN_SMALL_STACK_SIZE > 65536
+#error "fibersched: FIBERSCHED_MIN_SMALL_STACK_SIZE is 256 to 65536 bytes"
+#endif
 
 #if !defined(FIBERSCHED_VALGRIND)
 #if defined(__has_include)
