@@ -212,7 +212,8 @@ static void leave_inside(void *p) {
     l->destroy = fsched_destroy(l->s);
 }
 
-static void leave_b(void *p) { ((leaving *)p)->b_runs++; }
+/* both halves of a join may run it at once; relaxed: read after the join */
+static void leave_b(void *p) { __atomic_fetch_add(&((leaving *)p)->b_runs, 1, __ATOMIC_RELAXED); }
 
 static void leave_in_body(void *ctx, size_t lo, size_t hi) {
     (void)lo;
