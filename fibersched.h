@@ -3102,6 +3102,7 @@ typedef enum fsched__point {
     FSCHED__AT_UNMARK,       /* a thief saw a frame stack offer nothing, about to unmark it */
     FSCHED__AT_DEFAULT,      /* a call from outside every scheduler looks for the default */
     FSCHED__AT_POLL_SET,     /* fsched_set_poll is about to say whether workers watch */
+    FSCHED__AT_WAKE_DRAINED, /* the poller read its wake fd, not yet said so */
     FSCHED__AT_COUNT
 } fsched__point;
 /* Called, when set, at every point before the random perturbation (tests stall here). */
@@ -9534,6 +9535,7 @@ struct fsched__io {
     uint32_t bucket_count;   /* a power of two */
     uint32_t records;
     int wake_read, wake_write; /* the eventfd (both), or a pipe's ends */
+    uint32_t wake_sent;      /* atomic: a write to the wake fd not yet drained */
 #if defined(FSCHED__IO_EPOLL)
     int epfd;
     uint32_t rearm;          /* atomic: a fork's child has an epoll set of its own, where
@@ -9562,21 +9564,42 @@ static fsched__fd_closing *fsched__fd_closings;
 static uint32_t fsched__fd_closings_lock;
 static uint32_t fsched__fd_closings_count; /* atomic: entries in the list */
 
+/* Ends a poll under way or the next one. At most one write per poll: `wake_sent` says a
+   write was made (or is about to be) that no drain has answered yet, and the poll it
+   makes readable, or one now returning, is the one the caller means (fsched__io_sleep:
+   only the owner polls, and a previous owner's drain ended before it disowned). */
 static void fsched__io_interrupt(fsched__io *io) {
 #if defined(FSCHED__IO_EPOLL)
     uint64_t one = 1;
 #else
     char one = 0;
 #endif
+    ssize_t n;
+    /* seq_cst: against the drain's clear, which follows its read (see there) */
+    if (FSCHED__EXCHANGE(&io->wake_sent, 1u, FSCHED__SEQ_CST)) return;
     /* a full pipe or counter is readable already: the sleeper wakes either way */
-    ssize_t n = write(io->wake_write, &one, sizeof one);
+    n = write(io->wake_write, &one, sizeof one);
     (void)n;
 }
 
+/* The owner, after a poll found the wake fd readable. It reads first, then clears
+   `wake_sent`: a write whose flag it cleared has been read, or stays readable for the
+   next poll. Clearing first would let an interrupter set the flag and write between the
+   clear and the read, which takes its count: the flag then stays set with nothing to
+   read, and every later interrupt is skipped (a hang). */
 static void fsched__io_drain_wake(fsched__io *io) {
+#if defined(FSCHED__IO_EPOLL)
+    uint64_t count; /* one read takes the eventfd's whole count */
+    ssize_t n = read(io->wake_read, &count, sizeof count);
+    (void)n;
+#else
     char buf[64];
     while (read(io->wake_read, buf, sizeof buf) > 0) {
     }
+#endif
+    FSCHED__POINT(WAKE_DRAINED);
+    /* seq_cst: after the read, against the interrupters' exchange (see above) */
+    FSCHED__STORE(&io->wake_sent, 0u, FSCHED__SEQ_CST);
 }
 
 #if !defined(FSCHED__IO_EPOLL)
@@ -9655,6 +9678,9 @@ static void fsched__io_renew(fsched__io *io) {
     fsched__fd_move(made, own);
 #endif
     FSCHED__STORE(&io->owner, 0u, FSCHED__RELAXED); /* relaxed: the only thread */
+    /* the new wake fd is empty: a flag the parent left set would skip every interrupt.
+       Relaxed: the only thread */
+    FSCHED__STORE(&io->wake_sent, 0u, FSCHED__RELAXED);
 }
 
 static void fsched__io_fork_child(void) {
