@@ -9926,7 +9926,8 @@ static int fsched__fd_arm(fsched__io *io, fsched__fd *rec) {
     ev.events = EPOLLONESHOT | ((want & FSCHED_READABLE) ? EPOLLIN | EPOLLRDHUP : 0u) |
                 ((want & FSCHED_WRITABLE) ? EPOLLOUT : 0u);
     ev.data.u64 = (uint64_t)rec->gen << 32 | (uint32_t)rec->fd;
-    FSCHED__FETCH_ADD(&io->sched->fd_registrations, (uint64_t)1, FSCHED__RELAXED); /* a count */
+    /* relaxed: a count */
+    FSCHED__FETCH_ADD(&io->sched->fd_registrations, (uint64_t)1, FSCHED__RELAXED);
     if (rec->added) {
         if (epoll_ctl(io->epfd, EPOLL_CTL_MOD, rec->fd, &ev) == 0) return 0;
         if (errno != ENOENT) return errno;
@@ -9953,7 +9954,8 @@ static int fsched__fd_ctl_edge(fsched__io *io, const fsched__fd *rec, int op) {
     memset(&ev, 0, sizeof ev);
     ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
     ev.data.u64 = (uint64_t)rec->gen << 32 | (uint32_t)rec->fd;
-    FSCHED__FETCH_ADD(&io->sched->fd_registrations, (uint64_t)1, FSCHED__RELAXED); /* a count */
+    /* relaxed: a count */
+    FSCHED__FETCH_ADD(&io->sched->fd_registrations, (uint64_t)1, FSCHED__RELAXED);
     return epoll_ctl(io->epfd, op, rec->fd, &ev) == 0 ? 0 : errno;
 }
 
@@ -10139,7 +10141,8 @@ static int fsched__io_sweep(fsched__io *io, int timeout_ms) {
     if (FSCHED__LIKELY(!FSCHED__LOAD(&io->edge_records, FSCHED__SEQ_CST))) return timeout_ms;
     now = fsched__now_ns();
     if (now >= io->sweep_next) {
-        half = FSCHED__LOAD(&fsched__fd_verify_ns, FSCHED__RELAXED) / 2u; /* see there */
+        /* relaxed: a setting, read on its own */
+        half = FSCHED__LOAD(&fsched__fd_verify_ns, FSCHED__RELAXED) / 2u;
         io->sweep_next = fsched__time_add(now, half ? half : 1u);
         /* relaxed: a pace, written by owners only, read by waiters to date themselves */
         epoch = FSCHED__LOAD(&io->sweep_epoch, FSCHED__RELAXED) + 1u;
