@@ -10019,6 +10019,8 @@ static void fsched__fd_answer_locked(fsched__io *io, fsched__fd *rec, uint32_t f
         rec->latched |= found & ~taken;
         err = !rec->added && fsched__fd_wanted(rec) ? fsched__fd_register_edge(io, rec) : 0;
     } else
+#else
+    (void)taken; /* poll() keeps nothing: it looks at every fd waited on each time */
 #endif
         err = fsched__fd_arm(io, rec);
     if (err)
