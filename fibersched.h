@@ -1432,7 +1432,8 @@ FIBERSCHED_API uint64_t fsched_clock_ns(void);
    for readiness already used up: the caller tries again, and waits again on EAGAIN).
    A broken promise, or a number a new file took after a plain close() or dup2()
    rather than fsched_close_fd, delays such a wait's answer by up to
-   FIBERSCHED_FD_VERIFY_NS (default 1 s), never for ever. With poll() (other systems,
+   FIBERSCHED_FD_VERIFY_NS (default 1 s), never for ever; after fsched_close_fd the
+   next wait on the number registers whatever file has it. With poll() (other systems,
    FIBERSCHED_IO_POLL) and for threads outside a scheduler the flag is accepted and
    the wait is a plain one.
    FSCHED_ERR_TIMEOUT; FSCHED_ERR_INVALID_ARGUMENT for a negative fd, one that is not
