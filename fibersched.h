@@ -162,6 +162,12 @@
    FIBERSCHED_NO_STDIO             no stdio: the default logger prints nothing
    FIBERSCHED_IO_POLL              fd waits through poll() even on Linux (default: epoll
                                    there, poll() on other POSIX systems)
+   FIBERSCHED_FD_VERIFY_NS         epoll: how long an FSCHED_EDGE wait goes at most
+                                   before the poller asks the kernel about its fd
+                                   again, which bounds how late a wait on a number
+                                   reused after a plain close() or dup2() is answered
+                                   (default 1 s; the poller looks every half of it
+                                   while fds are registered for edge waits)
    FIBERSCHED_NO_CPP               leave out the C++ layer, which every translation unit
                                    compiled as C++ gets by default (define it wherever
                                    the header is included)
@@ -737,6 +743,10 @@ typedef struct fsched_stats {
     uint64_t stacks_cached; /* stacks now kept for reuse in the scheduler's pool (each
                                slot keeps up to 32 more of its own) */
     uint64_t stacks_allocated; /* stacks allocated from the system since creation */
+    uint64_t fd_registrations; /* times the poller told the kernel of an fd to watch or
+                                  armed it again (epoll_ctl; 0 with poll()) */
+    uint64_t fd_events;     /* readiness events the poller took from the kernel for fds
+                               (epoll; 0 with poll()) */
 } fsched_stats;
 
 /* Fills *out (a snapshot: each count is exact, the counts are read one after the other).
@@ -1399,6 +1409,7 @@ FIBERSCHED_API uint64_t fsched_clock_ns(void);
 
 #define FSCHED_READABLE 1u        /* data to read, a connection to accept, or end of file */
 #define FSCHED_WRITABLE 2u        /* room to write */
+#define FSCHED_EDGE 4u            /* with either: a wait after EAGAIN (see fsched_wait_fd) */
 #define FSCHED_FOREVER UINT64_MAX /* a timeout that never expires */
 
 /* Waits until fd is ready for any of `events` or timeout_ns pass (0: only looks;
@@ -1412,9 +1423,22 @@ FIBERSCHED_API uint64_t fsched_clock_ns(void);
    fibers may wait on one fd; each wakes for its own events. A number that a new file
    took (after close() or dup2()) is watched as that file. The memory a scheduler keeps
    follows the fds waited on, not how high their numbers are.
+   Each wait asks the kernel about fd (one system call) unless `events` has FSCHED_EDGE,
+   a promise: since the caller's last wait on fd for these events returned, its last
+   read, write or accept for them failed with EAGAIN (or EWOULDBLOCK), and no other
+   fiber waits on fd for them until this wait returns. Such a wait makes no system call:
+   fd is registered once (edge-triggered, with epoll), and a readiness found while
+   nobody waited is kept for the next such wait, which then returns at once (possibly
+   for readiness already used up: the caller tries again, and waits again on EAGAIN).
+   A broken promise, or a number a new file took after a plain close() or dup2()
+   rather than fsched_close_fd, delays such a wait's answer by up to
+   FIBERSCHED_FD_VERIFY_NS (default 1 s), never for ever; after fsched_close_fd the
+   next wait on the number registers whatever file has it. With poll() (other systems,
+   FIBERSCHED_IO_POLL) and for threads outside a scheduler the flag is accepted and
+   the wait is a plain one.
    FSCHED_ERR_TIMEOUT; FSCHED_ERR_INVALID_ARGUMENT for a negative fd, one that is not
    open, or a scheduler's own (its epoll set, eventfd or pipe), or events other than the
-   two; FSCHED_ERR_CANCELLED when fsched_close_fd closed fd meanwhile or the scheduler is
+   two (with FSCHED_EDGE or not); FSCHED_ERR_CANCELLED when fsched_close_fd closed fd meanwhile or the scheduler is
    being destroyed (a wait begun then fails at once); FSCHED_ERR_WRONG_STATE from a poll
    hook (which must not wait; a timeout of 0 only looks, and may); FSCHED_ERR_OUT_OF_MEMORY
    (also when the poller's memory ran out while the wait was under way);
@@ -2242,6 +2266,9 @@ struct fsched__trace_buffer;
 #include <pthread.h> /* pthread_atfork, also without threads (a fork gives pollers anew) */
 #if defined(__linux__) && !defined(FIBERSCHED_IO_POLL)
 #define FSCHED__IO_EPOLL 1
+#if !defined(FIBERSCHED_FD_VERIFY_NS)
+#define FIBERSCHED_FD_VERIFY_NS 1000000000ull
+#endif
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #endif
@@ -3105,6 +3132,7 @@ typedef enum fsched__point {
     FSCHED__AT_UNMARK,       /* a thief saw a frame stack offer nothing, about to unmark it */
     FSCHED__AT_DEFAULT,      /* a call from outside every scheduler looks for the default */
     FSCHED__AT_POLL_SET,     /* fsched_set_poll is about to say whether workers watch */
+    FSCHED__AT_WAKE_DRAINED, /* the poller read its wake fd, not yet said so */
     FSCHED__AT_COUNT
 } fsched__point;
 /* Called, when set, at every point before the random perturbation (tests stall here). */
@@ -5932,6 +5960,7 @@ struct fsched_sched {
     FSCHED__ALIGN_LINE uint64_t watch_next; /* when busy workers next look into the poller */
     uint64_t hook_next;                    /* ... and next call the poll hook */
     uint32_t fd_waits;                     /* fd waits under way */
+    uint64_t fd_registrations, fd_events;  /* relaxed counts (fsched_stats) */
     struct fsched__io *io;                 /* the poller, made at the first fd wait */
     fsched_poll_fn poll_fn;                /* the hook, and its user and interval: */
     void *poll_user;                       /* written under poll_busy */
@@ -8044,6 +8073,8 @@ FIBERSCHED_API fsched_result fsched_get_stats(const fsched_sched *s, fsched_stat
         fibers += FSCHED__LOAD_THREADS(&w->fibers, FSCHED__RELAXED);
     }
     out->fibers = fibers > 0 ? (uint64_t)fibers : 0; /* counts read apart may cross */
+    out->fd_registrations = FSCHED__LOAD(&m->fd_registrations, FSCHED__RELAXED);
+    out->fd_events = FSCHED__LOAD(&m->fd_events, FSCHED__RELAXED);
     if (fsched_stack_pool_get_stats(m->stacks, &pool) == FSCHED_OK) {
         out->stacks_cached = pool.cached;
         out->stacks_allocated = pool.allocated;
@@ -9507,6 +9538,10 @@ typedef struct fsched__fd {
                                  none of the pollers' own */
     uint32_t added;           /* epoll: registered once (under the list's lock) */
     uint32_t readers, writers; /* under the list's lock: watched waiters that want each */
+    uint32_t edge;            /* epoll, under the list's lock: registered edge-triggered,
+                                 for both directions, until fsched_close_fd */
+    uint32_t latched;         /* ... and the readiness harvested that no FSCHED_EDGE
+                                 waiter took (FSCHED_READABLE | FSCHED_WRITABLE) */
 } fsched__fd;
 
 /* How a waiter stands with fsched_close_fd (under its list's lock). */
@@ -9524,6 +9559,9 @@ typedef struct fsched__fd_waiter {
     uint32_t close_state;  /* FSCHED__FD_WATCHED, _HELD or _AGAIN */
     uint32_t counted;      /* under the list's lock: its events, while counted in its
                               record's readers and writers */
+    uint32_t edge;         /* FSCHED_EDGE was asked for (epoll) */
+    uint32_t epoch;        /* io->sweep_epoch when it was queued */
+    uint32_t verified;     /* under the list's lock: the sweep asked about its fd */
 } fsched__fd_waiter;
 
 struct fsched__io {
@@ -9537,10 +9575,14 @@ struct fsched__io {
     uint32_t bucket_count;   /* a power of two */
     uint32_t records;
     int wake_read, wake_write; /* the eventfd (both), or a pipe's ends */
+    uint32_t wake_sent;      /* atomic: a write to the wake fd not yet drained */
 #if defined(FSCHED__IO_EPOLL)
     int epfd;
     uint32_t rearm;          /* atomic: a fork's child has an epoll set of its own, where
                                 the next owner arms the waits anew */
+    uint32_t edge_records;   /* atomic: records registered edge-triggered */
+    uint32_t sweep_epoch;    /* atomic: half periods of FIBERSCHED_FD_VERIFY_NS so far */
+    uint64_t sweep_next;     /* owners only: when the next half begins */
 #else
     struct pollfd *fds;      /* the owner's poll set, rebuilt for each poll */
     fsched__fd **fds_of;
@@ -9565,21 +9607,42 @@ static fsched__fd_closing *fsched__fd_closings;
 static uint32_t fsched__fd_closings_lock;
 static uint32_t fsched__fd_closings_count; /* atomic: entries in the list */
 
+/* Ends a poll under way or the next one. At most one write per poll: `wake_sent` says a
+   write was made (or is about to be) that no drain has answered yet, and the poll it
+   makes readable, or one now returning, is the one the caller means (fsched__io_sleep:
+   only the owner polls, and a previous owner's drain ended before it disowned). */
 static void fsched__io_interrupt(fsched__io *io) {
 #if defined(FSCHED__IO_EPOLL)
     uint64_t one = 1;
 #else
     char one = 0;
 #endif
+    ssize_t n;
+    /* seq_cst: against the drain's clear, which follows its read (see there) */
+    if (FSCHED__EXCHANGE(&io->wake_sent, 1u, FSCHED__SEQ_CST)) return;
     /* a full pipe or counter is readable already: the sleeper wakes either way */
-    ssize_t n = write(io->wake_write, &one, sizeof one);
+    n = write(io->wake_write, &one, sizeof one);
     (void)n;
 }
 
+/* The owner, after a poll found the wake fd readable. It reads first, then clears
+   `wake_sent`: a write whose flag it cleared has been read, or stays readable for the
+   next poll. Clearing first would let an interrupter set the flag and write between the
+   clear and the read, which takes its count: the flag then stays set with nothing to
+   read, and every later interrupt is skipped (a hang). */
 static void fsched__io_drain_wake(fsched__io *io) {
+#if defined(FSCHED__IO_EPOLL)
+    uint64_t count; /* one read takes the eventfd's whole count */
+    ssize_t n = read(io->wake_read, &count, sizeof count);
+    (void)n;
+#else
     char buf[64];
     while (read(io->wake_read, buf, sizeof buf) > 0) {
     }
+#endif
+    FSCHED__POINT(WAKE_DRAINED);
+    /* seq_cst: after the read, against the interrupters' exchange (see above) */
+    FSCHED__STORE(&io->wake_sent, 0u, FSCHED__SEQ_CST);
 }
 
 #if !defined(FSCHED__IO_EPOLL)
@@ -9649,6 +9712,14 @@ static void fsched__io_renew(fsched__io *io) {
     ev.events = EPOLLIN;
     ev.data.u64 = 0; /* the wake fd */
     (void)epoll_ctl(io->epfd, EPOLL_CTL_ADD, io->wake_read, &ev);
+    {
+        /* none of the records is registered in the new set: each registers anew, the
+           waited on at the rearm, the others at their next wait */
+        uint32_t b;
+        fsched__fd *rec;
+        for (b = 0; b < io->bucket_count; b++)
+            for (rec = io->buckets[b]; rec; rec = rec->next) rec->added = 0;
+    }
     FSCHED__STORE(&io->rearm, 1u, FSCHED__RELAXED); /* relaxed: the only thread */
 #else
     own[0] = io->wake_read;
@@ -9658,6 +9729,9 @@ static void fsched__io_renew(fsched__io *io) {
     fsched__fd_move(made, own);
 #endif
     FSCHED__STORE(&io->owner, 0u, FSCHED__RELAXED); /* relaxed: the only thread */
+    /* the new wake fd is empty: a flag the parent left set would skip every interrupt.
+       Relaxed: the only thread */
+    FSCHED__STORE(&io->wake_sent, 0u, FSCHED__RELAXED);
 }
 
 static void fsched__io_fork_child(void) {
@@ -9710,6 +9784,10 @@ static int fsched__io_resize(fsched__io *io) {
             }
             *p = rec->next;
             io->records--;
+#if defined(FSCHED__IO_EPOLL)
+            /* relaxed: a count for the sweep's pace (see fsched__io_sweep) */
+            if (rec->edge) FSCHED__FETCH_SUB(&io->edge_records, 1u, FSCHED__RELAXED);
+#endif
             fsched__free(a, rec, sizeof *rec, sizeof(void *));
         }
     while (count < 2u * io->records) count *= 2u;
@@ -9852,6 +9930,8 @@ static int fsched__fd_arm(fsched__io *io, fsched__fd *rec) {
     ev.events = EPOLLONESHOT | ((want & FSCHED_READABLE) ? EPOLLIN | EPOLLRDHUP : 0u) |
                 ((want & FSCHED_WRITABLE) ? EPOLLOUT : 0u);
     ev.data.u64 = (uint64_t)rec->gen << 32 | (uint32_t)rec->fd;
+    /* relaxed: a count */
+    FSCHED__FETCH_ADD(&io->sched->fd_registrations, (uint64_t)1, FSCHED__RELAXED);
     if (rec->added) {
         if (epoll_ctl(io->epfd, EPOLL_CTL_MOD, rec->fd, &ev) == 0) return 0;
         if (errno != ENOENT) return errno;
@@ -9867,11 +9947,52 @@ static int fsched__fd_arm(fsched__io *io, fsched__fd *rec) {
     return 0;
 }
 
+#if defined(FSCHED__IO_EPOLL)
+/* How long an FSCHED_EDGE wait goes at most before its fd is asked about again: a
+   variable, so that tests may shorten it (relaxed: a setting, read on its own). */
+static uint64_t fsched__fd_verify_ns = FIBERSCHED_FD_VERIFY_NS;
+
+/* Under rec's lock: epoll_ctl(op) with rec's edge-triggered registration, counted. */
+static int fsched__fd_ctl_edge(fsched__io *io, const fsched__fd *rec, int op) {
+    struct epoll_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+    ev.data.u64 = (uint64_t)rec->gen << 32 | (uint32_t)rec->fd;
+    /* relaxed: a count */
+    FSCHED__FETCH_ADD(&io->sched->fd_registrations, (uint64_t)1, FSCHED__RELAXED);
+    return epoll_ctl(io->epfd, op, rec->fd, &ev) == 0 ? 0 : errno;
+}
+
+/* Under rec's lock: registers rec edge-triggered for both directions, to stay so until
+   fsched_close_fd, or asks again about a record so registered. Either way the kernel
+   looks at the file at once, and readiness already there arrives as an event. A number
+   whose file lost the registration (a plain close() or dup2()) is registered anew; one
+   another file of the same number kept (a dup of the old file open) names the old one.
+   0, or the errno of the refusal. */
+static int fsched__fd_register_edge(fsched__io *io, fsched__fd *rec) {
+    int err = fsched__fd_ctl_edge(io, rec, rec->added ? EPOLL_CTL_MOD : EPOLL_CTL_ADD);
+    if (err == ENOENT && rec->added) err = fsched__fd_ctl_edge(io, rec, EPOLL_CTL_ADD);
+    else if (err == EEXIST) err = fsched__fd_ctl_edge(io, rec, EPOLL_CTL_MOD);
+    if (err) return err;
+    rec->added = 1;
+    if (!rec->edge) {
+        rec->edge = 1;
+        rec->latched = 0;
+        /* seq_cst: against the owner's load before it polls (fsched__io_sweep): the
+           first edge record ends a poll whose timeout the sweep did not bound */
+        if (!FSCHED__FETCH_ADD(&io->edge_records, 1u, FSCHED__SEQ_CST)) fsched__io_interrupt(io);
+    }
+    return 0;
+}
+#endif
+
 /* Under rec's lock: ends with `result` the waits that `found` answers: a cancel ends
-   every one, anything else those watched (a waiter held for a close is not). */
-static void fsched__fd_end(fsched__fd *rec, uint32_t found, fsched_result result,
-                           fsched__wakes *wakes) {
+   every one, anything else those watched (a waiter held for a close is not). Returns
+   what it gave FSCHED_EDGE waiters. */
+static uint32_t fsched__fd_end(fsched__fd *rec, uint32_t found, fsched_result result,
+                               fsched__wakes *wakes) {
     fsched__waiter *wt, *next;
+    uint32_t taken = 0;
     for (wt = (fsched__waiter *)rec->waiters.head; wt; wt = next) {
         fsched__fd_waiter *fw = (fsched__fd_waiter *)wt;
         next = wt->next;
@@ -9880,23 +10001,42 @@ static void fsched__fd_end(fsched__fd *rec, uint32_t found, fsched_result result
             continue;
         fw->ready = fw->events & found;
         fw->result = result;
+        if (fw->edge) taken |= fw->ready;
         fsched__fd_count(rec, fw, 0);
         fsched__wait_list_end(&rec->waiters, wt, wakes);
     }
+    return taken;
 }
 
-/* Ends the waits on rec that `found` (FSCHED_READABLE | FSCHED_WRITABLE) answers with
-   `result`; after readiness arms rec again for the others, or ends them too when it
-   cannot be (closed, or no memory). */
+/* Under rec's lock: ends the waits on rec that `found` (FSCHED_READABLE |
+   FSCHED_WRITABLE) answers with `result`. After readiness, a one-shot record is armed
+   again for the others; an edge-triggered one stays registered, and keeps what no
+   FSCHED_EDGE waiter took for the next (the edge will not come again), or registers
+   anew in a fork's child. The others end too when that fails (closed, or no memory). */
+static void fsched__fd_answer_locked(fsched__io *io, fsched__fd *rec, uint32_t found,
+                                     fsched_result result, fsched__wakes *wakes) {
+    uint32_t taken = fsched__fd_end(rec, found, result, wakes);
+    int err;
+    if (result != FSCHED_OK) return;
+#if defined(FSCHED__IO_EPOLL)
+    if (rec->edge) {
+        rec->latched |= found & ~taken;
+        err = !rec->added && fsched__fd_wanted(rec) ? fsched__fd_register_edge(io, rec) : 0;
+    } else
+#else
+    (void)taken; /* poll() keeps nothing: it looks at every fd waited on each time */
+#endif
+        err = fsched__fd_arm(io, rec);
+    if (err)
+        fsched__fd_end(rec, FSCHED_READABLE | FSCHED_WRITABLE, fsched__fd_refusal(err), wakes);
+}
+
 static void fsched__fd_answer(fsched__io *io, fsched__fd *rec, uint32_t found,
                               fsched_result result) {
     fsched__wakes wakes;
-    int err;
     wakes.n = 0;
     fsched__wait_list_lock(&rec->waiters);
-    fsched__fd_end(rec, found, result, &wakes);
-    if (result == FSCHED_OK && (err = fsched__fd_arm(io, rec)) != 0)
-        fsched__fd_end(rec, FSCHED_READABLE | FSCHED_WRITABLE, fsched__fd_refusal(err), &wakes);
+    fsched__fd_answer_locked(io, rec, found, result, &wakes);
     fsched__wait_list_unlock_wake(&rec->waiters, &wakes);
 }
 
@@ -9976,23 +10116,111 @@ static uint32_t fsched__io_set_fill(fsched__io *io, struct pollfd *set, uint32_t
 }
 #endif
 
+#if defined(FSCHED__IO_EPOLL)
+#define FSCHED__SWEEP_BATCH 64u /* records asked about per pass; the rest at the next */
+
+/* Whether rec has an FSCHED_EDGE waiter queued before the last two half periods began
+   that the sweep has not asked about (under rec's lock). */
+static int fsched__fd_unverified(const fsched__fd *rec, uint32_t epoch) {
+    const fsched__waiter *wt;
+    for (wt = (const fsched__waiter *)rec->waiters.head; wt; wt = wt->next) {
+        const fsched__fd_waiter *fw = (const fsched__fd_waiter *)wt;
+        if (fw->edge && !fw->verified && fw->close_state == FSCHED__FD_WATCHED &&
+            (uint32_t)(epoch - fw->epoch) >= 2u)
+            return 1;
+    }
+    return 0;
+}
+
+/* The owner, before it polls: every half of FIBERSCHED_FD_VERIFY_NS, asks the kernel
+   once more about the fds whose FSCHED_EDGE waits have gone unanswered for at least a
+   half: a number that a new file took after a plain close() or dup2() is registered
+   anew, and one ready (a broken promise) gives its event. Returns timeout_ms, bounded
+   by the next pass while records are registered edge-triggered. */
+static int fsched__io_sweep(fsched__io *io, int timeout_ms) {
+    fsched__fd *held[FSCHED__SWEEP_BATCH], *rec;
+    uint32_t n = 0, b, i, epoch;
+    uint64_t now, half;
+    int ms;
+    /* seq_cst: against the registration that makes the first one (see
+       fsched__fd_register_edge) */
+    if (FSCHED__LIKELY(!FSCHED__LOAD(&io->edge_records, FSCHED__SEQ_CST))) return timeout_ms;
+    now = fsched__now_ns();
+    if (now >= io->sweep_next) {
+        /* relaxed: a setting, read on its own */
+        half = FSCHED__LOAD(&fsched__fd_verify_ns, FSCHED__RELAXED) / 2u;
+        io->sweep_next = fsched__time_add(now, half ? half : 1u);
+        /* relaxed: a pace, written by owners only, read by waiters to date themselves */
+        epoch = FSCHED__LOAD(&io->sweep_epoch, FSCHED__RELAXED) + 1u;
+        FSCHED__STORE(&io->sweep_epoch, epoch, FSCHED__RELAXED);
+        fsched__spin_lock(&io->lock);
+        for (b = 0; b < io->bucket_count && n < FSCHED__SWEEP_BATCH; b++)
+            for (rec = io->buckets[b]; rec && n < FSCHED__SWEEP_BATCH; rec = rec->next) {
+                int old;
+                /* relaxed: a look; a wait queued after it is younger than a half */
+                if (!FSCHED__LOAD(&rec->waiters.count, FSCHED__RELAXED)) continue;
+                fsched__wait_list_lock(&rec->waiters);
+                old = rec->edge && fsched__fd_unverified(rec, epoch);
+                fsched__wait_list_unlock(&rec->waiters);
+                if (!old) continue;
+                rec->users++;
+                held[n++] = rec;
+            }
+        fsched__spin_unlock(&io->lock);
+        for (i = 0; i < n; i++) {
+            fsched__wakes wakes;
+            const fsched__waiter *wt;
+            int err = 0;
+            rec = held[i];
+            wakes.n = 0;
+            fsched__wait_list_lock(&rec->waiters);
+            if (rec->edge) {
+                for (wt = (const fsched__waiter *)rec->waiters.head; wt; wt = wt->next)
+                    ((fsched__fd_waiter *)wt)->verified = 1;
+                err = fsched__fd_register_edge(io, rec);
+            }
+            if (err)
+                fsched__fd_end(rec, FSCHED_READABLE | FSCHED_WRITABLE, fsched__fd_refusal(err),
+                               &wakes);
+            fsched__wait_list_unlock_wake(&rec->waiters, &wakes);
+            fsched__io_release(io, rec);
+        }
+    }
+    ms = fsched__timeout_ms(io->sweep_next > now ? io->sweep_next - now : 0);
+    return timeout_ms < 0 || timeout_ms > ms ? ms : timeout_ms;
+}
+#endif
+
 /* Polls once, for up to timeout_ms (-1: until something happens), and answers the fds
    found ready. The caller owns the poller. */
 static void fsched__io_poll(fsched__io *io, int timeout_ms) {
 #if defined(FSCHED__IO_EPOLL)
     struct epoll_event ev[64];
-    int n = epoll_wait(io->epfd, ev, 64, timeout_ms), i;
+    int n, i;
+    uint64_t events = 0;
+    timeout_ms = fsched__io_sweep(io, timeout_ms);
+    n = epoll_wait(io->epfd, ev, 64, timeout_ms);
     for (i = 0; i < n; i++) {
         uint32_t e = ev[i].events, found = 0;
         fsched__fd *rec = fsched__io_hold_named(io, ev[i].data.u64);
+        fsched__wakes wakes;
         if (!ev[i].data.u64) fsched__io_drain_wake(io);
         if (!rec) continue; /* the wake fd, or a record freed since */
+        events++;
         if (e & (EPOLLERR | EPOLLHUP)) found = FSCHED_READABLE | FSCHED_WRITABLE;
         if (e & (EPOLLIN | EPOLLRDHUP)) found |= FSCHED_READABLE;
         if (e & EPOLLOUT) found |= FSCHED_WRITABLE;
-        fsched__fd_answer(io, rec, found, FSCHED_OK);
+        wakes.n = 0;
+        fsched__wait_list_lock(&rec->waiters);
+        /* fsched_close_fd may have given the record a new generation since it was
+           named: the event is the closed file's, and would latch the new one */
+        if (rec->gen == (uint32_t)(ev[i].data.u64 >> 32))
+            fsched__fd_answer_locked(io, rec, found, FSCHED_OK, &wakes);
+        fsched__wait_list_unlock_wake(&rec->waiters, &wakes);
         fsched__io_release(io, rec);
     }
+    /* relaxed: a count */
+    if (events) FSCHED__FETCH_ADD(&io->sched->fd_events, events, FSCHED__RELAXED);
 #else
     struct pollfd one, *set;
     uint32_t n, i;
@@ -10046,6 +10274,28 @@ static void fsched__io_cancel(fsched__io *io, int fd) {
     fsched__spin_unlock(&io->lock);
 }
 
+/* fsched_close_fd has closed fd, still listed as being closed: its record in io forgets
+   the closed file's registration, and takes a new generation, so that the closed
+   file's events still on their way (read by another poll, or from a registration that
+   a dup or a fork keeps alive) name nothing. */
+static void fsched__io_forget(fsched__io *io, int fd) {
+    fsched__fd *rec;
+    fsched__spin_lock(&io->lock);
+    if ((rec = fsched__io_find(io, fd)) != NULL) {
+        fsched__wait_list_lock(&rec->waiters);
+        if (!++io->gen) io->gen = 1;
+        rec->gen = io->gen;
+#if defined(FSCHED__IO_EPOLL)
+        /* relaxed: a count for the sweep's pace (see fsched__io_sweep) */
+        if (rec->edge) FSCHED__FETCH_SUB(&io->edge_records, 1u, FSCHED__RELAXED);
+        rec->edge = rec->latched = 0;
+#endif
+        rec->added = 0;
+        fsched__wait_list_unlock(&rec->waiters);
+    }
+    fsched__spin_unlock(&io->lock);
+}
+
 /* fsched_close_fd has closed fd: its waits held in io start over. */
 static void fsched__io_unhold(fsched__io *io, int fd) {
     fsched__fd *rec;
@@ -10070,6 +10320,11 @@ static void fsched__fd_closing_begin(fsched__fd_closing *entry, int fd) {
 static void fsched__fd_closing_end(fsched__fd_closing *entry) {
     fsched__fd_closing **p;
     fsched__io *io;
+    /* while fd is still listed, so that no wait comes between: one would trust the
+       closed file's registration, and wait for events that never come */
+    fsched__spin_lock(&fsched__io_all_lock);
+    for (io = fsched__io_all; io; io = io->next) fsched__io_forget(io, entry->fd);
+    fsched__spin_unlock(&fsched__io_all_lock);
     fsched__spin_lock(&fsched__fd_closings_lock);
     for (p = &fsched__fd_closings; *p != entry; p = &(*p)->next) {
     }
@@ -10500,6 +10755,7 @@ static fsched_result fsched__fd_wait(fsched__io *io, fsched__fd_waiter *fw, int 
     fsched_sched *s = io->sched;
     fsched__fd *rec;
     fsched_result r;
+    uint32_t latched = 0;
     int err = 0;
     fw->close_state = FSCHED__FD_WATCHED;
     if (!(rec = fsched__io_hold(io, fd, &r))) return r;
@@ -10520,19 +10776,38 @@ static fsched_result fsched__fd_wait(fsched__io *io, fsched__fd_waiter *fw, int 
         /* under the lock that fsched_close_fd's cancel takes after it listed fd */
         if (fsched__fd_is_closing(fd)) {
             fw->close_state = FSCHED__FD_HELD;
+#if defined(FSCHED__IO_EPOLL)
+        } else if (fw->edge && rec->edge && rec->added && (rec->latched & fw->events)) {
+            /* readiness came since the caller's EAGAIN, before it waited: the edge will
+               not come again */
+            latched = rec->latched & fw->events;
+            rec->latched &= ~latched;
+            fsched__wait_list_remove(&rec->waiters, &fw->wt);
+#endif
         } else {
             fsched__fd_count(rec, fw, 1);
-            if ((err = fsched__fd_arm(io, rec)) != 0) {
+#if defined(FSCHED__IO_EPOLL)
+            /* relaxed: dates the wait for the sweep; a late epoch only makes it later */
+            fw->epoch = FSCHED__LOAD(&io->sweep_epoch, FSCHED__RELAXED);
+            fw->verified = 0;
+            if (fw->edge && rec->edge && rec->added)
+                err = 0; /* registered: the edge after the caller's EAGAIN will come */
+            else if (fw->edge || rec->edge)
+                err = fsched__fd_register_edge(io, rec); /* (a plain wait: looks again) */
+            else
+#endif
+                err = fsched__fd_arm(io, rec);
+            if (err != 0) {
                 fsched__fd_count(rec, fw, 0);
                 fsched__wait_list_remove(&rec->waiters, &fw->wt);
             }
         }
     }
-    if (r != FSCHED_OK || err) {
+    if (r != FSCHED_OK || err || latched) {
         fsched__wait_list_unlock(&rec->waiters);
         fsched__wait_abandon(&fw->wt);
         fsched__io_release(io, rec);
-        fw->ready = fw->events; /* EPERM: always ready */
+        fw->ready = latched ? latched : fw->events; /* EPERM: always ready */
         r = err ? fsched__fd_refusal(err) : r;
         return r == FSCHED_ERR_INVALID_ARGUMENT ? fsched__fd_not_open(io, fd) : r;
     }
@@ -10575,15 +10850,24 @@ FIBERSCHED_API fsched_result fsched_wait_fd(int fd, uint32_t events, uint64_t ti
     fsched__fd_waiter fw;
     uint64_t deadline;
     fsched_result r = FSCHED_OK;
-    if (fd < 0 || !events || (events & ~(FSCHED_READABLE | FSCHED_WRITABLE)))
+    uint32_t edge = events & FSCHED_EDGE;
+    if (fd < 0 || !(events & (FSCHED_READABLE | FSCHED_WRITABLE)) ||
+        (events & ~(FSCHED_READABLE | FSCHED_WRITABLE | FSCHED_EDGE)))
         return FSCHED__REFUSE(NULL, FSCHED_ERR_INVALID_ARGUMENT,
                               "fd %d or events %u out of range", fd, events);
+    events &= ~FSCHED_EDGE; /* poll() and plain threads: a plain wait */
     if (!w || !timeout_ns) return fsched__fd_poll_thread(fd, events, timeout_ns, ready);
     /* relaxed: an early answer; fsched__fd_wait looks again under the lock */
     if (FSCHED__LOAD(&w->sched->closing, FSCHED__RELAXED)) return FSCHED_ERR_CANCELLED;
     if (!(io = fsched__io_get(w->sched, &r))) return r;
     deadline = fsched__wait_deadline(timeout_ns);
     fw.events = events;
+#if defined(FSCHED__IO_EPOLL)
+    fw.edge = edge != 0;
+#else
+    fw.edge = 0;
+    (void)edge;
+#endif
     do r = fsched__fd_wait(io, &fw, fd, deadline);
     while (r == FSCHED_OK && fw.close_state == FSCHED__FD_AGAIN);
     if (r == FSCHED_ERR_TIMEOUT) r = fsched__fd_last_look(io, fd, events, &fw.ready);

@@ -2048,6 +2048,311 @@ static void test_fork(void) {
 static int chosen_count;
 static char **chosen; /* the tests named on the command line; none: all */
 
+/* ---- FSCHED_EDGE: waits after EAGAIN ---- */
+
+static fsched_stats stats_of(fsched_sched *s) {
+    fsched_stats st;
+    CHECK_OK(fsched_get_stats(s, &st));
+    return st;
+}
+
+/* Reads one byte from fd, waiting with FSCHED_EDGE after each EAGAIN. */
+static char edge_read_byte(int fd) {
+    char b;
+    for (;;) {
+        ssize_t n = read(fd, &b, 1);
+        if (n == 1) return b;
+        CHECK(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));
+        if (!(n < 0)) return -1;
+        CHECK_OK(fsched_wait_fd(fd, FSCHED_READABLE | FSCHED_EDGE, 5000 * MS, NULL));
+    }
+}
+
+typedef struct edge_side {
+    int fd, server, rounds;
+} edge_side;
+
+static void edge_pong(void *p) {
+    edge_side *e = (edge_side *)p;
+    int i;
+    for (i = 0; i < e->rounds; i++) {
+        char b = 'p';
+        if (e->server) b = edge_read_byte(e->fd);
+        CHECK(write(e->fd, &b, 1) == 1); /* a socket pair's buffer always has room here */
+        if (!e->server) CHECK(edge_read_byte(e->fd) == 'p');
+    }
+}
+
+/* E1: ping-pong with FSCHED_EDGE waits; on epoll each end is registered once, not at
+   every wait. The flag is a plain wait elsewhere, and for a thread outside a scheduler. */
+static void test_edge_ping_pong(void) {
+    fsched_sched *s = test_sched_new(2);
+    edge_side e[2];
+    void *args[2] = {&e[0], &e[1]};
+    int sv[2], fds[2];
+    uint32_t ready = 0;
+    uint64_t before;
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+    nonblocking(sv[0]);
+    nonblocking(sv[1]);
+    e[0].fd = sv[0];
+    e[1].fd = sv[1];
+    e[0].server = 1;
+    e[1].server = 0;
+    e[0].rounds = e[1].rounds = 200;
+    before = stats_of(s).fd_registrations;
+    run_tasks_on(s, edge_pong, args, 2);
+#if defined(FSCHED__IO_EPOLL)
+    if (stats_of(s).fd_registrations - before > 2) {
+        fprintf(stderr, "edge ping-pong: %llu registrations for 2 fds\n",
+                (unsigned long long)(stats_of(s).fd_registrations - before));
+        CHECK(0);
+    }
+#else
+    CHECK(stats_of(s).fd_registrations == before); /* counted for epoll only */
+#endif
+    CHECK_OK(fsched_close_fd(sv[0]));
+    CHECK_OK(fsched_close_fd(sv[1]));
+#if !TEST_THREADS
+    CHECK_OK(fsched_unbind());
+#endif
+    CHECK_OK(fsched_destroy(s));
+    /* a thread outside every scheduler: a plain wait */
+    make_pipe(fds);
+    put_byte(fds[1], 'x');
+    CHECK_OK(fsched_wait_fd(fds[0], FSCHED_READABLE | FSCHED_EDGE, 1000 * MS, &ready));
+    CHECK(ready == FSCHED_READABLE);
+    CHECK_RESULT(fsched_wait_fd(fds[0], FSCHED_EDGE, 0, NULL), FSCHED_ERR_INVALID_ARGUMENT);
+    CHECK_RESULT(fsched_wait_fd(fds[0], FSCHED_READABLE | 8u, 0, NULL),
+                 FSCHED_ERR_INVALID_ARGUMENT);
+    close(fds[0]);
+    close(fds[1]);
+}
+
+#if defined(FSCHED__IO_EPOLL) && TEST_THREADS
+typedef struct edge_case {
+    int fd, writer;        /* read end, and the write end of its first file */
+    int stage;             /* atomic: how far the task got */
+    fsched_event go;       /* the main thread lets it go on */
+    fsched_result r;
+    uint64_t waited;       /* ns its last wait took */
+    char got;
+} edge_case;
+
+static void edge_stage(edge_case *c, int stage) {
+    STORE(&c->stage, stage);
+    CHECK_OK(fsched_event_wait(&c->go));
+}
+
+static void await_stage(edge_case *c, int stage) {
+    uint64_t until = now_ns() + 5000 * MS;
+    while (LOAD(&c->stage) < stage) {
+        CHECK(now_ns() < until);
+        if (now_ns() >= until) return;
+        fsched_sleep_for(MS);
+    }
+}
+
+/* Registers c->fd (one byte from main), then, after EAGAIN, waits for main; then
+   waits with FSCHED_EDGE (timed) and reads one byte. */
+static void edge_after_pause(void *p) {
+    edge_case *c = (edge_case *)p;
+    uint64_t t0;
+    char b;
+    CHECK(edge_read_byte(c->fd) == 'a');
+    CHECK(read(c->fd, &b, 1) < 0 && errno == EAGAIN);
+    edge_stage(c, 1);
+    t0 = now_ns();
+    c->r = fsched_wait_fd(c->fd, FSCHED_READABLE | FSCHED_EDGE, 6000 * MS, NULL);
+    c->waited = now_ns() - t0;
+    c->got = read(c->fd, &b, 1) == 1 ? b : 0;
+    STORE(&c->stage, 2);
+}
+
+static void edge_case_begin(edge_case *c, fsched_sched *s, int fd) {
+    c->fd = fd;
+    c->stage = 0;
+    c->got = 0;
+    c->r = FSCHED_ERR_SYSTEM;
+    CHECK_OK(fsched_event_init(&c->go, 0, 0));
+    CHECK_OK(fsched_spawn(s, edge_after_pause, c));
+    fsched_sleep_for(20 * MS); /* waiting */
+    put_byte(c->writer, 'a');
+    await_stage(c, 1);
+}
+
+/* Lets the task wait, then waits for its end. */
+static void edge_case_end(edge_case *c) {
+    CHECK_OK(fsched_event_set(&c->go));
+    await_stage(c, 2);
+    CHECK_OK(fsched_event_destroy(&c->go));
+}
+
+/* A scheduler of 2 workers that keeps watching its poller (a task waits on a pipe
+   nobody writes): events come in even while the case's task waits for nothing. */
+static fsched_sched *edge_sched(int idle[2]) {
+    fsched_sched *s = test_sched_new(2);
+    make_pipe(idle);
+    STORE(&sleeper_waiting, 0);
+    CHECK_OK(fsched_spawn(s, forever_waiter, &idle[0]));
+    while (LOAD(&sleeper_waiting) == 0) fsched_sleep_for(MS);
+    return s;
+}
+
+static void edge_sched_end(fsched_sched *s, int idle[2]) {
+    CHECK_OK(fsched_close_fd(idle[0]));
+    close(idle[1]);
+    CHECK_OK(fsched_destroy(s));
+}
+
+/* The bounds below tell an answer by the mechanism under test from one by the sweep
+   (10 s, so at least 5 s) or the wait's timeout (6 s), with room for a loaded machine. */
+
+/* E2: readiness harvested while no FSCHED_EDGE wait is queued is kept for the next. */
+static void test_edge_latch(void) {
+    int idle[2], fds[2];
+    fsched_sched *s;
+    edge_case c;
+    uint64_t events, until;
+    __atomic_store_n(&fsched__fd_verify_ns, 10000 * MS, __ATOMIC_RELAXED);
+    s = edge_sched(idle);
+    make_pipe(fds);
+    c.writer = fds[1];
+    edge_case_begin(&c, s, fds[0]);
+    events = stats_of(s).fd_events;
+    put_byte(fds[1], 'b'); /* after the task's EAGAIN, before its wait */
+    until = now_ns() + 2000 * MS;
+    while (stats_of(s).fd_events == events && now_ns() < until) fsched_sleep_for(MS);
+    CHECK(stats_of(s).fd_events != events); /* harvested with no wait for it */
+    edge_case_end(&c);
+    CHECK_OK(c.r);
+    CHECK(c.waited < 2000 * MS);
+    CHECK(c.got == 'b');
+    close(fds[0]);
+    close(fds[1]);
+    edge_sched_end(s, idle);
+    __atomic_store_n(&fsched__fd_verify_ns, FIBERSCHED_FD_VERIFY_NS, __ATOMIC_RELAXED);
+}
+
+/* E3: fsched_close_fd, then a new file at the number: the first FSCHED_EDGE wait on it
+   registers that file (long before the sweep would). */
+static void test_edge_close_fd(void) {
+    int idle[2], fds[2], fresh[2];
+    fsched_sched *s;
+    edge_case c;
+    __atomic_store_n(&fsched__fd_verify_ns, 10000 * MS, __ATOMIC_RELAXED);
+    s = edge_sched(idle);
+    make_pipe(fds);
+    make_pipe(fresh);
+    c.writer = fds[1];
+    edge_case_begin(&c, s, fds[0]);
+    CHECK_OK(fsched_close_fd(fds[0]));
+    put_byte(fresh[1], 'n');
+    CHECK(dup2(fresh[0], fds[0]) == fds[0]);
+    edge_case_end(&c);
+    CHECK_OK(c.r);
+    if (c.waited >= 2000 * MS)
+        fprintf(stderr, "edge wait after fsched_close_fd: %.1f ms\n", (double)c.waited / 1e6);
+    CHECK(c.waited < 2000 * MS);
+    CHECK(c.got == 'n');
+    close(fds[0]);
+    close(fds[1]);
+    close(fresh[0]);
+    close(fresh[1]);
+    edge_sched_end(s, idle);
+    __atomic_store_n(&fsched__fd_verify_ns, FIBERSCHED_FD_VERIFY_NS, __ATOMIC_RELAXED);
+}
+
+/* E4: a number a new file took after a plain close(), a dup2() over it, or a dup2()
+   while a dup keeps the old file (whose peer writes too): the FSCHED_EDGE wait is
+   answered within the sweep's bound, and reads the new file. */
+static void test_edge_plain_close(void) {
+    int how;
+    __atomic_store_n(&fsched__fd_verify_ns, 100 * MS, __ATOMIC_RELAXED);
+    for (how = 0; how < 3; how++) {
+        int idle[2], fds[2], fresh[2], kept = -1;
+        fsched_sched *s = edge_sched(idle);
+        edge_case c;
+        make_pipe(fds);
+        make_pipe(fresh);
+        c.writer = fds[1];
+        edge_case_begin(&c, s, fds[0]);
+        if (how == 0) CHECK(close(fds[0]) == 0);
+        if (how == 2) CHECK((kept = dup(fds[0])) >= 0);
+        put_byte(fresh[1], 'n');
+        CHECK(dup2(fresh[0], fds[0]) == fds[0]);
+        if (how == 2) put_byte(fds[1], 'o'); /* the old file stirs: an old event */
+        edge_case_end(&c);
+        CHECK_OK(c.r);
+        if (c.waited >= 3000 * MS) /* the sweep's 100 ms, with room for a loaded machine */
+            fprintf(stderr, "edge wait on a reused number (%d): %.1f ms\n", how,
+                    (double)c.waited / 1e6);
+        CHECK(c.waited < 3000 * MS);
+        CHECK(c.got == 'n');
+        close(fds[0]);
+        close(fds[1]);
+        close(fresh[0]);
+        close(fresh[1]);
+        if (kept >= 0) close(kept);
+        edge_sched_end(s, idle);
+    }
+    __atomic_store_n(&fsched__fd_verify_ns, FIBERSCHED_FD_VERIFY_NS, __ATOMIC_RELAXED);
+}
+
+typedef struct level_case {
+    int fd;
+    fsched_result r;
+    uint64_t waited;
+} level_case;
+
+/* After FSCHED_EDGE waits took the readiness, data left there; a plain wait must see it. */
+static void level_after_edge(void *p) {
+    level_case *c = (level_case *)p;
+    uint64_t t0;
+    CHECK(edge_read_byte(c->fd) == 'a'); /* an edge wait took the edge; 'b' is left */
+    t0 = now_ns();
+    c->r = fsched_wait_fd(c->fd, FSCHED_READABLE, 6000 * MS, NULL);
+    c->waited = now_ns() - t0;
+}
+
+static void writer_later(void *p) {
+    int fd = *(int *)p;
+    fsched_sleep_for(20 * MS);
+    CHECK(write(fd, "ab", 2) == 2);
+}
+
+/* E5: a plain wait on an fd registered for FSCHED_EDGE waits asks the kernel. */
+static void test_edge_then_level(void) {
+    int idle[2], sv[2];
+    fsched_sched *s;
+    level_case c;
+    void *args[2];
+    __atomic_store_n(&fsched__fd_verify_ns, 10000 * MS, __ATOMIC_RELAXED);
+    s = edge_sched(idle);
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+    nonblocking(sv[0]);
+    nonblocking(sv[1]);
+    c.fd = sv[0];
+    c.r = FSCHED_ERR_SYSTEM;
+    args[0] = &c;
+    args[1] = &sv[1];
+    {
+        fsched_wait_group wg;
+        CHECK_OK(fsched_wait_group_init(&wg));
+        CHECK_OK(fsched_wait_group_spawn(&wg, s, level_after_edge, args[0]));
+        CHECK_OK(fsched_wait_group_spawn(&wg, s, writer_later, args[1]));
+        CHECK_OK(fsched_wait_group_wait(&wg));
+        CHECK_OK(fsched_wait_group_destroy(&wg));
+    }
+    CHECK_OK(c.r);
+    CHECK(c.waited < 2000 * MS);
+    CHECK_OK(fsched_close_fd(sv[0]));
+    close(sv[1]);
+    edge_sched_end(s, idle);
+    __atomic_store_n(&fsched__fd_verify_ns, FIBERSCHED_FD_VERIFY_NS, __ATOMIC_RELAXED);
+}
+#endif
+
 /* Runs one test, and says how long it took. */
 static void run(const char *name, void (*test)(void)) {
     uint64_t t0 = now_ns();
@@ -2109,6 +2414,13 @@ int main(int argc, char **argv) {
     run("destroy cancels", test_destroy_cancels);
     run("worker hooks", test_worker_hooks);
     run("hooks cross", test_hooks_cross);
+#endif
+    run("edge ping-pong", test_edge_ping_pong);
+#if defined(FSCHED__IO_EPOLL) && TEST_THREADS
+    run("edge latch", test_edge_latch);
+    run("edge close fd", test_edge_close_fd);
+    run("edge plain close", test_edge_plain_close);
+    run("edge then level", test_edge_then_level);
 #endif
     printf("test_io: ok\n");
     return 0;

@@ -41,6 +41,9 @@
        thread there makes (it waited until its timeout).
    19. fsched_set_poll takes a hook away while the first fd wait makes the poller: the
        workers must go on watching it (they stopped: the wait never saw its fd ready).
+   20. an interrupt of the poller while its owner drains the wake fd: later interrupts
+       must still wake it (with the flag cleared before the read, the read took that
+       interrupt's write, the flag stayed set, and every later wake was skipped).
 
    Seed 0 (FIBERSCHED_CHAOS_SEED=0) runs only the stalls; any other seed adds random
    perturbation at every point. */
@@ -1483,6 +1486,50 @@ static void test_unset_poll_while_first_wait(void) {
     close(fds[1]);
 }
 
+/* ---- 20: an interrupt while the poller drains its wake fd ---- */
+
+static int t20_armed, t20_stalled, t20_go;
+
+static void t20_hook(fsched__point at) {
+    int one = 1;
+    if (at == FSCHED__AT_WAKE_DRAINED &&
+        __atomic_compare_exchange_n(&t20_armed, &one, 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+        STORE(&t20_stalled, 1);
+        await_flag(&t20_go);
+    }
+}
+
+static void test_interrupt_while_draining(void) {
+    fsched_sched *s = guarded_sched(1);
+    fsched_event e;
+    int fds[2], round;
+    begin("20. an interrupt of the poller while it drains its wake fd");
+    CHECK(pipe(fds) == 0);
+    CHECK_OK(fsched_event_init(&e, 0, 0));
+    STORE(&t16_waiting, 0);
+    CHECK_OK(fsched_spawn(s, t16_wait_fd, &fds[0])); /* the worker sleeps in the poller */
+    await_flag(&t16_waiting);
+    set_hook(t20_hook);
+    for (round = 0; round < 3; round++) {
+        STORE(&t20_stalled, 0);
+        STORE(&t20_go, 0);
+        STORE(&t20_armed, 1);
+        stall_ms(20); /* asleep in the poller */
+        CHECK_OK(fsched_spawn(s, t16_nothing, NULL)); /* woken through the wake fd */
+        await_flag(&t20_stalled); /* read it, not yet said so */
+        fsched__io_interrupt(s->io); /* another waker comes meanwhile */
+        STORE(&t20_go, 1);
+        stall_ms(20); /* back to sleep in the poller */
+        CHECK_OK(fsched_spawn(s, t16_set, &e)); /* must wake it */
+        CHECK_OK(fsched_event_wait_for(&e, 5000000000ull));
+    }
+    set_hook(NULL);
+    CHECK_OK(fsched_close_fd(fds[0]));
+    CHECK_OK(fsched_destroy(s));
+    CHECK_OK(fsched_event_destroy(&e));
+    close(fds[1]);
+}
+
 /* Usage: test_races [N ...] runs the tests numbered N, such as 3 or 3b (default: all). */
 int main(int argc, char **argv) {
     static void (*const tests[])(void) = {
@@ -1492,9 +1539,10 @@ int main(int argc, char **argv) {
         test_graph_rerun_races, test_woken_while_lock_held, test_mutex_no_convoy,
         test_bind_races_destroy, test_batch_published_while_searching, test_one_job_one_wake,
         test_frame_taken_back_or_claimed, test_slab_mapped_twice, test_wake_after_return, test_work_for_poller,
-        test_wait_while_closing, test_fork_while_closing, test_unset_poll_while_first_wait};
+        test_wait_while_closing, test_fork_while_closing, test_unset_poll_while_first_wait,
+        test_interrupt_while_draining};
     static const char *const labels[] = {"1", "2", "3a", "3b", "3c", "4", "5",
-                                         "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16", "17", "18", "19"};
+                                         "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16", "17", "18", "19", "20"};
     size_t i;
     int k;
     test_watchdog(600);
