@@ -2145,7 +2145,7 @@ static void edge_stage(edge_case *c, int stage) {
 }
 
 static void await_stage(edge_case *c, int stage) {
-    uint64_t until = now_ns() + 5000 * MS;
+    uint64_t until = now_ns() + 10000 * MS; /* past the case's wait's timeout */
     while (LOAD(&c->stage) < stage) {
         CHECK(now_ns() < until);
         if (now_ns() >= until) return;
