@@ -1268,17 +1268,29 @@ static void t17_hook(fsched__point at) {
 
 typedef struct t17_case {
     int fd;
+    uint32_t edge; /* FSCHED_EDGE or 0 */
     fsched_result r;
+    uint64_t waited;
     fsched_event done;
 } t17_case;
 
 static void t17_close(void *arg) { CHECK_OK(fsched_close_fd(((t17_case *)arg)->fd)); }
 
+/* An edge wait that times out: the fd is registered edge-triggered. */
+static void t17_edge_register(void *arg) {
+    t17_case *c = (t17_case *)arg;
+    CHECK_RESULT(fsched_wait_fd(c->fd, FSCHED_READABLE | FSCHED_EDGE, 1000000, NULL),
+                 FSCHED_ERR_TIMEOUT);
+    CHECK_OK(fsched_event_set(&c->done));
+}
+
 static void t17_wait(void *arg) {
     t17_case *c = (t17_case *)arg;
+    uint64_t t0 = now_ns();
     t17_waiter = 1;
-    c->r = fsched_wait_fd(c->fd, FSCHED_READABLE, 2000000000ull, NULL);
+    c->r = fsched_wait_fd(c->fd, FSCHED_READABLE | c->edge, 2000000000ull, NULL);
     t17_waiter = 0;
+    c->waited = now_ns() - t0;
     CHECK_OK(fsched_event_set(&c->done));
 }
 
@@ -1313,6 +1325,7 @@ static void test_wait_while_closing(void) {
     /* set up between the cancel and the close: it ends, cancelled or refused */
     CHECK(pipe(fds) == 0);
     c.fd = fds[0];
+    c.edge = 0;
     t17_round(s, &c, FSCHED__AT_FD_CLOSE, -1);
     if (c.r != FSCHED_ERR_CANCELLED && c.r != FSCHED_ERR_INVALID_ARGUMENT) {
         fprintf(stderr, "a wait set up while its fd was being closed: %s\n",
@@ -1327,6 +1340,37 @@ static void test_wait_while_closing(void) {
     c.fd = fds[0];
     t17_round(s, &c, FSCHED__AT_FD_CLOSED, fresh[0]);
     CHECK_OK(c.r);
+#if defined(FSCHED__IO_EPOLL)
+    /* the same with an FSCHED_EDGE wait on a number registered edge-triggered: held
+       meanwhile, then it registers the new file; had it trusted the closed file's
+       registration, only its timeout's last look would have seen the data (the sweep
+       set far beyond) */
+    set_hook(NULL);
+    CHECK_OK(fsched_close_fd(c.fd));
+    close(fds[1]);
+    close(fresh[0]);
+    close(fresh[1]);
+    CHECK(pipe(fds) == 0);
+    CHECK(pipe(fresh) == 0);
+    CHECK(fcntl(fds[0], F_SETFL, O_NONBLOCK) == 0);
+    c.fd = fds[0];
+    c.edge = FSCHED_EDGE;
+    __atomic_store_n(&fsched__fd_verify_ns, 60000000000ull, __ATOMIC_RELAXED);
+    CHECK_OK(fsched_event_init(&c.done, 1, 0));
+    CHECK_OK(fsched_spawn(s, t17_edge_register, &c)); /* registers the old file */
+    CHECK_OK(fsched_event_wait_for(&c.done, 5000000000ull));
+    CHECK_OK(fsched_event_destroy(&c.done));
+    CHECK(write(fresh[1], "n", 1) == 1);
+    set_hook(t17_hook);
+    t17_round(s, &c, FSCHED__AT_FD_CLOSED, fresh[0]);
+    CHECK_OK(c.r);
+    if (c.waited >= 1500000000ull) {
+        fprintf(stderr, "an edge wait held by a close, on the new file: %.0f ms\n",
+                (double)c.waited / 1e6);
+        CHECK(0);
+    }
+    __atomic_store_n(&fsched__fd_verify_ns, FIBERSCHED_FD_VERIFY_NS, __ATOMIC_RELAXED);
+#endif
     set_hook(NULL);
     CHECK_OK(fsched_close_fd(c.fd));
     close(fds[1]);
