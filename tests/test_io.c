@@ -2351,6 +2351,77 @@ static void test_edge_then_level(void) {
     edge_sched_end(s, idle);
     __atomic_store_n(&fsched__fd_verify_ns, FIBERSCHED_FD_VERIFY_NS, __ATOMIC_RELAXED);
 }
+
+typedef struct broken_case {
+    int fd;
+    fsched_result r;
+    uint64_t waited;
+} broken_case;
+
+/* Waits once with FSCHED_EDGE (registers fd, whose data is there: answered), then again
+   without reading: a broken promise, answered by the sweep alone. */
+static void broken_promise(void *p) {
+    broken_case *c = (broken_case *)p;
+    uint64_t t0;
+    CHECK_OK(fsched_wait_fd(c->fd, FSCHED_READABLE | FSCHED_EDGE, 6000 * MS, NULL));
+    t0 = now_ns();
+    c->r = fsched_wait_fd(c->fd, FSCHED_READABLE | FSCHED_EDGE, 20000 * MS, NULL);
+    c->waited = now_ns() - t0;
+}
+
+/* E6: thousands of broken promises at once (dups of one pipe's read end, with data): each
+   answered within the sweep's bound, not a batch of them per half period (4096 fds at 64
+   per 50 ms took 3.2 s). */
+static void test_edge_many_broken(void) {
+    struct rlimit old, rl;
+    fsched_desc d;
+    fsched_sched *s;
+    fsched_wait_group wg;
+    broken_case *c;
+    int fds[2], n = 4096, i;
+    uint64_t worst = 0;
+    CHECK(getrlimit(RLIMIT_NOFILE, &old) == 0);
+    rl = old;
+    rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > 65536 ? 65536 : rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0) rl = old;
+    if ((int)rl.rlim_cur < n + SPARE_FDS + 100) {
+        printf("test_io: edge many broken: skipped (%d fds at most)\n", (int)rl.rlim_cur);
+        CHECK(setrlimit(RLIMIT_NOFILE, &old) == 0);
+        return;
+    }
+    __atomic_store_n(&fsched__fd_verify_ns, 100 * MS, __ATOMIC_RELAXED);
+    test_desc_init(&d);
+    d.workers = 2;
+    d.stack_kind = FSCHED_STACK_SLAB;
+    d.stack_size = 16 * 1024;
+    CHECK_OK(fsched_create(&d, &s));
+    make_pipe(fds);
+    put_byte(fds[1], 'x');
+    CHECK((c = (broken_case *)calloc((size_t)n, sizeof *c)) != NULL);
+    CHECK_OK(fsched_wait_group_init(&wg));
+    for (i = 0; i < n; i++) {
+        CHECK((c[i].fd = dup(fds[0])) >= 0);
+        c[i].r = FSCHED_ERR_SYSTEM;
+        CHECK_OK(fsched_wait_group_spawn(&wg, s, broken_promise, &c[i]));
+    }
+    CHECK_OK(fsched_wait_group_wait(&wg));
+    CHECK_OK(fsched_wait_group_destroy(&wg));
+    for (i = 0; i < n; i++) {
+        CHECK_OK(c[i].r);
+        if (c[i].waited > worst) worst = c[i].waited;
+        CHECK_OK(fsched_close_fd(c[i].fd));
+    }
+    if (worst >= 1500 * MS) /* the sweep's 100 ms, with room for a loaded machine */
+        fprintf(stderr, "edge many broken: %d waits, the slowest answered in %.1f ms\n", n,
+                (double)worst / 1e6);
+    CHECK(worst < 1500 * MS);
+    CHECK_OK(fsched_destroy(s));
+    free(c);
+    close(fds[0]);
+    close(fds[1]);
+    CHECK(setrlimit(RLIMIT_NOFILE, &old) == 0);
+    __atomic_store_n(&fsched__fd_verify_ns, FIBERSCHED_FD_VERIFY_NS, __ATOMIC_RELAXED);
+}
 #endif
 
 /* Runs one test, and says how long it took. */
@@ -2421,6 +2492,7 @@ int main(int argc, char **argv) {
     run("edge close fd", test_edge_close_fd);
     run("edge plain close", test_edge_plain_close);
     run("edge then level", test_edge_then_level);
+    run("edge many broken", test_edge_many_broken);
 #endif
     printf("test_io: ok\n");
     return 0;
