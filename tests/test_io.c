@@ -2299,6 +2299,49 @@ static void test_edge_plain_close(void) {
     __atomic_store_n(&fsched__fd_verify_ns, FIBERSCHED_FD_VERIFY_NS, __ATOMIC_RELAXED);
 }
 
+/* E7: as E4, with the number taken long after the wait began, when the sweep has
+   asked about it already (and found nothing): asked about again a period later, not
+   left waiting to its timeout (for ever, with FSCHED_FOREVER). */
+static void test_edge_late_reuse(void) {
+    int how;
+#if defined(FSCHED__TSAN)
+    /* the case under test is a number reused while the sweep asks the kernel about it */
+    printf("test_io: edge late reuse: skipped (ThreadSanitizer calls a close() racing the "
+           "sweep's epoll_ctl on that number a race)\n");
+    return;
+#endif
+    __atomic_store_n(&fsched__fd_verify_ns, 100 * MS, __ATOMIC_RELAXED);
+    for (how = 0; how < 3; how++) {
+        int idle[2], fds[2], fresh[2], kept = -1;
+        fsched_sched *s = edge_sched(idle);
+        edge_case c;
+        make_pipe(fds);
+        make_pipe(fresh);
+        c.writer = fds[1];
+        edge_case_begin(&c, s, fds[0]);
+        CHECK_OK(fsched_event_set(&c.go));
+        fsched_sleep_for(500 * MS); /* a wait of five periods, asked about and found idle */
+        if (how == 0) CHECK(close(fds[0]) == 0);
+        if (how == 2) CHECK((kept = dup(fds[0])) >= 0);
+        put_byte(fresh[1], 'n');
+        CHECK(dup2(fresh[0], fds[0]) == fds[0]);
+        edge_case_end(&c);
+        CHECK_OK(c.r);
+        if (c.waited >= 3500 * MS) /* 500 ms and the sweep's 100 ms, with room to spare */
+            fprintf(stderr, "edge wait on a number reused late (%d): %.1f ms\n", how,
+                    (double)c.waited / 1e6);
+        CHECK(c.waited < 3500 * MS);
+        CHECK(c.got == 'n');
+        close(fds[0]);
+        close(fds[1]);
+        close(fresh[0]);
+        close(fresh[1]);
+        if (kept >= 0) close(kept);
+        edge_sched_end(s, idle);
+    }
+    __atomic_store_n(&fsched__fd_verify_ns, FIBERSCHED_FD_VERIFY_NS, __ATOMIC_RELAXED);
+}
+
 typedef struct level_case {
     int fd;
     fsched_result r;
@@ -2491,6 +2534,7 @@ int main(int argc, char **argv) {
     run("edge latch", test_edge_latch);
     run("edge close fd", test_edge_close_fd);
     run("edge plain close", test_edge_plain_close);
+    run("edge late reuse", test_edge_late_reuse);
     run("edge then level", test_edge_then_level);
     run("edge many broken", test_edge_many_broken);
 #endif
