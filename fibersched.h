@@ -10137,8 +10137,8 @@ static int fsched__fd_unverified(const fsched__fd *rec, uint32_t epoch) {
    once more about the fds whose FSCHED_EDGE waits have gone unanswered, and unasked,
    for at least a half: a number that a new file took after a plain close() or dup2()
    is registered anew, and one ready (a broken promise) gives its event. A long wait is
-   asked about once a period, not once: the number may be taken at any time. Returns timeout_ms, bounded
-   by the next pass while records are registered edge-triggered. */
+   asked about once a period, not once: the number may be taken at any time. Returns
+   timeout_ms, bounded by the next pass while records are registered edge-triggered. */
 static int fsched__io_sweep(fsched__io *io, int timeout_ms) {
     fsched__fd *held[FSCHED__SWEEP_BATCH], *rec;
     uint32_t n, b = 0, count = 0, i, epoch;
