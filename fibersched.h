@@ -167,7 +167,8 @@
                                    again, which bounds how late a wait on a number
                                    reused after a plain close() or dup2() is answered
                                    (default 1 s; the poller looks every half of it
-                                   while fds are registered for edge waits)
+                                   while fds are registered for edge waits, and asks
+                                   about a wait that lasts once a period)
    FIBERSCHED_NO_CPP               leave out the C++ layer, which every translation unit
                                    compiled as C++ gets by default (define it wherever
                                    the header is included)
@@ -9560,8 +9561,8 @@ typedef struct fsched__fd_waiter {
     uint32_t counted;      /* under the list's lock: its events, while counted in its
                               record's readers and writers */
     uint32_t edge;         /* FSCHED_EDGE was asked for (epoll) */
-    uint32_t epoch;        /* io->sweep_epoch when it was queued */
-    uint32_t verified;     /* under the list's lock: the sweep asked about its fd */
+    uint32_t epoch;        /* under the list's lock: io->sweep_epoch when it was queued,
+                              or when the sweep last asked about its fd */
 } fsched__fd_waiter;
 
 struct fsched__io {
@@ -10117,15 +10118,15 @@ static uint32_t fsched__io_set_fill(fsched__io *io, struct pollfd *set, uint32_t
 #endif
 
 #if defined(FSCHED__IO_EPOLL)
-#define FSCHED__SWEEP_BATCH 64u /* records asked about per pass; the rest at the next */
+#define FSCHED__SWEEP_BATCH 64u /* records held at once by the sweep, which asks in batches */
 
-/* Whether rec has an FSCHED_EDGE waiter queued before the last two half periods began
-   that the sweep has not asked about (under rec's lock). */
+/* Whether rec has an FSCHED_EDGE waiter queued, or last asked about by the sweep, before
+   the last two half periods began (under rec's lock). */
 static int fsched__fd_unverified(const fsched__fd *rec, uint32_t epoch) {
     const fsched__waiter *wt;
     for (wt = (const fsched__waiter *)rec->waiters.head; wt; wt = wt->next) {
         const fsched__fd_waiter *fw = (const fsched__fd_waiter *)wt;
-        if (fw->edge && !fw->verified && fw->close_state == FSCHED__FD_WATCHED &&
+        if (fw->edge && fw->close_state == FSCHED__FD_WATCHED &&
             (uint32_t)(epoch - fw->epoch) >= 2u)
             return 1;
     }
@@ -10133,13 +10134,14 @@ static int fsched__fd_unverified(const fsched__fd *rec, uint32_t epoch) {
 }
 
 /* The owner, before it polls: every half of FIBERSCHED_FD_VERIFY_NS, asks the kernel
-   once more about the fds whose FSCHED_EDGE waits have gone unanswered for at least a
-   half: a number that a new file took after a plain close() or dup2() is registered
-   anew, and one ready (a broken promise) gives its event. Returns timeout_ms, bounded
-   by the next pass while records are registered edge-triggered. */
+   once more about the fds whose FSCHED_EDGE waits have gone unanswered, and unasked,
+   for at least a half: a number that a new file took after a plain close() or dup2()
+   is registered anew, and one ready (a broken promise) gives its event. A long wait is
+   asked about once a period, not once: the number may be taken at any time. Returns
+   timeout_ms, bounded by the next pass while records are registered edge-triggered. */
 static int fsched__io_sweep(fsched__io *io, int timeout_ms) {
     fsched__fd *held[FSCHED__SWEEP_BATCH], *rec;
-    uint32_t n = 0, b, i, epoch;
+    uint32_t n, b = 0, count = 0, i, epoch;
     uint64_t now, half;
     int ms;
     /* seq_cst: against the registration that makes the first one (see
@@ -10153,38 +10155,48 @@ static int fsched__io_sweep(fsched__io *io, int timeout_ms) {
         /* relaxed: a pace, written by owners only, read by waiters to date themselves */
         epoch = FSCHED__LOAD(&io->sweep_epoch, FSCHED__RELAXED) + 1u;
         FSCHED__STORE(&io->sweep_epoch, epoch, FSCHED__RELAXED);
-        fsched__spin_lock(&io->lock);
-        for (b = 0; b < io->bucket_count && n < FSCHED__SWEEP_BATCH; b++)
-            for (rec = io->buckets[b]; rec && n < FSCHED__SWEEP_BATCH; rec = rec->next) {
-                int old;
-                /* relaxed: a look; a wait queued after it is younger than a half */
-                if (!FSCHED__LOAD(&rec->waiters.count, FSCHED__RELAXED)) continue;
+        /* batch after batch, so that every old wait is asked about in this pass (the
+           bound holds however many there are): each resumes at the bucket where the last
+           filled up, whose records asked about are dated anew by then; from the first
+           bucket again if the table was resized meanwhile */
+        do {
+            n = 0;
+            fsched__spin_lock(&io->lock);
+            if (io->bucket_count != count) b = 0;
+            count = io->bucket_count;
+            for (; b < count && n < FSCHED__SWEEP_BATCH; b++)
+                for (rec = io->buckets[b]; rec && n < FSCHED__SWEEP_BATCH; rec = rec->next) {
+                    int old;
+                    /* relaxed: a look; a wait queued after it is younger than a half */
+                    if (!FSCHED__LOAD(&rec->waiters.count, FSCHED__RELAXED)) continue;
+                    fsched__wait_list_lock(&rec->waiters);
+                    old = rec->edge && fsched__fd_unverified(rec, epoch);
+                    fsched__wait_list_unlock(&rec->waiters);
+                    if (!old) continue;
+                    rec->users++;
+                    held[n++] = rec;
+                }
+            fsched__spin_unlock(&io->lock);
+            if (n == FSCHED__SWEEP_BATCH) b--; /* the bucket that filled it may hold more */
+            for (i = 0; i < n; i++) {
+                fsched__wakes wakes;
+                const fsched__waiter *wt;
+                int err = 0;
+                rec = held[i];
+                wakes.n = 0;
                 fsched__wait_list_lock(&rec->waiters);
-                old = rec->edge && fsched__fd_unverified(rec, epoch);
-                fsched__wait_list_unlock(&rec->waiters);
-                if (!old) continue;
-                rec->users++;
-                held[n++] = rec;
+                if (rec->edge) {
+                    for (wt = (const fsched__waiter *)rec->waiters.head; wt; wt = wt->next)
+                        ((fsched__fd_waiter *)wt)->epoch = epoch;
+                    err = fsched__fd_register_edge(io, rec);
+                }
+                if (err)
+                    fsched__fd_end(rec, FSCHED_READABLE | FSCHED_WRITABLE,
+                                   fsched__fd_refusal(err), &wakes);
+                fsched__wait_list_unlock_wake(&rec->waiters, &wakes);
+                fsched__io_release(io, rec);
             }
-        fsched__spin_unlock(&io->lock);
-        for (i = 0; i < n; i++) {
-            fsched__wakes wakes;
-            const fsched__waiter *wt;
-            int err = 0;
-            rec = held[i];
-            wakes.n = 0;
-            fsched__wait_list_lock(&rec->waiters);
-            if (rec->edge) {
-                for (wt = (const fsched__waiter *)rec->waiters.head; wt; wt = wt->next)
-                    ((fsched__fd_waiter *)wt)->verified = 1;
-                err = fsched__fd_register_edge(io, rec);
-            }
-            if (err)
-                fsched__fd_end(rec, FSCHED_READABLE | FSCHED_WRITABLE, fsched__fd_refusal(err),
-                               &wakes);
-            fsched__wait_list_unlock_wake(&rec->waiters, &wakes);
-            fsched__io_release(io, rec);
-        }
+        } while (n == FSCHED__SWEEP_BATCH);
     }
     ms = fsched__timeout_ms(io->sweep_next > now ? io->sweep_next - now : 0);
     return timeout_ms < 0 || timeout_ms > ms ? ms : timeout_ms;
@@ -10789,7 +10801,6 @@ static fsched_result fsched__fd_wait(fsched__io *io, fsched__fd_waiter *fw, int 
 #if defined(FSCHED__IO_EPOLL)
             /* relaxed: dates the wait for the sweep; a late epoch only makes it later */
             fw->epoch = FSCHED__LOAD(&io->sweep_epoch, FSCHED__RELAXED);
-            fw->verified = 0;
             if (fw->edge && rec->edge && rec->added)
                 err = 0; /* registered: the edge after the caller's EAGAIN will come */
             else if (fw->edge || rec->edge)

@@ -2323,6 +2323,49 @@ static void test_edge_plain_close(void) {
     __atomic_store_n(&fsched__fd_verify_ns, FIBERSCHED_FD_VERIFY_NS, __ATOMIC_RELAXED);
 }
 
+/* E7: as E4, with the number taken long after the wait began, when the sweep has
+   asked about it already (and found nothing): asked about again a period later, not
+   left waiting to its timeout (for ever, with FSCHED_FOREVER). */
+static void test_edge_late_reuse(void) {
+    int how;
+#if defined(FSCHED__TSAN)
+    /* the case under test is a number reused while the sweep asks the kernel about it */
+    printf("test_io: edge late reuse: skipped (ThreadSanitizer calls a close() racing the "
+           "sweep's epoll_ctl on that number a race)\n");
+    return;
+#endif
+    __atomic_store_n(&fsched__fd_verify_ns, 100 * MS, __ATOMIC_RELAXED);
+    for (how = 0; how < 3; how++) {
+        int idle[2], fds[2], fresh[2], kept = -1;
+        fsched_sched *s = edge_sched(idle);
+        edge_case c;
+        make_pipe(fds);
+        make_pipe(fresh);
+        c.writer = fds[1];
+        edge_case_begin(&c, s, fds[0]);
+        CHECK_OK(fsched_event_set(&c.go));
+        fsched_sleep_for(500 * MS); /* a wait of five periods, asked about and found idle */
+        if (how == 0) CHECK(close(fds[0]) == 0);
+        if (how == 2) CHECK((kept = dup(fds[0])) >= 0);
+        put_byte(fresh[1], 'n');
+        CHECK(dup2(fresh[0], fds[0]) == fds[0]);
+        edge_case_end(&c);
+        CHECK_OK(c.r);
+        if (c.waited >= 3500 * MS) /* 500 ms and the sweep's 100 ms, with room to spare */
+            fprintf(stderr, "edge wait on a number reused late (%d): %.1f ms\n", how,
+                    (double)c.waited / 1e6);
+        CHECK(c.waited < 3500 * MS);
+        CHECK(c.got == 'n');
+        close(fds[0]);
+        close(fds[1]);
+        close(fresh[0]);
+        close(fresh[1]);
+        if (kept >= 0) close(kept);
+        edge_sched_end(s, idle);
+    }
+    __atomic_store_n(&fsched__fd_verify_ns, FIBERSCHED_FD_VERIFY_NS, __ATOMIC_RELAXED);
+}
+
 typedef struct level_case {
     int fd;
     fsched_result r;
@@ -2373,6 +2416,77 @@ static void test_edge_then_level(void) {
     CHECK_OK(fsched_close_fd(sv[0]));
     close(sv[1]);
     edge_sched_end(s, idle);
+    __atomic_store_n(&fsched__fd_verify_ns, FIBERSCHED_FD_VERIFY_NS, __ATOMIC_RELAXED);
+}
+
+typedef struct broken_case {
+    int fd;
+    fsched_result r;
+    uint64_t waited;
+} broken_case;
+
+/* Waits once with FSCHED_EDGE (registers fd, whose data is there: answered), then again
+   without reading: a broken promise, answered by the sweep alone. */
+static void broken_promise(void *p) {
+    broken_case *c = (broken_case *)p;
+    uint64_t t0;
+    CHECK_OK(fsched_wait_fd(c->fd, FSCHED_READABLE | FSCHED_EDGE, 6000 * MS, NULL));
+    t0 = now_ns();
+    c->r = fsched_wait_fd(c->fd, FSCHED_READABLE | FSCHED_EDGE, 20000 * MS, NULL);
+    c->waited = now_ns() - t0;
+}
+
+/* E6: thousands of broken promises at once (dups of one pipe's read end, with data): each
+   answered within the sweep's bound, not a batch of them per half period (3968 fds at 64
+   per 50 ms took 3.1 s). */
+static void test_edge_many_broken(void) {
+    struct rlimit old, rl;
+    fsched_desc d;
+    fsched_sched *s;
+    fsched_wait_group wg;
+    broken_case *c;
+    int fds[2], n = 3968, i; /* room for them under a common hard limit of 4096 */
+    uint64_t worst = 0;
+    CHECK(getrlimit(RLIMIT_NOFILE, &old) == 0);
+    rl = old;
+    rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > 65536 ? 65536 : rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0) rl = old;
+    if ((int)rl.rlim_cur < n + 64) {
+        printf("test_io: edge many broken: skipped (%d fds at most)\n", (int)rl.rlim_cur);
+        CHECK(setrlimit(RLIMIT_NOFILE, &old) == 0);
+        return;
+    }
+    __atomic_store_n(&fsched__fd_verify_ns, 100 * MS, __ATOMIC_RELAXED);
+    test_desc_init(&d);
+    d.workers = 2;
+    d.stack_kind = FSCHED_STACK_SLAB;
+    d.stack_size = 16 * 1024;
+    CHECK_OK(fsched_create(&d, &s));
+    make_pipe(fds);
+    put_byte(fds[1], 'x');
+    CHECK((c = (broken_case *)calloc((size_t)n, sizeof *c)) != NULL);
+    CHECK_OK(fsched_wait_group_init(&wg));
+    for (i = 0; i < n; i++) {
+        CHECK((c[i].fd = dup(fds[0])) >= 0);
+        c[i].r = FSCHED_ERR_SYSTEM;
+        CHECK_OK(fsched_wait_group_spawn(&wg, s, broken_promise, &c[i]));
+    }
+    CHECK_OK(fsched_wait_group_wait(&wg));
+    CHECK_OK(fsched_wait_group_destroy(&wg));
+    for (i = 0; i < n; i++) {
+        CHECK_OK(c[i].r);
+        if (c[i].waited > worst) worst = c[i].waited;
+        CHECK_OK(fsched_close_fd(c[i].fd));
+    }
+    if (worst >= 1500 * MS) /* the sweep's 100 ms, with room for a loaded machine */
+        fprintf(stderr, "edge many broken: %d waits, the slowest answered in %.1f ms\n", n,
+                (double)worst / 1e6);
+    CHECK(worst < 1500 * MS);
+    CHECK_OK(fsched_destroy(s));
+    free(c);
+    close(fds[0]);
+    close(fds[1]);
+    CHECK(setrlimit(RLIMIT_NOFILE, &old) == 0);
     __atomic_store_n(&fsched__fd_verify_ns, FIBERSCHED_FD_VERIFY_NS, __ATOMIC_RELAXED);
 }
 #endif
@@ -2444,7 +2558,9 @@ int main(int argc, char **argv) {
     run("edge latch", test_edge_latch);
     run("edge close fd", test_edge_close_fd);
     run("edge plain close", test_edge_plain_close);
+    run("edge late reuse", test_edge_late_reuse);
     run("edge then level", test_edge_then_level);
+    run("edge many broken", test_edge_many_broken);
 #endif
     printf("test_io: ok\n");
     return 0;
