@@ -1994,7 +1994,7 @@ static void fork_child(fork_case *c, int k) {
         if (r != FSCHED_OK) _exit(10 + (int)r);
         /* bytes come every millisecond: an answer this late came from the timeout's last
            look, not from the poller */
-        if (now_ns() - t0 > 2500 * MS) _exit(40);
+        if (!test_under_valgrind() && now_ns() - t0 > 2500 * MS) _exit(40);
         while (read(c->own[k][0], &b, 1) == 1) round++; /* to EAGAIN: an edge wait's promise */
     }
     while (!c->ended) fsched_sleep_for(1 * MS);
@@ -2073,6 +2073,13 @@ static int chosen_count;
 static char **chosen; /* the tests named on the command line; none: all */
 
 /* ---- FSCHED_EDGE: waits after EAGAIN ---- */
+
+/* Whether a wait was answered within `bound` (by the mechanism under test, not by the
+   sweep or the wait's timeout); not judged under Valgrind, which runs threads one at a
+   time many times slower: the results are still checked there. */
+static int edge_timely(uint64_t waited, uint64_t bound) {
+    return test_under_valgrind() || waited < bound;
+}
 
 static fsched_stats stats_of(fsched_sched *s) {
     fsched_stats st;
@@ -2250,7 +2257,7 @@ static void test_edge_latch(void) {
     CHECK(stats_of(s).fd_events != events); /* harvested with no wait for it */
     edge_case_end(&c);
     CHECK_OK(c.r);
-    CHECK(c.waited < 2000 * MS);
+    CHECK(edge_timely(c.waited, 2000 * MS));
     CHECK(c.got == 'b');
     close(fds[0]);
     close(fds[1]);
@@ -2277,7 +2284,7 @@ static void test_edge_close_fd(void) {
     CHECK_OK(c.r);
     if (c.waited >= 2000 * MS)
         fprintf(stderr, "edge wait after fsched_close_fd: %.1f ms\n", (double)c.waited / 1e6);
-    CHECK(c.waited < 2000 * MS);
+    CHECK(edge_timely(c.waited, 2000 * MS));
     CHECK(c.got == 'n');
     close(fds[0]);
     close(fds[1]);
@@ -2311,7 +2318,7 @@ static void test_edge_plain_close(void) {
         if (c.waited >= 3000 * MS) /* the sweep's 100 ms, with room for a loaded machine */
             fprintf(stderr, "edge wait on a reused number (%d): %.1f ms\n", how,
                     (double)c.waited / 1e6);
-        CHECK(c.waited < 3000 * MS);
+        CHECK(edge_timely(c.waited, 3000 * MS));
         CHECK(c.got == 'n');
         close(fds[0]);
         close(fds[1]);
@@ -2354,7 +2361,7 @@ static void test_edge_late_reuse(void) {
         if (c.waited >= 3500 * MS) /* 500 ms and the sweep's 100 ms, with room to spare */
             fprintf(stderr, "edge wait on a number reused late (%d): %.1f ms\n", how,
                     (double)c.waited / 1e6);
-        CHECK(c.waited < 3500 * MS);
+        CHECK(edge_timely(c.waited, 3500 * MS));
         CHECK(c.got == 'n');
         close(fds[0]);
         close(fds[1]);
@@ -2412,7 +2419,7 @@ static void test_edge_then_level(void) {
         CHECK_OK(fsched_wait_group_destroy(&wg));
     }
     CHECK_OK(c.r);
-    CHECK(c.waited < 2000 * MS);
+    CHECK(edge_timely(c.waited, 2000 * MS));
     CHECK_OK(fsched_close_fd(sv[0]));
     close(sv[1]);
     edge_sched_end(s, idle);
@@ -2447,6 +2454,10 @@ static void test_edge_many_broken(void) {
     broken_case *c;
     int fds[2], n = 3968, i; /* room for them under a common hard limit of 4096 */
     uint64_t worst = 0;
+    if (test_under_valgrind()) { /* thousands of tasks' waits, timed */
+        printf("test_io: edge many broken: skipped under Valgrind\n");
+        return;
+    }
     CHECK(getrlimit(RLIMIT_NOFILE, &old) == 0);
     rl = old;
     rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > 65536 ? 65536 : rl.rlim_max;
