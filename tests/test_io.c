@@ -2074,12 +2074,6 @@ static char **chosen; /* the tests named on the command line; none: all */
 
 /* ---- FSCHED_EDGE: waits after EAGAIN ---- */
 
-/* Whether a wait was answered within `bound` (by the mechanism under test, not by the
-   sweep or the wait's timeout); not judged under Valgrind, which runs threads one at a
-   time many times slower: the results are still checked there. */
-static int edge_timely(uint64_t waited, uint64_t bound) {
-    return test_under_valgrind() || waited < bound;
-}
 
 static fsched_stats stats_of(fsched_sched *s) {
     fsched_stats st;
@@ -2161,6 +2155,13 @@ static void test_edge_ping_pong(void) {
 }
 
 #if defined(FSCHED__IO_EPOLL) && TEST_THREADS
+/* Whether a wait was answered within `bound` (by the mechanism under test, not by the
+   sweep or the wait's timeout); not judged under Valgrind, which runs threads one at a
+   time many times slower: the results are still checked there. */
+static int edge_timely(uint64_t waited, uint64_t bound) {
+    return test_under_valgrind() || waited < bound;
+}
+
 typedef struct edge_case {
     int fd, writer;        /* read end, and the write end of its first file */
     int stage;             /* atomic: how far the task got */
