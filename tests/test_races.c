@@ -1276,6 +1276,13 @@ typedef struct t17_case {
 
 static void t17_close(void *arg) { CHECK_OK(fsched_close_fd(((t17_case *)arg)->fd)); }
 
+/* Whether a seed perturbs every protocol step (in CI on one CPU shared with other tests):
+   bounds on how long a wait took are not judged then. */
+static inline int chaos_seeded(void) {
+    const char *seed = getenv("FIBERSCHED_CHAOS_SEED");
+    return seed && atoi(seed) != 0;
+}
+
 /* An edge wait that times out: the fd is registered edge-triggered. */
 static void t17_edge_register(void *arg) {
     t17_case *c = (t17_case *)arg;
@@ -1364,7 +1371,7 @@ static void test_wait_while_closing(void) {
     set_hook(t17_hook);
     t17_round(s, &c, FSCHED__AT_FD_CLOSED, fresh[0]);
     CHECK_OK(c.r);
-    if (c.waited >= 1500000000ull && !test_under_valgrind()) {
+    if (c.waited >= 1500000000ull && !test_under_valgrind() && !chaos_seeded()) {
         fprintf(stderr, "an edge wait held by a close, on the new file: %.0f ms\n",
                 (double)c.waited / 1e6);
         CHECK(0);
