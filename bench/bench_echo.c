@@ -502,8 +502,8 @@ int main(int argc, char **argv) {
         }
         for (i = 0; i < nc; i++) {
             char ratio[32];
-            if (go) snprintf(ratio, sizeof ratio, "%.2fx", c[i].rate[0] / go->rate[0]);
             if (go && &c[i] == fs) vs_go[k] = c[i].rate[0] / go->rate[0];
+            if (go) snprintf(ratio, sizeof ratio, "%.2fx", c[i].rate[0] / go->rate[0]);
             else snprintf(ratio, sizeof ratio, "-");
             printf("| %11ld | %-28s | %5ld | %12.0f | %8s | %10.0f | %14.0f | %13.2f |\n", conns,
                    c[i].name, rounds, c[i].rate[0], ratio, c[i].rss[0], c[i].kstack[0],
