@@ -152,7 +152,8 @@
                                    FIBERSCHED_NO_OS)
    FIBERSCHED_MIN_SMALL_STACK_SIZE smallest FSCHED_STACK_SMALL stack, and what a
                                    stack_size of 0 gives them; default 1 KiB (2 KiB on
-                                   64-bit POWER, whose switch saves 512 bytes)
+                                   64-bit POWER and 64-bit Windows, whose frames and
+                                   switches take more)
    FIBERSCHED_NO_THREADS           no thread library at all (single-threaded only)
    FIBERSCHED_NO_OS                no operating system: stacks from the heap with a canary,
                                    no signals; implies FIBERSCHED_NO_THREADS
@@ -2086,8 +2087,10 @@ FIBERSCHED_API int fsched_pipeline_finished(const fsched_pipeline *p);
 /* Small stacks (FSCHED_STACK_SMALL): a task's own wait takes about 1 KiB of them on
    64-bit targets in optimized builds (the scheduler's frames from the task to the switch) */
 #ifndef FIBERSCHED_MIN_SMALL_STACK_SIZE
-#if defined(__powerpc64__)
-#define FIBERSCHED_MIN_SMALL_STACK_SIZE 2048u /* a switch alone saves 512 bytes there */
+#if defined(__powerpc64__) || defined(_WIN64)
+/* a switch alone saves 512 bytes on POWER; on 64-bit Windows it saves the vector
+   registers too, and every call reserves 32 bytes for its callee */
+#define FIBERSCHED_MIN_SMALL_STACK_SIZE 2048u
 #else
 #define FIBERSCHED_MIN_SMALL_STACK_SIZE 1024u
 #endif
