@@ -9778,6 +9778,26 @@ static fsched__fd *fsched__io_find(const fsched__io *io, int fd) {
     return rec;
 }
 
+/* Under the poller's lock: rec takes a new generation (never 0, the wake fd's name), so
+   that events naming the old one name nothing. */
+static void fsched__io_new_gen(fsched__io *io, fsched__fd *rec) {
+    if (!++io->gen) io->gen = 1;
+    rec->gen = io->gen;
+}
+
+/* Under the poller's lock: rec forgets its registration (its file was closed, or rec
+   goes) and leaves the count of records registered edge-triggered. */
+static void fsched__io_forget_registration(fsched__io *io, fsched__fd *rec) {
+#if defined(FSCHED__IO_EPOLL)
+    /* relaxed: a count for the sweep's pace (see fsched__io_sweep) */
+    if (rec->edge) FSCHED__FETCH_SUB(&io->edge_records, 1u, FSCHED__RELAXED);
+    rec->edge = rec->latched = 0;
+#else
+    (void)io; /* poll() registers nothing */
+#endif
+    rec->added = 0;
+}
+
 /* Under the poller's lock, with the table full: frees the records no call holds, then
    sizes the table for twice the records left. An allocation that fails leaves the old
    table, whose chains grow longer; 0 when there is none at all. */
@@ -9793,10 +9813,7 @@ static int fsched__io_resize(fsched__io *io) {
             }
             *p = rec->next;
             io->records--;
-#if defined(FSCHED__IO_EPOLL)
-            /* relaxed: a count for the sweep's pace (see fsched__io_sweep) */
-            if (rec->edge) FSCHED__FETCH_SUB(&io->edge_records, 1u, FSCHED__RELAXED);
-#endif
+            fsched__io_forget_registration(io, rec);
             fsched__free(a, rec, sizeof *rec, sizeof(void *));
         }
     while (count < 2u * io->records) count *= 2u;
@@ -9826,8 +9843,7 @@ static int fsched__io_insert(fsched__io *io, fsched__fd *rec) {
     rec->next = io->buckets[b];
     io->buckets[b] = rec;
     io->records++;
-    if (!++io->gen) io->gen = 1;
-    rec->gen = io->gen;
+    fsched__io_new_gen(io, rec);
     return 1;
 }
 
@@ -10303,14 +10319,8 @@ static void fsched__io_forget(fsched__io *io, int fd) {
     fsched__spin_lock(&io->lock);
     if ((rec = fsched__io_find(io, fd)) != NULL) {
         fsched__wait_list_lock(&rec->waiters);
-        if (!++io->gen) io->gen = 1;
-        rec->gen = io->gen;
-#if defined(FSCHED__IO_EPOLL)
-        /* relaxed: a count for the sweep's pace (see fsched__io_sweep) */
-        if (rec->edge) FSCHED__FETCH_SUB(&io->edge_records, 1u, FSCHED__RELAXED);
-        rec->edge = rec->latched = 0;
-#endif
-        rec->added = 0;
+        fsched__io_new_gen(io, rec);
+        fsched__io_forget_registration(io, rec);
         fsched__wait_list_unlock(&rec->waiters);
     }
     fsched__spin_unlock(&io->lock);
