@@ -2302,15 +2302,16 @@ static void test_edge_close_fd(void) {
     __atomic_store_n(&fsched__fd_verify_ns, FIBERSCHED_FD_VERIFY_NS, __ATOMIC_RELAXED);
 }
 
-/* E4: a number a new file took after a plain close(), a dup2() over it, or a dup2()
-   while a dup keeps the old file (whose peer writes too): the FSCHED_EDGE wait is
-   answered within the sweep's bound, and reads the new file. */
-static void test_edge_plain_close(void) {
+/* The number of an FSCHED_EDGE wait is taken by a new file three ways (a plain close()
+   then dup2(), a dup2() over it, a dup2() while a dup keeps the old file), `late_ms`
+   after the wait began (0: at once, when the old file then stirs too): the wait is
+   answered within bound_ms, and reads the new file. */
+static void edge_reuse_rounds(const char *what, uint64_t late_ms, uint64_t bound_ms) {
     int how;
 #if defined(FSCHED__TSAN)
-    /* as in E7: the sweep may ask about the number while the test reuses it */
-    printf("test_io: edge plain close: skipped (ThreadSanitizer calls a close() racing the "
-           "sweep's epoll_ctl on that number a race)\n");
+    /* the case under test is a number reused while the sweep may ask the kernel about it */
+    printf("test_io: %s: skipped (ThreadSanitizer calls a close() racing the sweep's "
+           "epoll_ctl on that number a race)\n", what);
     return;
 #endif
     __atomic_store_n(&fsched__fd_verify_ns, 100 * MS, __ATOMIC_RELAXED);
@@ -2322,17 +2323,20 @@ static void test_edge_plain_close(void) {
         make_pipe(fresh);
         c.writer = fds[1];
         edge_case_begin(&c, s, fds[0]);
+        if (late_ms) {
+            CHECK_OK(fsched_event_set(&c.go));
+            fsched_sleep_for(late_ms * MS); /* periods of the wait, asked about, found idle */
+        }
         if (how == 0) CHECK(close(fds[0]) == 0);
         if (how == 2) CHECK((kept = dup(fds[0])) >= 0);
         put_byte(fresh[1], 'n');
         CHECK(dup2(fresh[0], fds[0]) == fds[0]);
-        if (how == 2) put_byte(fds[1], 'o'); /* the old file stirs: an old event */
+        if (how == 2 && !late_ms) put_byte(fds[1], 'o'); /* the old file stirs: an old event */
         edge_case_end(&c);
         CHECK_OK(c.r);
-        if (c.waited >= 3000 * MS) /* the sweep's 100 ms, with room for a loaded machine */
-            fprintf(stderr, "edge wait on a reused number (%d): %.1f ms\n", how,
-                    (double)c.waited / 1e6);
-        CHECK(edge_timely(c.waited, 3000 * MS));
+        if (c.waited >= bound_ms * MS)
+            fprintf(stderr, "%s (%d): %.1f ms\n", what, how, (double)c.waited / 1e6);
+        CHECK(edge_timely(c.waited, bound_ms * MS));
         CHECK(c.got == 'n');
         close(fds[0]);
         close(fds[1]);
@@ -2344,48 +2348,14 @@ static void test_edge_plain_close(void) {
     __atomic_store_n(&fsched__fd_verify_ns, FIBERSCHED_FD_VERIFY_NS, __ATOMIC_RELAXED);
 }
 
+/* E4: the number taken at once: answered within the sweep's 100 ms, with room for a
+   loaded machine. */
+static void test_edge_plain_close(void) { edge_reuse_rounds("edge plain close", 0, 3000); }
+
 /* E7: as E4, with the number taken long after the wait began, when the sweep has
    asked about it already (and found nothing): asked about again a period later, not
    left waiting to its timeout (for ever, with FSCHED_FOREVER). */
-static void test_edge_late_reuse(void) {
-    int how;
-#if defined(FSCHED__TSAN)
-    /* the case under test is a number reused while the sweep asks the kernel about it */
-    printf("test_io: edge late reuse: skipped (ThreadSanitizer calls a close() racing the "
-           "sweep's epoll_ctl on that number a race)\n");
-    return;
-#endif
-    __atomic_store_n(&fsched__fd_verify_ns, 100 * MS, __ATOMIC_RELAXED);
-    for (how = 0; how < 3; how++) {
-        int idle[2], fds[2], fresh[2], kept = -1;
-        fsched_sched *s = edge_sched(idle);
-        edge_case c;
-        make_pipe(fds);
-        make_pipe(fresh);
-        c.writer = fds[1];
-        edge_case_begin(&c, s, fds[0]);
-        CHECK_OK(fsched_event_set(&c.go));
-        fsched_sleep_for(500 * MS); /* a wait of five periods, asked about and found idle */
-        if (how == 0) CHECK(close(fds[0]) == 0);
-        if (how == 2) CHECK((kept = dup(fds[0])) >= 0);
-        put_byte(fresh[1], 'n');
-        CHECK(dup2(fresh[0], fds[0]) == fds[0]);
-        edge_case_end(&c);
-        CHECK_OK(c.r);
-        if (c.waited >= 3500 * MS) /* 500 ms and the sweep's 100 ms, with room to spare */
-            fprintf(stderr, "edge wait on a number reused late (%d): %.1f ms\n", how,
-                    (double)c.waited / 1e6);
-        CHECK(edge_timely(c.waited, 3500 * MS));
-        CHECK(c.got == 'n');
-        close(fds[0]);
-        close(fds[1]);
-        close(fresh[0]);
-        close(fresh[1]);
-        if (kept >= 0) close(kept);
-        edge_sched_end(s, idle);
-    }
-    __atomic_store_n(&fsched__fd_verify_ns, FIBERSCHED_FD_VERIFY_NS, __ATOMIC_RELAXED);
-}
+static void test_edge_late_reuse(void) { edge_reuse_rounds("edge late reuse", 500, 3500); }
 
 typedef struct level_case {
     int fd;
