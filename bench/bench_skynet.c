@@ -179,7 +179,7 @@ int main(int argc, char **argv) {
     long tasks = 0, level;
     sky_ctx ctx;
     bench_case c[6];
-    bench_case *f, *tbb;
+    bench_case *f, *tbb, *lace;
     fsched_desc d;
     fsched_result r;
     char buf1[16], buf2[16];
@@ -241,6 +241,9 @@ int main(int argc, char **argv) {
     bench_quick_note(quick);
     if (tbb) bench_target("fibersched / oneTBB", f->median / tbb->median, "<=", 1.5, "x");
     else printf("target: fibersched / oneTBB: not measured (oneTBB not available)\n");
+    lace = bench_find(c, nc, "Lace: SPAWN/SYNC", ctx.workers);
+    if (lace) bench_target("fibersched / Lace", f->median / lace->median, "<=", 3.0, "x");
+    else printf("target: fibersched / Lace: not measured (meson's lace_source option is not set)\n");
     for (i = 1; i < nc; i++)
         printf("peer: %s / fibersched = %s\n", c[i].name, bench_ratio(buf2, sizeof buf2, &c[i], f));
     fsched_destroy(ctx.sched);

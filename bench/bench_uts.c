@@ -202,9 +202,11 @@ int main(int argc, char **argv) {
     printf("\n");
     bench_quick_note(quick);
 #if defined(FSCHED_BENCH_LACE)
-    for (t = 0; t < TREES; t++)
-        printf("peer: %s, Lace / fibersched = %s\n", names[t],
-               bench_ratio(buf, sizeof buf, &c[t * 3 + 2], &c[t * 3 + 1]));
+    for (t = 0; t < TREES; t++) {
+        char what[64];
+        snprintf(what, sizeof what, "%s, fibersched / Lace", names[t]);
+        bench_target(what, c[t * 3 + 1].median / c[t * 3 + 2].median, "<=", 1.1, "x");
+    }
 #else
     printf("peer: Lace: not measured (meson's lace_source option is not set)\n");
 #endif
