@@ -3852,6 +3852,18 @@ struct fsched_fiber {
     void *graph_task;       /* the graph task whose function runs on this fiber */
     uint32_t inline_depth;  /* jobs nested on it by waits without a fiber (out of memory) */
     fsched_frames *frames;  /* the innermost frame stack its task trees hold (spawn/sync) */
+    /* a task that may resume on another worker after a wait (fsched_task_set_movable):
+       owner only, but for a fiber in transit, which only its shedder, then its adopter,
+       touch (the deque's publication orders them) */
+    uint8_t movable_task;   /* the task it runs may move after a wait ... */
+    uint8_t task_may_move;  /* ... which fsched_task_set_movable may change: a task the
+                               loop itself runs (not nested by a wait), not leased */
+    uint8_t move_ok;        /* woken from a wait that lets it move: its owner may shed it */
+    uint8_t in_transit;     /* shed, not adopted yet */
+    uint32_t pins;          /* library frames under the task that keep their worker: it
+                               stays (fsched__pin) */
+    struct fsched__waiter *move_waiter; /* the wait it was woken from, while move_ok */
+    fsched__job move_job;   /* queued while in transit: whoever runs it adopts the fiber */
     uintptr_t task_code;     /* the user function it runs (of a task, a join half, a
                                 frame, a loop, a graph task, a node, a stage) ... */
     const char *task_name;   /* ... and its name, if it has one: for overflow reports */
@@ -4075,6 +4087,21 @@ static inline fsched__running fsched__running_begin(fsched_fiber *f, uintptr_t c
 static inline void fsched__running_end(fsched_fiber *f, fsched__running outer) {
     f->task_code = outer.code;
     f->task_name = outer.name;
+}
+
+/* A movable task may resume on another thread after a wait, unless a frame of the library
+   that keeps its worker (a join, a parallel loop, a graph or pipeline run) lies under the
+   wait: such a frame pins the fiber while it is there. Returns the fiber it pinned, or
+   NULL (nothing to undo). Pins are the fiber's own: only the thread running it counts. */
+static inline fsched_fiber *fsched__pin(void) {
+    fsched_fiber *f = fsched__tls_thread.current;
+    if (FSCHED__LIKELY(!f || !f->movable_task)) return NULL;
+    f->pins++;
+    return f;
+}
+
+static inline void fsched__unpin(fsched_fiber *f) {
+    if (f) f->pins--;
 }
 
 /* The start of an overflow report: the fiber, its stack size and what it runs (by name,
@@ -5837,6 +5864,8 @@ typedef struct fsched__worker {
     uint32_t yields_direct;  /* yields straight to a ready fiber since one went through
                                 the loop */
     fsched__waiter *root_waiter; /* what the root fiber waits for (deadlock reports) */
+    uint32_t join_ring_off;  /* the join ring is withheld from the fiber running here, a
+                                movable task's (fsched__join_ring_follow) */
     /* tasks, owner only */
     fsched__task *free_tasks;
     fsched__task_slab *slabs;
@@ -5901,6 +5930,21 @@ static fsched__ring *fsched__join_ring_swap(fsched__ring *r) {
 #endif
 }
 
+/* Owner, as f (a fiber of w) begins or goes on running: fsched_join's inline path queues
+   on w's ring, which a movable task must not use (it may resume on another worker
+   between queueing its second half and taking it back): the ring is withheld while one
+   runs, and its joins take the library's path, which pins it. Writes only on a change. */
+static FSCHED__NOINLINE void fsched__join_ring_set(fsched__worker *w, uint32_t off) {
+    w->join_ring_off = off;
+    fsched__join_ring_swap(off ? NULL : &w->deque.ring);
+}
+
+static inline void fsched__join_ring_follow(fsched__worker *w, const fsched_fiber *f) {
+    /* bound slots have no ring to give */
+    if (FSCHED__UNLIKELY(f->movable_task != w->join_ring_off) && !w->bound)
+        fsched__join_ring_set(w, f->movable_task);
+}
+
 /* Frame stacks (spawn and sync), defined with fork-join. The scheduling loop reaches the
    code that steals and offers frames through pointers that the first frame stack sets,
    so that a program that never spawns this way does not link it (microcontrollers). */
@@ -5940,6 +5984,7 @@ struct fsched_sched {
     fsched_logger logger;
     uint64_t (*clock)(void *user);
     void *clock_user;
+    uint32_t movable_tasks; /* desc.movable_tasks */
     const struct fsched__watch *watch; /* how workers look out, once a poller or a poll
                              hook was made (NULL: never; read every turn, written once:
                              kept off the lines others write) */
@@ -6629,7 +6674,11 @@ static void fsched__switch_to(fsched__worker *w, fsched_fiber *to) {
     to->ctx.sp = NULL;
     t->current = to;
     fsched__fiber_jump(from, to, sp, 0);
+    /* from resumes, on the worker that owns it now: a movable task's may not be the one
+       that switched away from it */
+    w = (fsched__worker *)from->owner;
     fsched__after_switch(w);
+    fsched__join_ring_follow(w, from);
     /* where thieves ask for frames (see fsched__frames_ask; release: they read the stack) */
     if (from->frames) FSCHED__STORE(&w->frames_current, from->frames, FSCHED__RELEASE);
 }
@@ -6648,7 +6697,7 @@ static void fsched__suspend(fsched__worker *w, fsched_fiber *next, const char *w
     self->wait_object = object;
     fsched__switch_to(w, next);
     self->wait_what = NULL;
-    w->blocked--;
+    ((fsched__worker *)self->owner)->blocked--; /* where it resumed */
     FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_BLOCKED, trace_begin, 0, what, 0);)
 }
 
@@ -7455,18 +7504,25 @@ static int fsched__loop_turn(fsched__worker *w, fsched__idle *idle) {
    switching away). */
 static void fsched__loop_main(void *pass) {
     fsched__thread *t = fsched__thread_get();
+    fsched_fiber *self = t->current;
     fsched__worker *w = t->worker;
     fsched__idle idle;
-    fsched__fiber_arrived(t->current, (fsched_fiber *)pass);
+    fsched__fiber_arrived(self, (fsched_fiber *)pass);
     fsched__after_switch(w);
+    fsched__join_ring_follow(w, self);
     memset(&idle, 0, sizeof idle);
-    for (;;) fsched__loop_turn(w, &idle);
+    /* each turn on the fiber's worker now: a movable task that ran here may have ended
+       on another one */
+    for (;;) fsched__loop_turn((fsched__worker *)self->owner, &idle);
 }
 
 /* Owner, on the root: runs the loop on the slot's fibers until `until` holds (NULL: until
    the scheduler terminates). The root waits parked among the idle fibers; a loop fiber
    that finds the condition true resumes it. */
 static void fsched__schedule(fsched__worker *w, int (*until)(fsched__worker *w)) {
+    /* the root's slot, where switches back to it look (a worker's start hook may have
+       taken the thread into another scheduler's slot for a while: fsched_destroy) */
+    w->root->owner = w;
     w->until = until;
     while (!fsched__root_may_leave(w)) {
         fsched_fiber *next = fsched__idle_take(w);
@@ -7872,6 +7928,7 @@ static fsched_result fsched__bind(fsched_sched *s, int reserved, fsched__worker 
             fsched__mutex_unlock(&w->affine.lock);
             w->thread = t;
             w->root = t->current;
+            w->root->owner = w;
             w->root->id = fsched__fiber_id(s);
             FSCHED__TRACE(w->root->trace_id = 0;) /* a track of this slot's own numbering */
             t->worker = w; /* its joins take the call (fsched__own_call_begin) */
@@ -8576,12 +8633,16 @@ static fsched_result fsched__wait_commit(fsched_wait_list *list, fsched__waiter 
     uint32_t state;
     if (w) {
         fsched_fiber *next = wt->next_fiber;
-        if (t->current == w->root) w->root_waiter = wt;
+        int on_root = t->current == w->root; /* the root never moves */
+        if (on_root) w->root_waiter = wt;
         if (list) fsched__wait_list_unlock(list);
         FSCHED__POINT(WAITING);
         if (next) fsched__suspend(w, next, wt->what, wt->object);
         else fsched__wait_inline(w, wt);
-        if (t->current == w->root) w->root_waiter = NULL;
+        if (on_root) w->root_waiter = NULL;
+        /* the worker it resumed on (a movable task's may have changed: its timer then
+           went with its shedding); t and w are not read again */
+        if (wt->fiber) w = (fsched__worker *)wt->fiber->owner;
         if (wt->timer) fsched__timers()->remove(w, wt);
     } else {
         if (!list && !wt->deadline) return FSCHED_OK;
@@ -8937,11 +8998,23 @@ static void fsched__task_execute(fsched__job *job, fsched__worker *w) {
     fsched_wait_group *wg = t->wait_group;
     int leased = t->leased;
     fsched__task *kept = t->copy || arg == (void *)t->data ? t : NULL;
+    uint8_t outer_movable = f->movable_task, outer_may_move = f->task_may_move;
     FSCHED__TRACE(uint64_t trace_begin = fsched__trace_now();)
+    /* only a task the loop itself runs may move: one nested by a wait (which runs its
+       group's tasks, or jobs for want of a fiber) has that wait's frames under it, and a
+       leased one must end on its lease's holder */
+    f->task_may_move = !outer.code && !leased && !f->is_root;
+    f->movable_task = f->task_may_move && w->sched->movable_tasks;
+    fsched__join_ring_follow(w, f);
     if (!kept) fsched__task_free(w->sched, w, t);
     fn(arg);
-    /* the task may have suspended: it resumes on the same fiber and worker */
-    f = fsched__tls_thread.current;
+    /* the task may have suspended: it resumes on the same fiber, and on the worker that
+       owns it now (a movable task's may have changed; the thread's own state is not
+       read again here: its address may have been computed before) */
+    w = (fsched__worker *)f->owner;
+    f->movable_task = outer_movable;
+    f->task_may_move = outer_may_move;
+    fsched__join_ring_follow(w, f);
     if (FSCHED__STACK_WATCHED(f)) fsched__stack_check(f, NULL);
     FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_TASK, trace_begin, FSCHED__CODE(fn),
                                        f->task_name, 0);)
@@ -11343,11 +11416,14 @@ static FSCHED__ALWAYS_INLINE void fsched__join_on(fsched__worker *w, void (*a)(v
 FIBERSCHED_API fsched_result(fsched_join)(void (*a)(void *arg), void *arg_a,
                                           void (*b)(void *arg), void *arg_b) {
     fsched__worker *w = fsched__tls_thread.worker;
+    fsched_fiber *pinned;
     int counted;
     if (FSCHED__UNLIKELY(!w || fsched__tls_thread.in_hook || !a || !b))
         return fsched__join_elsewhere(a, arg_a, b, arg_b);
     counted = fsched__own_call_begin(w); /* a bound thread's, which has no inline path */
+    pinned = fsched__pin(); /* b waits on w's deque */
     fsched__join_on(w, a, arg_a, b, arg_b);
+    fsched__unpin(pinned);
     if (FSCHED__UNLIKELY(counted)) fsched__own_call_end(w, counted);
     return FSCHED_OK;
 }
@@ -12032,7 +12108,9 @@ static fsched_result fsched__range_start(fsched__range *r, size_t begin, size_t 
     p.acc = acc;
     if (end > begin) {
         int counted = fsched__own_call_begin(w);
+        fsched_fiber *pinned = fsched__pin(); /* p.origin is this worker */
         fsched__range_run(&p, 0);
+        fsched__unpin(pinned);
         fsched__own_call_end(w, counted);
     }
     return FSCHED_OK;
@@ -13475,7 +13553,11 @@ unlock:
     fsched__mutex_unlock(&g->lock);
     if (!w) fsched__sched_release(s);
     if (r != FSCHED_OK) return r;
-    if (w) fsched__graph_started(g, w, local);
+    if (w) {
+        fsched_fiber *pinned = fsched__pin(); /* its local tasks run here, on w */
+        fsched__graph_started(g, w, local);
+        fsched__unpin(pinned);
+    }
     return FSCHED_OK;
 }
 
@@ -14823,6 +14905,7 @@ FIBERSCHED_API fsched_result fsched_node_complete(fsched_node *n, int advanced) 
 FIBERSCHED_API fsched_result fsched_pipeline_run(fsched_pipeline *p, fsched_sched *s) {
     fsched__worker *w = fsched__tls_thread.worker;
     fsched_result r;
+    fsched_fiber *pinned;
     uint32_t i, st;
     if ((r = fsched__pipe_check(p, __func__)) != FSCHED_OK) return r;
     st = FSCHED__LOAD(&p->state, FSCHED__ACQUIRE);
@@ -14859,11 +14942,13 @@ FIBERSCHED_API fsched_result fsched_pipeline_run(fsched_pipeline *p, fsched_sche
     for (i = 0; i < p->n_nodes; i++) fsched__place(s, w, &p->nodes[i]->placed);
     if (FSCHED__FETCH_SUB(&p->active, 1u, FSCHED__ACQ_REL) == 1) fsched_event_set(&p->done);
     if (!w) fsched__sched_release(s); /* the run, counted, keeps s alive until it ends */
+    pinned = fsched__pin(); /* its end is counted on w */
     r = fsched_event_wait(&p->done); /* a task suspends; a thread blocks */
     if (r != FSCHED_OK) { /* cannot happen with threads: nothing else ends this wait */
         /* acquire: pairs with the last node's acq_rel count, as the event would */
         while (FSCHED__LOAD(&p->active, FSCHED__ACQUIRE)) fsched_yield();
     }
+    fsched__unpin(pinned);
     fsched__pipe_end(p);
     r = p->result;
     FSCHED__POINT(RUN_END);
@@ -15415,6 +15500,7 @@ FIBERSCHED_API fsched_result fsched_parallel_pipeline_run(const fsched_parallel_
     fsched__worker *w = fsched__tls_thread.worker;
     fsched_parallel_pipeline_desc d;
     const fsched_logger *logger;
+    fsched_fiber *pinned;
     fsched__lp lp;
     fsched_result r;
     if (desc) d = *desc;
@@ -15431,8 +15517,10 @@ FIBERSCHED_API fsched_result fsched_parallel_pipeline_run(const fsched_parallel_
     if (!fsched__lp_make(&lp, &d, stages, n_stages, w, logger)) return FSCHED_ERR_OUT_OF_MEMORY;
     fsched__lp_log_counts(&lp, &d, "started: ", n_stages, " stages, at most ", lp.n_records,
                           " items in flight");
+    pinned = fsched__pin(); /* the run keeps w */
     fsched__lp_queue(w, &lp.input); /* the caller's fiber watches for stalls */
     fsched__lp_wait(&lp, &d, logger);
+    fsched__unpin(pinned);
     fsched__lp_log_counts(&lp, &d, "finished: ", lp.items, " items", 0, NULL);
     fsched__lp_free(&lp, &w->sched->allocator);
     return FSCHED_OK;
