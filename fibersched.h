@@ -253,7 +253,9 @@
    - Not compatible with x86 CET shadow stacks, nor with AArch64's shadow call stack.
    - Tasks run on the scheduler's fibers: switch to those only through the scheduler
      (never with fsched_fiber_switch). A task resumes on the worker where it blocked, so
-     thread-local variables stay valid across its waits. A bound thread runs queued tasks
+     thread-local variables stay valid across its waits, unless it is movable (opt-in:
+     desc.movable_tasks, fsched_task_set_movable), when it may resume on another
+     worker, and must not keep a thread-local address across a wait. A bound thread runs queued tasks
      while it waits; one of them that blocks resumes only on that thread, at its next
      wait (or fsched_unbind, or fsched_destroy): a bound thread that computes for long
      outside the scheduler's waits delays such tasks meanwhile.
@@ -695,6 +697,14 @@ typedef struct fsched_desc {
                                    (up to 15 bytes in all on Linux), as top -H, gdb and
                                    perf show them (Linux, macOS, Windows 10).
                                    NULL: "fsched-w" */
+    int movable_tasks;          /* 1: tasks start movable (fsched_task_set_movable): a
+                                   task woken while its worker has others ready to run
+                                   and another worker idles may resume on that worker,
+                                   so that work spreads (connections of a server, say).
+                                   Such a task must not keep a thread-local address or
+                                   the thread's identity across a wait (see
+                                   fsched_task_set_movable). 0: every task resumes on
+                                   the worker where it blocked */
 } fsched_desc;
 
 /* Creates a scheduler and starts its workers. desc may be NULL (all defaults).
@@ -750,6 +760,8 @@ typedef struct fsched_stats {
                                   armed it again (epoll_ctl; 0 with poll()) */
     uint64_t fd_events;     /* readiness events the poller took from the kernel for fds
                                (epoll; 0 with poll()) */
+    uint64_t fibers_moved;  /* times a woken movable task resumed on another worker than
+                               the one where it blocked */
 } fsched_stats;
 
 /* Fills *out (a snapshot: each count is exact, the counts are read one after the other).
@@ -817,6 +829,26 @@ FIBERSCHED_API fsched_result fsched_default_get(fsched_sched **out);
    FSCHED_ERR_OUT_OF_MEMORY, FSCHED_ERR_WRONG_STATE (s is being destroyed and the caller
    is outside it). Any thread. */
 FIBERSCHED_API fsched_result fsched_spawn(fsched_sched *s, void (*fn)(void *arg), void *arg);
+
+/* Whether the running task may resume on another worker after a wait (1) or always
+   resumes on the worker where it blocked (0, the default unless desc.movable_tasks): a
+   worker that has more woken tasks ready than it can run at once, while another worker
+   idles, hands half of the movable ones over (an echo server's connections then spread
+   over the workers instead of staying where their first read blocked). Lasts until the
+   task changes it again or ends; tasks it spawns start as the desc says.
+   The caveat: after any wait (an event, mutex, sleep, fd wait, wait group...) a movable
+   task may run on another thread, so it must not keep across a wait the address of a
+   thread-local variable, the thread's identity (pthread_self, a lock owned by the
+   thread) or a per-thread handle (an allocator's cache); it may use them between waits.
+   `errno` is such a variable: compilers may compute its address once per function
+   (glibc's __errno_location is declared const), so read errno in a function that does
+   not wait, for instance a read helper, not inlined, that returns -errno. Waits under
+   fsched_join, a parallel loop, FSCHED_RUN, a graph or pipeline run, and tasks that a
+   wait runs nested, never move. FSCHED_ERR_WRONG_STATE outside a task of a worker or a
+   bound slot (the thread's own code, a hook), in a task that a wait runs nested, and in
+   a task of a wait group whose count its slot holds (spawned from a task of the same
+   group's slot: it ends there). Costs: a movable task's fsched_join is a call. */
+FIBERSCHED_API fsched_result fsched_task_set_movable(int movable);
 
 /* Like fsched_spawn, but copies `size` bytes from `data` into the task and passes fn a
    pointer to the copy (aligned to 16 bytes): capture by value. Copies of up to
@@ -934,7 +966,8 @@ static inline fsched_result fsched__join_inline(void (*a)(void *arg), void *arg_
     j.latch = 0;
     r->slot[r->tail++ % FSCHED__RING_SIZE] = &j.job;
     a(arg_a);
-    /* a task resumes on the worker where it blocked: r is still this thread's ring */
+    /* a task resumes on the worker where it blocked (a movable one is given no ring: it
+       joins through the call): r is still this thread's ring */
     if (FSCHED__LIKELY(r->tail != r->head &&
                        r->slot[(r->tail - 1) % FSCHED__RING_SIZE] == &j.job)) {
         r->tail--; /* nobody took it */
@@ -3142,6 +3175,9 @@ typedef enum fsched__point {
     FSCHED__AT_DEFAULT,      /* a call from outside every scheduler looks for the default */
     FSCHED__AT_POLL_SET,     /* fsched_set_poll is about to say whether workers watch */
     FSCHED__AT_WAKE_DRAINED, /* the poller read its wake fd, not yet said so */
+    FSCHED__AT_SHED,         /* a worker took movable fibers out of its lists, not yet
+                                published */
+    FSCHED__AT_ADOPT,        /* a slot runs the job of a fiber in transit, before adopting it */
     FSCHED__AT_COUNT
 } fsched__point;
 /* Called, when set, at every point before the random perturbation (tests stall here). */
@@ -5872,7 +5908,8 @@ typedef struct fsched__worker {
     uint64_t spawned, completed; /* written by the owner, read by fsched_destroy */
     /* counts for fsched_get_stats: written by the owner (fsched__count), read by any */
     uint64_t jobs_run, steals, sleeps;
-    int64_t fibers;          /* made minus ended */
+    uint64_t moves;          /* fibers it adopted from another slot */
+    int64_t fibers;          /* made minus ended (adopted minus shed) */
     /* frame stacks (spawn and sync): the owner adds to the set, thieves read it */
     fsched__frames_group *frames_groups; /* the set (a list the owner appends to) */
     fsched__frames_group *frames_last;   /* owner only: its last group */
@@ -5985,6 +6022,8 @@ struct fsched_sched {
     uint64_t (*clock)(void *user);
     void *clock_user;
     uint32_t movable_tasks; /* desc.movable_tasks */
+    uint32_t shedding;    /* a task may be movable: slots look for fibers to shed (atomic:
+                             set by desc.movable_tasks or fsched_task_set_movable) */
     const struct fsched__watch *watch; /* how workers look out, once a poller or a poll
                              hook was made (NULL: never; read every turn, written once:
                              kept off the lines others write) */
@@ -5997,6 +6036,9 @@ struct fsched_sched {
     uint64_t external_begun;               /* work begun outside the slots: spawns, runs */
     uint64_t external_ended;               /* of that, what ended outside the slots */
     uint32_t fiber_ids;   /* atomic: ids given to fibers so far (off the lines read in steals) */
+    FSCHED__ALIGN_LINE uint32_t transit_lock; /* fibers shed, not adopted yet: */
+    fsched_fiber *transit;                    /* linked by live_prev/next (debuggers) */
+    uint32_t fibers_moving;                   /* their count (atomic, for fsched_stats) */
     FSCHED__ALIGN_LINE uint32_t holds;     /* calls from outside that still touch s */
     void (*idle)(void *user);              /* desc.idle */
     void *idle_user;
@@ -6501,6 +6543,8 @@ static void fsched__make_ready(fsched__worker *w, fsched_fiber *f) {
     if (fsched__post_ready(w, f, &held)) fsched__tell(w, held);
 }
 
+static void fsched__adopt(fsched__worker *w, fsched_fiber *f);
+
 /* Owner: consumes the latch, then moves fibers posted by other threads to the FIFO (in
    the order they were posted). The latch is reset first: a post after it sets it again.
    Relaxed, the looks before each exchange: a stale one is made good by the post's
@@ -6521,7 +6565,8 @@ static void fsched__collect_posted(fsched__worker *w) {
     }
     while (rev) {
         fsched_fiber *next = rev->link;
-        fsched__ready_append(w, rev);
+        if (FSCHED__UNLIKELY(rev->in_transit)) fsched__adopt(w, rev); /* forwarded to it */
+        else fsched__ready_append(w, rev);
         rev = next;
     }
 }
@@ -6668,7 +6713,9 @@ static inline void fsched__after_switch(fsched__worker *w) {
 /* Owner: switches from the running fiber to `to`, a fiber of this worker. Returns when
    the running fiber is resumed. */
 static void fsched__switch_to(fsched__worker *w, fsched_fiber *to) {
-    fsched__thread *t = &fsched__tls_thread;
+    /* w's thread, not the thread-local address: inlined where a movable task waited
+       before, a compiler may reuse that address, computed on another thread */
+    fsched__thread *t = w->thread;
     fsched_fiber *from = t->current;
     void *sp = to->ctx.sp;
     to->ctx.sp = NULL;
@@ -6689,7 +6736,7 @@ static void fsched__switch_to(fsched__worker *w, fsched_fiber *to) {
    `object` say what it waits on, for debuggers. */
 static void fsched__suspend(fsched__worker *w, fsched_fiber *next, const char *what,
                             const void *object) {
-    fsched_fiber *self = fsched__tls_thread.current;
+    fsched_fiber *self = w->thread->current; /* w's thread: see fsched__switch_to */
     FSCHED__TRACE(uint64_t trace_begin = fsched__trace_now();)
     next->ready_taken = 0;
     w->blocked++;
@@ -6704,7 +6751,7 @@ static void fsched__suspend(fsched__worker *w, fsched_fiber *next, const char *w
 /* Owner: the fiber to switch to when the running one blocks, or NULL when no fiber can be
    had (out of memory): the caller then waits by running jobs inline. */
 static fsched_fiber *fsched__suspend_prepare(fsched__worker *w) {
-    fsched_fiber *next, *self = fsched__tls_thread.current;
+    fsched_fiber *next, *self = w->thread->current; /* see fsched__switch_to */
     if (self->frames) fsched__frames_used()->offer_all(self); /* frame stacks exist */
     next = fsched__ready_pop(w);
     if (next) {
@@ -7415,12 +7462,148 @@ static void fsched__idle_step(fsched__worker *w, fsched__idle *idle) {
     }
 }
 
+/* ---- moving woken tasks to idle workers ------------------------------------------
+   A movable task (fsched_task_set_movable) woken from a wait it made with no frame under
+   it that keeps its worker (move_ok) waits in its owner's ready FIFO like any other. An
+   owner with two or more ready fibers, while another worker searches or sleeps, sheds
+   the newer half of its movable ones (at most FSCHED__SHED_MAX): out of its lists and
+   counts, onto the public part of its deque as jobs, which thieves steal as any job (the
+   protocol that publishes work wakes a sleeper for them). Whoever runs such a job adopts
+   the fiber: it becomes the runner's, ready there. Every list stays its owner's alone;
+   the deque's release push and the steal's acquire CAS order the fiber's state (its
+   saved context included) from shedder to adopter. A bound slot adopts none (its unbind
+   waits for its fibers, and its thread may never run them): it forwards the fiber to a
+   worker thread's inbox, which adopts what it collects there. */
+#define FSCHED__SHED_MAX 16u
+#define FSCHED__SHED_SCAN 256u /* ready fibers looked at, at most, per shedding */
+
+/* Owner: moves f from w's fibers to those in transit (shed: 1), or back to w's (0), under
+   the scheduler's lock for them, which fsched_get_stats takes too: a fiber that moves is
+   counted once, as a slot's or as in transit. */
+static void fsched__transit_move(fsched__worker *w, fsched_fiber *f, int shed) {
+    fsched_sched *s = w->sched;
+    fsched__spin_lock(&s->transit_lock);
+    if (shed) {
+        fsched__live_unlink(w, f);
+        f->live_prev = NULL;
+        f->live_next = s->transit;
+        if (s->transit) s->transit->live_prev = f;
+        s->transit = f;
+        s->fibers_moving++;
+    } else {
+        if (f->live_prev) f->live_prev->live_next = f->live_next;
+        else s->transit = f->live_next;
+        if (f->live_next) f->live_next->live_prev = f->live_prev;
+        s->fibers_moving--;
+        fsched__live_link(w, f);
+    }
+    fsched__spin_unlock(&s->transit_lock);
+}
+
+static void fsched__fiber_adopt_execute(fsched__job *job, fsched__worker *w);
+
+/* Owner: takes a ready fiber of w, already out of the FIFO, out of w's lists and counts,
+   as a job for whoever will adopt it. Its timer (the wait was ended) can only lose now:
+   it goes, so that the heap keeps nothing of a fiber that leaves. */
+static fsched__job *fsched__fiber_shed(fsched__worker *w, fsched_fiber *f) {
+    fsched__waiter *wt = (fsched__waiter *)f->move_waiter;
+    if (wt->timer) fsched__timers()->remove(w, wt);
+    f->move_ok = 0;
+    f->move_waiter = NULL;
+    f->in_transit = 1;
+    w->blocked--;
+    fsched__transit_move(w, f, 1);
+    f->move_job.execute = fsched__fiber_adopt_execute;
+    f->move_job.next = NULL;
+    return &f->move_job;
+}
+
+/* Owner, between turns, with two or more fibers ready: sheds the newer half of the
+   movable ones when another worker searches or sleeps (it counts among the inactive,
+   beside this one if this one still counts itself). Relaxed, the counters: a hint; a
+   late look only sheds a turn later or for nothing (the thief that steals them may be
+   this worker itself). */
+static FSCHED__NOINLINE void fsched__shed(fsched__worker *w, const fsched__idle *idle) {
+    fsched_sched *s = w->sched;
+    fsched__job *jobs[FSCHED__SHED_MAX];
+    fsched_fiber *f, *prev = NULL, *next;
+    uint32_t movable = 0, skip, n = 0, k, seen = 0;
+    if (s->n_threads < 2 ||
+        FSCHED__INACTIVE(FSCHED__LOAD(&s->counters, FSCHED__RELAXED)) <= idle->inactive)
+        return;
+    for (f = w->ready_head; f && seen < FSCHED__SHED_SCAN; f = f->link, seen++)
+        movable += f->move_ok;
+    if (movable < 2) return;
+    k = movable / 2 < FSCHED__SHED_MAX ? movable / 2 : FSCHED__SHED_MAX;
+    skip = movable - k; /* the older ones stay: they have waited longest here */
+    for (f = w->ready_head; f && n < k; f = next) {
+        next = f->link;
+        if (!f->move_ok || (skip && skip--)) {
+            prev = f;
+            continue;
+        }
+        if (prev) prev->link = next;
+        else w->ready_head = next;
+        if (w->ready_tail == f) w->ready_tail = prev;
+        jobs[n++] = fsched__fiber_shed(w, f);
+    }
+    FSCHED__POINT(SHED);
+    /* only these go public (the private ring stays); the injector if that fails */
+    if (!fsched__deque_expose(&w->deque, 0, jobs, n)) fsched__injector_push(&s->injector, jobs, n);
+    fsched__new_jobs(s, n);
+}
+
+/* Owner: a fiber in transit becomes w's, ready to resume here. */
+static void fsched__adopt(fsched__worker *w, fsched_fiber *f) {
+    if (f->owner != w) fsched__count(w->moves, 1);
+    f->owner = w;
+    f->in_transit = 0;
+    fsched__transit_move(w, f, 0);
+    w->blocked++; /* it resumes in a wait, which counts it off where it resumes */
+    FSCHED__TRACE(f->trace_id = 0;) /* a track of this slot's own numbering */
+    fsched__ready_append(w, f);
+}
+
+/* The job of a fiber in transit, run by whichever slot took it: a worker thread adopts
+   it; a bound slot forwards it to a worker thread (see above), chosen in turn. Relaxed,
+   the cursor: any worker will do. */
+static void fsched__fiber_adopt_execute(fsched__job *job, fsched__worker *w) {
+    fsched_fiber *f = (fsched_fiber *)(void *)((char *)job - offsetof(fsched_fiber, move_job));
+    fsched_sched *s = w->sched, *held = NULL;
+    fsched__worker *to;
+    FSCHED__POINT(ADOPT);
+    if (!w->bound) {
+        fsched__adopt(w, f);
+        return;
+    }
+    to = s->slots[FSCHED__FETCH_ADD(&s->wake_cursor, 1u, FSCHED__RELAXED) % s->n_threads];
+    if (fsched__post_ready(to, f, &held)) fsched__tell(to, held);
+}
+
+/* The running task opts in or out. Relaxed, `shedding`: a hint for the slots, set once
+   (see fsched__loop_turn). */
+FIBERSCHED_API fsched_result fsched_task_set_movable(int movable) {
+    fsched__thread *t = fsched__thread_get();
+    fsched__worker *w = t->worker;
+    fsched_fiber *f = t->current;
+    if (!w || t->in_hook || !f->task_may_move)
+        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
+                              "fsched_task_set_movable: not in a task that a worker's loop "
+                              "runs (the thread's own code, a hook, a task run nested by a "
+                              "wait, or a task whose group's count its slot holds)");
+    f->movable_task = movable != 0;
+    if (movable && !FSCHED__LOAD(&w->sched->shedding, FSCHED__RELAXED))
+        FSCHED__STORE(&w->sched->shedding, 1u, FSCHED__RELAXED);
+    fsched__join_ring_follow(w, f);
+    return FSCHED_OK;
+}
+
 /* ---- the scheduling loop --------------------------------------------------------- */
 
 /* Owner: leaves the running loop fiber for good, for the root, which then leaves the
    loop (the worker thread ends). */
 static void fsched__exit_to_root(fsched__worker *w) {
-    fsched__thread *t = &fsched__tls_thread;
+    fsched__thread *t = w->thread; /* see fsched__switch_to */
     fsched_fiber *self = t->current;
     void *sp;
     if (w->root_parked) fsched__unpark_root(w);
@@ -7438,7 +7621,7 @@ static void fsched__run_fiber(fsched__worker *w, fsched_fiber *f) {
     FSCHED__POINT(RESUME);
     if (FSCHED__UNLIKELY(fsched__deque_requested(&w->deque))) /* the fiber may compute */
         fsched__share(w);                                      /* for long: share first */
-    fsched__idle_park(w, fsched__tls_thread.current);
+    fsched__idle_park(w, w->thread->current); /* see fsched__switch_to */
     fsched__switch_to(w, f);
 }
 
@@ -7464,6 +7647,10 @@ static int fsched__loop_turn(fsched__worker *w, fsched__idle *idle) {
     if (w->timer_count) fsched__timers()->fire(w);
     watch = fsched__watch_of(w->sched);
     if (FSCHED__UNLIKELY(watch != NULL)) watch->tick(w);
+    /* relaxed: a hint, set once; a late look only sheds later */
+    if (FSCHED__UNLIKELY(FSCHED__LOAD(&w->sched->shedding, FSCHED__RELAXED)) && w->ready_head &&
+        w->ready_head->link)
+        fsched__shed(w, idle);
     if (FSCHED__UNLIKELY(w->yield_pending)) { /* a yield lets one job run first */
         w->yield_pending = 0;
         if ((job = fsched__find_job(w))) {
@@ -7492,7 +7679,7 @@ static int fsched__loop_turn(fsched__worker *w, fsched__idle *idle) {
         }
         return 0;
     }
-    if (fsched__tls_thread.current == w->root && fsched__root_may_leave(w)) {
+    if (w->thread->current == w->root && fsched__root_may_leave(w)) {
         fsched__idle_end(w, idle);
         return 1;
     }
@@ -7792,6 +7979,8 @@ static fsched_sched *fsched__sched_alloc(const fsched_desc *d) {
     s->worker_start = d->worker_start;
     s->worker_stop = d->worker_stop;
     s->worker_user = d->worker_user;
+    s->movable_tasks = d->movable_tasks != 0;
+    s->shedding = s->movable_tasks;
     if (FSCHED__THREADS) /* the names of worker threads; memset: it ends */
         strncpy(s->worker_name, d->worker_name, sizeof s->worker_name - 1);
     FSCHED__TRACE(s->trace_origin = fsched__sched_now(s); s->trace_events = d->trace_events;)
@@ -8128,6 +8317,8 @@ FIBERSCHED_API fsched_result fsched_get_stats(const fsched_sched *s, fsched_stat
     if (!out) return FSCHED__REFUSE(NULL, FSCHED_ERR_INVALID_ARGUMENT, "out is NULL");
     if ((r = fsched__sched_enter(m, 0, __func__)) != FSCHED_OK) return r;
     memset(out, 0, sizeof *out);
+    /* under the lock of fibers in transit: none is counted twice or missed as it moves */
+    fsched__spin_lock(&m->transit_lock);
     /* relaxed: statistics, each count read on its own */
     for (i = 0; i < m->n_slots; i++) {
         fsched__worker *w = m->slots[i];
@@ -8136,8 +8327,11 @@ FIBERSCHED_API fsched_result fsched_get_stats(const fsched_sched *s, fsched_stat
         out->steals += FSCHED__LOAD_THREADS(&w->steals, FSCHED__RELAXED);
         out->sleeps += FSCHED__LOAD_THREADS(&w->sleeps, FSCHED__RELAXED);
         out->wakeups += FSCHED__LOAD(&w->wakeups, FSCHED__RELAXED);
+        out->fibers_moved += FSCHED__LOAD_THREADS(&w->moves, FSCHED__RELAXED);
         fibers += FSCHED__LOAD_THREADS(&w->fibers, FSCHED__RELAXED);
     }
+    fibers += m->fibers_moving;
+    fsched__spin_unlock(&m->transit_lock);
     out->fibers = fibers > 0 ? (uint64_t)fibers : 0; /* counts read apart may cross */
     out->fd_registrations = FSCHED__LOAD(&m->fd_registrations, FSCHED__RELAXED);
     out->fd_events = FSCHED__LOAD(&m->fd_events, FSCHED__RELAXED);
@@ -8578,7 +8772,9 @@ static void fsched__wait_inline(fsched__worker *w, fsched__waiter *wt) {
    timer cannot be set. */
 static fsched_result fsched__wait_begin(fsched__waiter *wt, uint64_t deadline, const char *what,
                                         const void *object) {
-    fsched__thread *t = &fsched__tls_thread;
+    /* read anew (not inlined): a movable task may have waited and moved before, in the
+       function this is inlined into, and a compiler may reuse a thread-local address */
+    fsched__thread *t = fsched__thread_get();
     fsched__worker *w = t->worker;
     if (fsched__in_interrupt()) /* it would block the very code it preempted */
         return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
@@ -8628,20 +8824,32 @@ static inline void fsched__wait_list_quiesce(const fsched_wait_list *l) {
    FSCHED_ERR_WRONG_STATE when the wait could never end (single-threaded deadlock),
    FSCHED_ERR_OUT_OF_MEMORY when it could not wait for want of a fiber. */
 static fsched_result fsched__wait_commit(fsched_wait_list *list, fsched__waiter *wt) {
-    fsched__thread *t = &fsched__tls_thread;
     fsched__worker *w = wt->worker;
     uint32_t state;
     if (w) {
         fsched_fiber *next = wt->next_fiber;
-        int on_root = t->current == w->root; /* the root never moves */
+        int on_root = w->thread->current == w->root; /* the root never moves */
         if (on_root) w->root_waiter = wt;
         if (list) fsched__wait_list_unlock(list);
         FSCHED__POINT(WAITING);
-        if (next) fsched__suspend(w, next, wt->what, wt->object);
-        else fsched__wait_inline(w, wt);
+        if (next) {
+            fsched_fiber *self = wt->fiber;
+            /* a movable task with no frame under it that keeps this worker may be shed
+               once woken (fsched__shed) */
+            uint8_t offered = FSCHED__UNLIKELY(self->movable_task) && !self->pins &&
+                              !self->frames && !self->inline_depth && !self->is_root;
+            if (FSCHED__UNLIKELY(offered)) {
+                self->move_waiter = wt;
+                self->move_ok = 1;
+            }
+            fsched__suspend(w, next, wt->what, wt->object);
+            if (FSCHED__UNLIKELY(offered)) self->move_ok = 0;
+        } else {
+            fsched__wait_inline(w, wt);
+        }
         if (on_root) w->root_waiter = NULL;
         /* the worker it resumed on (a movable task's may have changed: its timer then
-           went with its shedding); t and w are not read again */
+           went with its shedding) */
         if (wt->fiber) w = (fsched__worker *)wt->fiber->owner;
         if (wt->timer) fsched__timers()->remove(w, wt);
     } else {
@@ -15946,6 +16154,8 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("        return _int(self.record['ctx']['sp'])")
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("    def state(self, idle, threads):")
+    FSCHED__GDB_LINE("        if self.slot is None:")
+    FSCHED__GDB_LINE("            return 'ready (moving)'  # woken, between the worker that shed it and another")
     FSCHED__GDB_LINE("        if self.saved_sp() == 0:")
     FSCHED__GDB_LINE("            thread = threads.get(_int(self.slot['thread']))")
     FSCHED__GDB_LINE("            return 'running' + (' (thread %d)' % thread if thread else '')")
@@ -15959,7 +16169,7 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("    def waits_on(self):")
     FSCHED__GDB_LINE("        what = _string(self.record['wait_what'])")
-    FSCHED__GDB_LINE("        if not what:")
+    FSCHED__GDB_LINE("        if not what or self.slot is None:")
     FSCHED__GDB_LINE("            return ''")
     FSCHED__GDB_LINE("        obj = _int(self.record['wait_object'])")
     FSCHED__GDB_LINE("        if not obj:")
@@ -15985,11 +16195,12 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("def fibers():")
-    FSCHED__GDB_LINE("    '''Every fiber of every live scheduler, slot by slot: the root (the thread's own")
-    FSCHED__GDB_LINE("    context) first, then the slot's fibers.'''")
-    FSCHED__GDB_LINE("    for n, s in enumerate(schedulers(), 1):")
     ".popsection\n");
 __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
+    FSCHED__GDB_LINE("    '''Every fiber of every live scheduler, slot by slot: the root (the thread's own")
+    FSCHED__GDB_LINE("    context) first, then the slot's fibers; then the movable tasks woken on one worker")
+    FSCHED__GDB_LINE("    and on their way to another (in no slot's list meanwhile).'''")
+    FSCHED__GDB_LINE("    for n, s in enumerate(schedulers(), 1):")
     FSCHED__GDB_LINE("        for i in range(int(s['n_slots'])):")
     FSCHED__GDB_LINE("            w = s['slots'][i]")
     FSCHED__GDB_LINE("            if _int(w) == 0:")
@@ -16000,6 +16211,10 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("            while _int(f):")
     FSCHED__GDB_LINE("                yield Fiber(n, s, w, f.dereference(), False)")
     FSCHED__GDB_LINE("                f = f['live_next']")
+    FSCHED__GDB_LINE("        f = s['transit']")
+    FSCHED__GDB_LINE("        while _int(f):")
+    FSCHED__GDB_LINE("            yield Fiber(n, s, None, f.dereference(), False)")
+    FSCHED__GDB_LINE("            f = f['live_next']")
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("def _idle_records(slot):")
@@ -16030,6 +16245,8 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("def _slot_name(fiber):")
     FSCHED__GDB_LINE("    w = fiber.slot")
+    FSCHED__GDB_LINE("    if w is None:")
+    FSCHED__GDB_LINE("        return 'in transit'")
     FSCHED__GDB_LINE("    kind = 'bound' if int(w['bound']) else 'worker'")
     FSCHED__GDB_LINE("    return '%s %d' % (kind, int(w['index']))")
     FSCHED__GDB_LINE("")
@@ -16037,12 +16254,15 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("class InfoFibers(gdb.Command):")
     FSCHED__GDB_LINE("    '''Lists every fiber of every live fibersched scheduler.")
     FSCHED__GDB_LINE("Columns: the fiber's id (for `fiber bt`; SCHEDULER.ID when there are several schedulers),")
-    FSCHED__GDB_LINE("the slot it belongs to (a worker thread, or a bound thread), its state (running, blocked,")
-    FSCHED__GDB_LINE("ready, idle, or parked: a thread's own context while the thread runs its slot's loop),")
+    FSCHED__GDB_LINE("the slot it belongs to (a worker thread, a bound thread, or none while a woken movable task")
+    FSCHED__GDB_LINE("is in transit to another worker), its state (running, blocked, ready, idle, or parked: a")
+    FSCHED__GDB_LINE("thread's own context while the thread runs its slot's loop),")
     FSCHED__GDB_LINE("what it waits on, and the task it runs: its name, if it was given one, and the function")
     FSCHED__GDB_LINE("it was started with (a spawned task's, a loop's body, a join's half, a graph task's...).'''")
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("    def __init__(self):")
+    ".popsection\n");
+__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("        super(InfoFibers, self).__init__('info fibers', gdb.COMMAND_STATUS)")
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("    def invoke(self, arg, from_tty):")
@@ -16055,11 +16275,9 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("        idle = {}")
     FSCHED__GDB_LINE("        rows = []")
     FSCHED__GDB_LINE("        for f in all_fibers:")
-    FSCHED__GDB_LINE("            key = _int(f.slot)")
+    FSCHED__GDB_LINE("            key = _int(f.slot) if f.slot is not None else 0")
     FSCHED__GDB_LINE("            if key not in idle:")
-    ".popsection\n");
-__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
-    FSCHED__GDB_LINE("                idle[key] = _idle_records(f.slot)")
+    FSCHED__GDB_LINE("                idle[key] = _idle_records(f.slot) if f.slot is not None else set()")
     FSCHED__GDB_LINE("            rows.append((f.ident(many), _slot_name(f), f.state(idle[key], threads),")
     FSCHED__GDB_LINE("                         f.waits_on(), f.task()))")
     FSCHED__GDB_LINE("        head = ('Id', 'Slot', 'State', 'Waits on', 'Task')")
@@ -16102,6 +16320,8 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("        if context is None:")
     FSCHED__GDB_LINE("            return None")
     FSCHED__GDB_LINE("        if hasattr(pending_frame, 'level'):  # asked again whenever gdb rebuilds its frames")
+    ".popsection\n");
+__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("            if pending_frame.level() != self.level:")
     FSCHED__GDB_LINE("                return None")
     FSCHED__GDB_LINE("        else:")
@@ -16112,8 +16332,6 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("        info.add_saved_register('pc', _pointer(pc))")
     FSCHED__GDB_LINE("        info.add_saved_register('sp', _pointer(sp))")
     FSCHED__GDB_LINE("        # the other registers as in this frame (the status register tells Arm's unwinder")
-    ".popsection\n");
-__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("        # the instruction set); the switch's unwind information restores those it saved")
     FSCHED__GDB_LINE("        registers = getattr(pending_frame.architecture(), 'registers', None)")
     FSCHED__GDB_LINE("        for register in registers('general') if registers else ():")
@@ -16162,6 +16380,8 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("    def function(self):")
     FSCHED__GDB_LINE("        function = super(FiberFrame, self).function()")
+    ".popsection\n");
+__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("        if isinstance(function, str):")
     FSCHED__GDB_LINE("            return function")
     FSCHED__GDB_LINE("        name = self.inferior_frame().name()  # the symbol table's, decoded")
@@ -16177,8 +16397,6 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("def _innermost_real_level():")
-    ".popsection\n");
-__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("    frame, level = gdb.newest_frame(), 0")
     FSCHED__GDB_LINE("    while frame.type() == gdb.INLINE_FRAME and frame.older() is not None:")
     FSCHED__GDB_LINE("        frame, level = frame.older(), level + 1")
@@ -16228,6 +16446,8 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("    depth = _selected_depth()")
     FSCHED__GDB_LINE("    _unwinder.level = _innermost_real_level()")
     FSCHED__GDB_LINE("    _unwinder.context = _filter.context = (sp, resume)")
+    ".popsection\n");
+__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("    gdb.invalidate_cached_frames()")
     FSCHED__GDB_LINE("    try:")
     FSCHED__GDB_LINE("        gdb.execute('backtrace %s' % args, from_tty)")
@@ -16244,8 +16464,6 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("        super(FiberPrefix, self).__init__('fiber', gdb.COMMAND_STACK, prefix=True)")
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("")
-    ".popsection\n");
-__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("class FiberBacktrace(gdb.Command):")
     FSCHED__GDB_LINE("    '''Backtrace of a fibersched fiber: fiber bt ID [bt arguments].")
     FSCHED__GDB_LINE("A running fiber's backtrace is its thread's. A suspended fiber's is read from its saved")
