@@ -255,6 +255,7 @@ static void test_balance(void) {
     static load l;
     int half = CONNS * (ROUNDS - ROUNDS / 2);
     uint64_t moved;
+    test_watchdog(60); /* each test on its own */
     memset(&l, 0, sizeof l);
     l.mode = MOVABLE;
     l.work_us = 20; /* a wake computes: wakes queue up behind it */
@@ -273,6 +274,7 @@ static void test_pinned(int mode) {
     fsched_sched *s = sched_new(mode == PINNED_CALL, 0);
     static load l;
     uint64_t moved;
+    test_watchdog(60); /* each test on its own */
     memset(&l, 0, sizeof l);
     l.mode = mode;
     l.work_us = 20;
@@ -286,6 +288,7 @@ static void test_bound_forwards(void) {
     fsched_sched *s = sched_new(1, 0);
     static load l;
     fsched__worker *bound = s->slots[2];
+    test_watchdog(60); /* each test on its own */
     memset(&l, 0, sizeof l);
     l.mode = MOVABLE;
     l.bound_waits = 1;
@@ -301,6 +304,7 @@ static void test_bound_forwards(void) {
 static void test_thread_locals(void) {
     fsched_sched *s = sched_new(1, 0);
     static load l;
+    test_watchdog(60); /* each test on its own */
     memset(&l, 0, sizeof l);
     l.mode = MOVABLE;
     l.check_tls = 1;
@@ -397,6 +401,7 @@ static void test_pinned_frame(void (*fn)(void *), const char *what) {
     fsched_stats st;
     hold h;
     int i;
+    test_watchdog(60); /* each test on its own */
     memset(&c, 0, sizeof c);
     CHECK_OK(fsched_event_init(&c.fill, 1, 0));
     CHECK_OK(fsched_event_init(&c.wake, 0, 0));
@@ -474,6 +479,7 @@ static void outer_task(void *p) {
 static void test_wrong_state(void) {
     fsched_sched *s = sched_new(0, 1);
     static nested_case c;
+    test_watchdog(60); /* each test on its own */
     memset(&c, 0, sizeof c);
     CHECK_RESULT(fsched_task_set_movable(1), FSCHED_ERR_WRONG_STATE); /* outside */
     CHECK_OK(fsched_bind(s));
@@ -490,7 +496,7 @@ static void test_wrong_state(void) {
 }
 
 int main(void) {
-    test_watchdog(120);
+    test_watchdog(60);
     test_wrong_state();
     test_pinned(PINNED_DESC);
     test_pinned(PINNED_CALL);

@@ -1652,6 +1652,7 @@ static void test_shed_past_deadline(void) {
     fsched_stats st;
     int i;
     begin("21. a woken movable task shed past its wait's deadline");
+    test_watchdog(60);
     memset(&h, 0, sizeof h);
     memset(t, 0, sizeof t);
     CHECK_OK(fsched_spawn(s, t21_hog, &h));
@@ -1727,6 +1728,7 @@ static void test_stats_while_adopting(void) {
     uint64_t before;
     int i;
     begin("22. fsched_get_stats while a fiber is in transit");
+    test_watchdog(60);
     memset(&h, 0, sizeof h);
     CHECK_OK(fsched_spawn(s, t21_hog, &h));
     await_flag(&h.started);
