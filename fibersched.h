@@ -847,7 +847,10 @@ FIBERSCHED_API fsched_result fsched_spawn(fsched_sched *s, void (*fn)(void *arg)
    wait runs nested, never move. FSCHED_ERR_WRONG_STATE outside a task of a worker or a
    bound slot (the thread's own code, a hook), in a task that a wait runs nested, and in
    a task of a wait group whose count its slot holds (spawned from a task of the same
-   group's slot: it ends there). Costs: a movable task's fsched_join is a call. */
+   group's slot: it ends there). Costs: a movable task's fsched_join is a call. The
+   inline fsched_join reads a thread-local too: in position-independent code for a
+   shared library, where a compiler may keep its address across a wait, build the units
+   of movable tasks with FIBERSCHED_NO_INLINE_JOIN. */
 FIBERSCHED_API fsched_result fsched_task_set_movable(int movable);
 
 /* Like fsched_spawn, but copies `size` bytes from `data` into the task and passes fn a
