@@ -5898,6 +5898,7 @@ typedef struct fsched__worker {
                                                 scheduler's end (worker threads) */
     fsched_fiber *retire;    /* freed by whichever fiber the next switch resumes */
     fsched_fiber *ready_head, *ready_tail; /* FIFO of fibers to resume */
+    uint32_t movable_ready;  /* of which those that may be shed (move_ok) */
     uint32_t blocked;        /* suspended fibers of this slot */
     uint32_t yield_pending;  /* a fiber yielded: run one job before ready fibers */
     uint32_t yields_direct;  /* yields straight to a ready fiber since one went through
@@ -6025,8 +6026,6 @@ struct fsched_sched {
     uint64_t (*clock)(void *user);
     void *clock_user;
     uint32_t movable_tasks; /* desc.movable_tasks */
-    uint32_t shedding;    /* a task may be movable: slots look for fibers to shed (atomic:
-                             set by desc.movable_tasks or fsched_task_set_movable) */
     const struct fsched__watch *watch; /* how workers look out, once a poller or a poll
                              hook was made (NULL: never; read every turn, written once:
                              kept off the lines others write) */
@@ -6513,6 +6512,7 @@ static void fsched__trace_record(fsched__trace_kind kind, uint64_t begin, uintpt
 /* ---- ready fibers ---------------------------------------------------------------- */
 
 static void fsched__ready_append(fsched__worker *w, fsched_fiber *f) {
+    w->movable_ready += f->move_ok;
     f->link = NULL;
     if (w->ready_tail) w->ready_tail->link = f;
     else w->ready_head = f;
@@ -6579,6 +6579,7 @@ static fsched_fiber *fsched__ready_pop(fsched__worker *w) {
     if (f) {
         w->ready_head = f->link;
         if (!w->ready_head) w->ready_tail = NULL;
+        w->movable_ready -= f->move_ok;
     }
     return f;
 }
@@ -6769,6 +6770,7 @@ static fsched_fiber *fsched__suspend_prepare(fsched__worker *w) {
 static void fsched__suspend_cancel(fsched__worker *w, fsched_fiber *next) {
     if (next->ready_taken) {
         next->ready_taken = 0;
+        w->movable_ready += next->move_ok;
         next->link = w->ready_head;
         w->ready_head = next;
         if (!w->ready_tail) w->ready_tail = next;
@@ -7467,9 +7469,9 @@ static void fsched__idle_step(fsched__worker *w, fsched__idle *idle) {
 
 /* ---- moving woken tasks to idle workers ------------------------------------------
    A movable task (fsched_task_set_movable) woken from a wait it made with no frame under
-   it that keeps its worker (move_ok) waits in its owner's ready FIFO like any other. An
-   owner with two or more ready fibers, while another worker searches or sleeps, sheds
-   the newer half of its movable ones (at most FSCHED__SHED_MAX): out of its lists and
+   it that keeps its worker (move_ok) waits in its owner's ready FIFO like any other
+   (counted in movable_ready). An owner with two or more of them ready, while another
+   worker searches or sleeps, sheds the newer half (at most FSCHED__SHED_MAX): out of its lists and
    counts, onto the public part of its deque as jobs, which thieves steal as any job (the
    protocol that publishes work wakes a sleeper for them). Whoever runs such a job adopts
    the fiber: it becomes the runner's, ready there. Every list stays its owner's alone;
@@ -7478,7 +7480,6 @@ static void fsched__idle_step(fsched__worker *w, fsched__idle *idle) {
    waits for its fibers, and its thread may never run them): it forwards the fiber to a
    worker thread's inbox, which adopts what it collects there. */
 #define FSCHED__SHED_MAX 16u
-#define FSCHED__SHED_SCAN 256u /* ready fibers looked at, at most, per shedding */
 
 /* Owner: moves f from w's fibers to those in transit (shed: 1), or back to w's (0), under
    the scheduler's lock for them, which fsched_get_stats takes too: a fiber that moves is
@@ -7511,6 +7512,7 @@ static void fsched__fiber_adopt_execute(fsched__job *job, fsched__worker *w);
 static fsched__job *fsched__fiber_shed(fsched__worker *w, fsched_fiber *f) {
     fsched__waiter *wt = (fsched__waiter *)f->move_waiter;
     if (wt->timer) fsched__timers()->remove(w, wt);
+    w->movable_ready--;
     f->move_ok = 0;
     f->move_waiter = NULL;
     f->in_transit = 1;
@@ -7521,8 +7523,8 @@ static fsched__job *fsched__fiber_shed(fsched__worker *w, fsched_fiber *f) {
     return &f->move_job;
 }
 
-/* Owner, between turns, with two or more fibers ready: sheds the newer half of the
-   movable ones when another worker searches or sleeps (it counts among the inactive,
+/* Owner, between turns, with two or more movable fibers ready: sheds the newer half of
+   them when another worker searches or sleeps (it counts among the inactive,
    beside this one if this one still counts itself). Relaxed, the counters: a hint; a
    late look only sheds a turn later or for nothing (the thief that steals them may be
    this worker itself). */
@@ -7530,13 +7532,10 @@ static FSCHED__NOINLINE void fsched__shed(fsched__worker *w, const fsched__idle 
     fsched_sched *s = w->sched;
     fsched__job *jobs[FSCHED__SHED_MAX];
     fsched_fiber *f, *prev = NULL, *next;
-    uint32_t movable = 0, skip, n = 0, k, seen = 0;
+    uint32_t movable = w->movable_ready, skip, n = 0, k;
     if (s->n_threads < 2 ||
         FSCHED__INACTIVE(FSCHED__LOAD(&s->counters, FSCHED__RELAXED)) <= idle->inactive)
         return;
-    for (f = w->ready_head; f && seen < FSCHED__SHED_SCAN; f = f->link, seen++)
-        movable += f->move_ok;
-    if (movable < 2) return;
     k = movable / 2 < FSCHED__SHED_MAX ? movable / 2 : FSCHED__SHED_MAX;
     skip = movable - k; /* the older ones stay: they have waited longest here */
     for (f = w->ready_head; f && n < k; f = next) {
@@ -7550,6 +7549,7 @@ static FSCHED__NOINLINE void fsched__shed(fsched__worker *w, const fsched__idle 
         if (w->ready_tail == f) w->ready_tail = prev;
         jobs[n++] = fsched__fiber_shed(w, f);
     }
+    if (!n) return; /* (none found: cannot be, the count being exact) */
     FSCHED__POINT(SHED);
     /* only these go public (the private ring stays); the injector if that fails */
     if (!fsched__deque_expose(&w->deque, 0, jobs, n)) fsched__injector_push(&s->injector, jobs, n);
@@ -7583,8 +7583,7 @@ static void fsched__fiber_adopt_execute(fsched__job *job, fsched__worker *w) {
     if (fsched__post_ready(to, f, &held)) fsched__tell(to, held);
 }
 
-/* The running task opts in or out. Relaxed, `shedding`: a hint for the slots, set once
-   (see fsched__loop_turn). */
+/* The running task opts in or out. */
 FIBERSCHED_API fsched_result fsched_task_set_movable(int movable) {
     fsched__thread *t = fsched__thread_get();
     fsched__worker *w = t->worker;
@@ -7595,8 +7594,6 @@ FIBERSCHED_API fsched_result fsched_task_set_movable(int movable) {
                               "runs (the thread's own code, a hook, a task run nested by a "
                               "wait, or a task whose group's count its slot holds)");
     f->movable_task = movable != 0;
-    if (movable && !FSCHED__LOAD(&w->sched->shedding, FSCHED__RELAXED))
-        FSCHED__STORE(&w->sched->shedding, 1u, FSCHED__RELAXED);
     fsched__join_ring_follow(w, f);
     return FSCHED_OK;
 }
@@ -7650,10 +7647,7 @@ static int fsched__loop_turn(fsched__worker *w, fsched__idle *idle) {
     if (w->timer_count) fsched__timers()->fire(w);
     watch = fsched__watch_of(w->sched);
     if (FSCHED__UNLIKELY(watch != NULL)) watch->tick(w);
-    /* relaxed: a hint, set once; a late look only sheds later */
-    if (FSCHED__UNLIKELY(FSCHED__LOAD(&w->sched->shedding, FSCHED__RELAXED)) && w->ready_head &&
-        w->ready_head->link)
-        fsched__shed(w, idle);
+    if (FSCHED__UNLIKELY(w->movable_ready >= 2)) fsched__shed(w, idle);
     if (FSCHED__UNLIKELY(w->yield_pending)) { /* a yield lets one job run first */
         w->yield_pending = 0;
         if ((job = fsched__find_job(w))) {
@@ -7983,7 +7977,6 @@ static fsched_sched *fsched__sched_alloc(const fsched_desc *d) {
     s->worker_stop = d->worker_stop;
     s->worker_user = d->worker_user;
     s->movable_tasks = d->movable_tasks != 0;
-    s->shedding = s->movable_tasks;
     if (FSCHED__THREADS) /* the names of worker threads; memset: it ends */
         strncpy(s->worker_name, d->worker_name, sizeof s->worker_name - 1);
     FSCHED__TRACE(s->trace_origin = fsched__sched_now(s); s->trace_events = d->trace_events;)
@@ -8838,9 +8831,10 @@ static fsched_result fsched__wait_commit(fsched_wait_list *list, fsched__waiter 
         if (next) {
             fsched_fiber *self = wt->fiber;
             /* a movable task with no frame under it that keeps this worker may be shed
-               once woken (fsched__shed) */
+               once woken (fsched__shed), where another worker thread could adopt it */
             uint8_t offered = FSCHED__UNLIKELY(self->movable_task) && !self->pins &&
-                              !self->frames && !self->inline_depth && !self->is_root;
+                              !self->frames && !self->inline_depth && !self->is_root &&
+                              w->sched->n_threads >= 2;
             if (FSCHED__UNLIKELY(offered)) {
                 self->move_waiter = wt;
                 self->move_ok = 1;

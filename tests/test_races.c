@@ -1626,8 +1626,9 @@ static void t21_hook(fsched__point at) {
     }
 }
 
+static fsched_event t21_go; /* manual reset: one set wakes both in one post */
+
 typedef struct t21_task {
-    fsched_event e;
     fsched_result r;
     int blocked, resumed, index_before, index_after;
 } t21_task;
@@ -1637,7 +1638,7 @@ static void t21_timed(void *p) {
     uint64_t end;
     t->index_before = fsched_worker_index();
     STORE(&t->blocked, 1);
-    t->r = fsched_event_wait_for(&t->e, 30000000u);
+    t->r = fsched_event_wait_for(&t21_go, 30000000u);
     t->index_after = fsched_worker_index();
     ADD(&t->resumed, 1);
     /* the worker that kept this one stays busy: the other adopts what was shed */
@@ -1657,8 +1658,8 @@ static void test_shed_past_deadline(void) {
     memset(t, 0, sizeof t);
     CHECK_OK(fsched_spawn(s, t21_hog, &h));
     await_flag(&h.started);
+    CHECK_OK(fsched_event_init(&t21_go, 1, 0));
     for (i = 0; i < 2; i++) {
-        CHECK_OK(fsched_event_init(&t[i].e, 0, 0));
         CHECK_OK(fsched_spawn(s, t21_timed, &t[i]));
         await_flag(&t[i].blocked);
     }
@@ -1666,7 +1667,7 @@ static void test_shed_past_deadline(void) {
     stall_ms(5); /* the other worker idles; the waits have 20 ms or more left */
     STORE(&t21_armed, 1);
     set_hook(t21_hook);
-    for (i = 0; i < 2; i++) CHECK_OK(fsched_event_set(&t[i].e));
+    CHECK_OK(fsched_event_set(&t21_go)); /* both ready at once on the worker that kept them */
     for (i = 0; i < 2; i++) {
         uint64_t until = now_ns() + 5000000000ull;
         while (!LOAD(&t[i].resumed)) {
@@ -1686,13 +1687,13 @@ static void test_shed_past_deadline(void) {
     }
     CHECK(t[0].index_after != t[1].index_after); /* one of them moved */
     CHECK_OK(fsched_destroy(s));
-    for (i = 0; i < 2; i++) CHECK_OK(fsched_event_destroy(&t[i].e));
+    CHECK_OK(fsched_event_destroy(&t21_go));
 }
 
 #define T22_TASKS 4
 
 static int t22_armed, t22_stalled, t22_go, t22_blocked, t22_done;
-static fsched_event t22_events[T22_TASKS];
+static fsched_event t22_rounds[2]; /* manual reset: one set readies every task at once */
 
 static void t22_hook(fsched__point at) {
     int one = 1;
@@ -1704,11 +1705,11 @@ static void t22_hook(fsched__point at) {
 }
 
 static void t22_task(void *p) {
-    fsched_event *e = (fsched_event *)p;
     int round;
+    (void)p;
     for (round = 0; round < 2; round++) {
         ADD(&t22_blocked, 1);
-        CHECK_OK(fsched_event_wait(e));
+        CHECK_OK(fsched_event_wait(&t22_rounds[round]));
         ADD(&t22_done, 1);
     }
 }
@@ -1732,10 +1733,8 @@ static void test_stats_while_adopting(void) {
     memset(&h, 0, sizeof h);
     CHECK_OK(fsched_spawn(s, t21_hog, &h));
     await_flag(&h.started);
-    for (i = 0; i < T22_TASKS; i++) {
-        CHECK_OK(fsched_event_init(&t22_events[i], 0, 0));
-        CHECK_OK(fsched_spawn(s, t22_task, &t22_events[i]));
-    }
+    for (i = 0; i < 2; i++) CHECK_OK(fsched_event_init(&t22_rounds[i], 1, 0));
+    for (i = 0; i < T22_TASKS; i++) CHECK_OK(fsched_spawn(s, t22_task, NULL));
     await_count22(&t22_blocked, T22_TASKS);
     STORE(&h.release, 1);
     stall_ms(50); /* quiet: every task suspended, the workers asleep */
@@ -1743,7 +1742,7 @@ static void test_stats_while_adopting(void) {
     before = st.fibers;
     STORE(&t22_armed, 1);
     set_hook(t22_hook);
-    for (i = 0; i < T22_TASKS; i++) CHECK_OK(fsched_event_set(&t22_events[i]));
+    CHECK_OK(fsched_event_set(&t22_rounds[0]));
     await_flag(&t22_stalled);
     for (i = 0; i < 20; i++) { /* one fiber is in no slot's list now */
         CHECK_OK(fsched_get_stats(s, &st));
@@ -1757,10 +1756,10 @@ static void test_stats_while_adopting(void) {
     set_hook(NULL);
     CHECK_OK(fsched_get_stats(s, &st));
     CHECK(st.fibers == before);
-    for (i = 0; i < T22_TASKS; i++) CHECK_OK(fsched_event_set(&t22_events[i]));
+    CHECK_OK(fsched_event_set(&t22_rounds[1]));
     await_count22(&t22_done, 2 * T22_TASKS);
     CHECK_OK(fsched_destroy(s));
-    for (i = 0; i < T22_TASKS; i++) CHECK_OK(fsched_event_destroy(&t22_events[i]));
+    for (i = 0; i < 2; i++) CHECK_OK(fsched_event_destroy(&t22_rounds[i]));
 }
 
 /* Usage: test_races [N ...] runs the tests numbered N, such as 3 or 3b (default: all). */
