@@ -1622,11 +1622,12 @@ static void t21_hook(fsched__point at) {
     if (at == FSCHED__AT_SHED &&
         __atomic_compare_exchange_n(&t21_armed, &one, 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
         ADD(&t21_stalls, 1);
-        stall_ms(100); /* past the deadlines of the waits it sheds from */
+        stall_ms(300); /* past the deadlines of the waits it sheds from */
     }
 }
 
 static fsched_event t21_go; /* manual reset: one set wakes both in one post */
+static int t21_resumed;
 
 typedef struct t21_task {
     fsched_result r;
@@ -1638,12 +1639,14 @@ static void t21_timed(void *p) {
     uint64_t end;
     t->index_before = fsched_worker_index();
     STORE(&t->blocked, 1);
-    t->r = fsched_event_wait_for(&t21_go, 30000000u);
+    t->r = fsched_event_wait_for(&t21_go, 200000000u);
     t->index_after = fsched_worker_index();
     ADD(&t->resumed, 1);
-    /* the worker that kept this one stays busy: the other adopts what was shed */
-    end = now_ns() + 50000000u;
-    while (now_ns() < end) fsched__cpu_relax();
+    ADD(&t21_resumed, 1);
+    /* the worker that kept one stays busy until the other resumed: the other worker
+       adopts what was shed */
+    end = now_ns() + 5000000000ull;
+    while (LOAD(&t21_resumed) < 2 && now_ns() < end) fsched__cpu_relax();
 }
 
 static void test_shed_past_deadline(void) {
@@ -1656,6 +1659,7 @@ static void test_shed_past_deadline(void) {
     test_watchdog(60);
     memset(&h, 0, sizeof h);
     memset(t, 0, sizeof t);
+    STORE(&t21_resumed, 0);
     CHECK_OK(fsched_spawn(s, t21_hog, &h));
     await_flag(&h.started);
     CHECK_OK(fsched_event_init(&t21_go, 1, 0));
@@ -1664,7 +1668,7 @@ static void test_shed_past_deadline(void) {
         await_flag(&t[i].blocked);
     }
     STORE(&h.release, 1);
-    stall_ms(5); /* the other worker idles; the waits have 20 ms or more left */
+    stall_ms(5); /* the other worker idles; the waits have most of 200 ms left */
     STORE(&t21_armed, 1);
     set_hook(t21_hook);
     CHECK_OK(fsched_event_set(&t21_go)); /* both ready at once on the worker that kept them */
@@ -1675,7 +1679,7 @@ static void test_shed_past_deadline(void) {
             stall_ms(1);
         }
     }
-    stall_ms(100); /* a timer left behind would have fired by now */
+    stall_ms(250); /* a timer left behind would have fired by now */
     set_hook(NULL);
     CHECK_OK(fsched_get_stats(s, &st));
     CHECK(LOAD(&t21_stalls) == 1);
