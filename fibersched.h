@@ -255,10 +255,10 @@
      (never with fsched_fiber_switch). A task resumes on the worker where it blocked, so
      thread-local variables stay valid across its waits, unless it is movable (opt-in:
      desc.movable_tasks, fsched_task_set_movable), when it may resume on another
-     worker, and must not keep a thread-local address across a wait. A bound thread runs queued tasks
-     while it waits; one of them that blocks resumes only on that thread, at its next
-     wait (or fsched_unbind, or fsched_destroy): a bound thread that computes for long
-     outside the scheduler's waits delays such tasks meanwhile.
+     worker, and must not keep a thread-local address across a wait. A bound thread
+     runs queued tasks while it waits; one of them that blocks resumes only on that
+     thread, at its next wait (or fsched_unbind, or fsched_destroy): a bound thread
+     that computes for long outside the scheduler's waits delays such tasks meanwhile.
    - A wait group's wait runs the group's tasks still queued on the caller's deque on the
      waiting task's stack (help-first), and fsched_join runs its second half there when
      no other worker took it: recursions through them nest on one stack, each level
@@ -6040,7 +6040,7 @@ struct fsched_sched {
     uint32_t fiber_ids;   /* atomic: ids given to fibers so far (off the lines read in steals) */
     FSCHED__ALIGN_LINE uint32_t transit_lock; /* fibers shed, not adopted yet: */
     fsched_fiber *transit;                    /* linked by live_prev/next (debuggers) */
-    uint32_t fibers_moving;                   /* their count (atomic, for fsched_stats) */
+    uint32_t fibers_moving;                   /* their count (for fsched_stats) */
     FSCHED__ALIGN_LINE uint32_t holds;     /* calls from outside that still touch s */
     void (*idle)(void *user);              /* desc.idle */
     void *idle_user;
@@ -7471,9 +7471,9 @@ static void fsched__idle_step(fsched__worker *w, fsched__idle *idle) {
    A movable task (fsched_task_set_movable) woken from a wait it made with no frame under
    it that keeps its worker (move_ok) waits in its owner's ready FIFO like any other
    (counted in movable_ready). An owner with two or more of them ready, while another
-   worker searches or sleeps, sheds the newer half (at most FSCHED__SHED_MAX): out of its lists and
-   counts, onto the public part of its deque as jobs, which thieves steal as any job (the
-   protocol that publishes work wakes a sleeper for them). Whoever runs such a job adopts
+   worker searches or sleeps, sheds the newer half (at most FSCHED__SHED_MAX): out of
+   its lists and counts, onto the public part of its deque as jobs, which thieves steal
+   as any job (the protocol that publishes work wakes a sleeper for them). Whoever runs such a job adopts
    the fiber: it becomes the runner's, ready there. Every list stays its owner's alone;
    the deque's release push and the steal's acquire CAS order the fiber's state (its
    saved context included) from shedder to adopter. A bound slot adopts none (its unbind
@@ -7524,8 +7524,8 @@ static fsched__job *fsched__fiber_shed(fsched__worker *w, fsched_fiber *f) {
 }
 
 /* Owner, between turns, with two or more movable fibers ready: sheds the newer half of
-   them when another worker searches or sleeps (it counts among the inactive,
-   beside this one if this one still counts itself). Relaxed, the counters: a hint; a
+   them when another worker searches or sleeps (it counts among the inactive, beside
+   this one if this one still counts itself). Relaxed, the counters: a hint; a
    late look only sheds a turn later or for nothing (the thief that steals them may be
    this worker itself). */
 static FSCHED__NOINLINE void fsched__shed(fsched__worker *w, const fsched__idle *idle) {

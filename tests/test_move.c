@@ -470,7 +470,8 @@ static void outer_task(void *p) {
 #endif
     c->own_ran = 1;
     CHECK_OK(fsched_wait_group_init(&wg));
-    for (i = 0; i < 4; i++) CHECK_OK(fsched_wait_group_spawn(&wg, fsched_current(), nested_task, c));
+    for (i = 0; i < 4; i++)
+        CHECK_OK(fsched_wait_group_spawn(&wg, fsched_current(), nested_task, c));
     CHECK_OK(fsched_wait_group_wait(&wg));
     CHECK_OK(fsched_wait_group_destroy(&wg));
     STORE(&c->done, 1);
