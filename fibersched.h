@@ -253,10 +253,12 @@
    - Not compatible with x86 CET shadow stacks, nor with AArch64's shadow call stack.
    - Tasks run on the scheduler's fibers: switch to those only through the scheduler
      (never with fsched_fiber_switch). A task resumes on the worker where it blocked, so
-     thread-local variables stay valid across its waits. A bound thread runs queued tasks
-     while it waits; one of them that blocks resumes only on that thread, at its next
-     wait (or fsched_unbind, or fsched_destroy): a bound thread that computes for long
-     outside the scheduler's waits delays such tasks meanwhile.
+     thread-local variables stay valid across its waits, unless it is movable (opt-in:
+     desc.movable_tasks, fsched_task_set_movable), when it may resume on another
+     worker, and must not keep a thread-local address across a wait. A bound thread
+     runs queued tasks while it waits; one of them that blocks resumes only on that
+     thread, at its next wait (or fsched_unbind, or fsched_destroy): a bound thread
+     that computes for long outside the scheduler's waits delays such tasks meanwhile.
    - A wait group's wait runs the group's tasks still queued on the caller's deque on the
      waiting task's stack (help-first), and fsched_join runs its second half there when
      no other worker took it: recursions through them nest on one stack, each level
@@ -698,6 +700,14 @@ typedef struct fsched_desc {
                                    (up to 15 bytes in all on Linux), as top -H, gdb and
                                    perf show them (Linux, macOS, Windows 10).
                                    NULL: "fsched-w" */
+    int movable_tasks;          /* 1: tasks start movable (fsched_task_set_movable): a
+                                   task woken while its worker has others ready to run
+                                   and another worker idles may resume on that worker,
+                                   so that work spreads (connections of a server, say).
+                                   Such a task must not keep a thread-local address or
+                                   the thread's identity across a wait (see
+                                   fsched_task_set_movable). 0: every task resumes on
+                                   the worker where it blocked */
 } fsched_desc;
 
 /* Creates a scheduler and starts its workers. desc may be NULL (all defaults).
@@ -753,6 +763,8 @@ typedef struct fsched_stats {
                                   armed it again (epoll_ctl; 0 with poll()) */
     uint64_t fd_events;     /* readiness events the poller took from the kernel for fds
                                (epoll; 0 with poll()) */
+    uint64_t fibers_moved;  /* times a woken movable task resumed on another worker than
+                               the one where it blocked */
 } fsched_stats;
 
 /* Fills *out (a snapshot: each count is exact, the counts are read one after the other).
@@ -820,6 +832,29 @@ FIBERSCHED_API fsched_result fsched_default_get(fsched_sched **out);
    FSCHED_ERR_OUT_OF_MEMORY, FSCHED_ERR_WRONG_STATE (s is being destroyed and the caller
    is outside it). Any thread. */
 FIBERSCHED_API fsched_result fsched_spawn(fsched_sched *s, void (*fn)(void *arg), void *arg);
+
+/* Whether the running task may resume on another worker after a wait (1) or always
+   resumes on the worker where it blocked (0, the default unless desc.movable_tasks): a
+   worker that has more woken tasks ready than it can run at once, while another worker
+   idles, hands half of the movable ones over (an echo server's connections then spread
+   over the workers instead of staying where their first read blocked). Lasts until the
+   task changes it again or ends; tasks it spawns start as the desc says.
+   The caveat: after any wait (an event, mutex, sleep, fd wait, wait group...) a movable
+   task may run on another thread, so it must not keep across a wait the address of a
+   thread-local variable, the thread's identity (pthread_self, a lock owned by the
+   thread) or a per-thread handle (an allocator's cache); it may use them between waits.
+   `errno` is such a variable: compilers may compute its address once per function
+   (glibc's __errno_location is declared const), so read errno in a function that does
+   not wait, for instance a read helper, not inlined, that returns -errno. Waits under
+   fsched_join, a parallel loop, FSCHED_RUN, a graph or pipeline run, and tasks that a
+   wait runs nested, never move. FSCHED_ERR_WRONG_STATE outside a task of a worker or a
+   bound slot (the thread's own code, a hook), in a task that a wait runs nested, and in
+   a task of a wait group whose count its slot holds (spawned from a task of the same
+   group's slot: it ends there). Costs: a movable task's fsched_join is a call. The
+   inline fsched_join reads a thread-local too: in position-independent code for a
+   shared library, where a compiler may keep its address across a wait, build the units
+   of movable tasks with FIBERSCHED_NO_INLINE_JOIN. */
+FIBERSCHED_API fsched_result fsched_task_set_movable(int movable);
 
 /* Like fsched_spawn, but copies `size` bytes from `data` into the task and passes fn a
    pointer to the copy (aligned to 16 bytes): capture by value. Copies of up to
@@ -937,7 +972,8 @@ static inline fsched_result fsched__join_inline(void (*a)(void *arg), void *arg_
     j.latch = 0;
     r->slot[r->tail++ % FSCHED__RING_SIZE] = &j.job;
     a(arg_a);
-    /* a task resumes on the worker where it blocked: r is still this thread's ring */
+    /* a task resumes on the worker where it blocked (a movable one is given no ring: it
+       joins through the call): r is still this thread's ring */
     if (FSCHED__LIKELY(r->tail != r->head &&
                        r->slot[(r->tail - 1) % FSCHED__RING_SIZE] == &j.job)) {
         r->tail--; /* nobody took it */
@@ -3145,6 +3181,9 @@ typedef enum fsched__point {
     FSCHED__AT_DEFAULT,      /* a call from outside every scheduler looks for the default */
     FSCHED__AT_POLL_SET,     /* fsched_set_poll is about to say whether workers watch */
     FSCHED__AT_WAKE_DRAINED, /* the poller read its wake fd, not yet said so */
+    FSCHED__AT_SHED,         /* a worker took movable fibers out of its lists, not yet
+                                published */
+    FSCHED__AT_ADOPT,        /* a slot runs the job of a fiber in transit, before adopting it */
     FSCHED__AT_COUNT
 } fsched__point;
 /* Called, when set, at every point before the random perturbation (tests stall here). */
@@ -3855,6 +3894,18 @@ struct fsched_fiber {
     void *graph_task;       /* the graph task whose function runs on this fiber */
     uint32_t inline_depth;  /* jobs nested on it by waits without a fiber (out of memory) */
     fsched_frames *frames;  /* the innermost frame stack its task trees hold (spawn/sync) */
+    /* a task that may resume on another worker after a wait (fsched_task_set_movable):
+       owner only, but for a fiber in transit, which only its shedder, then its adopter,
+       touch (the deque's publication orders them) */
+    uint8_t movable_task;   /* the task it runs may move after a wait ... */
+    uint8_t task_may_move;  /* ... which fsched_task_set_movable may change: a task the
+                               loop itself runs (not nested by a wait), not leased */
+    uint8_t move_ok;        /* woken from a wait that lets it move: its owner may shed it */
+    uint8_t in_transit;     /* shed, not adopted yet */
+    uint32_t pins;          /* library frames under the task that keep their worker: it
+                               stays (fsched__pin) */
+    struct fsched__waiter *move_waiter; /* the wait it was woken from, while move_ok */
+    fsched__job move_job;   /* queued while in transit: whoever runs it adopts the fiber */
     uintptr_t task_code;     /* the user function it runs (of a task, a join half, a
                                 frame, a loop, a graph task, a node, a stage) ... */
     const char *task_name;   /* ... and its name, if it has one: for overflow reports */
@@ -4078,6 +4129,21 @@ static inline fsched__running fsched__running_begin(fsched_fiber *f, uintptr_t c
 static inline void fsched__running_end(fsched_fiber *f, fsched__running outer) {
     f->task_code = outer.code;
     f->task_name = outer.name;
+}
+
+/* A movable task may resume on another thread after a wait, unless a frame of the library
+   that keeps its worker (a join, a parallel loop, a graph or pipeline run) lies under the
+   wait: such a frame pins the fiber while it is there. Returns the fiber it pinned, or
+   NULL (nothing to undo). Pins are the fiber's own: only the thread running it counts. */
+static inline fsched_fiber *fsched__pin(void) {
+    fsched_fiber *f = fsched__tls_thread.current;
+    if (FSCHED__LIKELY(!f || !f->movable_task)) return NULL;
+    f->pins++;
+    return f;
+}
+
+static inline void fsched__unpin(fsched_fiber *f) {
+    if (f) f->pins--;
 }
 
 /* The start of an overflow report: the fiber, its stack size and what it runs (by name,
@@ -5835,18 +5901,22 @@ typedef struct fsched__worker {
                                                 scheduler's end (worker threads) */
     fsched_fiber *retire;    /* freed by whichever fiber the next switch resumes */
     fsched_fiber *ready_head, *ready_tail; /* FIFO of fibers to resume */
+    uint32_t movable_ready;  /* of which those that may be shed (move_ok) */
     uint32_t blocked;        /* suspended fibers of this slot */
     uint32_t yield_pending;  /* a fiber yielded: run one job before ready fibers */
     uint32_t yields_direct;  /* yields straight to a ready fiber since one went through
                                 the loop */
     fsched__waiter *root_waiter; /* what the root fiber waits for (deadlock reports) */
+    uint32_t join_ring_off;  /* the join ring is withheld from the fiber running here, a
+                                movable task's (fsched__join_ring_follow) */
     /* tasks, owner only */
     fsched__task *free_tasks;
     fsched__task_slab *slabs;
     uint64_t spawned, completed; /* written by the owner, read by fsched_destroy */
     /* counts for fsched_get_stats: written by the owner (fsched__count), read by any */
     uint64_t jobs_run, steals, sleeps;
-    int64_t fibers;          /* made minus ended */
+    uint64_t moves;          /* fibers it adopted from another slot */
+    int64_t fibers;          /* made minus ended (adopted minus shed) */
     /* frame stacks (spawn and sync): the owner adds to the set, thieves read it */
     fsched__frames_group *frames_groups; /* the set (a list the owner appends to) */
     fsched__frames_group *frames_last;   /* owner only: its last group */
@@ -5904,6 +5974,21 @@ static fsched__ring *fsched__join_ring_swap(fsched__ring *r) {
 #endif
 }
 
+/* Owner, as f (a fiber of w) begins or goes on running: fsched_join's inline path queues
+   on w's ring, which a movable task must not use (it may resume on another worker
+   between queueing its second half and taking it back): the ring is withheld while one
+   runs, and its joins take the library's path, which pins it. Writes only on a change. */
+static FSCHED__NOINLINE void fsched__join_ring_set(fsched__worker *w, uint32_t off) {
+    w->join_ring_off = off;
+    fsched__join_ring_swap(off ? NULL : &w->deque.ring);
+}
+
+static inline void fsched__join_ring_follow(fsched__worker *w, const fsched_fiber *f) {
+    /* bound slots have no ring to give */
+    if (FSCHED__UNLIKELY(f->movable_task != w->join_ring_off) && !w->bound)
+        fsched__join_ring_set(w, f->movable_task);
+}
+
 /* Frame stacks (spawn and sync), defined with fork-join. The scheduling loop reaches the
    code that steals and offers frames through pointers that the first frame stack sets,
    so that a program that never spawns this way does not link it (microcontrollers). */
@@ -5943,6 +6028,7 @@ struct fsched_sched {
     fsched_logger logger;
     uint64_t (*clock)(void *user);
     void *clock_user;
+    uint32_t movable_tasks; /* desc.movable_tasks */
     const struct fsched__watch *watch; /* how workers look out, once a poller or a poll
                              hook was made (NULL: never; read every turn, written once:
                              kept off the lines others write) */
@@ -5955,6 +6041,9 @@ struct fsched_sched {
     uint64_t external_begun;               /* work begun outside the slots: spawns, runs */
     uint64_t external_ended;               /* of that, what ended outside the slots */
     uint32_t fiber_ids;   /* atomic: ids given to fibers so far (off the lines read in steals) */
+    FSCHED__ALIGN_LINE uint32_t transit_lock; /* fibers shed, not adopted yet: */
+    fsched_fiber *transit;                    /* linked by live_prev/next (debuggers) */
+    uint32_t fibers_moving;                   /* their count (for fsched_stats) */
     FSCHED__ALIGN_LINE uint32_t holds;     /* calls from outside that still touch s */
     void (*idle)(void *user);              /* desc.idle */
     void *idle_user;
@@ -6426,6 +6515,7 @@ static void fsched__trace_record(fsched__trace_kind kind, uint64_t begin, uintpt
 /* ---- ready fibers ---------------------------------------------------------------- */
 
 static void fsched__ready_append(fsched__worker *w, fsched_fiber *f) {
+    w->movable_ready += f->move_ok;
     f->link = NULL;
     if (w->ready_tail) w->ready_tail->link = f;
     else w->ready_head = f;
@@ -6459,6 +6549,8 @@ static void fsched__make_ready(fsched__worker *w, fsched_fiber *f) {
     if (fsched__post_ready(w, f, &held)) fsched__tell(w, held);
 }
 
+static void fsched__adopt(fsched__worker *w, fsched_fiber *f);
+
 /* Owner: consumes the latch, then moves fibers posted by other threads to the FIFO (in
    the order they were posted). The latch is reset first: a post after it sets it again.
    Relaxed, the looks before each exchange: a stale one is made good by the post's
@@ -6479,7 +6571,8 @@ static void fsched__collect_posted(fsched__worker *w) {
     }
     while (rev) {
         fsched_fiber *next = rev->link;
-        fsched__ready_append(w, rev);
+        if (FSCHED__UNLIKELY(rev->in_transit)) fsched__adopt(w, rev); /* forwarded to it */
+        else fsched__ready_append(w, rev);
         rev = next;
     }
 }
@@ -6489,6 +6582,7 @@ static fsched_fiber *fsched__ready_pop(fsched__worker *w) {
     if (f) {
         w->ready_head = f->link;
         if (!w->ready_head) w->ready_tail = NULL;
+        w->movable_ready -= f->move_ok;
     }
     return f;
 }
@@ -6626,7 +6720,9 @@ static inline void fsched__after_switch(fsched__worker *w) {
 /* Owner: switches from the running fiber to `to`, a fiber of this worker. Returns when
    the running fiber is resumed. */
 static void fsched__switch_to(fsched__worker *w, fsched_fiber *to) {
-    fsched__thread *t = &fsched__tls_thread;
+    /* w's thread, not the thread-local address: inlined where a movable task waited
+       before, a compiler may reuse that address, computed on another thread */
+    fsched__thread *t = w->thread;
     fsched_fiber *from = t->current;
     void *sp = to->ctx.sp;
     int i;
@@ -6641,7 +6737,11 @@ static void fsched__switch_to(fsched__worker *w, fsched_fiber *to) {
     to->ctx.sp = NULL;
     t->current = to;
     fsched__fiber_jump(from, to, sp, 0);
+    /* from resumes, on the worker that owns it now: a movable task's may not be the one
+       that switched away from it */
+    w = (fsched__worker *)from->owner;
     fsched__after_switch(w);
+    fsched__join_ring_follow(w, from);
     /* where thieves ask for frames (see fsched__frames_ask; release: they read the stack) */
     if (from->frames) FSCHED__STORE(&w->frames_current, from->frames, FSCHED__RELEASE);
 }
@@ -6652,7 +6752,7 @@ static void fsched__switch_to(fsched__worker *w, fsched_fiber *to) {
    `object` say what it waits on, for debuggers. */
 static void fsched__suspend(fsched__worker *w, fsched_fiber *next, const char *what,
                             const void *object) {
-    fsched_fiber *self = fsched__tls_thread.current;
+    fsched_fiber *self = w->thread->current; /* w's thread: see fsched__switch_to */
     FSCHED__TRACE(uint64_t trace_begin = fsched__trace_now();)
     next->ready_taken = 0;
     w->blocked++;
@@ -6660,14 +6760,14 @@ static void fsched__suspend(fsched__worker *w, fsched_fiber *next, const char *w
     self->wait_object = object;
     fsched__switch_to(w, next);
     self->wait_what = NULL;
-    w->blocked--;
+    ((fsched__worker *)self->owner)->blocked--; /* where it resumed */
     FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_BLOCKED, trace_begin, 0, what, 0);)
 }
 
 /* Owner: the fiber to switch to when the running one blocks, or NULL when no fiber can be
    had (out of memory): the caller then waits by running jobs inline. */
 static fsched_fiber *fsched__suspend_prepare(fsched__worker *w) {
-    fsched_fiber *next, *self = fsched__tls_thread.current;
+    fsched_fiber *next, *self = w->thread->current; /* see fsched__switch_to */
     if (self->frames) fsched__frames_used()->offer_all(self); /* frame stacks exist */
     next = fsched__ready_pop(w);
     if (next) {
@@ -6682,6 +6782,7 @@ static fsched_fiber *fsched__suspend_prepare(fsched__worker *w) {
 static void fsched__suspend_cancel(fsched__worker *w, fsched_fiber *next) {
     if (next->ready_taken) {
         next->ready_taken = 0;
+        w->movable_ready += next->move_ok;
         next->link = w->ready_head;
         w->ready_head = next;
         if (!w->ready_tail) w->ready_tail = next;
@@ -7378,12 +7479,143 @@ static void fsched__idle_step(fsched__worker *w, fsched__idle *idle) {
     }
 }
 
+/* ---- moving woken tasks to idle workers ------------------------------------------
+   A movable task (fsched_task_set_movable) woken from a wait it made with no frame under
+   it that keeps its worker (move_ok) waits in its owner's ready FIFO like any other
+   (counted in movable_ready). An owner with two or more of them ready, while another
+   worker searches or sleeps, sheds the newer half (at most FSCHED__SHED_MAX): out of
+   its lists and counts, onto the public part of its deque as jobs, which thieves steal
+   as any job (the protocol that publishes work wakes a sleeper for them). Whoever runs such a job adopts
+   the fiber: it becomes the runner's, ready there. Every list stays its owner's alone;
+   the deque's release push and the steal's acquire CAS order the fiber's state (its
+   saved context included) from shedder to adopter. A bound slot adopts none (its unbind
+   waits for its fibers, and its thread may never run them): it forwards the fiber to a
+   worker thread's inbox, which adopts what it collects there. */
+#define FSCHED__SHED_MAX 16u
+
+/* Owner: moves f from w's fibers to those in transit (shed: 1), or back to w's (0), under
+   the scheduler's lock for them, which fsched_get_stats takes too: a fiber that moves is
+   counted once, as a slot's or as in transit. */
+static void fsched__transit_move(fsched__worker *w, fsched_fiber *f, int shed) {
+    fsched_sched *s = w->sched;
+    fsched__spin_lock(&s->transit_lock);
+    if (shed) {
+        fsched__live_unlink(w, f);
+        f->live_prev = NULL;
+        f->live_next = s->transit;
+        if (s->transit) s->transit->live_prev = f;
+        s->transit = f;
+        s->fibers_moving++;
+    } else {
+        if (f->live_prev) f->live_prev->live_next = f->live_next;
+        else s->transit = f->live_next;
+        if (f->live_next) f->live_next->live_prev = f->live_prev;
+        s->fibers_moving--;
+        fsched__live_link(w, f);
+    }
+    fsched__spin_unlock(&s->transit_lock);
+}
+
+static void fsched__fiber_adopt_execute(fsched__job *job, fsched__worker *w);
+
+/* Owner: takes a ready fiber of w, already out of the FIFO, out of w's lists and counts,
+   as a job for whoever will adopt it. Its timer (the wait was ended) can only lose now:
+   it goes, so that the heap keeps nothing of a fiber that leaves. */
+static fsched__job *fsched__fiber_shed(fsched__worker *w, fsched_fiber *f) {
+    fsched__waiter *wt = (fsched__waiter *)f->move_waiter;
+    if (wt->timer) fsched__timers()->remove(w, wt);
+    w->movable_ready--;
+    f->move_ok = 0;
+    f->move_waiter = NULL;
+    f->in_transit = 1;
+    w->blocked--;
+    fsched__transit_move(w, f, 1);
+    f->move_job.execute = fsched__fiber_adopt_execute;
+    f->move_job.next = NULL;
+    return &f->move_job;
+}
+
+/* Owner, between turns, with two or more movable fibers ready: sheds the newer half of
+   them when another worker searches or sleeps (it counts among the inactive, beside
+   this one if this one still counts itself). Relaxed, the counters: a hint; a
+   late look only sheds a turn later or for nothing (the thief that steals them may be
+   this worker itself). */
+static FSCHED__NOINLINE void fsched__shed(fsched__worker *w, const fsched__idle *idle) {
+    fsched_sched *s = w->sched;
+    fsched__job *jobs[FSCHED__SHED_MAX];
+    fsched_fiber *f, *prev = NULL, *next;
+    uint32_t movable = w->movable_ready, skip, n = 0, k;
+    if (s->n_threads < 2 ||
+        FSCHED__INACTIVE(FSCHED__LOAD(&s->counters, FSCHED__RELAXED)) <= idle->inactive)
+        return;
+    k = movable / 2 < FSCHED__SHED_MAX ? movable / 2 : FSCHED__SHED_MAX;
+    skip = movable - k; /* the older ones stay: they have waited longest here */
+    for (f = w->ready_head; f && n < k; f = next) {
+        next = f->link;
+        if (!f->move_ok || (skip && skip--)) {
+            prev = f;
+            continue;
+        }
+        if (prev) prev->link = next;
+        else w->ready_head = next;
+        if (w->ready_tail == f) w->ready_tail = prev;
+        jobs[n++] = fsched__fiber_shed(w, f);
+    }
+    if (!n) return; /* (none found: cannot be, the count being exact) */
+    FSCHED__POINT(SHED);
+    /* only these go public (the private ring stays); the injector if that fails */
+    if (!fsched__deque_expose(&w->deque, 0, jobs, n)) fsched__injector_push(&s->injector, jobs, n);
+    fsched__new_jobs(s, n);
+}
+
+/* Owner: a fiber in transit becomes w's, ready to resume here. */
+static void fsched__adopt(fsched__worker *w, fsched_fiber *f) {
+    if (f->owner != w) fsched__count(w->moves, 1);
+    f->owner = w;
+    f->in_transit = 0;
+    fsched__transit_move(w, f, 0);
+    w->blocked++; /* it resumes in a wait, which counts it off where it resumes */
+    FSCHED__TRACE(f->trace_id = 0;) /* a track of this slot's own numbering */
+    fsched__ready_append(w, f);
+}
+
+/* The job of a fiber in transit, run by whichever slot took it: a worker thread adopts
+   it; a bound slot forwards it to a worker thread (see above), chosen in turn. Relaxed,
+   the cursor: any worker will do. */
+static void fsched__fiber_adopt_execute(fsched__job *job, fsched__worker *w) {
+    fsched_fiber *f = (fsched_fiber *)(void *)((char *)job - offsetof(fsched_fiber, move_job));
+    fsched_sched *s = w->sched, *held = NULL;
+    fsched__worker *to;
+    FSCHED__POINT(ADOPT);
+    if (!w->bound) {
+        fsched__adopt(w, f);
+        return;
+    }
+    to = s->slots[FSCHED__FETCH_ADD(&s->wake_cursor, 1u, FSCHED__RELAXED) % s->n_threads];
+    if (fsched__post_ready(to, f, &held)) fsched__tell(to, held);
+}
+
+/* The running task opts in or out. */
+FIBERSCHED_API fsched_result fsched_task_set_movable(int movable) {
+    fsched__thread *t = fsched__thread_get();
+    fsched__worker *w = t->worker;
+    fsched_fiber *f = t->current;
+    if (!w || t->in_hook || !f->task_may_move)
+        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
+                              "fsched_task_set_movable: not in a task that a worker's loop "
+                              "runs (the thread's own code, a hook, a task run nested by a "
+                              "wait, or a task whose group's count its slot holds)");
+    f->movable_task = movable != 0;
+    fsched__join_ring_follow(w, f);
+    return FSCHED_OK;
+}
+
 /* ---- the scheduling loop --------------------------------------------------------- */
 
 /* Owner: leaves the running loop fiber for good, for the root, which then leaves the
    loop (the worker thread ends). */
 static void fsched__exit_to_root(fsched__worker *w) {
-    fsched__thread *t = &fsched__tls_thread;
+    fsched__thread *t = w->thread; /* see fsched__switch_to */
     fsched_fiber *self = t->current;
     void *sp;
     if (w->root_parked) fsched__unpark_root(w);
@@ -7401,7 +7633,7 @@ static void fsched__run_fiber(fsched__worker *w, fsched_fiber *f) {
     FSCHED__POINT(RESUME);
     if (FSCHED__UNLIKELY(fsched__deque_requested(&w->deque))) /* the fiber may compute */
         fsched__share(w);                                      /* for long: share first */
-    fsched__idle_park(w, fsched__tls_thread.current);
+    fsched__idle_park(w, w->thread->current); /* see fsched__switch_to */
     fsched__switch_to(w, f);
 }
 
@@ -7427,6 +7659,7 @@ static int fsched__loop_turn(fsched__worker *w, fsched__idle *idle) {
     if (w->timer_count) fsched__timers()->fire(w);
     watch = fsched__watch_of(w->sched);
     if (FSCHED__UNLIKELY(watch != NULL)) watch->tick(w);
+    if (FSCHED__UNLIKELY(w->movable_ready >= 2)) fsched__shed(w, idle);
     if (FSCHED__UNLIKELY(w->yield_pending)) { /* a yield lets one job run first */
         w->yield_pending = 0;
         if ((job = fsched__find_job(w))) {
@@ -7455,7 +7688,7 @@ static int fsched__loop_turn(fsched__worker *w, fsched__idle *idle) {
         }
         return 0;
     }
-    if (fsched__tls_thread.current == w->root && fsched__root_may_leave(w)) {
+    if (w->thread->current == w->root && fsched__root_may_leave(w)) {
         fsched__idle_end(w, idle);
         return 1;
     }
@@ -7467,18 +7700,25 @@ static int fsched__loop_turn(fsched__worker *w, fsched__idle *idle) {
    switching away). */
 static void fsched__loop_main(void *pass) {
     fsched__thread *t = fsched__thread_get();
+    fsched_fiber *self = t->current;
     fsched__worker *w = t->worker;
     fsched__idle idle;
-    fsched__fiber_arrived(t->current, (fsched_fiber *)pass);
+    fsched__fiber_arrived(self, (fsched_fiber *)pass);
     fsched__after_switch(w);
+    fsched__join_ring_follow(w, self);
     memset(&idle, 0, sizeof idle);
-    for (;;) fsched__loop_turn(w, &idle);
+    /* each turn on the fiber's worker now: a movable task that ran here may have ended
+       on another one */
+    for (;;) fsched__loop_turn((fsched__worker *)self->owner, &idle);
 }
 
 /* Owner, on the root: runs the loop on the slot's fibers until `until` holds (NULL: until
    the scheduler terminates). The root waits parked among the idle fibers; a loop fiber
    that finds the condition true resumes it. */
 static void fsched__schedule(fsched__worker *w, int (*until)(fsched__worker *w)) {
+    /* the root's slot, where switches back to it look (a worker's start hook may have
+       taken the thread into another scheduler's slot for a while: fsched_destroy) */
+    w->root->owner = w;
     w->until = until;
     while (!fsched__root_may_leave(w)) {
         fsched_fiber *next = fsched__idle_take(w);
@@ -7748,6 +7988,7 @@ static fsched_sched *fsched__sched_alloc(const fsched_desc *d) {
     s->worker_start = d->worker_start;
     s->worker_stop = d->worker_stop;
     s->worker_user = d->worker_user;
+    s->movable_tasks = d->movable_tasks != 0;
     if (FSCHED__THREADS) /* the names of worker threads; memset: it ends */
         strncpy(s->worker_name, d->worker_name, sizeof s->worker_name - 1);
     FSCHED__TRACE(s->trace_origin = fsched__sched_now(s); s->trace_events = d->trace_events;)
@@ -7884,6 +8125,7 @@ static fsched_result fsched__bind(fsched_sched *s, int reserved, fsched__worker 
             fsched__mutex_unlock(&w->affine.lock);
             w->thread = t;
             w->root = t->current;
+            w->root->owner = w;
             w->root->id = fsched__fiber_id(s);
             FSCHED__TRACE(w->root->trace_id = 0;) /* a track of this slot's own numbering */
             t->worker = w; /* its joins take the call (fsched__own_call_begin) */
@@ -8083,6 +8325,8 @@ FIBERSCHED_API fsched_result fsched_get_stats(const fsched_sched *s, fsched_stat
     if (!out) return FSCHED__REFUSE(NULL, FSCHED_ERR_INVALID_ARGUMENT, "out is NULL");
     if ((r = fsched__sched_enter(m, 0, __func__)) != FSCHED_OK) return r;
     memset(out, 0, sizeof *out);
+    /* under the lock of fibers in transit: none is counted twice or missed as it moves */
+    fsched__spin_lock(&m->transit_lock);
     /* relaxed: statistics, each count read on its own */
     for (i = 0; i < m->n_slots; i++) {
         fsched__worker *w = m->slots[i];
@@ -8091,8 +8335,11 @@ FIBERSCHED_API fsched_result fsched_get_stats(const fsched_sched *s, fsched_stat
         out->steals += FSCHED__LOAD_THREADS(&w->steals, FSCHED__RELAXED);
         out->sleeps += FSCHED__LOAD_THREADS(&w->sleeps, FSCHED__RELAXED);
         out->wakeups += FSCHED__LOAD(&w->wakeups, FSCHED__RELAXED);
+        out->fibers_moved += FSCHED__LOAD_THREADS(&w->moves, FSCHED__RELAXED);
         fibers += FSCHED__LOAD_THREADS(&w->fibers, FSCHED__RELAXED);
     }
+    fibers += m->fibers_moving;
+    fsched__spin_unlock(&m->transit_lock);
     out->fibers = fibers > 0 ? (uint64_t)fibers : 0; /* counts read apart may cross */
     out->fd_registrations = FSCHED__LOAD(&m->fd_registrations, FSCHED__RELAXED);
     out->fd_events = FSCHED__LOAD(&m->fd_events, FSCHED__RELAXED);
@@ -8533,7 +8780,9 @@ static void fsched__wait_inline(fsched__worker *w, fsched__waiter *wt) {
    timer cannot be set. */
 static fsched_result fsched__wait_begin(fsched__waiter *wt, uint64_t deadline, const char *what,
                                         const void *object) {
-    fsched__thread *t = &fsched__tls_thread;
+    /* read anew (not inlined): a movable task may have waited and moved before, in the
+       function this is inlined into, and a compiler may reuse a thread-local address */
+    fsched__thread *t = fsched__thread_get();
     fsched__worker *w = t->worker;
     if (fsched__in_interrupt()) /* it would block the very code it preempted */
         return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
@@ -8583,17 +8832,34 @@ static inline void fsched__wait_list_quiesce(const fsched_wait_list *l) {
    FSCHED_ERR_WRONG_STATE when the wait could never end (single-threaded deadlock),
    FSCHED_ERR_OUT_OF_MEMORY when it could not wait for want of a fiber. */
 static fsched_result fsched__wait_commit(fsched_wait_list *list, fsched__waiter *wt) {
-    fsched__thread *t = &fsched__tls_thread;
     fsched__worker *w = wt->worker;
     uint32_t state;
     if (w) {
         fsched_fiber *next = wt->next_fiber;
-        if (t->current == w->root) w->root_waiter = wt;
+        int on_root = w->thread->current == w->root; /* the root never moves */
+        if (on_root) w->root_waiter = wt;
         if (list) fsched__wait_list_unlock(list);
         FSCHED__POINT(WAITING);
-        if (next) fsched__suspend(w, next, wt->what, wt->object);
-        else fsched__wait_inline(w, wt);
-        if (t->current == w->root) w->root_waiter = NULL;
+        if (next) {
+            fsched_fiber *self = wt->fiber;
+            /* a movable task with no frame under it that keeps this worker may be shed
+               once woken (fsched__shed), where another worker thread could adopt it */
+            uint8_t offered = FSCHED__UNLIKELY(self->movable_task) && !self->pins &&
+                              !self->frames && !self->inline_depth && !self->is_root &&
+                              w->sched->n_threads >= 2;
+            if (FSCHED__UNLIKELY(offered)) {
+                self->move_waiter = wt;
+                self->move_ok = 1;
+            }
+            fsched__suspend(w, next, wt->what, wt->object);
+            if (FSCHED__UNLIKELY(offered)) self->move_ok = 0;
+        } else {
+            fsched__wait_inline(w, wt);
+        }
+        if (on_root) w->root_waiter = NULL;
+        /* the worker it resumed on (a movable task's may have changed: its timer then
+           went with its shedding) */
+        if (wt->fiber) w = (fsched__worker *)wt->fiber->owner;
         if (wt->timer) fsched__timers()->remove(w, wt);
     } else {
         if (!list && !wt->deadline) return FSCHED_OK;
@@ -8949,11 +9215,23 @@ static void fsched__task_execute(fsched__job *job, fsched__worker *w) {
     fsched_wait_group *wg = t->wait_group;
     int leased = t->leased;
     fsched__task *kept = t->copy || arg == (void *)t->data ? t : NULL;
+    uint8_t outer_movable = f->movable_task, outer_may_move = f->task_may_move;
     FSCHED__TRACE(uint64_t trace_begin = fsched__trace_now();)
+    /* only a task the loop itself runs may move: one nested by a wait (which runs its
+       group's tasks, or jobs for want of a fiber) has that wait's frames under it, and a
+       leased one must end on its lease's holder */
+    f->task_may_move = !outer.code && !leased && !f->is_root;
+    f->movable_task = f->task_may_move && w->sched->movable_tasks;
+    fsched__join_ring_follow(w, f);
     if (!kept) fsched__task_free(w->sched, w, t);
     fn(arg);
-    /* the task may have suspended: it resumes on the same fiber and worker */
-    f = fsched__tls_thread.current;
+    /* the task may have suspended: it resumes on the same fiber, and on the worker that
+       owns it now (a movable task's may have changed; the thread's own state is not
+       read again here: its address may have been computed before) */
+    w = (fsched__worker *)f->owner;
+    f->movable_task = outer_movable;
+    f->task_may_move = outer_may_move;
+    fsched__join_ring_follow(w, f);
     if (FSCHED__STACK_WATCHED(f)) fsched__stack_check(f, NULL);
     FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_TASK, trace_begin, FSCHED__CODE(fn),
                                        f->task_name, 0);)
@@ -11355,11 +11633,14 @@ static FSCHED__ALWAYS_INLINE void fsched__join_on(fsched__worker *w, void (*a)(v
 FIBERSCHED_API fsched_result(fsched_join)(void (*a)(void *arg), void *arg_a,
                                           void (*b)(void *arg), void *arg_b) {
     fsched__worker *w = fsched__tls_thread.worker;
+    fsched_fiber *pinned;
     int counted;
     if (FSCHED__UNLIKELY(!w || fsched__tls_thread.in_hook || !a || !b))
         return fsched__join_elsewhere(a, arg_a, b, arg_b);
     counted = fsched__own_call_begin(w); /* a bound thread's, which has no inline path */
+    pinned = fsched__pin(); /* b waits on w's deque */
     fsched__join_on(w, a, arg_a, b, arg_b);
+    fsched__unpin(pinned);
     if (FSCHED__UNLIKELY(counted)) fsched__own_call_end(w, counted);
     return FSCHED_OK;
 }
@@ -12044,7 +12325,9 @@ static fsched_result fsched__range_start(fsched__range *r, size_t begin, size_t 
     p.acc = acc;
     if (end > begin) {
         int counted = fsched__own_call_begin(w);
+        fsched_fiber *pinned = fsched__pin(); /* p.origin is this worker */
         fsched__range_run(&p, 0);
+        fsched__unpin(pinned);
         fsched__own_call_end(w, counted);
     }
     return FSCHED_OK;
@@ -13487,7 +13770,11 @@ unlock:
     fsched__mutex_unlock(&g->lock);
     if (!w) fsched__sched_release(s);
     if (r != FSCHED_OK) return r;
-    if (w) fsched__graph_started(g, w, local);
+    if (w) {
+        fsched_fiber *pinned = fsched__pin(); /* its local tasks run here, on w */
+        fsched__graph_started(g, w, local);
+        fsched__unpin(pinned);
+    }
     return FSCHED_OK;
 }
 
@@ -14835,6 +15122,7 @@ FIBERSCHED_API fsched_result fsched_node_complete(fsched_node *n, int advanced) 
 FIBERSCHED_API fsched_result fsched_pipeline_run(fsched_pipeline *p, fsched_sched *s) {
     fsched__worker *w = fsched__tls_thread.worker;
     fsched_result r;
+    fsched_fiber *pinned;
     uint32_t i, st;
     if ((r = fsched__pipe_check(p, __func__)) != FSCHED_OK) return r;
     st = FSCHED__LOAD(&p->state, FSCHED__ACQUIRE);
@@ -14871,11 +15159,13 @@ FIBERSCHED_API fsched_result fsched_pipeline_run(fsched_pipeline *p, fsched_sche
     for (i = 0; i < p->n_nodes; i++) fsched__place(s, w, &p->nodes[i]->placed);
     if (FSCHED__FETCH_SUB(&p->active, 1u, FSCHED__ACQ_REL) == 1) fsched_event_set(&p->done);
     if (!w) fsched__sched_release(s); /* the run, counted, keeps s alive until it ends */
+    pinned = fsched__pin(); /* its end is counted on w */
     r = fsched_event_wait(&p->done); /* a task suspends; a thread blocks */
     if (r != FSCHED_OK) { /* cannot happen with threads: nothing else ends this wait */
         /* acquire: pairs with the last node's acq_rel count, as the event would */
         while (FSCHED__LOAD(&p->active, FSCHED__ACQUIRE)) fsched_yield();
     }
+    fsched__unpin(pinned);
     fsched__pipe_end(p);
     r = p->result;
     FSCHED__POINT(RUN_END);
@@ -15427,6 +15717,7 @@ FIBERSCHED_API fsched_result fsched_parallel_pipeline_run(const fsched_parallel_
     fsched__worker *w = fsched__tls_thread.worker;
     fsched_parallel_pipeline_desc d;
     const fsched_logger *logger;
+    fsched_fiber *pinned;
     fsched__lp lp;
     fsched_result r;
     if (desc) d = *desc;
@@ -15443,8 +15734,10 @@ FIBERSCHED_API fsched_result fsched_parallel_pipeline_run(const fsched_parallel_
     if (!fsched__lp_make(&lp, &d, stages, n_stages, w, logger)) return FSCHED_ERR_OUT_OF_MEMORY;
     fsched__lp_log_counts(&lp, &d, "started: ", n_stages, " stages, at most ", lp.n_records,
                           " items in flight");
+    pinned = fsched__pin(); /* the run keeps w */
     fsched__lp_queue(w, &lp.input); /* the caller's fiber watches for stalls */
     fsched__lp_wait(&lp, &d, logger);
+    fsched__unpin(pinned);
     fsched__lp_log_counts(&lp, &d, "finished: ", lp.items, " items", 0, NULL);
     fsched__lp_free(&lp, &w->sched->allocator);
     return FSCHED_OK;
@@ -15870,6 +16163,8 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("        return _int(self.record['ctx']['sp'])")
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("    def state(self, idle, threads):")
+    FSCHED__GDB_LINE("        if self.slot is None:")
+    FSCHED__GDB_LINE("            return 'ready (moving)'  # woken, between the worker that shed it and another")
     FSCHED__GDB_LINE("        if self.saved_sp() == 0:")
     FSCHED__GDB_LINE("            thread = threads.get(_int(self.slot['thread']))")
     FSCHED__GDB_LINE("            return 'running' + (' (thread %d)' % thread if thread else '')")
@@ -15883,7 +16178,7 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("    def waits_on(self):")
     FSCHED__GDB_LINE("        what = _string(self.record['wait_what'])")
-    FSCHED__GDB_LINE("        if not what:")
+    FSCHED__GDB_LINE("        if not what or self.slot is None:")
     FSCHED__GDB_LINE("            return ''")
     FSCHED__GDB_LINE("        obj = _int(self.record['wait_object'])")
     FSCHED__GDB_LINE("        if not obj:")
@@ -15909,11 +16204,12 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("def fibers():")
-    FSCHED__GDB_LINE("    '''Every fiber of every live scheduler, slot by slot: the root (the thread's own")
-    FSCHED__GDB_LINE("    context) first, then the slot's fibers.'''")
-    FSCHED__GDB_LINE("    for n, s in enumerate(schedulers(), 1):")
     ".popsection\n");
 __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
+    FSCHED__GDB_LINE("    '''Every fiber of every live scheduler, slot by slot: the root (the thread's own")
+    FSCHED__GDB_LINE("    context) first, then the slot's fibers; then the movable tasks woken on one worker")
+    FSCHED__GDB_LINE("    and on their way to another (in no slot's list meanwhile).'''")
+    FSCHED__GDB_LINE("    for n, s in enumerate(schedulers(), 1):")
     FSCHED__GDB_LINE("        for i in range(int(s['n_slots'])):")
     FSCHED__GDB_LINE("            w = s['slots'][i]")
     FSCHED__GDB_LINE("            if _int(w) == 0:")
@@ -15924,6 +16220,10 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("            while _int(f):")
     FSCHED__GDB_LINE("                yield Fiber(n, s, w, f.dereference(), False)")
     FSCHED__GDB_LINE("                f = f['live_next']")
+    FSCHED__GDB_LINE("        f = s['transit']")
+    FSCHED__GDB_LINE("        while _int(f):")
+    FSCHED__GDB_LINE("            yield Fiber(n, s, None, f.dereference(), False)")
+    FSCHED__GDB_LINE("            f = f['live_next']")
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("def _idle_records(slot):")
@@ -15954,6 +16254,8 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("def _slot_name(fiber):")
     FSCHED__GDB_LINE("    w = fiber.slot")
+    FSCHED__GDB_LINE("    if w is None:")
+    FSCHED__GDB_LINE("        return 'in transit'")
     FSCHED__GDB_LINE("    kind = 'bound' if int(w['bound']) else 'worker'")
     FSCHED__GDB_LINE("    return '%s %d' % (kind, int(w['index']))")
     FSCHED__GDB_LINE("")
@@ -15961,12 +16263,15 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("class InfoFibers(gdb.Command):")
     FSCHED__GDB_LINE("    '''Lists every fiber of every live fibersched scheduler.")
     FSCHED__GDB_LINE("Columns: the fiber's id (for `fiber bt`; SCHEDULER.ID when there are several schedulers),")
-    FSCHED__GDB_LINE("the slot it belongs to (a worker thread, or a bound thread), its state (running, blocked,")
-    FSCHED__GDB_LINE("ready, idle, or parked: a thread's own context while the thread runs its slot's loop),")
+    FSCHED__GDB_LINE("the slot it belongs to (a worker thread, a bound thread, or none while a woken movable task")
+    FSCHED__GDB_LINE("is in transit to another worker), its state (running, blocked, ready, idle, or parked: a")
+    FSCHED__GDB_LINE("thread's own context while the thread runs its slot's loop),")
     FSCHED__GDB_LINE("what it waits on, and the task it runs: its name, if it was given one, and the function")
     FSCHED__GDB_LINE("it was started with (a spawned task's, a loop's body, a join's half, a graph task's...).'''")
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("    def __init__(self):")
+    ".popsection\n");
+__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("        super(InfoFibers, self).__init__('info fibers', gdb.COMMAND_STATUS)")
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("    def invoke(self, arg, from_tty):")
@@ -15979,11 +16284,9 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("        idle = {}")
     FSCHED__GDB_LINE("        rows = []")
     FSCHED__GDB_LINE("        for f in all_fibers:")
-    FSCHED__GDB_LINE("            key = _int(f.slot)")
+    FSCHED__GDB_LINE("            key = _int(f.slot) if f.slot is not None else 0")
     FSCHED__GDB_LINE("            if key not in idle:")
-    ".popsection\n");
-__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
-    FSCHED__GDB_LINE("                idle[key] = _idle_records(f.slot)")
+    FSCHED__GDB_LINE("                idle[key] = _idle_records(f.slot) if f.slot is not None else set()")
     FSCHED__GDB_LINE("            rows.append((f.ident(many), _slot_name(f), f.state(idle[key], threads),")
     FSCHED__GDB_LINE("                         f.waits_on(), f.task()))")
     FSCHED__GDB_LINE("        head = ('Id', 'Slot', 'State', 'Waits on', 'Task')")
@@ -16026,6 +16329,8 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("        if context is None:")
     FSCHED__GDB_LINE("            return None")
     FSCHED__GDB_LINE("        if hasattr(pending_frame, 'level'):  # asked again whenever gdb rebuilds its frames")
+    ".popsection\n");
+__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("            if pending_frame.level() != self.level:")
     FSCHED__GDB_LINE("                return None")
     FSCHED__GDB_LINE("        else:")
@@ -16036,8 +16341,6 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("        info.add_saved_register('pc', _pointer(pc))")
     FSCHED__GDB_LINE("        info.add_saved_register('sp', _pointer(sp))")
     FSCHED__GDB_LINE("        # the other registers as in this frame (the status register tells Arm's unwinder")
-    ".popsection\n");
-__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("        # the instruction set); the switch's unwind information restores those it saved")
     FSCHED__GDB_LINE("        registers = getattr(pending_frame.architecture(), 'registers', None)")
     FSCHED__GDB_LINE("        for register in registers('general') if registers else ():")
@@ -16086,6 +16389,8 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("    def function(self):")
     FSCHED__GDB_LINE("        function = super(FiberFrame, self).function()")
+    ".popsection\n");
+__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("        if isinstance(function, str):")
     FSCHED__GDB_LINE("            return function")
     FSCHED__GDB_LINE("        name = self.inferior_frame().name()  # the symbol table's, decoded")
@@ -16101,8 +16406,6 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("def _innermost_real_level():")
-    ".popsection\n");
-__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("    frame, level = gdb.newest_frame(), 0")
     FSCHED__GDB_LINE("    while frame.type() == gdb.INLINE_FRAME and frame.older() is not None:")
     FSCHED__GDB_LINE("        frame, level = frame.older(), level + 1")
@@ -16152,6 +16455,8 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("    depth = _selected_depth()")
     FSCHED__GDB_LINE("    _unwinder.level = _innermost_real_level()")
     FSCHED__GDB_LINE("    _unwinder.context = _filter.context = (sp, resume)")
+    ".popsection\n");
+__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("    gdb.invalidate_cached_frames()")
     FSCHED__GDB_LINE("    try:")
     FSCHED__GDB_LINE("        gdb.execute('backtrace %s' % args, from_tty)")
@@ -16168,8 +16473,6 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("        super(FiberPrefix, self).__init__('fiber', gdb.COMMAND_STACK, prefix=True)")
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("")
-    ".popsection\n");
-__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("class FiberBacktrace(gdb.Command):")
     FSCHED__GDB_LINE("    '''Backtrace of a fibersched fiber: fiber bt ID [bt arguments].")
     FSCHED__GDB_LINE("A running fiber's backtrace is its thread's. A suspended fiber's is read from its saved")

@@ -3,7 +3,10 @@
    would sit in read(), write() or accept(), the task's non-blocking socket says EAGAIN and
    the task waits with fsched_wait_fd, which suspends only its fiber. The worker threads
    serve the other connections meanwhile: a few threads serve thousands of connections,
-   each costing a task and the stack pages it touched.
+   each costing a task and the stack pages it touched. The tasks are movable
+   (desc.movable_tasks): a connection woken while its worker is busy with others may go
+   on on an idle worker, so that connections spread over the workers; its code therefore
+   reads errno only in helpers that do not wait (see echo_read).
 
    Run without arguments, the program checks itself: it starts the server on a free port
    of 127.0.0.1, lets 200 client tasks (in the same scheduler) each send a few messages of
@@ -72,6 +75,7 @@ static fsched_result echo_sched_create(uint32_t workers, fsched_sched **out) {
     desc.workers = workers; /* 0: one per CPU */
     desc.stack_kind = FSCHED_STACK_SLAB;
     desc.stack_size = ECHO_STACK_SIZE;
+    desc.movable_tasks = 1; /* woken connections may go on on an idle worker */
     return fsched_create(&desc, out);
 }
 
@@ -95,20 +99,42 @@ static int echo_wait(int fd, uint32_t events, uint64_t timeout_ns) {
     return fsched_wait_fd(fd, events, timeout_ns, NULL) == FSCHED_OK ? 0 : -1;
 }
 
-static int would_block(int err) {
+static int would_block(ssize_t err) {
     return err == EAGAIN || err == EWOULDBLOCK;
+}
+
+/* read(), write() and accept() for a movable task: the result, or -errno. errno is
+   thread-local, and a movable task may resume on another thread after a wait, where a
+   compiler may still use errno's address computed before the wait (glibc declares the
+   function that returns it const): these helpers read it where no wait intervenes, and
+   are not inlined into the code that waits. */
+#define ECHO_NOINLINE __attribute__((noinline))
+
+static ECHO_NOINLINE ssize_t echo_read(int fd, void *buf, size_t n) {
+    ssize_t r = read(fd, buf, n);
+    return r < 0 ? -(ssize_t)errno : r;
+}
+
+static ECHO_NOINLINE ssize_t echo_write(int fd, const void *p, size_t n) {
+    ssize_t r = write(fd, p, n);
+    return r < 0 ? -(ssize_t)errno : r;
+}
+
+static ECHO_NOINLINE int echo_accept(int listen_fd) {
+    int fd = accept(listen_fd, NULL, NULL);
+    return fd < 0 ? -errno : fd;
 }
 
 /* Writes all n bytes as a blocking write would: 0, or -1 on an error. */
 static int write_all(int fd, const char *p, size_t n, uint64_t timeout_ns) {
     while (n > 0) {
-        ssize_t w = write(fd, p, n);
+        ssize_t w = echo_write(fd, p, n);
         if (w > 0) {
             p += w;
             n -= (size_t)w;
-        } else if (w < 0 && errno == EINTR) {
+        } else if (w == -EINTR) {
             continue;
-        } else if (w < 0 && would_block(errno)) {
+        } else if (w < 0 && would_block(-w)) {
             if (echo_wait(fd, FSCHED_WRITABLE | FSCHED_EDGE, timeout_ns) != 0) return -1;
         } else {
             return -1;
@@ -125,15 +151,15 @@ static void echo_connection(void *data) {
     char buf[ECHO_BUFFER];
     long echoed = 0;
     for (;;) {
-        ssize_t n = read(fd, buf, sizeof buf);
+        ssize_t n = echo_read(fd, buf, sizeof buf);
         if (n > 0) {
             if (write_all(fd, buf, (size_t)n, FSCHED_FOREVER) != 0) break;
             echoed += n;
         } else if (n == 0) {
             break; /* the peer hung up */
-        } else if (errno == EINTR) {
+        } else if (n == -EINTR) {
             continue;
-        } else if (!would_block(errno) ||
+        } else if (!would_block(-n) ||
                    echo_wait(fd, FSCHED_READABLE | FSCHED_EDGE, FSCHED_FOREVER) != 0) {
             break; /* reset by the peer, or the wait was cancelled */
         }
@@ -148,16 +174,15 @@ static void echo_accept_loop(void *data) {
     echo_server *srv = (echo_server *)data;
     while (!atomic_load(&srv->stopping)) {
         echo_connection_arg arg;
-        int fd = accept(srv->listen_fd, NULL, NULL);
+        int fd = echo_accept(srv->listen_fd);
         if (fd < 0) {
-            if (would_block(errno)) {
+            if (would_block(-fd)) {
                 /* cancelled when echo_server_stop closes the listening socket */
                 if (echo_wait(srv->listen_fd, FSCHED_READABLE | FSCHED_EDGE, FSCHED_FOREVER) != 0)
                     break;
-            } else if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
-                       errno == ENOMEM) {
+            } else if (fd == -EMFILE || fd == -ENFILE || fd == -ENOBUFS || fd == -ENOMEM) {
                 fsched_sleep_for(10000000); /* out of resources: let connections end */
-            } else if (errno != EINTR && errno != ECONNABORTED) {
+            } else if (fd != -EINTR && fd != -ECONNABORTED) {
                 break; /* the socket was closed under us: the server stops */
             }
             continue;
@@ -298,11 +323,11 @@ static void echo_client_run(void *data) {
             break;
         }
         while (got < n) { /* the echo may come back in pieces */
-            ssize_t r = read(fd, in + got, n - got);
+            ssize_t r = echo_read(fd, in + got, n - got);
             if (r > 0) got += (size_t)r;
             else if (r == 0) c->error = "the server hung up";
-            else if (errno == EINTR) continue;
-            else if (!would_block(errno)) c->error = "read failed";
+            else if (r == -EINTR) continue;
+            else if (!would_block(-r)) c->error = "read failed";
             else if (echo_wait(fd, FSCHED_READABLE | FSCHED_EDGE, CLIENT_TIMEOUT) != 0)
                 c->error = "no echo within 10 s";
             if (c->error) break;

@@ -44,6 +44,13 @@
    20. an interrupt of the poller while its owner drains the wake fd: later interrupts
        must still wake it (with the flag cleared before the read, the read took that
        interrupt's write, the flag stayed set, and every later wake was skipped).
+   21. a movable task woken from a timed wait is shed, and its shedder stalls past the
+       deadline before it publishes it: the task resumes once, with FSCHED_OK, on the
+       worker that adopts it, and no timer of it is left on the shedder (its heap entry
+       would point into the task's stack, and the adopter's heap would lose an entry).
+   22. a fiber in transit while fsched_get_stats counts: the adopter stalls before it
+       adopts; the fibers counted never drop below those that exist, and are exact once
+       quiet.
 
    Seed 0 (FIBERSCHED_CHAOS_SEED=0) runs only the stalls; any other seed adds random
    perturbation at every point. */
@@ -1581,6 +1588,184 @@ static void test_interrupt_while_draining(void) {
     close(fds[1]);
 }
 
+/* ---- 21, 22: movable tasks shed and adopted ---- */
+
+/* A scheduler of movable tasks whose memory faults once freed. */
+static fsched_sched *guarded_movable_sched(void) {
+    fsched_desc d;
+    fsched_sched *s;
+    memset(&d, 0, sizeof d);
+    d.workers = 2;
+    d.movable_tasks = 1;
+    d.allocator.alloc = test_guard_alloc;
+    d.allocator.free = test_guard_free;
+    CHECK_OK(fsched_create(&d, &s));
+    return s;
+}
+
+/* Holds a worker until *release, so that the tasks spawned meanwhile start on the other. */
+typedef struct t21_hold {
+    int started, release, index;
+} t21_hold;
+
+static void t21_hog(void *p) {
+    t21_hold *h = (t21_hold *)p;
+    h->index = fsched_worker_index();
+    STORE(&h->started, 1);
+    while (!LOAD(&h->release)) fsched__cpu_relax();
+}
+
+static int t21_armed, t21_stalls;
+
+static void t21_hook(fsched__point at) {
+    int one = 1;
+    if (at == FSCHED__AT_SHED &&
+        __atomic_compare_exchange_n(&t21_armed, &one, 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+        ADD(&t21_stalls, 1);
+        stall_ms(300); /* past the deadlines of the waits it sheds from */
+    }
+}
+
+static fsched_event t21_go; /* manual reset: one set wakes both in one post */
+static int t21_resumed;
+
+typedef struct t21_task {
+    fsched_result r;
+    int blocked, resumed, index_before, index_after;
+} t21_task;
+
+static void t21_timed(void *p) {
+    t21_task *t = (t21_task *)p;
+    uint64_t end;
+    t->index_before = fsched_worker_index();
+    STORE(&t->blocked, 1);
+    t->r = fsched_event_wait_for(&t21_go, 200000000u);
+    t->index_after = fsched_worker_index();
+    ADD(&t->resumed, 1);
+    ADD(&t21_resumed, 1);
+    /* the worker that kept one stays busy until the other resumed: the other worker
+       adopts what was shed */
+    end = now_ns() + 5000000000ull;
+    while (LOAD(&t21_resumed) < 2 && now_ns() < end) fsched__cpu_relax();
+}
+
+static void test_shed_past_deadline(void) {
+    fsched_sched *s = guarded_movable_sched();
+    static t21_task t[2];
+    t21_hold h;
+    fsched_stats st;
+    int i;
+    begin("21. a woken movable task shed past its wait's deadline");
+    test_watchdog(60);
+    memset(&h, 0, sizeof h);
+    memset(t, 0, sizeof t);
+    STORE(&t21_resumed, 0);
+    CHECK_OK(fsched_spawn(s, t21_hog, &h));
+    await_flag(&h.started);
+    CHECK_OK(fsched_event_init(&t21_go, 1, 0));
+    for (i = 0; i < 2; i++) {
+        CHECK_OK(fsched_spawn(s, t21_timed, &t[i]));
+        await_flag(&t[i].blocked);
+    }
+    STORE(&h.release, 1);
+    stall_ms(5); /* the other worker idles; the waits have most of 200 ms left */
+    STORE(&t21_armed, 1);
+    set_hook(t21_hook);
+    CHECK_OK(fsched_event_set(&t21_go)); /* both ready at once on the worker that kept them */
+    for (i = 0; i < 2; i++) {
+        uint64_t until = now_ns() + 5000000000ull;
+        while (!LOAD(&t[i].resumed)) {
+            CHECK(now_ns() < until);
+            stall_ms(1);
+        }
+    }
+    stall_ms(250); /* a timer left behind would have fired by now */
+    set_hook(NULL);
+    CHECK_OK(fsched_get_stats(s, &st));
+    CHECK(LOAD(&t21_stalls) == 1);
+    CHECK(st.fibers_moved >= 1);
+    for (i = 0; i < 2; i++) {
+        CHECK(t[i].index_before != h.index);
+        CHECK_OK(t[i].r);
+        CHECK(LOAD(&t[i].resumed) == 1);
+    }
+    CHECK(t[0].index_after != t[1].index_after); /* one of them moved */
+    CHECK_OK(fsched_destroy(s));
+    CHECK_OK(fsched_event_destroy(&t21_go));
+}
+
+#define T22_TASKS 4
+
+static int t22_armed, t22_stalled, t22_go, t22_blocked, t22_done;
+static fsched_event t22_rounds[2]; /* manual reset: one set readies every task at once */
+
+static void t22_hook(fsched__point at) {
+    int one = 1;
+    if (at == FSCHED__AT_ADOPT &&
+        __atomic_compare_exchange_n(&t22_armed, &one, 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+        STORE(&t22_stalled, 1);
+        await_flag(&t22_go);
+    }
+}
+
+static void t22_task(void *p) {
+    int round;
+    (void)p;
+    for (round = 0; round < 2; round++) {
+        ADD(&t22_blocked, 1);
+        CHECK_OK(fsched_event_wait(&t22_rounds[round]));
+        ADD(&t22_done, 1);
+    }
+}
+
+static void await_count22(const int *p, int n) {
+    uint64_t until = now_ns() + 20000000000ull;
+    while (LOAD(p) < n) {
+        CHECK(now_ns() < until);
+        stall_ms(1);
+    }
+}
+
+static void test_stats_while_adopting(void) {
+    fsched_sched *s = guarded_movable_sched();
+    t21_hold h;
+    fsched_stats st;
+    uint64_t before;
+    int i;
+    begin("22. fsched_get_stats while a fiber is in transit");
+    test_watchdog(60);
+    memset(&h, 0, sizeof h);
+    CHECK_OK(fsched_spawn(s, t21_hog, &h));
+    await_flag(&h.started);
+    for (i = 0; i < 2; i++) CHECK_OK(fsched_event_init(&t22_rounds[i], 1, 0));
+    for (i = 0; i < T22_TASKS; i++) CHECK_OK(fsched_spawn(s, t22_task, NULL));
+    await_count22(&t22_blocked, T22_TASKS);
+    STORE(&h.release, 1);
+    stall_ms(50); /* quiet: every task suspended, the workers asleep */
+    CHECK_OK(fsched_get_stats(s, &st));
+    before = st.fibers;
+    STORE(&t22_armed, 1);
+    set_hook(t22_hook);
+    CHECK_OK(fsched_event_set(&t22_rounds[0]));
+    await_flag(&t22_stalled);
+    for (i = 0; i < 20; i++) { /* one fiber is in no slot's list now */
+        CHECK_OK(fsched_get_stats(s, &st));
+        CHECK(st.fibers >= before);
+        stall_ms(2);
+    }
+    STORE(&t22_go, 1);
+    await_count22(&t22_done, T22_TASKS);
+    await_count22(&t22_blocked, 2 * T22_TASKS);
+    stall_ms(50); /* quiet again */
+    set_hook(NULL);
+    CHECK_OK(fsched_get_stats(s, &st));
+    CHECK(st.fibers == before);
+    CHECK_OK(fsched_event_set(&t22_rounds[1]));
+    await_count22(&t22_done, 2 * T22_TASKS);
+    CHECK_OK(fsched_destroy(s));
+    for (i = 0; i < 2; i++) CHECK_OK(fsched_event_destroy(&t22_rounds[i]));
+}
+
 /* Usage: test_races [N ...] runs the tests numbered N, such as 3 or 3b (default: all). */
 int main(int argc, char **argv) {
     static void (*const tests[])(void) = {
@@ -1591,9 +1776,9 @@ int main(int argc, char **argv) {
         test_bind_races_destroy, test_batch_published_while_searching, test_one_job_one_wake,
         test_frame_taken_back_or_claimed, test_slab_mapped_twice, test_wake_after_return, test_work_for_poller,
         test_wait_while_closing, test_fork_while_closing, test_unset_poll_while_first_wait,
-        test_interrupt_while_draining};
+        test_interrupt_while_draining, test_shed_past_deadline, test_stats_while_adopting};
     static const char *const labels[] = {"1", "2", "3a", "3b", "3c", "4", "5",
-                                         "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16", "17", "18", "19", "20"};
+                                         "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16", "17", "18", "19", "20", "21", "22"};
     size_t i;
     int k;
     test_watchdog(600);

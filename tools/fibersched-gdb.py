@@ -130,6 +130,8 @@ class Fiber(object):
         return _int(self.record['ctx']['sp'])
 
     def state(self, idle, threads):
+        if self.slot is None:
+            return 'ready (moving)'  # woken, between the worker that shed it and another
         if self.saved_sp() == 0:
             thread = threads.get(_int(self.slot['thread']))
             return 'running' + (' (thread %d)' % thread if thread else '')
@@ -143,7 +145,7 @@ class Fiber(object):
 
     def waits_on(self):
         what = _string(self.record['wait_what'])
-        if not what:
+        if not what or self.slot is None:
             return ''
         obj = _int(self.record['wait_object'])
         if not obj:
@@ -170,7 +172,8 @@ class Fiber(object):
 
 def fibers():
     '''Every fiber of every live scheduler, slot by slot: the root (the thread's own
-    context) first, then the slot's fibers.'''
+    context) first, then the slot's fibers; then the movable tasks woken on one worker
+    and on their way to another (in no slot's list meanwhile).'''
     for n, s in enumerate(schedulers(), 1):
         for i in range(int(s['n_slots'])):
             w = s['slots'][i]
@@ -182,6 +185,10 @@ def fibers():
             while _int(f):
                 yield Fiber(n, s, w, f.dereference(), False)
                 f = f['live_next']
+        f = s['transit']
+        while _int(f):
+            yield Fiber(n, s, None, f.dereference(), False)
+            f = f['live_next']
 
 
 def _idle_records(slot):
@@ -212,6 +219,8 @@ def _thread_numbers():
 
 def _slot_name(fiber):
     w = fiber.slot
+    if w is None:
+        return 'in transit'
     kind = 'bound' if int(w['bound']) else 'worker'
     return '%s %d' % (kind, int(w['index']))
 
@@ -219,8 +228,9 @@ def _slot_name(fiber):
 class InfoFibers(gdb.Command):
     '''Lists every fiber of every live fibersched scheduler.
 Columns: the fiber's id (for `fiber bt`; SCHEDULER.ID when there are several schedulers),
-the slot it belongs to (a worker thread, or a bound thread), its state (running, blocked,
-ready, idle, or parked: a thread's own context while the thread runs its slot's loop),
+the slot it belongs to (a worker thread, a bound thread, or none while a woken movable task
+is in transit to another worker), its state (running, blocked, ready, idle, or parked: a
+thread's own context while the thread runs its slot's loop),
 what it waits on, and the task it runs: its name, if it was given one, and the function
 it was started with (a spawned task's, a loop's body, a join's half, a graph task's...).'''
 
@@ -237,9 +247,9 @@ it was started with (a spawned task's, a loop's body, a join's half, a graph tas
         idle = {}
         rows = []
         for f in all_fibers:
-            key = _int(f.slot)
+            key = _int(f.slot) if f.slot is not None else 0
             if key not in idle:
-                idle[key] = _idle_records(f.slot)
+                idle[key] = _idle_records(f.slot) if f.slot is not None else set()
             rows.append((f.ident(many), _slot_name(f), f.state(idle[key], threads),
                          f.waits_on(), f.task()))
         head = ('Id', 'Slot', 'State', 'Waits on', 'Task')
