@@ -406,7 +406,7 @@ static char read_new(int fd) {
 }
 
 /* A pipe with the old file's byte waited on with FSCHED_EDGE (registered); its number
-   then taken by a new, empty pipe: after fsched_close_fd, or a plain close(), or a
+   then taken by a new, empty pipe (made first): after fsched_close_fd, a plain close(), or a
    dup2() over it, while a dup may keep the old file (and its registration) alive and the
    old file is written again. After fsched_close_fd the new file's first edge wait must
    not be answered (nothing is there: a stale event latched it); after a plain close
@@ -425,7 +425,7 @@ static void op_edge_reuse(world *w, const fz_op *op) {
     }
     nonblocking(a[0]);
     nonblocking(a[1]);
-    put(a[1]);
+    FZ_CHECK(write(a[1], "o", 1) == 1);
     if (op->variant & 4) keep = dup(a[0]);
     pthread_mutex_unlock(&w->lock);
     n = a[0];
@@ -433,15 +433,14 @@ static void op_edge_reuse(world *w, const fz_op *op) {
     FZ_EXPECT(r, "fsched_wait_fd (edge, the old file)", FSCHED_OK, FSCHED_ERR_CANCELLED,
               FSCHED_ERR_OUT_OF_MEMORY);
     pthread_mutex_lock(&w->lock); /* no other op makes an fd meanwhile */
+    FZ_CHECK(pipe(b) == 0); /* first: a write end at the number would be closed next */
     if (how == 0) FZ_EXPECT(fsched_close_fd(n), "fsched_close_fd", FSCHED_OK);
     else if (how == 1) close(n);
-    FZ_CHECK(pipe(b) == 0);
-    if (b[0] != n) {
-        FZ_CHECK(dup2(b[0], n) == n);
-        close(b[0]);
-    }
+    FZ_CHECK(dup2(b[0], n) == n);
+    close(b[0]);
     nonblocking(n);
-    put(a[1]); /* the old file stirs: an event of its registration, if a dup kept it */
+    /* the old file stirs: an event of its registration, if a dup kept it */
+    FZ_CHECK(write(a[1], "o", 1) == 1 || keep < 0);
     pthread_mutex_unlock(&w->lock);
     r = fsched_wait_fd(n, FSCHED_READABLE | FSCHED_EDGE, t, NULL);
     FZ_EXPECT(r, "fsched_wait_fd (edge, a new empty file)", FSCHED_OK, FSCHED_ERR_TIMEOUT,
