@@ -3142,6 +3142,7 @@ typedef enum fsched__point {
     FSCHED__AT_DEFAULT,      /* a call from outside every scheduler looks for the default */
     FSCHED__AT_POLL_SET,     /* fsched_set_poll is about to say whether workers watch */
     FSCHED__AT_WAKE_DRAINED, /* the poller read its wake fd, not yet said so */
+    FSCHED__AT_FD_HARVESTED, /* the poller holds the record an event names, not yet answered */
     FSCHED__AT_COUNT
 } fsched__point;
 /* Called, when set, at every point before the random perturbation (tests stall here). */
@@ -10242,6 +10243,7 @@ static void fsched__io_poll(fsched__io *io, int timeout_ms) {
         fsched__wakes wakes;
         if (!ev[i].data.u64) fsched__io_drain_wake(io);
         if (!rec) continue; /* the wake fd, or a record freed since */
+        FSCHED__POINT(FD_HARVESTED);
         events++;
         if (e & (EPOLLERR | EPOLLHUP)) found = FSCHED_READABLE | FSCHED_WRITABLE;
         if (e & (EPOLLIN | EPOLLRDHUP)) found |= FSCHED_READABLE;
