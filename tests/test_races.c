@@ -1610,6 +1610,15 @@ static void t21_release(void *arg) {
     STORE(&t21_go, 1);
 }
 
+/* The generation io gave its last record, or a record anew. */
+static uint32_t t21_gen(fsched__io *io) {
+    uint32_t gen;
+    fsched__spin_lock(&io->lock);
+    gen = io->gen;
+    fsched__spin_unlock(&io->lock);
+    return gen;
+}
+
 /* What fd's record has latched (under the locks that guard it), or ~0u without one. */
 static uint32_t t21_latched(fsched__io *io, int fd) {
     fsched__fd *rec;
@@ -1635,7 +1644,7 @@ static void test_stale_event_after_close(void) {
     test_thread releaser;
     int old[2], fresh[2], other[2];
     fsched_result r;
-    uint64_t gen;
+    uint32_t gen;
     char byte = 'o';
     begin("21. an event of a closed file, answered after fsched_close_fd");
     CHECK(pipe(old) == 0);
@@ -1659,9 +1668,9 @@ static void test_stale_event_after_close(void) {
     set_hook(t21_hook);
     CHECK(write(old[1], &byte, 1) == 1);
     await_flag(&t21_stalled); /* the worker holds the old file's event */
-    gen = s->io->gen;
+    gen = t21_gen(s->io);
     CHECK_OK(fsched_close_fd(old[0]));
-    CHECK(s->io->gen != gen); /* the record has a new generation */
+    CHECK(t21_gen(s->io) != gen); /* the record has a new generation */
     CHECK(dup2(fresh[0], old[0]) == old[0]); /* an empty pipe takes the number */
     releaser = thread_run(t21_release, NULL);
     t21_waiter = 1;
