@@ -224,8 +224,8 @@ static void expect_hook_wait(world *w, fsched_result r) {
 }
 
 /* `edge`: FSCHED_EDGE or 0. In a poll hook (not the ops a hook left, run by the driver
-   at the end) it may wait for more than a look, and is refused. An edge wait on a read end (or a socket) may keep its
-   promise first: it reads until EAGAIN. */
+   at the end) it may wait for more than a look, and is refused. An edge wait on a read
+   end (or a socket) may keep its promise first: it reads until EAGAIN. */
 static void op_wait(world *w, const fz_op *op, int ctx, uint32_t edge) {
     slot *sl = &w->slots[op->slot];
     uint32_t events = op->events % 3 + 1, ready = 0;
@@ -255,7 +255,8 @@ static void op_wait(world *w, const fz_op *op, int ctx, uint32_t edge) {
     if (!w->waiting_since) w->waiting_since = fz_now();
     r = fsched_wait_fd(fd, events | edge, t, &ready);
     wait_drop(w, k);
-    expect_fd_wait(w, r, events, ready, t, edge ? "fsched_wait_fd (FSCHED_EDGE)" : "fsched_wait_fd");
+    expect_fd_wait(w, r, events, ready, t,
+                   edge ? "fsched_wait_fd (FSCHED_EDGE)" : "fsched_wait_fd");
     if (r == FSCHED_ERR_CANCELLED && plain)
         FZ_CHECK(0); /* a plain thread's wait is not in a scheduler: nothing cancels it */
 }
