@@ -5,22 +5,24 @@ Starts a server that prints "port P" and echoes what each connection sends (the 
 bench_echo compares: `bench_echo --server=fibersched --workers=N`, or
 `bench_go echo --workers=N --buffer=4096`), opens --conns connections and makes one round
 trip of a 64-byte message on each (so that accepts, first reads and registrations fall
-outside the count), then twice attaches `strace -f -c` to every thread of the server,
-makes round trips on every connection (one message in flight per connection, as
-bench_echo's client does) and detaches: --rounds/4 round trips the first time, --rounds
-the second. Each system call's count per message is the difference of the two counts
-over the difference of the messages: what the server does once per traced span (while
-the tracer attaches, the connections sit idle and fibersched's sweep asks once more
-about each of their fds) cancels out, as far as the two spans match: a small negative
-count (epoll_ctl, thread starts) is that noise. Tracing slows every call of the server
-by tens of microseconds, which changes its batches (and how often a read after an echo
-finds the next message already there): compare the servers in one run, on an idle
-machine. The client is this script (one thread,
-epoll), slower than bench_echo's: the server sees smaller batches, so figures for
-calls that serve a batch (epoll_wait, futex) are upper bounds of what bench_echo's load
-gives; the calls made per message (read, write, epoll_ctl) are the same.
+outside the count). Then, twice, it attaches `strace -f -c` to every thread of the
+server, makes round trips (one message in flight per connection, as bench_echo's client
+does) and detaches: about --rounds/4 round trips per connection the first time, --rounds
+the second, counted over all connections, so that every connection stays busy until the
+count is reached (with a count per connection, those done early sit idle while the
+others finish, and fibersched's sweep asks about their fds again). Each call's count per
+message is the difference of the two spans' counts over the difference of their
+messages: what happens once per span (the idle moments while the tracer attaches)
+cancels out, as far as the spans match; a small negative count is that noise.
 
-    python3 bench/echo_syscalls.py [--conns=1000] [--rounds=40] [--workers=2] \\
+Tracing slows each call of the server by tens of microseconds, and the client is this
+script (one thread, epoll), slower than bench_echo's: the server sees other batches than
+under bench_echo, so the calls that serve a batch (epoll_wait, futex, sched_yield,
+nanosleep) and the reads that find the next message already there vary from run to run
+and with the machine's load; the calls made per message (write, the read that gets it,
+epoll_ctl) do not. Compare the servers in one run, on an idle machine.
+
+    python3 bench/echo_syscalls.py [--conns=1000] [--rounds=100] [--workers=2] \\
         BUILD/bench/bench_echo BUILD/bench/bench_go
 
 Each argument is a server's program: bench_echo runs its fibersched server, bench_go its
@@ -54,7 +56,7 @@ def message(conn, rnd):
 
 
 class Client:
-    """conns connections, each with one message in flight."""
+    """conns connections, each with one message in flight while it runs."""
 
     def __init__(self, port, conns):
         self.ep = select.epoll()
@@ -66,16 +68,20 @@ class Client:
             self.socks.append(s)
             self.ep.register(s.fileno(), select.EPOLLIN)
         self.by_fd = {s.fileno(): i for i, s in enumerate(self.socks)}
+        self.sent = [0] * conns  # messages each connection sent so far
 
-    def rounds(self, first, count):
-        """Round trips first .. first+count-1 on every connection; checks each echo."""
+    def run(self, messages):
+        """Round trips on every connection at once until `messages` echoes came back,
+        then those in flight: every connection stays busy to the end (one that finished
+        early would sit idle, which is not what a message costs). Checks each echo;
+        returns the echoes."""
         conns = len(self.socks)
         got = [b""] * conns
-        rnd = [first] * conns
-        done = 0
+        echoed = in_flight = 0
         for i, s in enumerate(self.socks):
-            s.sendall(message(i, first))
-        while done < conns:
+            s.sendall(message(i, self.sent[i]))
+            in_flight += 1
+        while in_flight:
             events = self.ep.poll(60.0)
             if not events:
                 sys.exit("echo_syscalls: no echo for 60 s")
@@ -91,14 +97,16 @@ class Client:
                 got[i] += data
                 if len(got[i]) < MSG:
                     continue
-                if got[i] != message(i, rnd[i]):
+                if got[i] != message(i, self.sent[i]):
                     sys.exit("echo_syscalls: a wrong echo on connection %d" % i)
                 got[i] = b""
-                rnd[i] += 1
-                if rnd[i] == first + count:
-                    done += 1
+                self.sent[i] += 1
+                echoed += 1
+                if echoed + in_flight - 1 < messages:
+                    s.sendall(message(i, self.sent[i]))
                 else:
-                    s.sendall(message(i, rnd[i]))
+                    in_flight -= 1
+        return echoed
 
     def close(self):
         for s in self.socks:
@@ -133,9 +141,9 @@ def parse_summary(text):
     return calls
 
 
-def traced_rounds(server, client, first, count):
-    """{syscall: calls} of the server while the client makes `count` round trips on
-    every connection."""
+def traced_run(server, client, messages):
+    """{syscall: calls} of the server, and the messages echoed, while the client makes
+    about `messages` round trips over all connections."""
     with tempfile.NamedTemporaryFile("r", suffix=".strace") as out:
         tracer = subprocess.Popen(["strace", "-f", "-c", "-o", out.name, "-p", str(server.pid)],
                                   stderr=subprocess.DEVNULL)
@@ -145,11 +153,11 @@ def traced_rounds(server, client, first, count):
                 tracer.kill()
                 sys.exit("echo_syscalls: strace did not attach (ptrace allowed?)")
             time.sleep(0.05)
-        time.sleep(0.2)  # the tracer's own setup settles
-        client.rounds(first, count)
+        time.sleep(0.05)  # the tracer's own setup settles (idle longer, and the sweep asks again)
+        echoed = client.run(messages)
         tracer.send_signal(signal.SIGINT)  # detaches and writes the summary
         tracer.wait()
-        return parse_summary(open(out.name).read())
+        return parse_summary(open(out.name).read()), echoed
 
 
 def measure(path, conns, rounds, workers):
@@ -161,23 +169,22 @@ def measure(path, conns, rounds, workers):
         server.kill()
         sys.exit("echo_syscalls: %s printed no port" % cmd[0])
     client = Client(int(m.group(1)), conns)
-    client.rounds(0, 1)  # every connection accepted and echoing
-    short = max(1, rounds // 4)
+    client.run(conns)  # every connection accepted and echoing
     t0 = time.time()
-    few = traced_rounds(server, client, 1, short)
-    many = traced_rounds(server, client, 1 + short, rounds)
+    few, few_echoed = traced_run(server, client, conns * max(1, rounds // 4))
+    many, many_echoed = traced_run(server, client, conns * rounds)
     seconds = time.time() - t0
     calls = {sc: many.get(sc, 0) - few.get(sc, 0) for sc in set(few) | set(many)}
     client.close()
     server.send_signal(signal.SIGTERM)
     server.wait()
-    return name, calls, conns * (rounds - short), seconds
+    return name, calls, many_echoed - few_echoed, seconds
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--conns", type=int, default=1000)
-    ap.add_argument("--rounds", type=int, default=40)
+    ap.add_argument("--rounds", type=int, default=100)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("servers", nargs="+")
     a = ap.parse_args()
@@ -189,10 +196,9 @@ def main():
     for path in a.servers:
         name, calls, messages, seconds = measure(path, a.conns, a.rounds, a.workers)
         total = sum(calls.values())
-        print("%s: %d connections, %d workers: traced %d and %d round trips per connection "
-              "(%.1f s); the difference, %d messages:" % (name, a.conns, a.workers,
-                                                          max(1, a.rounds // 4), a.rounds,
-                                                          seconds, messages))
+        print("%s: %d connections, %d workers: traced about %d and %d round trips per "
+              "connection (%.1f s); the difference, %d messages:" %
+              (name, a.conns, a.workers, max(1, a.rounds // 4), a.rounds, seconds, messages))
         for sc, n in sorted(calls.items(), key=lambda kv: -kv[1]):
             print("  %-16s %7.4f per message  (%d calls)" % (sc, n / messages, n))
         print("  %-16s %7.3f per message\n" % ("total", total / messages))
