@@ -3184,6 +3184,7 @@ typedef enum fsched__point {
     FSCHED__AT_SHED,         /* a worker took movable fibers out of its lists, not yet
                                 published */
     FSCHED__AT_ADOPT,        /* a slot runs the job of a fiber in transit, before adopting it */
+    FSCHED__AT_FD_HARVESTED, /* the poller holds the record an event names, not yet answered */
     FSCHED__AT_COUNT
 } fsched__point;
 /* Called, when set, at every point before the random perturbation (tests stall here). */
@@ -10532,6 +10533,7 @@ static void fsched__io_poll(fsched__io *io, int timeout_ms) {
         fsched__wakes wakes;
         if (!ev[i].data.u64) fsched__io_drain_wake(io);
         if (!rec) continue; /* the wake fd, or a record freed since */
+        FSCHED__POINT(FD_HARVESTED);
         events++;
         if (e & (EPOLLERR | EPOLLHUP)) found = FSCHED_READABLE | FSCHED_WRITABLE;
         if (e & (EPOLLIN | EPOLLRDHUP)) found |= FSCHED_READABLE;

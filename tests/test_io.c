@@ -1103,6 +1103,16 @@ static int waiting_hook(void *user) {
                  FSCHED_ERR_WRONG_STATE);
     CHECK_OK(fsched_wait_fd(h->fds[0], FSCHED_READABLE, 0, &ready)); /* a look */
     CHECK(ready == FSCHED_READABLE);
+    /* the same with FSCHED_EDGE: refused, or a look (which takes no latch) */
+    CHECK_RESULT(fsched_wait_fd(h->fds[0], FSCHED_READABLE | FSCHED_EDGE, 10 * MS, NULL),
+                 FSCHED_ERR_WRONG_STATE);
+    CHECK_RESULT(fsched_wait_fd(h->fds[0], FSCHED_READABLE | FSCHED_EDGE, FSCHED_FOREVER, NULL),
+                 FSCHED_ERR_WRONG_STATE);
+    ready = 0;
+    CHECK_OK(fsched_wait_fd(h->fds[0], FSCHED_READABLE | FSCHED_EDGE, 0, &ready));
+    CHECK(ready == FSCHED_READABLE);
+    CHECK_RESULT(fsched_wait_fd(h->fds[0], FSCHED_EDGE, 10 * MS, NULL),
+                 FSCHED_ERR_INVALID_ARGUMENT);
     CHECK_OK(fsched_event_init(&e, 0, 0));
     CHECK_RESULT(fsched_event_wait_for(&e, 10 * MS), FSCHED_ERR_WRONG_STATE);
     CHECK_RESULT(fsched_event_wait(&e), FSCHED_ERR_WRONG_STATE);
@@ -1250,6 +1260,10 @@ static void own_fd_waits(void *p) {
                      FSCHED_ERR_INVALID_ARGUMENT);
         CHECK_RESULT(fsched_wait_fd(own[i], FSCHED_READABLE | FSCHED_WRITABLE, 0, NULL),
                      FSCHED_ERR_INVALID_ARGUMENT);
+        CHECK_RESULT(fsched_wait_fd(own[i], FSCHED_READABLE | FSCHED_EDGE, 10 * MS, NULL),
+                     FSCHED_ERR_INVALID_ARGUMENT);
+        CHECK_RESULT(fsched_wait_fd(own[i], FSCHED_WRITABLE | FSCHED_EDGE, 0, NULL),
+                     FSCHED_ERR_INVALID_ARGUMENT);
         CHECK_RESULT(fsched_close_fd(own[i]), FSCHED_ERR_INVALID_ARGUMENT);
         CHECK(fcntl(own[i], F_GETFD) >= 0); /* still open */
     }
@@ -1317,6 +1331,8 @@ static void huge_fd_waits(void *p) {
         CHECK_RESULT(fsched_wait_fd(huge[i], FSCHED_READABLE, 10 * MS, NULL),
                      FSCHED_ERR_INVALID_ARGUMENT);
         CHECK_RESULT(fsched_wait_fd(huge[i], FSCHED_WRITABLE, FSCHED_FOREVER, NULL),
+                     FSCHED_ERR_INVALID_ARGUMENT);
+        CHECK_RESULT(fsched_wait_fd(huge[i], FSCHED_READABLE | FSCHED_EDGE, FSCHED_FOREVER, NULL),
                      FSCHED_ERR_INVALID_ARGUMENT);
         CHECK(now_ns() - t0 < 1000 * MS);
     }
@@ -2486,6 +2502,95 @@ static void test_edge_many_broken(void) {
 }
 #endif
 
+/* FSCHED_EDGE with what a wait may not be given, or where it is a plain wait: a code
+   or the documented behaviour, at once, from a task (or a thread outside any scheduler,
+   or one whose scheduler was destroyed while it was bound). */
+static void edge_hostile_waits(void *p) {
+    static const uint32_t bad_events[] = {0u, FSCHED_EDGE, FSCHED_EDGE | 8u,
+                                          FSCHED_READABLE | FSCHED_EDGE | 0x80000000u,
+                                          0xffffffffu};
+    static const int bad_fds[] = {-1, INT_MIN, INT_MAX};
+    static const uint64_t timeouts[] = {0, 1, 10 * MS, FSCHED_FOREVER};
+    int fds[2], closed[2], dev, dir, round;
+    uint32_t ready;
+    size_t i, k;
+    (void)p;
+    make_pipe(fds);
+    make_pipe(closed);
+    close(closed[0]);
+    close(closed[1]);
+    for (i = 0; i < sizeof timeouts / sizeof timeouts[0]; i++) {
+        uint64_t t0 = now_ns();
+        for (k = 0; k < sizeof bad_events / sizeof bad_events[0]; k++)
+            CHECK_RESULT(fsched_wait_fd(fds[0], bad_events[k], timeouts[i], NULL),
+                         FSCHED_ERR_INVALID_ARGUMENT);
+        for (k = 0; k < sizeof bad_fds / sizeof bad_fds[0]; k++)
+            CHECK_RESULT(fsched_wait_fd(bad_fds[k], FSCHED_READABLE | FSCHED_EDGE, timeouts[i],
+                                        NULL),
+                         FSCHED_ERR_INVALID_ARGUMENT);
+        CHECK_RESULT(fsched_wait_fd(closed[0], FSCHED_WRITABLE | FSCHED_EDGE, timeouts[i], NULL),
+                     FSCHED_ERR_INVALID_ARGUMENT);
+        CHECK(now_ns() - t0 < 1000 * MS); /* refused at once */
+    }
+    /* a regular file or a device (which epoll refuses): always ready, wait after wait */
+    CHECK((dev = open("/dev/null", O_RDWR)) >= 0);
+    CHECK((dir = open(".", O_RDONLY)) >= 0);
+    for (round = 0; round < 3; round++) {
+        ready = 0;
+        CHECK_OK(fsched_wait_fd(dev, FSCHED_READABLE | FSCHED_WRITABLE | FSCHED_EDGE,
+                                FSCHED_FOREVER, &ready));
+        CHECK(ready == (FSCHED_READABLE | FSCHED_WRITABLE));
+        ready = 0;
+        CHECK_OK(fsched_wait_fd(dir, FSCHED_READABLE | FSCHED_EDGE, 10 * MS, &ready));
+        CHECK(ready == FSCHED_READABLE);
+    }
+    close(dev);
+    close(dir);
+    /* every timeout, the promise kept (EAGAIN, then a byte): found at once (a first wait
+       registers the fd, and the kernel looks at it then) */
+    for (i = 0; i < sizeof timeouts / sizeof timeouts[0]; i++) {
+        uint64_t t0 = now_ns();
+        char b;
+        CHECK(read(fds[0], &b, 1) == -1 && errno == EAGAIN);
+        put_byte(fds[1], 'e');
+        ready = 0;
+        CHECK_OK(fsched_wait_fd(fds[0], FSCHED_READABLE | FSCHED_EDGE, timeouts[i], &ready));
+        CHECK(ready == FSCHED_READABLE);
+        CHECK(!times_judged() || now_ns() - t0 < 500 * MS);
+        CHECK(read(fds[0], &b, 1) == 1 && b == 'e');
+    }
+    CHECK_RESULT(fsched_wait_fd(fds[0], FSCHED_READABLE | FSCHED_EDGE, 0, NULL),
+                 FSCHED_ERR_TIMEOUT);
+    CHECK_RESULT(fsched_wait_fd(fds[0], FSCHED_READABLE | FSCHED_EDGE, 5 * MS, NULL),
+                 FSCHED_ERR_TIMEOUT);
+    CHECK_OK(fsched_close_fd(fds[0]));
+    close(fds[1]);
+}
+
+static void test_edge_hostile(void) {
+    fsched_sched *s = test_sched_new(1);
+    fsched_desc d;
+    run_task_on(s, edge_hostile_waits, NULL); /* from a task */
+#if TEST_THREADS
+    thread_join(thread_run(edge_hostile_waits, NULL)); /* from a thread outside */
+#endif
+    edge_hostile_waits(NULL); /* this thread: bound without threads, else outside */
+#if !TEST_THREADS
+    CHECK_OK(fsched_unbind());
+#endif
+    CHECK_OK(fsched_destroy(s));
+    /* a thread whose scheduler was destroyed while it was bound: outside every one */
+    test_desc_init(&d);
+    d.single_threaded = 1;
+    d.workers = 0;
+    CHECK_OK(fsched_create(&d, &s));
+    CHECK_OK(fsched_bind(s));
+    edge_hostile_waits(NULL);
+    CHECK_OK(fsched_destroy(s));
+    CHECK(fsched_current() == NULL);
+    edge_hostile_waits(NULL);
+}
+
 /* Runs one test, and says how long it took. */
 static void run(const char *name, void (*test)(void)) {
     uint64_t t0 = now_ns();
@@ -2549,6 +2654,7 @@ int main(int argc, char **argv) {
     run("hooks cross", test_hooks_cross);
 #endif
     run("edge ping-pong", test_edge_ping_pong);
+    run("edge hostile", test_edge_hostile);
 #if defined(FSCHED__IO_EPOLL) && TEST_THREADS
     run("edge latch", test_edge_latch);
     run("edge close fd", test_edge_close_fd);

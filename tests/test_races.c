@@ -51,6 +51,10 @@
    22. a fiber in transit while fsched_get_stats counts: the adopter stalls before it
        adopts; the fibers counted never drop below those that exist, and are exact once
        quiet.
+   23. the poller has taken an event of an fd registered for FSCHED_EDGE waits, not yet
+       answered it, when fsched_close_fd closes the fd and an empty pipe takes its
+       number, and an edge wait on it is queued: the closed file's event must be dropped
+       (it ended that wait with FSCHED_OK, or latched the new file's record).
 
    Seed 0 (FIBERSCHED_CHAOS_SEED=0) runs only the stalls; any other seed adds random
    perturbation at every point. */
@@ -1766,6 +1770,127 @@ static void test_stats_while_adopting(void) {
     for (i = 0; i < 2; i++) CHECK_OK(fsched_event_destroy(&t22_rounds[i]));
 }
 
+/* ---- 23: a stale event answered after fsched_close_fd ---- */
+
+#if defined(FSCHED__IO_EPOLL)
+static int t23_armed, t23_stalled, t23_go, t23_queued;
+static _Thread_local int t23_main;   /* the test's thread: never stalled */
+static _Thread_local int t23_waiter; /* ... in the wait whose queueing the test awaits */
+
+static void t23_hook(fsched__point at) {
+    int one = 1;
+    if (at == FSCHED__AT_WAITING && t23_waiter) STORE(&t23_queued, 1);
+    if (at == FSCHED__AT_FD_HARVESTED && !t23_main &&
+        __atomic_compare_exchange_n(&t23_armed, &one, 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+        STORE(&t23_stalled, 1);
+        await_flag(&t23_go);
+    }
+}
+
+/* Lets the stalled poller go once the test's wait is queued. */
+static void t23_release(void *arg) {
+    (void)arg;
+    await_flag(&t23_queued);
+    stall_ms(20); /* asleep in its wait */
+    STORE(&t23_go, 1);
+}
+
+/* The generation io gave its last record, or a record anew. */
+static uint32_t t23_gen(fsched__io *io) {
+    uint32_t gen;
+    fsched__spin_lock(&io->lock);
+    gen = io->gen;
+    fsched__spin_unlock(&io->lock);
+    return gen;
+}
+
+/* What fd's record has latched (under the locks that guard it), or ~0u without one. */
+static uint32_t t23_latched(fsched__io *io, int fd) {
+    fsched__fd *rec;
+    uint32_t latched = ~0u;
+    fsched__spin_lock(&io->lock);
+    if ((rec = fsched__io_find(io, fd)) != NULL) {
+        fsched__wait_list_lock(&rec->waiters);
+        latched = rec->latched;
+        fsched__wait_list_unlock(&rec->waiters);
+    }
+    fsched__spin_unlock(&io->lock);
+    return latched;
+}
+
+/* The worker sleeps in the poller (a task waits on `other`); the test's thread, bound,
+   registers the old pipe for edge waits. A byte on the old pipe: the worker takes its
+   event, and stalls before it answers it. Meanwhile fsched_close_fd closes the number,
+   an empty pipe takes it, and the test's thread waits on it with FSCHED_EDGE (the new
+   file registered, the wait queued). Released, the worker must drop the closed file's
+   event: the wait times out, and the record has nothing latched. */
+static void test_stale_event_after_close(void) {
+    fsched_sched *s = guarded_sched(1);
+    test_thread releaser;
+    int old[2], fresh[2], other[2];
+    fsched_result r;
+    uint32_t gen;
+    char byte = 'o';
+    begin("23. an event of a closed file, answered after fsched_close_fd");
+    CHECK(pipe(old) == 0);
+    CHECK(pipe(fresh) == 0);
+    CHECK(pipe(other) == 0);
+    CHECK(fcntl(old[0], F_SETFL, O_NONBLOCK) == 0);
+    CHECK(fcntl(fresh[0], F_SETFL, O_NONBLOCK) == 0);
+    __atomic_store_n(&fsched__fd_verify_ns, 60000000000ull, __ATOMIC_RELAXED); /* no sweep */
+    t23_main = 1;
+    CHECK_OK(fsched_bind(s));
+    CHECK_RESULT(fsched_wait_fd(old[0], FSCHED_READABLE | FSCHED_EDGE, 1000000ull, NULL),
+                 FSCHED_ERR_TIMEOUT); /* registered for edge waits */
+    STORE(&t16_waiting, 0);
+    CHECK_OK(fsched_spawn(s, t16_wait_fd, &other[0])); /* the worker sleeps in the poller */
+    await_flag(&t16_waiting);
+    stall_ms(20);
+    STORE(&t23_stalled, 0);
+    STORE(&t23_go, 0);
+    STORE(&t23_queued, 0);
+    STORE(&t23_armed, 1);
+    set_hook(t23_hook);
+    CHECK(write(old[1], &byte, 1) == 1);
+    await_flag(&t23_stalled); /* the worker holds the old file's event */
+    gen = t23_gen(s->io);
+    CHECK_OK(fsched_close_fd(old[0]));
+    CHECK(t23_gen(s->io) != gen); /* the record has a new generation */
+    CHECK(dup2(fresh[0], old[0]) == old[0]); /* an empty pipe takes the number */
+    releaser = thread_run(t23_release, NULL);
+    t23_waiter = 1;
+    r = fsched_wait_fd(old[0], FSCHED_READABLE | FSCHED_EDGE, 300 * 1000000ull, NULL);
+    t23_waiter = 0;
+    thread_join(releaser);
+    set_hook(NULL);
+    if (r != FSCHED_ERR_TIMEOUT) {
+        fprintf(stderr, "an edge wait on an empty pipe, answered by the closed file's event: %s\n",
+                fsched_result_string(r));
+        CHECK(0);
+    }
+    CHECK(t23_latched(s->io, old[0]) == 0);
+    CHECK_RESULT(fsched_wait_fd(old[0], FSCHED_READABLE | FSCHED_EDGE, 20 * 1000000ull, NULL),
+                 FSCHED_ERR_TIMEOUT);
+    /* the new file is watched: a byte on it answers the next edge wait */
+    CHECK(write(fresh[1], &byte, 1) == 1);
+    CHECK_OK(fsched_wait_fd(old[0], FSCHED_READABLE | FSCHED_EDGE, 5000 * 1000000ull, NULL));
+    __atomic_store_n(&fsched__fd_verify_ns, FIBERSCHED_FD_VERIFY_NS, __ATOMIC_RELAXED);
+    CHECK_OK(fsched_close_fd(old[0]));
+    CHECK_OK(fsched_close_fd(other[0])); /* ends the task's wait */
+    CHECK_OK(fsched_unbind());
+    CHECK_OK(fsched_destroy(s));
+    t23_main = 0;
+    close(old[1]);
+    close(fresh[0]);
+    close(fresh[1]);
+    close(other[1]);
+}
+#else
+static void test_stale_event_after_close(void) {
+    printf("test_races: 23 skipped (epoll only)\n");
+}
+#endif
+
 /* Usage: test_races [N ...] runs the tests numbered N, such as 3 or 3b (default: all). */
 int main(int argc, char **argv) {
     static void (*const tests[])(void) = {
@@ -1776,9 +1901,10 @@ int main(int argc, char **argv) {
         test_bind_races_destroy, test_batch_published_while_searching, test_one_job_one_wake,
         test_frame_taken_back_or_claimed, test_slab_mapped_twice, test_wake_after_return, test_work_for_poller,
         test_wait_while_closing, test_fork_while_closing, test_unset_poll_while_first_wait,
-        test_interrupt_while_draining, test_shed_past_deadline, test_stats_while_adopting};
-    static const char *const labels[] = {"1", "2", "3a", "3b", "3c", "4", "5",
-                                         "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16", "17", "18", "19", "20", "21", "22"};
+        test_interrupt_while_draining, test_shed_past_deadline, test_stats_while_adopting,
+        test_stale_event_after_close};
+    static const char *const labels[] = {"1", "2", "3a", "3b", "3c", "4", "5", "6", "7", "8", "9", "10", "11",
+                                         "12", "13", "14", "15", "16", "17", "18", "19", "20", "21", "22", "23"};
     size_t i;
     int k;
     test_watchdog(600);

@@ -7,6 +7,18 @@
    intervals; timeouts from 0 to the largest; a destroy at any point, which must cancel
    the waits in flight. Built with FIBERSCHED_IO_POLL it fuzzes the poll() poller.
 
+   An input whose first byte is FZ_EDGE_FORMAT drives FSCHED_EDGE waits too (any other
+   is read as before, so that the inputs kept keep their meaning): edge waits on the
+   slots mixed with plain ones, with and without the EAGAIN they promise; a socket pair
+   every edge op shares, where two edge waits for one direction break the promise (they
+   must end late, never hang); a number taken by a new file after fsched_close_fd, a
+   plain close() or dup2(), while a dup keeps the old file's registration alive and
+   the old file stirs (after fsched_close_fd an edge wait on the new, empty file must
+   not return FSCHED_OK, and a read after one never sees the old file's byte); bogus
+   fds and events with the flag, a scheduler's own fds, waits of more than a look from
+   a poll hook. The sweep's period is shortened, so that its bound shows within the
+   watchdog's limit.
+
    A wait that could only end by a write or a completion is ended by the rescuer (it
    writes a byte to every pipe, drains full ones and completes the device's requests)
    once some actor has waited for long, so that a hang is a bug the watchdog names. */
@@ -27,13 +39,19 @@
 #define FZ_RESCUE_MS 20
 #define FZ_WAITS FZ_OPS_MAX
 #define FZ_CLOSED_FD 900 /* a number no input opens (checked) */
+#define FZ_EDGE_FORMAT 0xED /* first byte of an input that drives FSCHED_EDGE waits too */
+#define FZ_VERIFY_NS (40 * FZ_MS) /* FIBERSCHED_FD_VERIFY_NS here: the sweep's bound */
 
 enum { OP_OPEN, OP_WRITE, OP_FILL, OP_DRAIN, OP_CLOSE, OP_WAIT, OP_WAIT_BOGUS, OP_WAIT_FILE,
-       OP_SUBMIT, OP_SET_POLL, OP_CLOSE_BOGUS, OP_YIELD, OP_PLAIN_REUSE, OP_DESTROY, OP_COUNT };
+       OP_SUBMIT, OP_SET_POLL, OP_CLOSE_BOGUS, OP_YIELD, OP_PLAIN_REUSE, OP_DESTROY,
+       OP_COUNT_LEVEL, /* the ops of inputs without FZ_EDGE_FORMAT */
+       OP_WAIT_EDGE = OP_COUNT_LEVEL, OP_EDGE_SHARED, OP_EDGE_REUSE, OP_COUNT };
 static const char *const op_names[OP_COUNT] = {
     "open a pipe", "write", "fill", "drain", "fsched_close_fd", "fsched_wait_fd",
     "fsched_wait_fd (bogus)", "fsched_wait_fd (file)", "device request", "fsched_set_poll",
-    "fsched_close_fd (bogus)", "yield", "close and reuse", "fsched_destroy"};
+    "fsched_close_fd (bogus)", "yield", "close and reuse", "fsched_destroy",
+    "fsched_wait_fd (edge)", "fsched_wait_fd (edge, shared pair)",
+    "fsched_wait_fd (edge, number reused)"};
 
 enum { CTX_MAIN, CTX_TASK, CTX_THREAD, CTX_POLL, CTX_COUNT };
 
@@ -76,6 +94,9 @@ typedef struct world {
     fd_wait waits[FZ_WAITS];
     request *queue;
     int file_fd;
+    int edge_format;  /* the input drives FSCHED_EDGE waits too */
+    int shared[2];    /* a socket pair every edge op may wait on ([0]) or poke ([1]) */
+    int own_fd;       /* one of the scheduler's own fds (its poller's), or -1 */
     FZ_ATOMIC(int) actors;
     FZ_ATOMIC(int) stop_rescuer;
     FZ_ATOMIC(uint64_t) waiting_since;
@@ -117,7 +138,8 @@ static int wait_stale(const world *w) {
     int k, s, held;
     for (k = 0; k < FZ_WAITS; k++) {
         if (!w->waits[k].since || !w->waits[k].endless) continue;
-        for (s = 0, held = 0; s < FZ_SLOTS; s++)
+        held = w->waits[k].fd == w->shared[0]; /* never closed */
+        for (s = 0; s < FZ_SLOTS; s++)
             held |= w->slots[s].fd[0] == w->waits[k].fd || w->slots[s].fd[1] == w->waits[k].fd;
         if (!held) return 1;
     }
@@ -193,11 +215,23 @@ static uint64_t wait_timeout(const world *w, const fz_op *op) {
     return op->in_hook ? 0 : op->t;
 }
 
-static void op_wait(world *w, const fz_op *op) {
+/* A wait from a poll hook that would do more than look: refused (a wait on a closed
+   number is refused for that first, and one begun while the scheduler closes cancelled). */
+static void expect_hook_wait(world *w, fsched_result r) {
+    FZ_EXPECT(r, "fsched_wait_fd from a poll hook", FSCHED_ERR_WRONG_STATE,
+              FSCHED_ERR_INVALID_ARGUMENT, FSCHED_ERR_CANCELLED, FSCHED_ERR_OUT_OF_MEMORY);
+    if (r == FSCHED_ERR_OUT_OF_MEMORY) FZ_CHECK(w->failing);
+}
+
+/* `edge`: FSCHED_EDGE or 0. In a poll hook (not the ops a hook left, run by the driver
+   at the end) it may wait for more than a look, and is refused. An edge wait on a read
+   end (or a socket) may keep its promise first: it reads until EAGAIN. */
+static void op_wait(world *w, const fz_op *op, int ctx, uint32_t edge) {
     slot *sl = &w->slots[op->slot];
     uint32_t events = op->events % 3 + 1, ready = 0;
     uint64_t t = wait_timeout(w, op);
     int fd, k = -1, end = op->end & 1, plain = fsched_current() == NULL;
+    int hook_waits = edge && ctx == CTX_POLL && (op->variant & 2);
     fsched_result r;
     pthread_mutex_lock(&w->lock);
     fd = sl->fd[end];
@@ -208,18 +242,42 @@ static void op_wait(world *w, const fz_op *op) {
     /* a read end is never writable, a pipe's write end never readable: only timed */
     if (!sl->socket && events != (end ? FSCHED_WRITABLE : FSCHED_READABLE) && fz_endless(t))
         t = FZ_MS;
-    if (fd >= 0) k = wait_add(w, fd, t, plain);
+    if (edge && (op->variant & 1) && sl->fd[end] >= 0 && (events & FSCHED_READABLE) &&
+        (sl->socket || end == 0))
+        drain(fd); /* the promise: EAGAIN since the last wait */
+    if (fd >= 0 && !hook_waits) k = wait_add(w, fd, t, plain);
     pthread_mutex_unlock(&w->lock);
+    if (hook_waits && fd >= 0) { /* a wait of more than a look, with the flag too */
+        expect_hook_wait(w, fsched_wait_fd(fd, events | edge, op->t ? op->t : 1, &ready));
+        return;
+    }
     if (k < 0) return;
     if (!w->waiting_since) w->waiting_since = fz_now();
-    r = fsched_wait_fd(fd, events, t, &ready);
+    r = fsched_wait_fd(fd, events | edge, t, &ready);
     wait_drop(w, k);
-    expect_fd_wait(w, r, events, ready, t, "fsched_wait_fd");
+    expect_fd_wait(w, r, events, ready, t,
+                   edge ? "fsched_wait_fd (FSCHED_EDGE)" : "fsched_wait_fd");
     if (r == FSCHED_ERR_CANCELLED && plain)
         FZ_CHECK(0); /* a plain thread's wait is not in a scheduler: nothing cancels it */
 }
 
-static void op_wait_bogus(world *w, const fz_op *op) {
+/* A wait on a scheduler's own fd (its epoll set or wake fd), with FSCHED_EDGE or not,
+   by the driving thread, which alone destroys (so the fd is still the scheduler's):
+   refused, as the header says. */
+static void op_wait_own(world *w, const fz_op *op, int ctx) {
+    uint32_t ready = 12345, ev = FSCHED_READABLE | (op->variant & 0x80 ? FSCHED_EDGE : 0u);
+    fsched_result r;
+    if (ctx != CTX_MAIN || op->in_hook || w->destroyed || w->own_fd < 0) return;
+    r = fsched_wait_fd(w->own_fd, ev, op->t, &ready);
+    FZ_EXPECT(r, "fsched_wait_fd on a scheduler's own fd", FSCHED_ERR_INVALID_ARGUMENT,
+              FSCHED_ERR_OUT_OF_MEMORY);
+    if (r == FSCHED_ERR_OUT_OF_MEMORY) FZ_CHECK(w->failing);
+    FZ_CHECK(ready == 12345);
+    FZ_EXPECT(fsched_close_fd(w->own_fd), "fsched_close_fd on a scheduler's own fd",
+              FSCHED_ERR_INVALID_ARGUMENT);
+}
+
+static void op_wait_bogus(world *w, const fz_op *op, int ctx) {
     static const int fds[] = {-1, INT_MIN, -1000, FZ_CLOSED_FD, FZ_CLOSED_FD + 1, INT_MAX,
                               65536};
     static const uint32_t events[] = {0, 4, 0xffffffffu, FSCHED_READABLE | 8, FSCHED_READABLE};
@@ -227,7 +285,14 @@ static void op_wait_bogus(world *w, const fz_op *op) {
     uint32_t ev = events[op->events % 5], ready = 12345;
     uint64_t t = wait_timeout(w, op);
     fsched_result r;
-    (void)w;
+    if (w->edge_format) {
+        if ((op->variant & 0x70) == 0x70) {
+            op_wait_own(w, op, ctx);
+            return;
+        }
+        if (op->variant & 0x80) ev |= FSCHED_EDGE;
+        if (ctx == CTX_POLL && (op->variant & 0x08)) t = op->t; /* more than a look */
+    }
     FZ_CHECK(fd < 0 || fcntl(fd, F_GETFD) == -1); /* not open */
     r = fsched_wait_fd(fd, ev, t, &ready);
     FZ_EXPECT(r, "fsched_wait_fd on a bad fd or events", FSCHED_ERR_INVALID_ARGUMENT,
@@ -240,7 +305,8 @@ static void op_wait_bogus(world *w, const fz_op *op) {
 /* A regular file or a character device: always ready, as poll() says. */
 static void op_wait_file(world *w, const fz_op *op) {
     uint32_t events = op->events % 3 + 1, ready = 0;
-    fsched_result r = fsched_wait_fd(w->file_fd, events, wait_timeout(w, op), &ready);
+    uint32_t edge = w->edge_format && (op->variant & 1) ? FSCHED_EDGE : 0u;
+    fsched_result r = fsched_wait_fd(w->file_fd, events | edge, wait_timeout(w, op), &ready);
     FZ_EXPECT(r, "fsched_wait_fd on a regular file", FSCHED_OK, FSCHED_ERR_CANCELLED,
               FSCHED_ERR_OUT_OF_MEMORY);
     if (r == FSCHED_OK) FZ_CHECK(ready == events);
@@ -296,6 +362,106 @@ static void op_plain_reuse(world *w, const fz_op *op) {
             slot_open(w, sl, sl->socket); /* usually the same numbers again */
         }
     }
+    pthread_mutex_unlock(&w->lock);
+}
+
+/* ---- FSCHED_EDGE: the shared pair, and numbers reused under edge waits ---- */
+
+/* An edge wait on the socket pair every such op shares: its promise kept (read until
+   EAGAIN first) or not, its peer written first or not; two of these at once for one
+   direction break the promise. Whatever the rescuer's writes do, the sweep ends any wait
+   left behind: the watchdog says when one hangs. */
+static void op_edge_shared(world *w, const fz_op *op) {
+    uint32_t events = op->events % 3 + 1, ready = 0;
+    uint64_t t = wait_timeout(w, op);
+    int k;
+    fsched_result r;
+    pthread_mutex_lock(&w->lock);
+    if (op->variant & 1) drain(w->shared[0]);
+    if (op->variant & 2) put(w->shared[1]);
+    if (op->variant & 4) drain(w->shared[1]); /* the peer's side: room to write */
+    k = wait_add(w, w->shared[0], t, fsched_current() == NULL);
+    pthread_mutex_unlock(&w->lock);
+    if (k < 0) return;
+    if (!w->waiting_since) w->waiting_since = fz_now();
+    r = fsched_wait_fd(w->shared[0], events | FSCHED_EDGE, t, &ready);
+    wait_drop(w, k);
+    expect_fd_wait(w, r, events, ready, t, "fsched_wait_fd (FSCHED_EDGE, shared)");
+    if (r == FSCHED_OK && (op->variant & 8)) { /* a level wait after it: the data is there */
+        r = fsched_wait_fd(w->shared[0], ready, op->in_hook ? 0 : 2 * FZ_MS, &ready);
+        FZ_EXPECT(r, "fsched_wait_fd (level, after an edge)", FSCHED_OK, FSCHED_ERR_TIMEOUT,
+                  FSCHED_ERR_CANCELLED, FSCHED_ERR_OUT_OF_MEMORY);
+    }
+}
+
+/* The byte read from fd after a wait, or 0 (EAGAIN, or the end): never the old file's. */
+static char read_new(int fd) {
+    char c = 0;
+    ssize_t n = read(fd, &c, 1);
+    if (n == 1) {
+        if (c == 'o') fz_fail(__FILE__, __LINE__, "fd %d: a read after an edge wait on a "
+                                                  "reused number gave the old file's byte", fd);
+        return c;
+    }
+    return 0;
+}
+
+/* A pipe with the old file's byte waited on with FSCHED_EDGE (registered); its number
+   then taken by a new, empty pipe (made first): after fsched_close_fd, a plain close(), or a
+   dup2() over it, while a dup may keep the old file (and its registration) alive and the
+   old file is written again. After fsched_close_fd the new file's first edge wait must
+   not be answered (nothing is there: a stale event latched it); after a plain close
+   or dup2 it may be, late or early (the header allows it). Then a byte on the new file
+   answers an edge wait (in time: the sweep's bound) and a read gets it. Any context: a
+   plain thread's wait is a poll(), a hook's a look. */
+static void op_edge_reuse(world *w, const fz_op *op) {
+    int a[2], b[2], keep = -1, n, how = op->variant % 3; /* fsched_close_fd, close, dup2 */
+    uint64_t t = op->in_hook ? 0 : (op->t % (3 * FZ_MS)) + 1;
+    fsched_result r;
+    pthread_mutex_lock(&w->lock);
+    /* no pipe while a wait names a free number (see slot_open) */
+    if (wait_stale(w) || pipe(a) != 0) {
+        pthread_mutex_unlock(&w->lock);
+        return;
+    }
+    nonblocking(a[0]);
+    nonblocking(a[1]);
+    FZ_CHECK(write(a[1], "o", 1) == 1);
+    if (op->variant & 4) keep = dup(a[0]);
+    pthread_mutex_unlock(&w->lock);
+    n = a[0];
+    r = fsched_wait_fd(n, FSCHED_READABLE | FSCHED_EDGE, op->in_hook ? 0 : 2 * FZ_MS, NULL);
+    FZ_EXPECT(r, "fsched_wait_fd (edge, the old file)", FSCHED_OK, FSCHED_ERR_CANCELLED,
+              FSCHED_ERR_OUT_OF_MEMORY);
+    pthread_mutex_lock(&w->lock); /* no other op makes an fd meanwhile */
+    FZ_CHECK(pipe(b) == 0); /* first: a write end at the number would be closed next */
+    if (how == 0) FZ_EXPECT(fsched_close_fd(n), "fsched_close_fd", FSCHED_OK);
+    else if (how == 1) close(n);
+    FZ_CHECK(dup2(b[0], n) == n);
+    close(b[0]);
+    nonblocking(n);
+    /* the old file stirs: an event of its registration, if a dup kept it */
+    FZ_CHECK(write(a[1], "o", 1) == 1 || keep < 0);
+    pthread_mutex_unlock(&w->lock);
+    r = fsched_wait_fd(n, FSCHED_READABLE | FSCHED_EDGE, t, NULL);
+    FZ_EXPECT(r, "fsched_wait_fd (edge, a new empty file)", FSCHED_OK, FSCHED_ERR_TIMEOUT,
+              FSCHED_ERR_CANCELLED, FSCHED_ERR_OUT_OF_MEMORY);
+    if (r == FSCHED_ERR_OUT_OF_MEMORY) FZ_CHECK(w->failing);
+    if (r == FSCHED_OK && how == 0)
+        fz_fail(__FILE__, __LINE__, "fd %d: an edge wait on the new, empty file after "
+                                    "fsched_close_fd was answered", n);
+    FZ_CHECK(read_new(n) == 0); /* empty: the promise for the next wait */
+    put(b[1]);
+    r = fsched_wait_fd(n, FSCHED_READABLE | FSCHED_EDGE, op->in_hook ? 0 : FSCHED_FOREVER,
+                       NULL);
+    FZ_EXPECT(r, "fsched_wait_fd (edge, a byte on the new file)", FSCHED_OK,
+              FSCHED_ERR_CANCELLED, FSCHED_ERR_OUT_OF_MEMORY);
+    if (r == FSCHED_OK) FZ_CHECK(read_new(n) == 'x');
+    pthread_mutex_lock(&w->lock);
+    FZ_EXPECT(fsched_close_fd(n), "fsched_close_fd", FSCHED_OK);
+    close(b[1]);
+    close(a[1]);
+    if (keep >= 0) close(keep);
     pthread_mutex_unlock(&w->lock);
 }
 
@@ -395,6 +561,10 @@ static void poke(world *w) {
         if (sl->fd[0] >= 0 && (fz_now() & 1)) drain(sl->fd[0]); /* writers of full pipes */
         if (sl->fd[1] >= 0) put(sl->fd[1]);
         if (sl->socket && sl->fd[0] >= 0) put(sl->fd[0]);
+    }
+    if (w->shared[1] >= 0) {
+        if (fz_now() & 1) drain(w->shared[1]); /* writers waiting for room */
+        put(w->shared[1]);
     }
     pthread_mutex_unlock(&w->lock);
     device_complete(w, 1);
@@ -525,7 +695,6 @@ static void launch(world *w, const fz_op *op) {
 
 static void run_op(world *w, const fz_op *op, int ctx) {
     slot *sl = &w->slots[op->slot];
-    (void)ctx;
     switch (op->code) {
     case OP_OPEN:
         pthread_mutex_lock(&w->lock);
@@ -547,8 +716,11 @@ static void run_op(world *w, const fz_op *op, int ctx) {
         pthread_mutex_unlock(&w->lock);
         break;
     case OP_CLOSE: op_close(w, op); break;
-    case OP_WAIT: op_wait(w, op); break;
-    case OP_WAIT_BOGUS: op_wait_bogus(w, op); break;
+    case OP_WAIT: op_wait(w, op, ctx, 0); break;
+    case OP_WAIT_EDGE: op_wait(w, op, ctx, FSCHED_EDGE); break;
+    case OP_EDGE_SHARED: op_edge_shared(w, op); break;
+    case OP_EDGE_REUSE: op_edge_reuse(w, op); break;
+    case OP_WAIT_BOGUS: op_wait_bogus(w, op, ctx); break;
     case OP_WAIT_FILE: op_wait_file(w, op); break;
     case OP_SUBMIT:
         if (!op->in_hook) op_submit(w, op);
@@ -563,10 +735,10 @@ static void run_op(world *w, const fz_op *op, int ctx) {
     }
 }
 
-static fz_op op_read(fz_in *in, uint32_t index) {
+static fz_op op_read(const world *w, fz_in *in, uint32_t index) {
     fz_op op;
     memset(&op, 0, sizeof op);
-    op.code = (uint8_t)fz_below(in, OP_COUNT);
+    op.code = (uint8_t)fz_below(in, w->edge_format ? OP_COUNT : OP_COUNT_LEVEL);
     op.ctx = (uint8_t)fz_below(in, CTX_COUNT);
     op.slot = (uint8_t)fz_below(in, FZ_SLOTS);
     op.end = fz_u8(in);
@@ -617,6 +789,11 @@ static void warm_up(void *p) {
     FZ_EXPECT(r, "fsched_wait_fd (first)", FSCHED_ERR_TIMEOUT, FSCHED_ERR_OUT_OF_MEMORY,
               FSCHED_ERR_SYSTEM);
     if (r != FSCHED_ERR_TIMEOUT) FZ_CHECK(w->failing);
+#if defined(FSCHED__IO_EPOLL)
+    if (w->s->io) w->own_fd = w->s->io->epfd; /* read once it is made, by its task */
+#else
+    if (w->s->io) w->own_fd = w->s->io->wake_read;
+#endif
     close(fds[0]);
     close(fds[1]);
     w->actors--;
@@ -634,7 +811,7 @@ static void drive(world *w, fz_in *in) {
     }
     settle(w, "the first fd wait");
     for (i = 1; i <= FZ_OPS_MAX && !fz_done(in); i++) {
-        fz_op op = op_read(in, i);
+        fz_op op = op_read(w, in, i);
         if (op.code == OP_DESTROY) {
             if (!w->destroyed && w->main_bound && !w->single && (op.variant & 1)) {
                 FZ_EXPECT(fsched_unbind(), "fsched_unbind", FSCHED_OK);
@@ -688,6 +865,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         w->slots[k].fd[0] = w->slots[k].fd[1] = w->slots[k].last[0] = w->slots[k].last[1] = -1;
     w->file_fd = open("/dev/null", O_RDWR);
     FZ_CHECK(w->file_fd >= 0);
+    w->own_fd = -1;
+    w->shared[0] = w->shared[1] = -1;
+    if (size && data[0] == FZ_EDGE_FORMAT) {
+        w->edge_format = 1;
+        in.i = 1;
+        FZ_CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, w->shared) == 0);
+        nonblocking(w->shared[0]);
+        nonblocking(w->shared[1]);
+    }
+#if defined(FSCHED__IO_EPOLL)
+    /* the sweep's bound, within the watchdog's limit (relaxed: a setting) */
+    __atomic_store_n(&fsched__fd_verify_ns, FZ_VERIFY_NS, __ATOMIC_RELAXED);
+#endif
     if (create(w, &in) == FSCHED_OK) {
         FZ_CHECK(fz_thread_start(&w->rescuer, rescuer_main, w));
         drive(w, &in);
@@ -701,6 +891,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (w->slots[k].fd[1] >= 0) FZ_EXPECT(fsched_close_fd(w->slots[k].fd[1]), "fsched_close_fd", FSCHED_OK);
     }
     close(w->file_fd);
+    if (w->shared[0] >= 0) {
+        close(w->shared[0]);
+        close(w->shared[1]);
+    }
     pthread_mutex_destroy(&w->lock);
     free(w);
     return 0;

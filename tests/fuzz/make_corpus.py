@@ -92,6 +92,34 @@ def fd():
         seeds.append(multi + op(9, 0, 0, 0, v) + op(8, 1, 0, 0, v, TMAX) + op(8, 2, 0, 0, 1))
     # a destroy while fds are waited on
     seeds.append(multi + op(0, 0) + op(5, 1, 0, 0, 0, TMAX) + op(5, 1, 0, 0, 0, TMS) + op(13, 0))
+    # FSCHED_EDGE inputs (first byte 0xED): edge waits on slots, the shared pair, a
+    # number reused under edge waits, bogus and own fds with the flag, from each context
+    EDGE, WAIT_EDGE, SHARED, REUSE = [0xED], 14, 15, 16
+    for head in (multi, single, [0x10, 4, 0, 0]):
+        for ctx in range(CTXS):
+            seeds.append(EDGE + head + op(0, 0) + op(WAIT_EDGE, ctx, 0, 0, 1, TMS) + op(1, 0) +
+                         op(WAIT_EDGE, ctx, 0, 0, 3, TMAX) + op(1, 2))
+            for how in range(6):  # fsched_close_fd, close, dup2; a dup kept or not
+                seeds.append(EDGE + head + op(REUSE, ctx, 0, 0, how, TMAX))
+    for t in (T0, T1, TMS, TMAX):
+        # two edge waits for one direction on the shared pair (a broken promise), one
+        # level wait after; a socket slot waited on both ways, with and without EAGAIN
+        seeds.append(EDGE + multi + op(SHARED, 1, 0, 0, 2, t) + op(SHARED, 1, 0, 0, 0, t) +
+                     op(SHARED, 2, 0, 0, 8, t) + op(SHARED, 0, 0, 2, 5, t))
+        seeds.append(EDGE + multi + op(0, 0, 1, 0, 1) + op(WAIT_EDGE, 1, 1, 0, 1, t) +
+                     op(5, 1, 1, 0, 0, t) + op(WAIT_EDGE, 1, 1, 2, 0, t) + op(1, 0, 1) +
+                     op(4, 0, 1, 0) + op(12, 0, 1, 1, 1))
+    # bogus fds and events with the flag; the scheduler's own fds; waits of more than a
+    # look from the poll hook
+    for v in (0x80, 0x81, 0x83, 0x86, 0x70, 0xF0, 0x88):
+        seeds.append(EDGE + multi + op(9, 0) + op(6, 0, 0, 3, v, TMS) + op(6, 3, 0, 2, v, TMS) +
+                     op(6, 1, 0, 1, v, TMAX))
+    seeds.append(EDGE + multi + op(9, 0) + op(0, 0) + op(WAIT_EDGE, 3, 0, 0, 2, TMS) +
+                 op(WAIT_EDGE, 3, 0, 0, 3, T0))
+    # edge waits in flight through fsched_close_fd, a plain reuse and a destroy
+    seeds.append(EDGE + multi + op(0, 0, 0, 0, 1) + op(WAIT_EDGE, 1, 0, 0, 0, TMAX) +
+                 op(SHARED, 1, 0, 0, 0, TMAX) + op(4, 0, 0, 0) + op(12, 0, 0, 1, 0) +
+                 op(REUSE, 1, 0, 0, 5, TMAX) + op(13, 0) + op(WAIT_EDGE, 0, 0, 0, 0, TMS))
     write("fd", seeds)
 
 
