@@ -12280,6 +12280,8 @@ static inline fsched_graph_task *fsched__graph_pred_at(const fsched_graph_task *
    touches the first line of a task for every edge. */
 #define FSCHED__GRAPH_CHUNK_SHIFT 6u
 #define FSCHED__GRAPH_CHUNK_TASKS (1u << FSCHED__GRAPH_CHUNK_SHIFT)
+#define FSCHED__GRAPH_CHUNKS_FIRST 8u /* room for chunks first made, doubled when full */
+#define FSCHED__GRAPH_EDGE_CHUNK 256u /* edges in a chunk of the edge slab */
 #define FSCHED__GRAPH_TASK_STRIDE                                                          \
     ((sizeof(fsched_graph_task) + FSCHED__CACHE_LINE - 1) / FSCHED__CACHE_LINE *            \
      FSCHED__CACHE_LINE)
@@ -12584,7 +12586,7 @@ FIBERSCHED_API fsched_result fsched_graph_create(const fsched_graph_desc *desc, 
         return FSCHED_ERR_OUT_OF_MEMORY;
     }
     g->edge_slab.item = fsched__round_up(sizeof(fsched__gedge), 16);
-    g->edge_slab.per_chunk = 256;
+    g->edge_slab.per_chunk = FSCHED__GRAPH_EDGE_CHUNK;
     g->live_slab.item = fsched__round_up(sizeof(fsched__glive), 16);
     g->live_slab.per_chunk = 64;
     fsched__mutex_init(&g->lock);
@@ -12662,7 +12664,7 @@ static fsched_graph_task *fsched__graph_task_room(fsched_graph *g) {
     if (chunk == g->nchunks) {
         void *mem;
         if (g->nchunks == g->chunks_cap) {
-            uint32_t cap = g->chunks_cap ? g->chunks_cap * 2 : 8;
+            uint32_t cap = g->chunks_cap ? g->chunks_cap * 2 : FSCHED__GRAPH_CHUNKS_FIRST;
             fsched_graph_task **v = (fsched_graph_task **)fsched__alloc(
                 &g->allocator, cap * sizeof *v, sizeof(void *));
             if (!v) return NULL;
