@@ -1620,7 +1620,11 @@ static fsched_result chunk_build(fsched_graph *g, chunk_ctx *c, uint32_t n, uint
     *built = *edges = 0;
     for (i = 0; i < n; i++) {
         td.name = i % 5 == 0 ? "chunk" : NULL;
-        td.workers = i % 11 == 3 ? 1u : 0u; /* on the placed list */
+#if defined(FIBERSCHED_NO_THREADS) /* on the placed list: the caller, the only thread */
+        td.on_caller = i % 11 == 3;
+#else
+        td.workers = i % 11 == 3 ? 1u : 0u;
+#endif
         td.cost = i % 4;
         c->tasks[i].ctx = c;
         c->tasks[i].runs = 0;
