@@ -12375,11 +12375,14 @@ FIBERSCHED_API fsched_result fsched_parallel_reduce(
 /*  graph: dependency-graph tasks                                                        */
 /* ===================================================================================== */
 
-/* Fixed-size items carved from chunks, with a free list: the tasks and edges of graphs.
-   Owned by one graph and used under its lock. */
+/* Fixed-size items carved from chunks, with a free list: the edges of graphs. Owned by
+   one graph and used under its lock. A new chunk is handed out item by item (`fresh`),
+   so that an item is first written when it is used. */
 typedef struct fsched__slab {
-    void *free;   /* free items, linked through their first word */
+    void *free;   /* items given back, linked through their first word */
     void *chunks; /* chunks, linked through their first word */
+    unsigned char *fresh; /* the newest chunk's items not yet handed out ... */
+    size_t fresh_left;    /* ... and how many */
     size_t item, per_chunk;
 } fsched__slab;
 
@@ -12391,21 +12394,23 @@ static size_t fsched__slab_header(const fsched__slab *sl) {
 
 static void *fsched__slab_get(fsched__slab *sl, const fsched_allocator *a) {
     void *item = sl->free;
-    if (!item) {
-        size_t header = fsched__slab_header(sl), i;
+    if (item) {
+        memcpy(&sl->free, item, sizeof(void *));
+        return item;
+    }
+    if (!sl->fresh_left) {
+        size_t header = fsched__slab_header(sl);
         unsigned char *chunk = (unsigned char *)fsched__alloc(
             a, header + sl->item * sl->per_chunk, FSCHED__CACHE_LINE);
         if (!chunk) return NULL;
         memcpy(chunk, &sl->chunks, sizeof(void *));
         sl->chunks = chunk;
-        for (i = sl->per_chunk; i-- > 0;) {
-            void *it = chunk + header + i * sl->item;
-            memcpy(it, &sl->free, sizeof(void *));
-            sl->free = it;
-        }
-        item = sl->free;
+        sl->fresh = chunk + header;
+        sl->fresh_left = sl->per_chunk;
     }
-    memcpy(&sl->free, item, sizeof(void *));
+    item = sl->fresh;
+    sl->fresh += sl->item;
+    sl->fresh_left--;
     return item;
 }
 
@@ -12423,6 +12428,8 @@ static void fsched__slab_destroy(fsched__slab *sl, const fsched_allocator *a) {
         sl->chunks = next;
     }
     sl->free = NULL;
+    sl->fresh = NULL;
+    sl->fresh_left = 0;
 }
 
 /* An edge: `to` in a list of successors. Edges built between runs are in their task's
@@ -12488,7 +12495,7 @@ struct fsched_graph_task {
     void *release_user;
     fsched_graph_task *result_next; /* in the graph's list of results */
     uint32_t nsucc;
-    uint32_t index;             /* in the graph's task array */
+    uint32_t index;             /* its number among the graph's tasks (fsched__graph_task_at) */
     uint8_t holds_result;       /* on the graph's list of results (set by the task itself) */
     uint8_t touched;            /* the current run added edges to it */
     uint8_t dynamic;            /* added by a running task: belongs to that run only */
@@ -12522,9 +12529,11 @@ struct fsched_graph {
     fsched_logger logger;
     char *name;
     fsched__mutex lock;         /* structure, and starting runs */
-    fsched__slab task_slab, edge_slab, live_slab;
-    fsched__task_set tasks;     /* built ones first (nbuilt), then the current run's */
+    fsched__slab edge_slab, live_slab;
+    fsched_graph_task **task_chunks; /* the tasks, by index (fsched__graph_task_at) */
+    uint32_t ntasks;            /* built ones first (nbuilt), then the current run's */
     uint32_t nbuilt;
+    uint32_t nchunks, chunks_cap; /* chunks allocated (some may be above the last task) */
     fsched__task_set sources;   /* built tasks without predecessors, found when a run
                                    begins after building: first the `nqueued` ones that
                                    are placed or of another level (queued one by one),
@@ -12559,6 +12568,25 @@ struct fsched_graph {
 
 static inline fsched_graph_task *fsched__graph_pred_at(const fsched_graph_task *t, uint32_t i) {
     return t->preds[i];
+}
+
+/* The tasks live in chunks of FSCHED__GRAPH_CHUNK_TASKS, in the order of their indices:
+   tasks come and go only at the end (a run's additions are undone from the last), so no
+   task moves, no array of them grows, and building writes each task's lines once. A chunk
+   above the last task stays for the next ones. Tasks are cache-line aligned: a run
+   touches the first line of a task for every edge. */
+#define FSCHED__GRAPH_CHUNK_SHIFT 6u
+#define FSCHED__GRAPH_CHUNK_TASKS (1u << FSCHED__GRAPH_CHUNK_SHIFT)
+#define FSCHED__GRAPH_CHUNKS_FIRST 8u /* room for chunks first made, doubled when full */
+#define FSCHED__GRAPH_EDGE_CHUNK 256u /* edges in a chunk of the edge slab */
+#define FSCHED__GRAPH_TASK_STRIDE                                                          \
+    ((sizeof(fsched_graph_task) + FSCHED__CACHE_LINE - 1) / FSCHED__CACHE_LINE *            \
+     FSCHED__CACHE_LINE)
+
+static inline fsched_graph_task *fsched__graph_task_at(const fsched_graph *g, uint32_t i) {
+    return (fsched_graph_task *)((unsigned char *)g->task_chunks[i >> FSCHED__GRAPH_CHUNK_SHIFT] +
+                                 (size_t)(i & (FSCHED__GRAPH_CHUNK_TASKS - 1)) *
+                                     FSCHED__GRAPH_TASK_STRIDE);
 }
 
 static void fsched__graph_execute(fsched__job *job, fsched__worker *w);
@@ -12599,8 +12627,7 @@ static void fsched__graph_free_preds(fsched_graph *g, fsched_graph_task *t) {
 static void fsched__graph_free_task(fsched_graph *g, fsched_graph_task *t) {
     fsched__graph_free_preds(g, t);
     if (t->name) fsched__free(&g->allocator, t->name, strlen(t->name) + 1, 1);
-    t->placed.job.execute = NULL;
-    fsched__slab_put(&g->task_slab, t);
+    t->placed.job.execute = NULL; /* a stale handle is refused (fsched_graph_precede) */
 }
 
 static char *fsched__graph_strdup(const fsched_allocator *a, const char *text) {
@@ -12738,7 +12765,7 @@ static fsched_result fsched__ord_add_edge(fsched_graph *g, fsched_graph_task *be
     memset(&fwd, 0, sizeof fwd);
     memset(&bwd, 0, sizeof bwd);
     if (++g->next_mark == 0) { /* the marks wrapped: none may look current */
-        for (i = 0; i < g->tasks.n; i++) g->tasks.v[i]->mark = 0;
+        for (i = 0; i < g->ntasks; i++) fsched__graph_task_at(g, i)->mark = 0;
         g->next_mark = 1;
     }
     hit = fsched__ord_search_from(g, &fwd, after, 1, after->ord, before->ord, before);
@@ -12802,8 +12829,8 @@ static void fsched__graph_restore(fsched_graph *g) {
     if (!g->unrestored) return;
     g->unrestored = 0;
     fsched__graph_release_results(g);
-    for (i = g->nbuilt; i < g->tasks.n; i++) { /* added while running: edges and all */
-        fsched_graph_task *t = g->tasks.v[i];
+    for (i = g->nbuilt; i < g->ntasks; i++) { /* added while running: edges and all */
+        fsched_graph_task *t = fsched__graph_task_at(g, i);
         while (t->succ) {
             fsched__gedge *e = t->succ;
             t->succ = e->next;
@@ -12811,7 +12838,7 @@ static void fsched__graph_restore(fsched_graph *g) {
         }
         fsched__graph_free_task(g, t);
     }
-    g->tasks.n = g->nbuilt;
+    g->ntasks = g->nbuilt;
     for (i = 0; i < g->touched.n; i++) {
         fsched_graph_task *t = g->touched.v[i];
         while (t->succ != t->succ_built) {
@@ -12855,10 +12882,8 @@ FIBERSCHED_API fsched_result fsched_graph_create(const fsched_graph_desc *desc, 
         fsched__free(&a, g, sizeof *g, FSCHED__CACHE_LINE);
         return FSCHED_ERR_OUT_OF_MEMORY;
     }
-    g->task_slab.item = fsched__round_up(sizeof(fsched_graph_task), FSCHED__CACHE_LINE);
-    g->task_slab.per_chunk = 64;
     g->edge_slab.item = fsched__round_up(sizeof(fsched__gedge), 16);
-    g->edge_slab.per_chunk = 256;
+    g->edge_slab.per_chunk = FSCHED__GRAPH_EDGE_CHUNK;
     g->live_slab.item = fsched__round_up(sizeof(fsched__glive), 16);
     g->live_slab.per_chunk = 64;
     fsched__mutex_init(&g->lock);
@@ -12928,28 +12953,50 @@ static fsched_result fsched__graph_desc_check(const fsched_graph *g,
     return FSCHED_OK;
 }
 
-/* Under the graph's lock: a new task, named and in g's sets (of every task, and, built
-   before a run, of placed ones), its other fields not yet set; NULL, with nothing
-   changed, for want of memory. */
+/* Under the graph's lock: where task number g->ntasks goes, in a chunk allocated now
+   when none has room; NULL, with nothing changed, for want of memory. */
+static fsched_graph_task *fsched__graph_task_room(fsched_graph *g) {
+    uint32_t chunk = g->ntasks >> FSCHED__GRAPH_CHUNK_SHIFT;
+    if (g->ntasks == UINT32_MAX) return NULL;
+    if (chunk == g->nchunks) {
+        void *mem;
+        if (g->nchunks == g->chunks_cap) {
+            uint32_t cap = g->chunks_cap ? g->chunks_cap * 2 : FSCHED__GRAPH_CHUNKS_FIRST;
+            fsched_graph_task **v = (fsched_graph_task **)fsched__alloc(
+                &g->allocator, cap * sizeof *v, sizeof(void *));
+            if (!v) return NULL;
+            if (g->nchunks) memcpy(v, g->task_chunks, g->nchunks * sizeof *v);
+            fsched__free(&g->allocator, g->task_chunks, g->chunks_cap * sizeof *v,
+                         sizeof(void *));
+            g->task_chunks = v;
+            g->chunks_cap = cap;
+        }
+        mem = fsched__alloc(&g->allocator,
+                            FSCHED__GRAPH_CHUNK_TASKS * FSCHED__GRAPH_TASK_STRIDE,
+                            FSCHED__CACHE_LINE);
+        if (!mem) return NULL;
+        g->task_chunks[g->nchunks++] = (fsched_graph_task *)mem;
+    }
+    return fsched__graph_task_at(g, g->ntasks);
+}
+
+/* Under the graph's lock: a new task, named, the last of g's tasks, and, built before a
+   run, in g's set of placed ones; its other fields not yet set. NULL, with no task added,
+   for want of memory. */
 static fsched_graph_task *fsched__graph_task_new(fsched_graph *g, const fsched_graph_task_desc *d,
                                                  int during_run) {
     int placed = !during_run && (d->on_caller || d->workers);
     char *name = NULL;
-    fsched_graph_task *t = (fsched_graph_task *)fsched__slab_get(&g->task_slab, &g->allocator);
+    fsched_graph_task *t = fsched__graph_task_room(g);
     if (!t) return NULL;
-    if (!fsched__task_set_add(g, &g->tasks, t)) goto fail;
-    if (placed && !fsched__task_set_add(g, &g->placed, t)) goto fail_tasks;
+    if (placed && !fsched__task_set_add(g, &g->placed, t)) return NULL;
     if (d->name && *d->name && !(name = fsched__graph_strdup(&g->allocator, d->name))) {
-        if (placed) g->placed.n--;
-        goto fail_tasks;
+        if (placed) g->placed.n--; /* t is its last */
+        return NULL;
     }
     t->name = name;
+    g->ntasks++;
     return t;
-fail_tasks:
-    g->tasks.n--; /* t is the last of each set it joined */
-fail:
-    fsched__slab_put(&g->task_slab, t);
-    return NULL;
 }
 
 /* A new task's every other field: its work, priority, placement and cost from its desc,
@@ -12983,7 +13030,7 @@ static void fsched__graph_task_init(fsched_graph_task *t, fsched_graph *g, fsche
     t->release = NULL;
     t->release_user = NULL;
     t->result_next = NULL;
-    t->index = g->tasks.n - 1;
+    t->index = g->ntasks - 1;
     t->holds_result = t->touched = t->dynamic = 0;
     t->on_caller = d->on_caller ? 1u : 0u;
     t->mark = 0;
@@ -13012,7 +13059,7 @@ static void fsched__graph_task_arm(fsched_graph *g, fsched_graph_task *t, fsched
         g->stale = 1;
         t->state = FSCHED__GRAPH_STATE(g->run, FSCHED_TASK_WAITING);
         t->pending = FSCHED__GRAPH_PENDING(g->run + 1, 0);
-        g->nbuilt = g->tasks.n;
+        g->nbuilt = g->ntasks;
     }
 }
 
@@ -13256,7 +13303,7 @@ static fsched__gedge *fsched__gedge_sort(fsched__gedge *list, uint32_t n) {
    task's successors sorted worst first, since a worker's deque gives back the newest
    first (see fsched__graph_queue_batch). O(V + E log E). */
 static int fsched__graph_rank(fsched_graph *g) {
-    uint32_t n = g->tasks.n, head = 0, tail = 0, i;
+    uint32_t n = g->ntasks, head = 0, tail = 0, i;
     fsched_graph_task **queue;
     uint32_t *left;
     queue = (fsched_graph_task **)fsched__alloc(&g->allocator, n * sizeof *queue, sizeof(void *));
@@ -13267,8 +13314,10 @@ static int fsched__graph_rank(fsched_graph *g) {
         return 0;
     }
     /* from the sinks backwards: a task once all its successors have their ranks */
-    for (i = 0; i < n; i++)
-        if (!(left[i] = g->tasks.v[i]->nsucc_built)) queue[tail++] = g->tasks.v[i];
+    for (i = 0; i < n; i++) {
+        fsched_graph_task *t = fsched__graph_task_at(g, i);
+        if (!(left[i] = t->nsucc_built)) queue[tail++] = t;
+    }
     while (head < tail) {
         fsched_graph_task *t = queue[head++];
         uint64_t best = 0;
@@ -13280,7 +13329,7 @@ static int fsched__graph_rank(fsched_graph *g) {
             if (--left[t->preds[i]->index] == 0) queue[tail++] = t->preds[i];
     }
     for (i = 0; i < n; i++) {
-        fsched_graph_task *t = g->tasks.v[i];
+        fsched_graph_task *t = fsched__graph_task_at(g, i);
         t->succ = t->succ_built = fsched__gedge_sort(t->succ_built, t->nsucc_built);
     }
     fsched__free(&g->allocator, queue, n * sizeof *queue, sizeof(void *));
@@ -13304,8 +13353,8 @@ static int fsched__graph_prepare(fsched_graph *g) {
     if (!g->stale) return 1;
     g->sources.n = 0;
     for (plain = 0; plain < 2; plain++) {
-        for (i = 0; i < g->tasks.n; i++) {
-            fsched_graph_task *t = g->tasks.v[i];
+        for (i = 0; i < g->ntasks; i++) {
+            fsched_graph_task *t = fsched__graph_task_at(g, i);
             if (!t->npreds_built && fsched__graph_plain(t) == plain &&
                 !fsched__task_set_add(g, &g->sources, t))
                 return 0;
@@ -13391,7 +13440,7 @@ static void fsched__graph_end(fsched_graph *g, fsched__worker *w) {
     o.failed_count = FSCHED__LOAD(&g->n_failed, FSCHED__RELAXED);
     o.skipped = FSCHED__LOAD(&g->n_skipped, FSCHED__RELAXED);
     o.cancelled = FSCHED__LOAD(&g->n_cancelled, FSCHED__RELAXED);
-    o.finished = g->tasks.n - o.failed_count - o.skipped - o.cancelled;
+    o.finished = g->ntasks - o.failed_count - o.skipped - o.cancelled;
     o.failed = FSCHED__LOAD(&g->first_failed, FSCHED__RELAXED);
     if (o.failed) {
         o.status = o.failed->status;
@@ -13755,7 +13804,7 @@ FIBERSCHED_API fsched_result fsched_graph_run(fsched_graph *g, fsched_sched *s) 
     fsched_event_reset(&g->done);
     /* one more than the tasks: this call's hold, so that the run cannot end (and g be
        freed by a waiter) before the sources are queued */
-    g->remaining = (uint64_t)g->tasks.n + 1;
+    g->remaining = (uint64_t)g->ntasks + 1;
     /* release: the run's setup is visible to its tasks and its waiters (every task was
        armed for this run when it was built or when it completed in the last run) */
     FSCHED__STORE(&g->run, g->run + 1, FSCHED__RELEASE);
@@ -13852,16 +13901,19 @@ FIBERSCHED_API fsched_result fsched_graph_destroy(fsched_graph *g) {
         return FSCHED__REFUSE(&g->logger, FSCHED_ERR_WRONG_STATE, "the graph is running");
     fsched__mutex_lock(&g->lock);
     fsched__graph_restore(g); /* and the results */
-    for (i = 0; i < g->tasks.n; i++) {
-        fsched_graph_task *t = g->tasks.v[i];
+    for (i = 0; i < g->ntasks; i++) {
+        fsched_graph_task *t = fsched__graph_task_at(g, i);
         fsched__graph_free_preds(g, t);
         if (t->name) fsched__free(&g->allocator, t->name, strlen(t->name) + 1, 1);
     }
     fsched__mutex_unlock(&g->lock);
-    fsched__slab_destroy(&g->task_slab, &g->allocator);
+    for (i = 0; i < g->nchunks; i++)
+        fsched__free(&g->allocator, g->task_chunks[i],
+                     FSCHED__GRAPH_CHUNK_TASKS * FSCHED__GRAPH_TASK_STRIDE, FSCHED__CACHE_LINE);
+    fsched__free(&g->allocator, g->task_chunks, g->chunks_cap * sizeof *g->task_chunks,
+                 sizeof(void *));
     fsched__slab_destroy(&g->edge_slab, &g->allocator);
     fsched__slab_destroy(&g->live_slab, &g->allocator);
-    fsched__task_set_free(g, &g->tasks);
     fsched__task_set_free(g, &g->sources);
     fsched__free(&g->allocator, g->ranges, g->ranges_cap * sizeof *g->ranges, sizeof(void *));
     fsched__task_set_free(g, &g->placed);
@@ -13971,7 +14023,7 @@ FIBERSCHED_API size_t fsched_graph_task_count(fsched_graph *g) {
     size_t n;
     if (fsched__graph_check(g, __func__) != FSCHED_OK) return 0;
     fsched__mutex_lock(&g->lock);
-    n = g->tasks.n;
+    n = g->ntasks;
     fsched__mutex_unlock(&g->lock);
     return n;
 }
@@ -14025,8 +14077,8 @@ FIBERSCHED_API fsched_result fsched_graph_dump_dot(fsched_graph *g,
     fsched__dot_text(write, user, "digraph \"");
     fsched__dot_quoted(write, user, g->name ? g->name : "fibersched");
     fsched__dot_text(write, user, "\" {\n  node [shape=box, style=filled];\n");
-    for (i = 0; i < g->tasks.n; i++) {
-        const fsched_graph_task *t = g->tasks.v[i];
+    for (i = 0; i < g->ntasks; i++) {
+        const fsched_graph_task *t = fsched__graph_task_at(g, i);
         uint32_t st = (uint32_t)fsched__graph_state(t);
         fsched__dot_text(write, user, "  t");
         fsched__dot_number(write, user, i);
@@ -14043,8 +14095,8 @@ FIBERSCHED_API fsched_result fsched_graph_dump_dot(fsched_graph *g,
         fsched__dot_text(write, user, state_colors[st]);
         fsched__dot_text(write, user, "];\n");
     }
-    for (i = 0; i < g->tasks.n; i++) { /* each task's incoming edges, in the order added */
-        const fsched_graph_task *t = g->tasks.v[i];
+    for (i = 0; i < g->ntasks; i++) { /* each task's incoming edges, in the order added */
+        const fsched_graph_task *t = fsched__graph_task_at(g, i);
         uint32_t k;
         for (k = 0; k < t->npreds; k++) {
             fsched__dot_text(write, user, "  t");

@@ -1530,6 +1530,208 @@ static void test_bad_input(void) {
     test_sched_free(s);
 }
 
+/* ---- the chunks tasks and edges are carved from: counts at their boundaries ---- */
+
+/* A task of the chunk tests: checks that its predecessors ran in this run before it. */
+typedef struct chunk_task {
+    struct chunk_ctx *ctx;
+    uint32_t runs;                 /* runs it ran in */
+    uint32_t npreds, preds[8];     /* its predecessors' indices, as added */
+} chunk_task;
+
+typedef struct chunk_ctx {
+    chunk_task *tasks;
+    fsched_graph_task **handles;
+    uint32_t run, bad, ran;
+    uint32_t adds;                 /* tasks the adder adds while it runs */
+    uint32_t created, added;       /* tasks the adder made in the last run, and linked */
+} chunk_ctx;
+
+static int chunk_body(fsched_graph_task *self, void *arg) {
+    chunk_task *t = (chunk_task *)arg;
+    chunk_ctx *c = t->ctx;
+    uint32_t k;
+    if (fsched_graph_pred_count(self) != t->npreds) ADD(&c->bad, 1);
+    for (k = 0; k < t->npreds; k++)
+        if (LOAD(&c->tasks[t->preds[k]].runs) != c->run ||
+            fsched_graph_pred(self, k) != c->handles[t->preds[k]])
+            ADD(&c->bad, 1);
+    if (LOAD(&t->runs) != c->run - 1) ADD(&c->bad, 1);
+    STORE(&t->runs, c->run);
+    ADD(&c->ran, 1);
+    return 0;
+}
+
+static int chunk_added_body(fsched_graph_task *self, void *arg) {
+    (void)self;
+    ADD(&((chunk_ctx *)arg)->ran, 1);
+    return 0;
+}
+
+/* Adds c->adds tasks while it runs, each after this task and after the one added before
+   it: a run's additions across a chunk's end. */
+static int chunk_adder(fsched_graph_task *self, void *arg) {
+    chunk_ctx *c = (chunk_ctx *)((chunk_task *)arg)->ctx;
+    fsched_graph *g = fsched_graph_task_graph(self);
+    fsched_graph_task *prev = NULL, *t;
+    uint32_t i;
+    c->created = c->added = 0;
+    for (i = 0; i < c->adds; i++) {
+        fsched_result r = fsched_graph_add(g, chunk_added_body, c, NULL, &t);
+        if (r == FSCHED_OK) {
+            c->created++; /* it runs, whatever edges it gets */
+            r = fsched_graph_precede(g, self, t);
+            if (r == FSCHED_OK && prev) r = fsched_graph_precede(g, prev, t);
+        }
+        if (r != FSCHED_OK) {
+            if (r != FSCHED_ERR_OUT_OF_MEMORY) ADD(&c->bad, 1);
+            break;
+        }
+        c->added++;
+        prev = t;
+    }
+    return chunk_body(self, arg);
+}
+
+/* Edge number k of a graph of n tasks: (i, j), i < j, taken by j then i, each j after
+   at most 8 tasks. Returns 0 when there is no such edge. */
+static int chunk_edge(uint32_t n, uint32_t k, uint32_t *from, uint32_t *to) {
+    uint32_t j;
+    for (j = 1; j < n; j++) {
+        uint32_t in = j < 8 ? j : 8;
+        if (k < in) {
+            *from = j - 1 - k; /* the closest first: edges go into the chain's order */
+            *to = j;
+            return 1;
+        }
+        k -= in;
+    }
+    return 0;
+}
+
+/* Builds n tasks and up to m edges into g (task 0 the adder when adds > 0); returns the
+   first error, with what was built so far in c. */
+static fsched_result chunk_build(fsched_graph *g, chunk_ctx *c, uint32_t n, uint32_t m,
+                                 uint32_t *built, uint32_t *edges) {
+    fsched_graph_task_desc td;
+    uint32_t i, k, from, to;
+    fsched_result r;
+    memset(&td, 0, sizeof td);
+    *built = *edges = 0;
+    for (i = 0; i < n; i++) {
+        td.name = i % 5 == 0 ? "chunk" : NULL;
+#if defined(FIBERSCHED_NO_THREADS) /* on the placed list: the caller, the only thread */
+        td.on_caller = i % 11 == 3;
+#else
+        td.workers = i % 11 == 3 ? 1u : 0u;
+#endif
+        td.cost = i % 4;
+        c->tasks[i].ctx = c;
+        c->tasks[i].runs = 0;
+        c->tasks[i].npreds = 0;
+        r = fsched_graph_add(g, i == 0 && c->adds ? chunk_adder : chunk_body, &c->tasks[i], &td,
+                             &c->handles[i]);
+        if (r != FSCHED_OK) return r;
+        *built = i + 1;
+    }
+    for (k = 0; k < m && chunk_edge(n, k, &from, &to); k++) {
+        r = fsched_graph_precede(g, c->handles[from], c->handles[to]);
+        if (r != FSCHED_OK) return r;
+        c->tasks[to].preds[c->tasks[to].npreds++] = from;
+        *edges = k + 1;
+    }
+    return FSCHED_OK;
+}
+
+static void test_chunk_boundaries(void) {
+    const uint32_t C = FSCHED__GRAPH_CHUNK_TASKS, E = FSCHED__GRAPH_EDGE_CHUNK;
+    const uint32_t task_counts[] = {0, 1, C - 1, C, C + 1, FSCHED__GRAPH_CHUNKS_FIRST * C + 1};
+    const uint32_t edge_counts[] = {0, 1, E - 1, E, E + 1};
+    const uint32_t max_tasks = FSCHED__GRAPH_CHUNKS_FIRST * C + 1 + 2 * C;
+    fsched_sched *s = test_sched_new(2);
+    chunk_ctx c;
+    size_t a, b;
+    memset(&c, 0, sizeof c);
+    c.tasks = (chunk_task *)calloc(max_tasks, sizeof *c.tasks);
+    c.handles = (fsched_graph_task **)calloc(max_tasks, sizeof *c.handles);
+    CHECK(c.tasks && c.handles);
+    for (a = 0; a < sizeof task_counts / sizeof *task_counts; a++) {
+        for (b = 0; b < sizeof edge_counts / sizeof *edge_counts; b++) {
+            uint32_t n = task_counts[a], built, edges, i, more;
+            fsched_graph *g = graph_new(FSCHED_GRAPH_SKIP_DEPENDENTS);
+            c.adds = 0;
+            CHECK_OK(chunk_build(g, &c, n, edge_counts[b], &built, &edges));
+            CHECK_EQ_U64(fsched_graph_task_count(g), n);
+            for (i = 0; i < n; i++)
+                CHECK_EQ_U64(fsched_graph_pred_count(c.handles[i]), c.tasks[i].npreds);
+            for (c.run = 1; c.run <= 2; c.run++) {
+                c.ran = 0;
+                CHECK_OK(fsched_graph_run(g, s));
+                CHECK_OK(fsched_graph_wait(g, NULL));
+                CHECK_EQ_U64(c.ran, n);
+            }
+            /* built further after runs: the next tasks go where the chunks left room */
+            for (more = 0; more < C + 1; more++) {
+                c.tasks[n + more].ctx = &c;
+                c.tasks[n + more].runs = 2;
+                c.tasks[n + more].npreds = 0;
+                CHECK_OK(fsched_graph_add(g, chunk_body, &c.tasks[n + more], NULL,
+                                          &c.handles[n + more]));
+                if (n + more > 0) {
+                    CHECK_OK(fsched_graph_precede(g, c.handles[n + more - 1],
+                                                  c.handles[n + more]));
+                    c.tasks[n + more].preds[c.tasks[n + more].npreds++] = n + more - 1;
+                }
+            }
+            c.ran = 0;
+            CHECK_OK(fsched_graph_run(g, s));
+            CHECK_OK(fsched_graph_wait(g, NULL));
+            CHECK_EQ_U64(c.ran, n + C + 1);
+            CHECK_EQ_U64(fsched_graph_task_count(g), n + C + 1);
+            CHECK_OK(fsched_graph_destroy(g));
+            CHECK_EQ_U64(c.bad, 0);
+        }
+    }
+    /* a run's additions across a chunk's end, undone, added again, then built on */
+    for (a = 0; a < 4; a++) {
+        uint32_t n = C - 2 + (uint32_t)a, built, edges, run, i; /* the adder's chunk: ends at n */
+        fsched_graph *g = graph_new(FSCHED_GRAPH_SKIP_DEPENDENTS);
+        fsched_graph_task *late;
+        c.adds = 3;
+        CHECK_OK(chunk_build(g, &c, n, 2 * n, &built, &edges));
+        for (run = 1; run <= 3; run++) {
+            c.run = run;
+            c.ran = 0;
+            CHECK_OK(fsched_graph_run(g, s));
+            CHECK_OK(fsched_graph_wait(g, NULL));
+            CHECK_EQ_U64(c.added, 3);
+            CHECK_EQ_U64(c.ran, n + 3);
+            CHECK_EQ_U64(fsched_graph_task_count(g), n + 3);
+        }
+        /* building on undoes the additions: the new task takes the first one's place */
+        c.tasks[n].ctx = &c;
+        c.tasks[n].runs = 3;
+        c.tasks[n].npreds = 1;
+        c.tasks[n].preds[0] = 0;
+        CHECK_OK(fsched_graph_add(g, chunk_body, &c.tasks[n], NULL, &late));
+        c.handles[n] = late;
+        CHECK_EQ_U64(fsched_graph_task_count(g), n + 1);
+        CHECK_OK(fsched_graph_precede(g, c.handles[0], late));
+        c.adds = 0;
+        c.run = 4;
+        c.ran = 0;
+        CHECK_OK(fsched_graph_run(g, s));
+        CHECK_OK(fsched_graph_wait(g, NULL));
+        CHECK_EQ_U64(c.ran, n + 1);
+        for (i = 0; i <= n; i++) CHECK_EQ_U64(c.tasks[i].runs, 4);
+        CHECK_OK(fsched_graph_destroy(g));
+        CHECK_EQ_U64(c.bad, 0);
+    }
+    free(c.tasks);
+    free(c.handles);
+    test_sched_free(s);
+}
+
 /* ---- failing allocations: every step fails once, and nothing leaks or breaks ---- */
 
 typedef struct failing_alloc {
@@ -1625,6 +1827,66 @@ static void test_out_of_memory(void) {
     test_sched_free(s);
 }
 
+/* Every allocation of building across the chunks' boundaries (the first chunk of tasks,
+   the next ones, the room for more chunks, edge chunks, names, the placed list) and of a
+   run that adds tasks across a chunk's end fails once in turn: an error code, nothing
+   leaked, and what was built runs. */
+static void test_out_of_memory_chunks(void) {
+    const uint32_t C = FSCHED__GRAPH_CHUNK_TASKS, E = FSCHED__GRAPH_EDGE_CHUNK;
+    const uint32_t n = FSCHED__GRAPH_CHUNKS_FIRST * C + 1;
+    fsched_sched *s = test_sched_new(2);
+    chunk_ctx c;
+    long step;
+    memset(&c, 0, sizeof c);
+    c.tasks = (chunk_task *)calloc(n, sizeof *c.tasks);
+    c.handles = (fsched_graph_task **)calloc(n, sizeof *c.handles);
+    CHECK(c.tasks && c.handles);
+    for (step = 0; step < 2000; step++) {
+        failing_alloc fa;
+        fsched_graph_desc gd;
+        fsched_graph *g;
+        fsched_result r;
+        uint32_t built, edges;
+        int hit;
+        memset(&gd, 0, sizeof gd);
+        fa.countdown = step;
+        fa.live = 0;
+        gd.allocator.alloc = fa_alloc;
+        gd.allocator.free = fa_free;
+        gd.allocator.user = &fa;
+        if (fsched_graph_create(&gd, &g) != FSCHED_OK) {
+            CHECK(fa.live == 0);
+            continue;
+        }
+        c.adds = C + 1; /* from the built tasks' last chunk across the next one's end */
+        c.bad = 0;
+        r = chunk_build(g, &c, n, E + 1, &built, &edges);
+        CHECK(r == FSCHED_OK || (r == FSCHED_ERR_OUT_OF_MEMORY && fa.countdown < 0));
+        if (built > 0 && built < n) /* the failed add left no task behind */
+            CHECK_EQ_U64(fsched_graph_task_count(g), built);
+        if (r == FSCHED_OK) CHECK_EQ_U64(edges, E + 1);
+        c.run = 1;
+        c.ran = c.created = 0;
+        r = fsched_graph_run(g, s);
+        CHECK(r == FSCHED_OK || (r == FSCHED_ERR_OUT_OF_MEMORY && fa.countdown < 0));
+        if (r == FSCHED_OK) {
+            CHECK_OK(fsched_graph_wait(g, NULL));
+            CHECK_EQ_U64(c.bad, 0);
+            CHECK_EQ_U64(c.ran, built + c.created);
+            CHECK_EQ_U64(fsched_graph_task_count(g), built + c.created);
+        }
+        hit = fa.countdown < 0;
+        CHECK_OK(fsched_graph_destroy(g));
+        CHECK(fa.live == 0);
+        if (!hit) break; /* every allocation has had its turn */
+    }
+    CHECK(step < 2000);
+    printf("test_graph: chunks: each of %ld allocations failed in turn\n", step);
+    free(c.tasks);
+    free(c.handles);
+    test_sched_free(s);
+}
+
 int main(void) {
     test_watchdog(900);
     test_bad_input();
@@ -1650,6 +1912,8 @@ int main(void) {
     test_many_waiters();
     test_destroy_waits_for_run();
     test_out_of_memory();
+    test_chunk_boundaries();
+    test_out_of_memory_chunks();
     printf("test_graph: ok\n");
     return 0;
 }
