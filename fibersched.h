@@ -4138,7 +4138,7 @@ static inline void fsched__running_end(fsched_fiber *f, fsched__running outer) {
    NULL (nothing to undo). Pins are the fiber's own: only the thread running it counts. */
 static inline fsched_fiber *fsched__pin(void) {
     fsched_fiber *f = fsched__tls_thread.current;
-    if (FSCHED__LIKELY(!f || !f->movable_task)) return NULL;
+    if (!FSCHED__THREADS || FSCHED__LIKELY(!f || !f->movable_task)) return NULL;
     f->pins++;
     return f;
 }
@@ -5979,6 +5979,7 @@ static fsched__ring *fsched__join_ring_swap(fsched__ring *r) {
    on w's ring, which a movable task must not use (it may resume on another worker
    between queueing its second half and taking it back): the ring is withheld while one
    runs, and its joins take the library's path, which pins it. Writes only on a change. */
+#if defined(FSCHED__JOIN_RING)
 static FSCHED__NOINLINE void fsched__join_ring_set(fsched__worker *w, uint32_t off) {
     w->join_ring_off = off;
     fsched__join_ring_swap(off ? NULL : &w->deque.ring);
@@ -5989,6 +5990,12 @@ static inline void fsched__join_ring_follow(fsched__worker *w, const fsched_fibe
     if (FSCHED__UNLIKELY(f->movable_task != w->join_ring_off) && !w->bound)
         fsched__join_ring_set(w, f->movable_task);
 }
+#else
+static inline void fsched__join_ring_follow(fsched__worker *w, const fsched_fiber *f) {
+    (void)w; /* no ring to withhold */
+    (void)f;
+}
+#endif
 
 /* Frame stacks (spawn and sync), defined with fork-join. The scheduling loop reaches the
    code that steals and offers frames through pointers that the first frame stack sets,
@@ -6516,7 +6523,7 @@ static void fsched__trace_record(fsched__trace_kind kind, uint64_t begin, uintpt
 /* ---- ready fibers ---------------------------------------------------------------- */
 
 static void fsched__ready_append(fsched__worker *w, fsched_fiber *f) {
-    w->movable_ready += f->move_ok;
+    if (FSCHED__THREADS) w->movable_ready += f->move_ok; /* (never set without threads) */
     f->link = NULL;
     if (w->ready_tail) w->ready_tail->link = f;
     else w->ready_head = f;
@@ -6572,7 +6579,8 @@ static void fsched__collect_posted(fsched__worker *w) {
     }
     while (rev) {
         fsched_fiber *next = rev->link;
-        if (FSCHED__UNLIKELY(rev->in_transit)) fsched__adopt(w, rev); /* forwarded to it */
+        if (FSCHED__THREADS && FSCHED__UNLIKELY(rev->in_transit))
+            fsched__adopt(w, rev); /* forwarded to it */
         else fsched__ready_append(w, rev);
         rev = next;
     }
@@ -6583,7 +6591,7 @@ static fsched_fiber *fsched__ready_pop(fsched__worker *w) {
     if (f) {
         w->ready_head = f->link;
         if (!w->ready_head) w->ready_tail = NULL;
-        w->movable_ready -= f->move_ok;
+        if (FSCHED__THREADS) w->movable_ready -= f->move_ok;
     }
     return f;
 }
@@ -6783,7 +6791,7 @@ static fsched_fiber *fsched__suspend_prepare(fsched__worker *w) {
 static void fsched__suspend_cancel(fsched__worker *w, fsched_fiber *next) {
     if (next->ready_taken) {
         next->ready_taken = 0;
-        w->movable_ready += next->move_ok;
+        if (FSCHED__THREADS) w->movable_ready += next->move_ok;
         next->link = w->ready_head;
         w->ready_head = next;
         if (!w->ready_tail) w->ready_tail = next;
@@ -7660,7 +7668,8 @@ static int fsched__loop_turn(fsched__worker *w, fsched__idle *idle) {
     if (w->timer_count) fsched__timers()->fire(w);
     watch = fsched__watch_of(w->sched);
     if (FSCHED__UNLIKELY(watch != NULL)) watch->tick(w);
-    if (FSCHED__UNLIKELY(w->movable_ready >= 2)) fsched__shed(w, idle);
+    /* without threads no other worker could take them: the code is left out */
+    if (FSCHED__THREADS && FSCHED__UNLIKELY(w->movable_ready >= 2)) fsched__shed(w, idle);
     if (FSCHED__UNLIKELY(w->yield_pending)) { /* a yield lets one job run first */
         w->yield_pending = 0;
         if ((job = fsched__find_job(w))) {
@@ -8845,7 +8854,7 @@ static fsched_result fsched__wait_commit(fsched_wait_list *list, fsched__waiter 
             fsched_fiber *self = wt->fiber;
             /* a movable task with no frame under it that keeps this worker may be shed
                once woken (fsched__shed), where another worker thread could adopt it */
-            uint8_t offered = FSCHED__UNLIKELY(self->movable_task) && !self->pins &&
+            uint8_t offered = FSCHED__THREADS && FSCHED__UNLIKELY(self->movable_task) && !self->pins &&
                               !self->frames && !self->inline_depth && !self->is_root &&
                               w->sched->n_threads >= 2;
             if (FSCHED__UNLIKELY(offered)) {
@@ -9222,7 +9231,7 @@ static void fsched__task_execute(fsched__job *job, fsched__worker *w) {
        group's tasks, or jobs for want of a fiber) has that wait's frames under it, and a
        leased one must end on its lease's holder */
     f->task_may_move = !outer.code && !leased && !f->is_root;
-    f->movable_task = f->task_may_move && w->sched->movable_tasks;
+    f->movable_task = FSCHED__THREADS && f->task_may_move && w->sched->movable_tasks;
     fsched__join_ring_follow(w, f);
     if (!kept) fsched__task_free(w->sched, w, t);
     fn(arg);
