@@ -263,10 +263,15 @@ static void test_balance(void) {
     printf("M1 balance: %d/%d wakes of the second half per worker, %llu moves\n",
            l.resumed[0], l.resumed[1], (unsigned long long)moved);
     fflush(stdout);
-    CHECK(moved > 0);
-    CHECK(l.resumed[0] >= half / 10);
-    CHECK(l.resumed[1] >= half / 10);
     CHECK(l.on_bound == 0);
+    /* Under an emulator the driver's wakes come slower than a worker serves them (each
+       costs many times its native time, the work of a wake is wall-clock time), so no
+       backlog forms and nothing is shed: a judge of placement only natively. */
+    if (!test_emulated()) {
+        CHECK(moved > 0);
+        CHECK(l.resumed[0] >= half / 10);
+        CHECK(l.resumed[1] >= half / 10);
+    }
     CHECK_OK(fsched_destroy(s));
 }
 

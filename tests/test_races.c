@@ -1693,7 +1693,9 @@ static void test_shed_past_deadline(void) {
         CHECK_OK(t[i].r);
         CHECK(LOAD(&t[i].resumed) == 1);
     }
-    CHECK(t[0].index_after != t[1].index_after); /* one of them moved */
+    /* one of them moved (where they resume is judged natively only: under an emulator
+       the worker that kept one may take the shed one back before the other steals it) */
+    if (!test_emulated()) CHECK(t[0].index_after != t[1].index_after);
     CHECK_OK(fsched_destroy(s));
     CHECK_OK(fsched_event_destroy(&t21_go));
 }
