@@ -1550,15 +1550,28 @@ static void test_unset_poll_while_first_wait(void) {
 
 /* ---- 20: an interrupt while the poller drains its wake fd ---- */
 
-static int t20_armed, t20_stalled, t20_go;
+static int t20_armed, t20_stalled, t20_go, t20_polls;
 
 static void t20_hook(fsched__point at) {
     int one = 1;
+    if (at == FSCHED__AT_POLL) ADD(&t20_polls, 1);
     if (at == FSCHED__AT_WAKE_DRAINED &&
         __atomic_compare_exchange_n(&t20_armed, &one, 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
         STORE(&t20_stalled, 1);
         await_flag(&t20_go);
     }
+}
+
+/* Until the worker is on its way to sleep in the poller again (the point is just before
+   it says so: a moment more lets it get there, even on a loaded machine or an emulator,
+   where a fixed pause was not always enough). */
+static void await_polls(void) {
+    uint64_t until = now_ns() + 20000000000ull;
+    while (!LOAD(&t20_polls)) {
+        CHECK(now_ns() < until);
+        stall_ms(1);
+    }
+    stall_ms(20);
 }
 
 static void test_interrupt_while_draining(void) {
@@ -1569,19 +1582,22 @@ static void test_interrupt_while_draining(void) {
     CHECK(pipe(fds) == 0);
     CHECK_OK(fsched_event_init(&e, 0, 0));
     STORE(&t16_waiting, 0);
+    STORE(&t20_polls, 0);
+    set_hook(t20_hook); /* before the worker first sleeps in the poller: it counts that */
     CHECK_OK(fsched_spawn(s, t16_wait_fd, &fds[0])); /* the worker sleeps in the poller */
     await_flag(&t16_waiting);
-    set_hook(t20_hook);
     for (round = 0; round < 3; round++) {
         STORE(&t20_stalled, 0);
         STORE(&t20_go, 0);
         STORE(&t20_armed, 1);
-        stall_ms(20); /* asleep in the poller */
+        await_polls(); /* asleep in the poller */
+        STORE(&t20_polls, 0);
         CHECK_OK(fsched_spawn(s, t16_nothing, NULL)); /* woken through the wake fd */
         await_flag(&t20_stalled); /* read it, not yet said so */
         fsched__io_interrupt(s->io); /* another waker comes meanwhile */
         STORE(&t20_go, 1);
-        stall_ms(20); /* back to sleep in the poller */
+        await_polls(); /* back to sleep in the poller */
+        STORE(&t20_polls, 0);
         CHECK_OK(fsched_spawn(s, t16_set, &e)); /* must wake it */
         CHECK_OK(fsched_event_wait_for(&e, 5000000000ull));
     }
