@@ -1566,11 +1566,7 @@ static void t20_hook(fsched__point at) {
    it says so: a moment more lets it get there, even on a loaded machine or an emulator,
    where a fixed pause was not always enough). */
 static void await_polls(void) {
-    uint64_t until = now_ns() + 20000000000ull;
-    while (!LOAD(&t20_polls)) {
-        CHECK(now_ns() < until);
-        stall_ms(1);
-    }
+    await_flag(&t20_polls);
     stall_ms(20);
 }
 
