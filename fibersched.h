@@ -4152,14 +4152,17 @@ static inline void fsched__unpin(fsched_fiber *f) {
 static char *fsched__sig_put_overflow(char *p, char *end, const fsched_fiber *f) {
     p = fsched__sig_put(p, end, "stack overflow in fiber '");
     p = fsched__sig_put(p, end, f->name);
-    p = fsched__sig_put(p, end, "' (a stack of ");
-    p = fsched__sig_dec(p, end, (uintptr_t)f->params.stack_size);
-    p = fsched__sig_put(p, end, " bytes)");
+    p = fsched__sig_put(p, end, "'");
+    if (FSCHED__DEBUG || FSCHED__STDIO) {
+        p = fsched__sig_put(p, end, " (a stack of ");
+        p = fsched__sig_dec(p, end, (uintptr_t)f->params.stack_size);
+        p = fsched__sig_put(p, end, " bytes)");
+    }
     if (f->task_name) {
         p = fsched__sig_put(p, end, " running task '");
         p = fsched__sig_put(p, end, f->task_name);
         p = fsched__sig_put(p, end, "'");
-    } else if (f->task_code) {
+    } else if (f->task_code && (FSCHED__DEBUG || FSCHED__STDIO)) {
         p = fsched__sig_put(p, end, " running the task whose function is ");
         p = fsched__sig_put_code(p, end, f->task_code);
     }
@@ -5478,6 +5481,11 @@ static inline int fsched__cl_looks_empty(fsched__cl *q) {
     return FSCHED__LOAD(&q->bottom, FSCHED__RELAXED) <= FSCHED__LOAD(&q->top, FSCHED__RELAXED);
 }
 
+/* Whether q holds a job, as fsched__work_visible must see it (seq_cst: see there). */
+static inline int fsched__cl_visible(fsched__cl *q) {
+    return FSCHED__LOAD(&q->top, FSCHED__SEQ_CST) < FSCHED__LOAD(&q->bottom, FSCHED__SEQ_CST);
+}
+
 /* Owner: the newest job without taking it, or NULL. Only the owner writes slots and
    bottom, so a take that follows returns this job or, if a thief took it, NULL.
    Relaxed: the owner's own writes, and top a hint that the take checks again. */
@@ -5490,76 +5498,54 @@ static inline fsched__job *fsched__cl_peek(fsched__cl *q) {
 }
 #else
 /* Without threads nothing steals, and interrupt handlers queue their work in the
-   injector, never here: the public part is a plain array of its owner's, slots[top] the
-   oldest job and slots[bottom - 1] the newest, grown by doubling and moved back to its
-   start whenever it empties. A "steal" takes the oldest job, as with threads. */
+   injector, never here: the public part is its owner's stack of jobs, linked through
+   their `next` (a job waits in one queue at a time), the newest on top. It never
+   allocates, so a push never fails. A "steal" takes the oldest job, as with threads. */
 typedef struct fsched__cl {
-    size_t top, bottom, capacity;
-    fsched__job **slots;
-    fsched_allocator allocator;
+    fsched__job *newest;
 } fsched__cl;
 
 static void fsched__cl_init(fsched__cl *q, const fsched_allocator *a) {
-    memset(q, 0, sizeof *q);
-    q->allocator = *a;
+    (void)a; /* nothing to allocate */
+    q->newest = NULL;
 }
 
-static void fsched__cl_destroy(fsched__cl *q) {
-    fsched__free(&q->allocator, q->slots, q->capacity * sizeof *q->slots, sizeof(void *));
-    q->slots = NULL;
-}
-
-/* Room for `need` jobs from slots[0], the jobs moved there; 0 for want of memory. */
-static int fsched__cl_room(fsched__cl *q, size_t need) {
-    size_t capacity = q->capacity ? q->capacity : 32, n = q->bottom - q->top;
-    fsched__job **slots;
-    while (capacity < need) capacity *= 2;
-    slots = (fsched__job **)fsched__alloc(&q->allocator, capacity * sizeof *slots, sizeof(void *));
-    if (!slots) return 0;
-    if (n) memcpy(slots, q->slots + q->top, n * sizeof *slots);
-    fsched__cl_destroy(q);
-    q->slots = slots;
-    q->capacity = capacity;
-    q->top = 0;
-    q->bottom = n;
-    return 1;
-}
+static void fsched__cl_destroy(fsched__cl *q) { (void)q; /* nothing allocated */ }
 
 static int fsched__cl_push(fsched__cl *q, fsched__job *const *ring, size_t first, size_t n,
                            fsched__job *const *more, size_t m) {
     size_t i;
-    if (q->bottom + n + m > q->capacity && !fsched__cl_room(q, q->bottom - q->top + n + m))
-        return 0;
-    for (i = 0; i < n; i++) q->slots[q->bottom++] = ring[(first + i) % FSCHED__RING_SIZE];
-    for (i = 0; i < m; i++) q->slots[q->bottom++] = more[i];
+    for (i = 0; i < n + m; i++) {
+        fsched__job *job = i < n ? ring[(first + i) % FSCHED__RING_SIZE] : more[i - n];
+        job->next = q->newest;
+        q->newest = job;
+    }
     return 1;
 }
 
-/* The job at `at` (bottom - 1 or top), taken, or NULL; *emptied as with threads. */
-static fsched__job *fsched__cl_remove(fsched__cl *q, size_t at, int *emptied) {
-    fsched__job *job = q->slots[at];
-    if (at == q->top) q->top++;
-    else q->bottom--;
-    *emptied = q->top == q->bottom;
-    if (*emptied) q->top = q->bottom = 0;
+static fsched__job *fsched__cl_take(fsched__cl *q, int *emptied) {
+    fsched__job *job = q->newest;
+    if (job) q->newest = job->next;
+    *emptied = !q->newest;
     return job;
 }
 
-static fsched__job *fsched__cl_take(fsched__cl *q, int *emptied) {
-    *emptied = 1;
-    return q->bottom == q->top ? NULL : fsched__cl_remove(q, q->bottom - 1, emptied);
-}
-
 static fsched__job *fsched__cl_steal(fsched__cl *q, int *emptied) {
+    fsched__job **at = &q->newest, *job;
     *emptied = 0;
-    return q->bottom == q->top ? FSCHED__STEAL_EMPTY : fsched__cl_remove(q, q->top, emptied);
+    if (!*at) return FSCHED__STEAL_EMPTY;
+    while ((*at)->next) at = &(*at)->next;
+    job = *at;
+    *at = NULL;
+    *emptied = !q->newest;
+    return job;
 }
 
-static inline int fsched__cl_looks_empty(fsched__cl *q) { return q->bottom == q->top; }
+static inline int fsched__cl_looks_empty(fsched__cl *q) { return !q->newest; }
 
-static inline fsched__job *fsched__cl_peek(fsched__cl *q) {
-    return q->bottom == q->top ? NULL : q->slots[q->bottom - 1];
-}
+static inline int fsched__cl_visible(fsched__cl *q) { return q->newest != NULL; }
+
+static inline fsched__job *fsched__cl_peek(fsched__cl *q) { return q->newest; }
 #endif
 
 /* ---- split deque: a private ring in front of a Chase-Lev deque ----
@@ -7032,12 +7018,8 @@ static int fsched__work_visible(fsched_sched *s) {
     if (FSCHED__LOAD(&s->injector.size, FSCHED__SEQ_CST)) return 1;
     for (i = 0; i < s->n_slots; i++) {
         fsched__worker *v = s->slots[i];
-        if (FSCHED__LOAD(&v->deque.pub.top, FSCHED__SEQ_CST) <
-                FSCHED__LOAD(&v->deque.pub.bottom, FSCHED__SEQ_CST) ||
-            FSCHED__LOAD(&v->high.top, FSCHED__SEQ_CST) <
-                FSCHED__LOAD(&v->high.bottom, FSCHED__SEQ_CST) ||
-            FSCHED__LOAD(&v->low.top, FSCHED__SEQ_CST) < FSCHED__LOAD(&v->low.bottom, FSCHED__SEQ_CST) ||
-            fsched__frames_offered(v))
+        if (fsched__cl_visible(&v->deque.pub) || fsched__cl_visible(&v->high) ||
+            fsched__cl_visible(&v->low) || fsched__frames_offered(v))
             return 1;
     }
     return 0;
@@ -7234,10 +7216,12 @@ static fsched__job *fsched__steal(fsched__worker *w) {
 }
 
 /* Takes a batch from the injector: runs the first, queues the rest where other workers
-   can take them too (newest last, so the owner runs them in the order they came). */
+   can take them too (newest last, so the owner runs them in the order they came). The
+   one thread takes one job at a time: no other worker would share a batch. */
+#define FSCHED__INJECTED_BATCH (FSCHED__THREADS ? 16u : 1u)
 static fsched__job *fsched__take_injected(fsched__worker *w) {
-    fsched__job *batch[16], *rest[15];
-    size_t n = fsched__injector_take(&w->sched->injector, batch, 16), i;
+    fsched__job *batch[FSCHED__INJECTED_BATCH], *rest[FSCHED__INJECTED_BATCH];
+    size_t n = fsched__injector_take(&w->sched->injector, batch, FSCHED__INJECTED_BATCH), i;
     if (n < 2) return n ? batch[0] : NULL;
     for (i = 1; i < n; i++) rest[i - 1] = batch[n - i];
     fsched__publish(w, rest, n - 1);
