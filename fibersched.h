@@ -3921,12 +3921,23 @@ struct fsched_fiber {
 #endif
 };
 
+#if FSCHED__THREADS
+typedef fsched_fiber **fsched__pool_cache;
+#else
+typedef fsched_fiber *fsched__pool_cache;
+#endif
 struct fsched_stack_pool {
     fsched__mutex lock;
     fsched__stack_params params;
-    fsched_fiber **cached; /* blocks whose fiber was destroyed: an array, so that taking
-                              and giving many touches none of them */
+#if FSCHED__THREADS
+    fsched__pool_cache cached; /* blocks whose fiber was destroyed: an array, so that
+                                  taking and giving many touches none of them */
     size_t n_cached, cap_cached, max_cached;
+#else
+    fsched__pool_cache cached; /* the same, linked by their records' `link` (one thread
+                                  gives and takes one at a time): no memory to manage */
+    size_t n_cached, max_cached;
+#endif
     size_t in_use, allocated;
     int destroyed;
 };
@@ -4705,11 +4716,25 @@ static fsched_fiber *fsched__stack_recycle(fsched_fiber *f) {
 
 /* ---- stack pools ----------------------------------------------------------------- */
 
+/* Under the pool's lock: takes a cached block (there is one). */
+#if FSCHED__THREADS
+static fsched_fiber *fsched__pool_pop(fsched_stack_pool *pool) {
+    return pool->cached[--pool->n_cached];
+}
+#else
+static fsched_fiber *fsched__pool_pop(fsched_stack_pool *pool) {
+    fsched_fiber *f = pool->cached;
+    pool->cached = f->link;
+    pool->n_cached--;
+    return f;
+}
+#endif
+
 static fsched_result fsched__pool_take(fsched_stack_pool *pool, fsched_fiber **out) {
     fsched_fiber *f = NULL;
     fsched_result r;
     fsched__mutex_lock(&pool->lock);
-    if (pool->n_cached) f = pool->cached[--pool->n_cached];
+    if (pool->n_cached) f = fsched__pool_pop(pool);
     pool->in_use++; /* counted before allocating so that destroy waits for us */
     fsched__mutex_unlock(&pool->lock);
     if (f) {
@@ -4748,6 +4773,7 @@ static void fsched__pool_free_struct(fsched_stack_pool *pool) {
     fsched__free(&a, pool, sizeof *pool, FSCHED__CACHE_LINE);
 }
 
+#if FSCHED__THREADS
 /* Under the pool's lock: room in the cache for up to n more blocks, growing its array (by
    doubling) up to max_cached; less when memory is short. */
 static size_t fsched__pool_room(fsched_stack_pool *pool, size_t n) {
@@ -4793,6 +4819,64 @@ static void fsched__pool_give(fsched_stack_pool *pool, fsched_fiber *f) {
     fsched__pool_give_many(pool, &f, 1);
 }
 
+/* Under the pool's lock: takes every cached block out of the pool, for
+   fsched__pool_free_cached. */
+static fsched__pool_cache fsched__pool_detach(fsched_stack_pool *pool, size_t *n, size_t *cap) {
+    fsched__pool_cache cached = pool->cached;
+    *n = pool->n_cached;
+    *cap = pool->cap_cached;
+    pool->cached = NULL;
+    pool->n_cached = pool->cap_cached = 0;
+    return cached;
+}
+
+/* Frees the blocks fsched__pool_detach took out of the pool, outside its lock (which
+   may be gone: `a` is its allocator). */
+static void fsched__pool_free_cached(const fsched_allocator *a, fsched__pool_cache cached,
+                                     size_t n, size_t cap) {
+    size_t i;
+    for (i = 0; i < n; i++) fsched__stack_free(cached[i]);
+    if (cached) fsched__free(a, cached, cap * sizeof *cached, sizeof(void *));
+}
+#else
+/* Gives back a block: kept while the cache has room, freed otherwise. */
+static void fsched__pool_give(fsched_stack_pool *pool, fsched_fiber *f) {
+    int keep, last;
+    fsched__mutex_lock(&pool->lock);
+    keep = !pool->destroyed && pool->n_cached < pool->max_cached;
+    if (keep) {
+        f->link = pool->cached;
+        pool->cached = f;
+        pool->n_cached++;
+    }
+    pool->in_use--;
+    last = pool->destroyed && pool->in_use == 0;
+    fsched__mutex_unlock(&pool->lock);
+    if (!keep) fsched__stack_free(f);
+    if (last) fsched__pool_free_struct(pool);
+}
+
+static fsched__pool_cache fsched__pool_detach(fsched_stack_pool *pool, size_t *n, size_t *cap) {
+    fsched__pool_cache cached = pool->cached;
+    *n = *cap = 0; /* (a list: its end says where it ends) */
+    pool->cached = NULL;
+    pool->n_cached = 0;
+    return cached;
+}
+
+static void fsched__pool_free_cached(const fsched_allocator *a, fsched__pool_cache cached,
+                                     size_t n, size_t cap) {
+    fsched_fiber *next;
+    (void)a;
+    (void)n;
+    (void)cap;
+    for (; cached; cached = next) {
+        next = cached->link;
+        fsched__stack_free(cached);
+    }
+}
+#endif
+
 FIBERSCHED_API fsched_result fsched_stack_pool_create(const fsched_stack_pool_desc *desc,
                                                       fsched_stack_pool **out) {
     fsched_stack_pool_desc d;
@@ -4818,22 +4902,17 @@ FIBERSCHED_API fsched_result fsched_stack_pool_create(const fsched_stack_pool_de
 
 FIBERSCHED_API void fsched_stack_pool_destroy(fsched_stack_pool *pool) {
     fsched_allocator a;
-    fsched_fiber **cached;
-    size_t n, cap, i;
+    fsched__pool_cache cached;
+    size_t n, cap;
     int last;
     if (!pool) return;
-    a = pool->params.allocator;
+    a = pool->params.allocator; /* once unlocked, the pool may be freed by its last give */
     fsched__mutex_lock(&pool->lock);
-    cached = pool->cached;
-    n = pool->n_cached;
-    cap = pool->cap_cached;
-    pool->cached = NULL;
-    pool->n_cached = pool->cap_cached = 0;
+    cached = fsched__pool_detach(pool, &n, &cap);
     pool->destroyed = 1;
     last = pool->in_use == 0;
     fsched__mutex_unlock(&pool->lock);
-    for (i = 0; i < n; i++) fsched__stack_free(cached[i]);
-    if (cached) fsched__free(&a, cached, cap * sizeof *cached, sizeof(void *));
+    fsched__pool_free_cached(&a, cached, n, cap);
     if (last) fsched__pool_free_struct(pool);
 }
 
