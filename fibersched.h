@@ -6086,6 +6086,10 @@ static int fsched__frames_offered(fsched__worker *v) {
     return FSCHED__LOAD(&v->frames_groups, FSCHED__SEQ_CST) && fsched__frames_used()->visible(v);
 }
 
+/* The worker threads of s: none without threads, a constant, so that their code is
+   left out. */
+#define FSCHED__N_THREADS(s) (FSCHED__THREADS ? (s)->n_threads : 0u)
+
 #define FSCHED__SCHED_LIVE 0x46534348u /* "FSCH" */
 #define FSCHED__SCHED_DEAD 0xdead5c4eu
 
@@ -6245,7 +6249,7 @@ static fsched_result fsched__sched_enter(fsched_sched *s, int refuse_closing, co
    bound to it (nor destroying it). A hint: a thread may bind at any moment. */
 static int fsched__sched_unattended(const fsched_sched *s) {
     uint32_t i;
-    if (s->n_threads) return 0;
+    if (FSCHED__N_THREADS(s)) return 0;
     for (i = 0; i < s->n_slots; i++) /* relaxed: a hint, as said */
         if (FSCHED__LOAD(&s->slots[i]->in_use, FSCHED__RELAXED)) return 0;
     return 1;
@@ -7148,7 +7152,7 @@ static FSCHED__NOINLINE void fsched__publish(fsched__worker *w, fsched__job *con
    pick is correct, and the notify that follows orders the rest. */
 static fsched__worker *fsched__place_target(fsched_sched *s, fsched__worker *self,
                                             const fsched__placed *p) {
-    uint32_t n = s->n_threads < 64 ? s->n_threads : 64, start, i;
+    uint32_t n = FSCHED__N_THREADS(s) < 64 ? FSCHED__N_THREADS(s) : 64, start, i;
     fsched__worker *pick = NULL;
     if (p->slot >= 0) return (uint32_t)p->slot < s->n_slots ? s->slots[p->slot] : NULL;
     if (self && fsched__placed_allows(p, self->index, !self->bound)) return self;
@@ -7617,7 +7621,7 @@ static FSCHED__NOINLINE void fsched__shed(fsched__worker *w, const fsched__idle 
     fsched__job *jobs[FSCHED__SHED_MAX];
     fsched_fiber *f, *prev = NULL, *next;
     uint32_t movable = w->movable_ready, skip, n = 0, k;
-    if (s->n_threads < 2 ||
+    if (FSCHED__N_THREADS(s) < 2 ||
         FSCHED__INACTIVE(FSCHED__LOAD(&s->counters, FSCHED__RELAXED)) <= idle->inactive)
         return;
     k = movable / 2 < FSCHED__SHED_MAX ? movable / 2 : FSCHED__SHED_MAX;
@@ -7977,7 +7981,7 @@ static fsched_result fsched__pin_plan(fsched_sched *s, const fsched_desc *d) {
     if (d->worker_cpus && !d->worker_cpu_count)
         return FSCHED__MISUSE(&s->logger, FSCHED_ERR_INVALID_ARGUMENT,
                               "fsched_create: worker_cpus given with worker_cpu_count 0");
-    if (!s->n_threads) return FSCHED_OK; /* no worker thread to pin */
+    if (!FSCHED__N_THREADS(s)) return FSCHED_OK; /* no worker thread to pin */
 #if defined(FSCHED__HAVE_PINNING)
     {
         uint32_t *allowed = (uint32_t *)fsched__alloc(&s->allocator,
@@ -7989,7 +7993,7 @@ static fsched_result fsched__pin_plan(fsched_sched *s, const fsched_desc *d) {
         n = fsched__cpus_allowed(allowed);
         if (!n) r = FSCHED__MISUSE(&s->logger, FSCHED_ERR_SYSTEM,
                                    "fsched_create: cannot read the CPUs this thread may use");
-        for (i = 0; r == FSCHED_OK && i < s->n_threads; i++) {
+        for (i = 0; r == FSCHED_OK && i < FSCHED__N_THREADS(s); i++) {
             uint32_t cpu = d->worker_cpus ? d->worker_cpus[i % d->worker_cpu_count]
                                           : allowed[i % n];
             for (k = 0; k < n && allowed[k] != cpu; k++) {
@@ -8065,7 +8069,7 @@ static fsched_sched *fsched__sched_alloc(const fsched_desc *d) {
     if (FSCHED__THREADS) /* the names of worker threads; memset: it ends */
         strncpy(s->worker_name, d->worker_name, sizeof s->worker_name - 1);
     FSCHED__TRACE(s->trace_origin = fsched__sched_now(s); s->trace_events = d->trace_events;)
-    s->n_threads = d->workers;
+    s->n_threads = d->workers; /* (read through FSCHED__N_THREADS) */
     s->n_slots = d->workers + d->max_bound_threads + 1; /* the last bound slot is kept for
                                                           fsched_destroy */
     s->counters = FSCHED__JEC_ONE; /* odd: active */
@@ -8099,9 +8103,9 @@ static fsched_result fsched__sched_build(fsched_sched *s, const fsched_desc *d) 
         /* a worker thread's first loop fiber, so that it starts without allocating (and
            runs no task on its own stack for want of one); without workers, one for the
            slot fsched_destroy keeps: a stack the system cannot give fails here */
-        int first_fiber = i < s->n_threads || (!s->n_threads && i == s->n_slots - 1);
+        int first_fiber = i < FSCHED__N_THREADS(s) || (!FSCHED__N_THREADS(s) && i == s->n_slots - 1);
         fsched_fiber *first = NULL;
-        if (!(s->slots[i] = fsched__slot_new(s, i, i >= s->n_threads)))
+        if (!(s->slots[i] = fsched__slot_new(s, i, i >= FSCHED__N_THREADS(s))))
             return FSCHED_ERR_OUT_OF_MEMORY;
         if (first_fiber && !(first = fsched__idle_take(s->slots[i])))
             return FSCHED__MISUSE(&d->logger, FSCHED_ERR_OUT_OF_MEMORY,
@@ -8121,7 +8125,7 @@ static fsched_result fsched__sched_build(fsched_sched *s, const fsched_desc *d) 
 #if FSCHED__THREADS
 static fsched_result fsched__workers_start(fsched_sched *s) {
     uint32_t i;
-    for (i = 0; i < s->n_threads; i++) {
+    for (i = 0; i < FSCHED__N_THREADS(s); i++) {
         fsched_result r =
             fsched__os_thread_start(&s->slots[i]->os_thread, fsched__worker_main, s->slots[i]);
         if (r != FSCHED_OK) {
@@ -8187,7 +8191,7 @@ static fsched_result fsched__bind(fsched_sched *s, int reserved, fsched__worker 
                               "fsched_bind: the thread already works for a scheduler");
     if (t->current == &t->root && (r = fsched__ctx_prepare_root(t->current)) != FSCHED_OK)
         return r; /* Windows fibers: the thread becomes one, as for fsched_fiber_switch */
-    for (i = s->n_threads; i < last; i++) {
+    for (i = FSCHED__N_THREADS(s); i < last; i++) {
         fsched__worker *w = s->slots[i];
         uint32_t expected = FSCHED__SLOT_FREE;
         /* acquire: the previous binder's release in fsched__unbind */
@@ -8213,7 +8217,7 @@ static fsched_result fsched__bind(fsched_sched *s, int reserved, fsched__worker 
     }
     return FSCHED__MISUSE(&s->logger, FSCHED_ERR_OUT_OF_MEMORY,
                           "fsched_bind: all %lu bound-thread slots are taken",
-                          (unsigned long)(s->n_slots - s->n_threads - 1));
+                          (unsigned long)(s->n_slots - FSCHED__N_THREADS(s) - 1));
 }
 
 /* Whether the calling bound thread runs its own code: on its root fiber, and not in a
@@ -8344,7 +8348,7 @@ FIBERSCHED_API fsched_result fsched_destroy(fsched_sched *s) {
                            "called inside a fork-join call of the bound thread's own code");
     } else {
         /* acquire: pairs with the release that frees a slot (fsched__unbind) */
-        for (i = s->n_threads; i < s->n_slots; i++)
+        for (i = FSCHED__N_THREADS(s); i < s->n_slots; i++)
             if (s->slots[i] != t->worker && FSCHED__LOAD(&s->slots[i]->in_use, FSCHED__ACQUIRE))
                 r = FSCHED__REFUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
                                    "another thread is still bound");
@@ -8388,7 +8392,7 @@ FIBERSCHED_API FSCHED__NOINLINE fsched_sched *fsched_current(void) {
 FIBERSCHED_API uint32_t fsched_worker_count(const fsched_sched *s) {
     uint32_t n;
     if (fsched__sched_enter((fsched_sched *)s, 0, __func__) != FSCHED_OK) return 0;
-    n = s->n_threads;
+    n = FSCHED__N_THREADS(s);
     fsched__sched_release((fsched_sched *)s);
     return n;
 }
@@ -8923,7 +8927,7 @@ static fsched_result fsched__wait_commit(fsched_wait_list *list, fsched__waiter 
                once woken (fsched__shed), where another worker thread could adopt it */
             uint8_t offered = FSCHED__THREADS && FSCHED__UNLIKELY(self->movable_task) && !self->pins &&
                               !self->frames && !self->inline_depth && !self->is_root &&
-                              w->sched->n_threads >= 2;
+                              FSCHED__N_THREADS(w->sched) >= 2;
             if (FSCHED__UNLIKELY(offered)) {
                 self->move_waiter = wt;
                 self->move_ok = 1;
@@ -11403,7 +11407,7 @@ static fsched_result fsched__spawn(fsched_sched *s, fsched_wait_group *wg, void 
     /* relaxed: a hint for a waiter that no thread would run these tasks; cleared by a
        spawn into a scheduler with workers, so that a group used before in a
        single-threaded one is not refused for it (on the line the count is on) */
-    if (wg) FSCHED__STORE(&wg->single, s->n_threads ? NULL : s, FSCHED__RELAXED);
+    if (wg) FSCHED__STORE(&wg->single, FSCHED__N_THREADS(s) ? NULL : s, FSCHED__RELAXED);
     if (!w && FSCHED__DEBUG && fsched__sched_unattended(s)) fsched__say_unattended(s);
     job = &t->job;
     r = FSCHED_OK;
@@ -11521,7 +11525,7 @@ static FSCHED__NOINLINE fsched_result fsched__call_outside(fsched_result (*call)
     c.call = call;
     c.arg = arg;
     c.result = FSCHED_OK;
-    if (!s->n_threads) {
+    if (!FSCHED__N_THREADS(s)) {
         fsched__sched_release(s); /* binding enters s anew */
         r = fsched__call_bound(s, &c);
     } else {
@@ -12392,7 +12396,7 @@ static fsched_result fsched__range_start(fsched__range *r, size_t begin, size_t 
         c.what = what;
         return fsched__call_outside(fsched__range_again, &c, what);
     }
-    r->threads = w->sched->n_threads ? w->sched->n_threads : 1;
+    r->threads = FSCHED__N_THREADS(w->sched) ? FSCHED__N_THREADS(w->sched) : 1;
     r->grain = r->grain ? r->grain : 1;
     r->allocator = w->sched->allocator;
     p.r = r;
@@ -13013,7 +13017,7 @@ static fsched_result fsched__graph_may_build(fsched_graph *g, const char *what) 
 
 /* Whether a worker set names a worker s has (only workers 0..63 can be named). */
 static int fsched__graph_workers_exist(const fsched_sched *s, uint64_t workers) {
-    uint32_t n = s->n_threads < 64 ? s->n_threads : 64;
+    uint32_t n = FSCHED__N_THREADS(s) < 64 ? FSCHED__N_THREADS(s) : 64;
     return n == 64 ? workers != 0 : (workers & (((uint64_t)1 << n) - 1)) != 0;
 }
 
@@ -13746,7 +13750,7 @@ static fsched__job *fsched__graph_range(fsched_graph *g, uint32_t lo, uint32_t h
 static uint32_t fsched__graph_fan_out(fsched_graph *g, fsched__worker *w, uint32_t lo,
                                       uint32_t hi) {
     fsched__job *jobs[FSCHED__GRAPH_FAN_OUT];
-    uint32_t k = g->sched->n_threads, i, size;
+    uint32_t k = FSCHED__N_THREADS(g->sched), i, size;
     if (k > FSCHED__GRAPH_FAN_OUT) k = FSCHED__GRAPH_FAN_OUT;
     if (k > hi - lo) k = hi - lo;
     if (k < 2) return hi;
@@ -15436,7 +15440,7 @@ static int fsched__lp_unlock_and_check(fsched__lp *lp) {
    read and carry the next items meanwhile. Relaxed: a hint (any worker may time a
    call). */
 static int fsched__lp_wanted(const fsched__lp_stage *st, const fsched__worker *w) {
-    return w->sched->n_threads > 1 &&
+    return FSCHED__N_THREADS(w->sched) > 1 &&
            FSCHED__LOAD(&st->call_ns, FSCHED__RELAXED) >= FSCHED__NODE_SHORT_NS;
 }
 
@@ -15764,7 +15768,7 @@ static int fsched__lp_make(fsched__lp *lp, const fsched_parallel_pipeline_desc *
                            const fsched_logger *logger) {
     const fsched_allocator *a = &w->sched->allocator;
     size_t i, n = d->max_in_flight ? d->max_in_flight
-                                   : 4u * (w->sched->n_threads ? w->sched->n_threads : 1u);
+                                   : 4u * (FSCHED__N_THREADS(w->sched) ? FSCHED__N_THREADS(w->sched) : 1u);
     int too_many = n > SIZE_MAX / sizeof *lp->records || n_stages > SIZE_MAX / sizeof *lp->st;
     memset(lp, 0, sizeof *lp);
     lp->stages = stages;
@@ -15984,7 +15988,7 @@ static void fsched__trace_write_name(fsched_sched *s, uint32_t slot, uint32_t tr
     if (track) {
         fsched__line_add(&l, "fiber ");
         fsched__line_num(&l, track);
-    } else if (slot < s->n_threads) {
+    } else if (slot < FSCHED__N_THREADS(s)) {
         fsched__line_add(&l, "worker ");
         fsched__line_num(&l, slot);
     } else if (slot + 1 < s->n_slots) {
