@@ -3967,7 +3967,11 @@ typedef struct fsched__thread {
 /* The program's one thread, and interrupt handlers: they call as from outside any
    scheduler (they never touch a slot's deque, fibers or free lists, and never wait). */
 static fsched__thread fsched__threads[2];
-#define fsched__tls_thread (fsched__threads[fsched__in_interrupt()])
+/* Out of line: read in many places, and a call is shorter than the look it makes. */
+static FSCHED__NOINLINE fsched__thread *fsched__thread_here(void) {
+    return &fsched__threads[fsched__in_interrupt()];
+}
+#define fsched__tls_thread (*fsched__thread_here())
 #else
 static FSCHED__THREAD_LOCAL fsched__thread fsched__tls_thread;
 #endif
