@@ -2492,20 +2492,54 @@ static inline int fsched__in_interrupt(void) { return 0; }
         fsched__irq_restore(fsched__m_);                                               \
         fsched__old_;                                                                  \
     })
-#define FSCHED__FETCH_ADD(p, v, mo) FSCHED__RMW(p, fsched__old_ + (v))
-#define FSCHED__FETCH_SUB(p, v, mo) FSCHED__RMW(p, fsched__old_ - (v))
+/* Words the size of a pointer go through the functions below, out of line: a call is
+   shorter than masking inline, and they are many. */
+#define FSCHED__WORD(p) (sizeof *(p) == sizeof(uintptr_t))
+typedef uintptr_t __attribute__((may_alias)) fsched__word;
+static FSCHED__NOINLINE uintptr_t fsched__word_add(void *p, uintptr_t v) {
+    fsched__irq_state m = fsched__irq_save();
+    uintptr_t old = *(fsched__word *)p;
+    *(fsched__word *)p = old + v;
+    fsched__irq_restore(m);
+    return old;
+}
+static FSCHED__NOINLINE uintptr_t fsched__word_exchange(void *p, uintptr_t v) {
+    fsched__irq_state m = fsched__irq_save();
+    uintptr_t old = *(fsched__word *)p;
+    *(fsched__word *)p = v;
+    fsched__irq_restore(m);
+    return old;
+}
+static FSCHED__NOINLINE int fsched__word_cas(void *p, void *expected, uintptr_t desired) {
+    fsched__irq_state m = fsched__irq_save();
+    int same = *(fsched__word *)p == *(fsched__word *)expected;
+    if (same) *(fsched__word *)p = desired;
+    else *(fsched__word *)expected = *(fsched__word *)p;
+    fsched__irq_restore(m);
+    return same;
+}
+#define FSCHED__FETCH_ADD(p, v, mo)                                                    \
+    (FSCHED__WORD(p) ? (__typeof__(*(p)))fsched__word_add((void *)(p), (uintptr_t)(v))   \
+                     : FSCHED__RMW(p, fsched__old_ + (v)))
+#define FSCHED__FETCH_SUB(p, v, mo)                                                    \
+    (FSCHED__WORD(p)                                                                   \
+         ? (__typeof__(*(p)))fsched__word_add((void *)(p), (uintptr_t)0 - (uintptr_t)(v)) \
+         : FSCHED__RMW(p, fsched__old_ - (v)))
 #define FSCHED__FETCH_OR(p, v, mo) FSCHED__RMW(p, fsched__old_ | (v))
 #define FSCHED__FETCH_AND(p, v, mo) FSCHED__RMW(p, fsched__old_ & (v))
-#define FSCHED__EXCHANGE(p, v, mo) FSCHED__RMW(p, (v))
+#define FSCHED__EXCHANGE(p, v, mo)                                                     \
+    (FSCHED__WORD(p) ? (__typeof__(*(p)))fsched__word_exchange((void *)(p), (uintptr_t)(v)) \
+                     : FSCHED__RMW(p, (v)))
 #define FSCHED__CAS(p, expected, desired, succ, fail)                                  \
-    __extension__({                                                                    \
-        fsched__irq_state fsched__m_ = fsched__irq_save();                             \
-        int fsched__same_ = *(p) == *(expected);                                       \
-        if (fsched__same_) *(p) = (desired);                                           \
-        else *(expected) = *(p);                                                       \
-        fsched__irq_restore(fsched__m_);                                               \
-        fsched__same_;                                                                 \
-    })
+    (FSCHED__WORD(p) ? fsched__word_cas((void *)(p), (void *)(expected), (uintptr_t)(desired)) \
+                     : __extension__({                                                 \
+                           fsched__irq_state fsched__m_ = fsched__irq_save();          \
+                           int fsched__same_ = *(p) == *(expected);                    \
+                           if (fsched__same_) *(p) = (desired);                        \
+                           else *(expected) = *(p);                                    \
+                           fsched__irq_restore(fsched__m_);                            \
+                           fsched__same_;                                              \
+                       }))
 #define FSCHED__CAS_WEAK FSCHED__CAS
 #define FSCHED__FENCE(mo) __asm__ __volatile__("" : : : "memory")
 #endif
