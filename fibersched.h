@@ -5698,7 +5698,7 @@ static void fsched__deque_destroy(fsched__deque *d) { fsched__cl_destroy(&d->pub
    every job may be). */
 static int fsched__deque_expose(fsched__deque *d, size_t n, fsched__job *const *more, size_t m) {
     size_t i;
-    if (d->leaving)
+    if (FSCHED__THREADS && d->leaving) /* (set only where tasks lease: fsched__group_count) */
         for (i = 0; i < n; i++) d->leaving(d->ring.slot[(d->ring.head + i) % FSCHED__RING_SIZE]);
     if (!fsched__cl_push(&d->pub, d->ring.slot, d->ring.head, n, more, m)) return 0;
     d->ring.head += n;
@@ -9332,7 +9332,7 @@ static void fsched__task_execute(fsched__job *job, fsched__worker *w) {
     void (*fn)(void *) = t->fn;
     void *arg = t->arg;
     fsched_wait_group *wg = t->wait_group;
-    int leased = t->leased;
+    int leased = FSCHED__THREADS && t->leased; /* (only worker threads lease: fsched__spawn) */
     fsched__task *kept = t->copy || arg == (void *)t->data ? t : NULL;
     uint8_t outer_movable = f->movable_task, outer_may_move = f->task_may_move;
     FSCHED__TRACE(uint64_t trace_begin = fsched__trace_now();)
