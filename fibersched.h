@@ -7435,8 +7435,9 @@ static void fsched__deadlock(fsched__worker *w) {
     /* acq_rel, as a waker's CAS of the state; relaxed on failure: someone else ended it */
     if (wt && FSCHED__CAS(&wt->state, &expected, FSCHED__WAIT_ABORTED, FSCHED__ACQ_REL,
                           FSCHED__RELAXED)) {
-        fsched__log(&w->sched->logger, FSCHED_LOG_ERROR,
-                    "deadlock: the only thread waits for something no task can provide");
+        if (FSCHED__DEBUG || FSCHED__STDIO) /* (release builds without stdio: the code) */
+            fsched__log(&w->sched->logger, FSCHED_LOG_ERROR,
+                        "deadlock: the only thread waits for something no task can provide");
         if (wt->list) {
             fsched__wait_list_lock(wt->list);
             if (wt->linked) fsched__wait_list_remove(wt->list, wt);
