@@ -6057,6 +6057,10 @@ typedef struct fsched__worker {
 #endif
 } fsched__worker;
 
+/* Whether w is a slot for fsched_bind: every slot is without threads (a constant, so
+   that what only worker threads do is left out). */
+#define FSCHED__BOUND(w) (!FSCHED__THREADS || (w)->bound)
+
 /* The ring fsched_join's inline path queues on: the slot's, while its thread occupies a
    slot and may join (not in a poll hook), else NULL. Set with the thread's worker. */
 #if defined(FSCHED__JOIN_RING) && !defined(FIBERSCHED_STATIC)
@@ -6090,7 +6094,7 @@ static FSCHED__NOINLINE void fsched__join_ring_set(fsched__worker *w, uint32_t o
 
 static inline void fsched__join_ring_follow(fsched__worker *w, const fsched_fiber *f) {
     /* bound slots have no ring to give */
-    if (FSCHED__UNLIKELY(f->movable_task != w->join_ring_off) && !w->bound)
+    if (FSCHED__UNLIKELY(f->movable_task != w->join_ring_off) && !FSCHED__BOUND(w))
         fsched__join_ring_set(w, f->movable_task);
 }
 #else
@@ -7193,7 +7197,7 @@ static fsched__worker *fsched__place_target(fsched_sched *s, fsched__worker *sel
     uint32_t n = FSCHED__N_THREADS(s) < 64 ? FSCHED__N_THREADS(s) : 64, start, i;
     fsched__worker *pick = NULL;
     if (p->slot >= 0) return (uint32_t)p->slot < s->n_slots ? s->slots[p->slot] : NULL;
-    if (self && fsched__placed_allows(p, self->index, !self->bound)) return self;
+    if (self && fsched__placed_allows(p, self->index, !FSCHED__BOUND(self))) return self;
     if (!n) return NULL;
     start = FSCHED__FETCH_ADD(&s->wake_cursor, 1u, FSCHED__RELAXED);
     for (i = 0; i < n; i++) {
@@ -7218,7 +7222,7 @@ static fsched__job *fsched__placed_take(fsched__worker *w, uint32_t level) {
         w->local = p->next;
         return &p->job;
     }
-    p = fsched__affine_take(&w->affine, w->index, !w->bound);
+    p = fsched__affine_take(&w->affine, w->index, !FSCHED__BOUND(w));
     return p ? &p->job : NULL;
 }
 
@@ -7306,7 +7310,7 @@ static fsched__job *fsched__steal_one(fsched__worker *w, fsched__worker *v) {
     }
     fsched__deque_request(&v->deque);
     if (fsched__frames_used() && (job = fsched__frames_used()->steal(w, v))) return job;
-    if ((p = fsched__affine_take(&v->affine, w->index, !w->bound))) return &p->job;
+    if ((p = fsched__affine_take(&v->affine, w->index, !FSCHED__BOUND(w)))) return &p->job;
     if (!fsched__cl_looks_empty(&v->low)) return fsched__steal_from(&v->low, &emptied);
     return NULL;
 }
@@ -7324,7 +7328,7 @@ static fsched__job *fsched__steal(fsched__worker *w) {
         fsched__job *job;
         /* relaxed: a hint; a slot's deques outlive its binding, and a slot skipped costs
            only this search */
-        if (v == w || (v->bound && !FSCHED__LOAD(&v->in_use, FSCHED__RELAXED))) continue;
+        if (v == w || (FSCHED__BOUND(v) && !FSCHED__LOAD(&v->in_use, FSCHED__RELAXED))) continue;
         if ((job = fsched__steal_one(w, v))) {
             fsched__count(w->steals, 1);
             FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_STEAL, FSCHED__TRACE_INSTANT, 0,
@@ -7702,7 +7706,7 @@ static void fsched__fiber_adopt_execute(fsched__job *job, fsched__worker *w) {
     fsched_sched *s = w->sched, *held = NULL;
     fsched__worker *to;
     FSCHED__POINT(ADOPT);
-    if (!w->bound) {
+    if (!FSCHED__BOUND(w)) {
         fsched__adopt(w, f);
         return;
     }
@@ -7758,7 +7762,7 @@ static void fsched__run_fiber(fsched__worker *w, fsched_fiber *f) {
 static int fsched__root_may_leave(fsched__worker *w) {
     if (w->until) return w->until(w);
     /* acquire: pairs with the release store in fsched__stop_workers */
-    return !w->bound && FSCHED__LOAD(&w->sched->terminating, FSCHED__ACQUIRE);
+    return !FSCHED__BOUND(w) && FSCHED__LOAD(&w->sched->terminating, FSCHED__ACQUIRE);
 }
 
 /* One turn of the scheduling loop: ready fibers first (they bound memory), then jobs from
@@ -8294,7 +8298,8 @@ static void fsched__unbind(fsched__worker *w) {
    waits its turn while the slots are taken by other such calls. */
 static fsched_result fsched__bind_open(fsched_sched *s, int for_call) {
     uint32_t spins = 0;
-    if (fsched__thread_get()->in_worker_hook)
+    /* (without threads there are no worker hooks to be in) */
+    if (FSCHED__THREADS && fsched__thread_get()->in_worker_hook)
         return FSCHED__MISUSE(NULL, FSCHED_ERR_WRONG_STATE,
                               "fsched_bind: called from a worker's start or stop hook");
     for (;;) {
@@ -8320,7 +8325,7 @@ FIBERSCHED_API fsched_result fsched_bind(fsched_sched *s) { return fsched__bind_
 FIBERSCHED_API fsched_result fsched_unbind(void) {
     fsched__thread *t = fsched__thread_get();
     fsched__worker *w = t->worker;
-    if (!w || !w->bound)
+    if (!w || !FSCHED__BOUND(w))
         return FSCHED__REFUSE(w ? &w->sched->logger : NULL, FSCHED_ERR_WRONG_STATE,
                               "the thread is %s", w ? "a worker" : "not bound");
     if (!fsched__in_own_code(t))
@@ -8375,11 +8380,11 @@ FIBERSCHED_API fsched_result fsched_destroy(fsched_sched *s) {
     fsched__live_write_lock();
     if ((r = fsched__sched_open(s, 1, __func__)) != FSCHED_OK) {
         /* destroyed already, or another thread destroys it */
-    } else if (t->worker && (t->worker->sched != s || !t->worker->bound ||
+    } else if (t->worker && (t->worker->sched != s || !FSCHED__BOUND(t->worker) ||
                              !fsched__in_own_code(t))) {
         r = FSCHED__REFUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
                            "called from a task or from another scheduler");
-    } else if (t->in_worker_hook == s) {
+    } else if (FSCHED__THREADS && t->in_worker_hook == s) {
         r = FSCHED__REFUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
                            "called from the scheduler's own worker hook");
     } else if (t->worker && t->worker->own_calls) {
@@ -9189,6 +9194,10 @@ FIBERSCHED_API fsched_result fsched_wait_group_add(fsched_wait_group *wg, int64_
         if ((r = fsched__wait_group_check(c, n, step)) != FSCHED_OK) {
             fsched__wait_list_unlock(&wg->waiters);
             return r;
+        }
+        if (!FSCHED__THREADS) { /* the lock masks interrupts: nothing else writes it */
+            wg->count = n < 0 ? c - step : c + step;
+            break;
         }
         if (FSCHED__CAS_WEAK(&wg->count, &c, n < 0 ? c - step : c + step, FSCHED__ACQ_REL,
                              FSCHED__RELAXED))
@@ -11437,7 +11446,8 @@ static fsched_result fsched__spawn(fsched_sched *s, fsched_wait_group *wg, void 
     /* a task of a worker thread, whose loop serves its ring; not one of a bound thread
        (which returns to its own code, which may block in the OS or compute for long, as
        any thread's), nor a worker's hook; without threads every slot is bound */
-    queued_here = FSCHED__THREADS && wg && w && !w->bound && fsched__tls_thread.current != w->root;
+    queued_here = FSCHED__THREADS && wg && w && !FSCHED__BOUND(w) &&
+                  fsched__tls_thread.current != w->root;
     if (wg && (r = fsched__group_count(wg, queued_here ? w : NULL, t)) != FSCHED_OK) {
         /* the count is full */
         fsched__task_free(s, w, t);
@@ -11676,7 +11686,7 @@ static fsched_result fsched__join_check(fsched__worker *w, int null_function, co
    queued there, and their ends are waited for there, so fsched_unbind and fsched_destroy
    are refused meanwhile. Whether it counted the call, for fsched__own_call_end. */
 static int fsched__own_call_begin(fsched__worker *w) {
-    if (!w->bound || !fsched__in_own_code(&fsched__tls_thread)) return 0;
+    if (!FSCHED__BOUND(w) || !fsched__in_own_code(&fsched__tls_thread)) return 0;
     w->own_calls++;
     return 1;
 }
@@ -12070,7 +12080,7 @@ FIBERSCHED_API fsched_result fsched__frames_outside(fsched_result (*root)(void *
 
 FIBERSCHED_API void fsched__frames_leave(fsched_frames *fs) {
     fsched__worker *w = (fsched__worker *)fs->worker;
-    fsched__own_call_end(w, w->bound && fsched__in_own_code(&fsched__tls_thread));
+    fsched__own_call_end(w, FSCHED__BOUND(w) && fsched__in_own_code(&fsched__tls_thread));
     ((fsched_fiber *)fs->fiber)->frames = fs->outer;
     FSCHED__STORE(&fs->in_use, 0u, FSCHED__RELAXED); /* relaxed: see fsched__frames_hold */
     /* the fiber's outer tree spawns again (release: as in fsched__frames_hold) */
@@ -13602,7 +13612,7 @@ static inline void fsched__graph_release(fsched_graph_task *s, uint32_t bad, fsc
     /* acq_rel: the predecessor's effects (and an upstream mark) happen before s runs */
     if ((uint32_t)FSCHED__FETCH_SUB(&s->pending, (uint64_t)1, FSCHED__ACQ_REL) != 1) return;
     if (local && w && *chain < FSCHED__GRAPH_CHAIN_MAX &&
-        fsched__placed_allows(&s->placed, w->index, !w->bound) &&
+        fsched__placed_allows(&s->placed, w->index, !FSCHED__BOUND(w)) &&
         (!*best || fsched__graph_before(s, *best))) {
         fsched_graph_task *x = *best; /* s runs next here; the former best is queued */
         *best = s;
@@ -13767,7 +13777,7 @@ static void fsched__graph_execute(fsched__job *job, fsched__worker *w) {
    thief that asks gets it, unless w is a bound thread, whose code may go on to block in
    the OS (or the ring is full and cannot grow): then where thieves take it at once. */
 static void fsched__graph_push(fsched__worker *w, fsched__job *job) {
-    if (w->bound || !fsched__push_job(w, job)) fsched__publish(w, &job, 1);
+    if (FSCHED__BOUND(w) || !fsched__push_job(w, job)) fsched__publish(w, &job, 1);
 }
 
 static void fsched__graph_range_execute(fsched__job *job, fsched__worker *w);
@@ -15195,7 +15205,7 @@ static void fsched__node_notify(fsched_node *m, fsched__worker *w, fsched__place
             /* relaxed: the notifier is active itself, so the count cannot reach zero
                meanwhile; the count's own order is total */
             FSCHED__FETCH_ADD(&m->pipeline->active, 1u, FSCHED__RELAXED);
-            if (ready && !w->bound && m->advance_ns < FSCHED__NODE_SHORT_NS) {
+            if (ready && !FSCHED__BOUND(w) && m->advance_ns < FSCHED__NODE_SHORT_NS) {
                 m->placed.next = *ready;
                 *ready = &m->placed;
             } else {
@@ -15416,7 +15426,8 @@ typedef struct fsched__lp {
    thread, whose own code may block in the OS or compute between its calls to the
    scheduler, publishes it (as spawn does). */
 static void fsched__lp_queue(fsched__worker *w, fsched__job *job) {
-    if (!w->bound && fsched__tls_thread.current != w->root && fsched__push_job(w, job)) return;
+    if (!FSCHED__BOUND(w) && fsched__tls_thread.current != w->root && fsched__push_job(w, job))
+        return;
     fsched__publish(w, &job, 1); /* out of memory for the ring: the injector */
 }
 
@@ -15497,8 +15508,8 @@ static void fsched__lp_lend(fsched__lp *lp, const fsched__lp_stage *st, fsched__
     fsched__job *input = &lp->input;
     if (!held) {
         fsched__answer_request(w);
-    } else if (fsched__lp_wanted(st, w) || w->bound || fsched__tls_thread.current == w->root ||
-               !fsched__deque_push(&w->deque, input)) {
+    } else if (fsched__lp_wanted(st, w) || FSCHED__BOUND(w) ||
+               fsched__tls_thread.current == w->root || !fsched__deque_push(&w->deque, input)) {
         fsched__publish(w, &input, 1);
     }
 }
