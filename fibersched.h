@@ -8019,7 +8019,7 @@ static void fsched__stop_workers(fsched_sched *s) { (void)s; /* none to stop */ 
 /* Gives each worker thread of s the CPU the desc pins it to (none unless asked). */
 static fsched_result fsched__pin_plan(fsched_sched *s, const fsched_desc *d) {
     uint32_t i;
-    for (i = 0; i < s->n_slots; i++) s->slots[i]->cpu = -1;
+    for (i = 0; FSCHED__THREADS && i < s->n_slots; i++) s->slots[i]->cpu = -1; /* (theirs) */
     if (!d->pin_workers && !d->worker_cpus) return FSCHED_OK;
     if (d->worker_cpus && !d->worker_cpu_count)
         return FSCHED__MISUSE(&s->logger, FSCHED_ERR_INVALID_ARGUMENT,
@@ -8067,7 +8067,7 @@ static fsched_desc fsched__desc_defaults(const fsched_desc *desc) {
     if (d.single_threaded) d.workers = 0;
     else if (!d.workers) d.workers = fsched__cpu_count();
     if (!d.max_bound_threads) d.max_bound_threads = FSCHED__THREADS ? 8 : 1; /* or the one */
-    if (!d.worker_name) d.worker_name = "fsched-w";
+    if (!d.worker_name && FSCHED__THREADS) d.worker_name = "fsched-w";
     if (!d.trace_events) d.trace_events = FIBERSCHED_TRACE_EVENTS;
     return d;
 }
@@ -8105,12 +8105,14 @@ static fsched_sched *fsched__sched_alloc(const fsched_desc *d) {
     s->clock_user = d->clock_user;
     s->idle = d->idle;
     s->idle_user = d->idle_user;
-    s->worker_start = d->worker_start;
-    s->worker_stop = d->worker_stop;
-    s->worker_user = d->worker_user;
-    s->movable_tasks = d->movable_tasks != 0;
-    if (FSCHED__THREADS) /* the names of worker threads; memset: it ends */
+    if (FSCHED__THREADS) { /* what only worker threads use */
+        s->worker_start = d->worker_start;
+        s->worker_stop = d->worker_stop;
+        s->worker_user = d->worker_user;
+        s->movable_tasks = d->movable_tasks != 0;
+        /* the names of worker threads; memset: it ends */
         strncpy(s->worker_name, d->worker_name, sizeof s->worker_name - 1);
+    }
     FSCHED__TRACE(s->trace_origin = fsched__sched_now(s); s->trace_events = d->trace_events;)
     s->n_threads = d->workers; /* (read through FSCHED__N_THREADS) */
     s->n_slots = d->workers + d->max_bound_threads + 1; /* the last bound slot is kept for
