@@ -2392,6 +2392,12 @@ void __tsan_set_fiber_name(void *fiber, const char *name);
 /* ===================================================================================== */
 
 #define FSCHED__NOINLINE __attribute__((noinline))
+/* Not inlined without threads (small flash), as the compiler sees fit with them. */
+#if FSCHED__THREADS
+#define FSCHED__NOINLINE_ALONE
+#else
+#define FSCHED__NOINLINE_ALONE FSCHED__NOINLINE
+#endif
 #define FSCHED__ALWAYS_INLINE __inline__ __attribute__((always_inline))
 #if !FSCHED__THREADS
 #define FSCHED__CACHE_LINE 16 /* one thread shares no lines: the alignment stacks need */
@@ -6732,7 +6738,7 @@ static void fsched__live_link(fsched__worker *w, fsched_fiber *f) {
     fsched__count(w->fibers, 1);
 }
 
-static void fsched__live_unlink(fsched__worker *w, fsched_fiber *f) {
+static FSCHED__NOINLINE_ALONE void fsched__live_unlink(fsched__worker *w, fsched_fiber *f) {
     if (f->live_prev) f->live_prev->live_next = f->live_next;
     else w->live = f->live_next;
     if (f->live_next) f->live_next->live_prev = f->live_prev;
