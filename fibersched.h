@@ -7388,7 +7388,11 @@ static fsched__job *fsched__find_job(fsched__worker *w) {
 /* Owner: runs a job and counts it. Every job a slot runs goes through here: those the
    loop finds, those a wait runs on its own stack (a wait group helping with its tasks, a
    wait without a fiber to switch to). */
+#if FSCHED__THREADS
 static FSCHED__ALWAYS_INLINE void fsched__run_job(fsched__worker *w, fsched__job *job) {
+#else
+static FSCHED__NOINLINE void fsched__run_job(fsched__worker *w, fsched__job *job) {
+#endif
     fsched__count(w->jobs_run, 1);
     job->execute(job, w);
 }
