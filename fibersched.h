@@ -4262,7 +4262,11 @@ static void fsched__stack_check(const fsched_fiber *f, const void *sp) {
 
 /* Whether f's stack is checked at every switch away from it and when each task on it
    ends: in debug builds, and in every build for small stacks, which have nothing else. */
+#if defined(FSCHED__HAVE_PAGES)
 #define FSCHED__STACK_WATCHED(f) (FSCHED__DEBUG || (f)->params.kind == FSCHED_STACK_SMALL)
+#else /* no small stacks without pages */
+#define FSCHED__STACK_WATCHED(f) FSCHED__DEBUG
+#endif
 
 /* At a switch away from f, on f's stack: the check with this frame's address (not a
    sanitizer's fake stack). Out of line, so that a switch sets up no frame for it. */
@@ -8367,7 +8371,7 @@ static int fsched__quiescent(fsched__worker *self) {
         if (!FSCHED__LOAD(&s->holds, FSCHED__ACQUIRE)) {
             /* seq_cst: pairs with fsched__idle_begin (its RMW of the counters releases
                the slot's counts) and with fsched__work_ended */
-            (void)FSCHED__LOAD(&s->counters, FSCHED__SEQ_CST);
+            if (FSCHED__THREADS) (void)FSCHED__LOAD(&s->counters, FSCHED__SEQ_CST);
             ended = FSCHED__LOAD(&s->external_ended, FSCHED__SEQ_CST);
             for (i = 0; i < s->n_slots; i++)
                 ended += FSCHED__LOAD_THREADS(&s->slots[i]->completed, FSCHED__ACQUIRE);
