@@ -7940,7 +7940,7 @@ static fsched__worker *fsched__slot_new(fsched_sched *s, uint32_t index, int bou
     w->sched = s;
     w->index = index;
     w->bound = (uint32_t)bound;
-    w->rng = 0x9e3779b97f4a7c15ull * (index + 1);
+    if (FSCHED__THREADS) w->rng = 0x9e3779b97f4a7c15ull * (index + 1); /* (thieves only) */
     fsched__parker_init(&w->parker);
     FSCHED__TRACE(if (!(w->trace = fsched__trace_buffer_new(&s->allocator, s->trace_events))) {
         fsched__slot_free(s, w);
