@@ -7122,7 +7122,9 @@ static void fsched__new_jobs(fsched_sched *s, uint32_t n) {
 
 /* Wakes up to n sleeping slots. Relaxed, the cursor: any start will do. */
 static void fsched__wake_sleepers(fsched_sched *s, uint32_t n) {
-    uint32_t start = FSCHED__FETCH_ADD(&s->wake_cursor, 1u, FSCHED__RELAXED), i;
+    /* (without threads one slot at most sleeps: any start finds it) */
+    uint32_t start = FSCHED__THREADS ? FSCHED__FETCH_ADD(&s->wake_cursor, 1u, FSCHED__RELAXED) : 0,
+             i;
     for (i = 0; i < s->n_slots && n; i++) {
         fsched__worker *v = s->slots[(start + i) % s->n_slots];
         uint32_t expected = 1;
