@@ -3914,7 +3914,8 @@ struct fsched_fiber {
     void *arg;
     fsched_fiber *resumer; /* the fiber that last switched to this one */
     /* memory: [mem, mem + mem_size) holds guard or canary, stack, and this struct */
-    unsigned char *mem;
+    unsigned char *mem;   /* from here to `params`, what a pooled block keeps for its
+                             next fiber (fsched__stack_recycle) */
     size_t mem_size;
     unsigned char *stack_lo; /* lowest usable stack byte */
     unsigned char *stack_hi; /* one past the highest usable stack byte */
@@ -4748,17 +4749,15 @@ static void fsched__stack_free(fsched_fiber *f) {
     }
 }
 
-/* Re-initialises a cached block for a new fiber, keeping its memory fields. */
+/* Re-initialises a cached block for a new fiber, keeping its memory fields: those from
+   `mem` to `params`, which lie together, and valgrind_id (zeroed around, not copied: a
+   record is large). */
 static fsched_fiber *fsched__stack_recycle(fsched_fiber *f) {
-    fsched_fiber keep = *f;
+    unsigned valgrind_id = f->valgrind_id;
     fsched__stack_unpoison(f);
-    memset(f, 0, sizeof *f);
-    f->mem = keep.mem;
-    f->mem_size = keep.mem_size;
-    f->stack_lo = keep.stack_lo;
-    f->stack_hi = keep.stack_hi;
-    f->params = keep.params;
-    f->valgrind_id = keep.valgrind_id;
+    memset(f, 0, offsetof(fsched_fiber, mem));
+    memset(&f->pool, 0, sizeof *f - offsetof(fsched_fiber, pool));
+    f->valgrind_id = valgrind_id;
     return f;
 }
 
