@@ -848,8 +848,9 @@ FIBERSCHED_API fsched_result fsched_spawn(fsched_sched *s, void (*fn)(void *arg)
    not wait, for instance a read helper, not inlined, that returns -errno. Waits under
    fsched_join, a parallel loop, FSCHED_RUN, a graph or pipeline run, and tasks that a
    wait runs nested, never move. FSCHED_ERR_WRONG_STATE outside a task of a worker or a
-   bound slot (the thread's own code, a hook), in a task that a wait runs nested, and in
-   a task of a wait group whose count its slot holds (spawned from a task of the same
+   bound slot (the thread's own code, a hook), in a task that a wait runs nested, in the
+   body of a parallel loop, a graph task, a node or a stage (wherever it runs), and in a
+   task of a wait group whose count its slot holds (spawned from a task of the same
    group's slot: it ends there). Costs: a movable task's fsched_join is a call. */
 FIBERSCHED_API fsched_result fsched_task_set_movable(int movable);
 
@@ -4151,21 +4152,29 @@ static int fsched__has_canary(const fsched_fiber *f) {
 typedef struct fsched__running {
     uintptr_t code;
     const char *name;
+    uint8_t may_move;
 } fsched__running;
 
+/* Whatever runs on f meanwhile (a join half, a chunk of a parallel loop, a graph task, a
+   node, a stage, or a task nested by a wait) is not the task that runs f: it may not
+   change whether that task moves (fsched_task_set_movable), as it may not where it runs
+   on a fiber of its own. A task the loop runs says otherwise itself. */
 static inline fsched__running fsched__running_begin(fsched_fiber *f, uintptr_t code,
                                                     const char *name) {
     fsched__running outer;
     outer.code = f->task_code;
     outer.name = f->task_name;
+    outer.may_move = f->task_may_move;
     f->task_code = code;
     f->task_name = name;
+    f->task_may_move = 0;
     return outer;
 }
 
 static inline void fsched__running_end(fsched_fiber *f, fsched__running outer) {
     f->task_code = outer.code;
     f->task_name = outer.name;
+    f->task_may_move = outer.may_move;
 }
 
 /* A movable task may resume on another thread after a wait, unless a frame of the library
@@ -9274,7 +9283,7 @@ static void fsched__task_execute(fsched__job *job, fsched__worker *w) {
     fsched_wait_group *wg = t->wait_group;
     int leased = t->leased;
     fsched__task *kept = t->copy || arg == (void *)t->data ? t : NULL;
-    uint8_t outer_movable = f->movable_task, outer_may_move = f->task_may_move;
+    uint8_t outer_movable = f->movable_task; /* (fsched__running_end restores the rest) */
     FSCHED__TRACE(uint64_t trace_begin = fsched__trace_now();)
     /* only a task the loop itself runs may move: one nested by a wait (which runs its
        group's tasks, or jobs for want of a fiber) has that wait's frames under it, and a
@@ -9289,7 +9298,6 @@ static void fsched__task_execute(fsched__job *job, fsched__worker *w) {
        read again here: its address may have been computed before) */
     w = (fsched__worker *)f->owner;
     f->movable_task = outer_movable;
-    f->task_may_move = outer_may_move;
     fsched__join_ring_follow(w, f);
     if (FSCHED__STACK_WATCHED(f)) fsched__stack_check(f, NULL);
     FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_TASK, trace_begin, FSCHED__CODE(fn),
@@ -12386,7 +12394,12 @@ static fsched_result fsched__range_start(fsched__range *r, size_t begin, size_t 
     if (end > begin) {
         int counted = fsched__own_call_begin(w);
         fsched_fiber *pinned = fsched__pin(); /* p.origin is this worker */
+        fsched_fiber *f = FSCHED__THREAD_NOW.current;
+        /* the body is not the task, here as on another worker (fsched__running_begin) */
+        uint8_t may_move = f->task_may_move;
+        f->task_may_move = 0;
         fsched__range_run(&p, 0);
+        f->task_may_move = may_move;
         fsched__unpin(pinned);
         fsched__own_call_end(w, counted);
     }
