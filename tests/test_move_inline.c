@@ -220,7 +220,8 @@ static void drive(void *p) {
     }
 }
 
-static void test_inlined(unsigned ops) {
+/* One run; returns how many tasks moved. */
+static int run_inlined(unsigned ops) {
     static inl_case c;
     fsched_desc d;
     fsched_sched *s;
@@ -274,7 +275,6 @@ static void test_inlined(unsigned ops) {
     CHECK_OK(fsched_destroy(s)); /* every task they spawned has ended */
     printf("I1 (ops %#x): %d of %d tasks moved\n", ops, c.moved, c.tasks);
     fflush(stdout);
-    CHECK(c.moved > 0);
     CHECK(c.done == c.tasks * ROUNDS);
     for (k = 0; k < OPS; k++) CHECK(c.ran[k] == ((ops & (1u << k)) ? PER_OP * per_task : 0));
     CHECK(c.children == c.ran[OP_SPAWN] + c.ran[OP_GROUP]);
@@ -292,6 +292,15 @@ static void test_inlined(unsigned ops) {
     close(fds[0]);
     close(fds[1]);
 #endif
+    return c.moved;
+}
+
+/* A run where no task moved proves nothing (a loaded machine, or one processor, may
+   serve every wake where it came): up to 5 runs until one moves some. */
+static void test_inlined(unsigned ops) {
+    int run, moved = 0;
+    for (run = 0; run < 5 && !moved; run++) moved = run_inlined(ops);
+    CHECK(moved > 0);
 }
 
 /* `test-move-inline MASK`: only the kinds of that mask (bits 1 << OP_...) */
