@@ -16695,7 +16695,10 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
    runtime keeps the exceptions being handled per thread, and a task that runs on the same
    worker meanwhile and catches one of its own changes what `throw;` and
    std::current_exception() see in the first. Keep std::current_exception() (or what the
-   exception says) and wait after the catch block. */
+   exception says) and wait after the catch block. A movable task must not wait either
+   while an exception unwinds it (in a destructor): the runtime counts the exceptions in
+   flight per thread (std::uncaught_exceptions), and a task that resumed elsewhere would
+   leave that count wrong on both threads. */
 #if defined(__cplusplus) && !defined(FIBERSCHED_NO_CPP) && !defined(FIBERSCHED_CPP_H)
 #define FIBERSCHED_CPP_H
 
