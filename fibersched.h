@@ -848,12 +848,10 @@ FIBERSCHED_API fsched_result fsched_spawn(fsched_sched *s, void (*fn)(void *arg)
    not wait, for instance a read helper, not inlined, that returns -errno. Waits under
    fsched_join, a parallel loop, FSCHED_RUN, a graph or pipeline run, and tasks that a
    wait runs nested, never move. FSCHED_ERR_WRONG_STATE outside a task of a worker or a
-   bound slot (the thread's own code, a hook), in a task that a wait runs nested, and in
-   a task of a wait group whose count its slot holds (spawned from a task of the same
-   group's slot: it ends there). Costs: a movable task's fsched_join is a call. The
-   inline fsched_join reads a thread-local too: in position-independent code for a
-   shared library, where a compiler may keep its address across a wait, build the units
-   of movable tasks with FIBERSCHED_NO_INLINE_JOIN. */
+   bound slot (the thread's own code, a hook), in a task that a wait runs nested, in the
+   body of a parallel loop, a graph task, a node or a stage (wherever it runs), and in a
+   task of a wait group whose count its slot holds (spawned from a task of the same
+   group's slot: it ends there). Costs: a movable task's fsched_join is a call. */
 FIBERSCHED_API fsched_result fsched_task_set_movable(int movable);
 
 /* Like fsched_spawn, but copies `size` bytes from `data` into the task and passes fn a
@@ -900,6 +898,9 @@ FIBERSCHED_API fsched_result fsched_join(void (*a)(void *arg), void *arg_a,
 #if (defined(__GNUC__) || defined(__clang__)) && defined(__ELF__) && !defined(FIBERSCHED_DLL) && \
     !defined(FIBERSCHED_NO_OS) && !defined(FIBERSCHED_INTERRUPTS_MASK)
 #define FSCHED__JOIN_RING 1 /* the implementation keeps fsched__join_ring */
+#if !(defined(__x86_64__) || defined(__i386__)) || (defined(__PIC__) && !defined(__PIE__))
+#define FSCHED__JOIN_RING_CALL 1 /* read through fsched__join_ring_now (see there) */
+#endif
 #if !defined(FIBERSCHED_NO_INLINE_JOIN)
 #define FSCHED__JOIN_INLINE 1
 #endif
@@ -944,6 +945,9 @@ typedef struct fsched__join_job {
 } fsched__join_job;
 FIBERSCHED_API void fsched__join_execute(fsched__job *job, struct fsched__worker *w);
 FIBERSCHED_API void fsched__join_rest(fsched__join_job *j);
+#if defined(FSCHED__JOIN_RING_CALL)
+FIBERSCHED_API fsched__ring *fsched__join_ring_now(void);
+#endif
 
 #if defined(FSCHED__JOIN_RING)
 /* The ring of the worker the calling thread is, while it may join (NULL in a hook). */
@@ -957,9 +961,22 @@ FIBERSCHED_API __thread fsched__ring *fsched__join_ring;
 #endif
 
 #if defined(FSCHED__JOIN_INLINE)
+/* The ring of the thread the caller runs on now: a movable task may resume on another
+   thread after a wait, and where the thread pointer is a register (AArch64, ppc64le,
+   riscv64) compilers read it once per function and keep it across calls, so that an
+   inline read after a wait could read the ring of the thread before it. There, and in a
+   shared library's code (whose thread-local addresses come from calls that compilers
+   may merge), the ring comes from a call that reads it anew; on x86 each access goes
+   through the segment register that the thread's own value fills. */
+#if defined(FSCHED__JOIN_RING_CALL)
+#define FSCHED__JOIN_RING_NOW() fsched__join_ring_now()
+#else
+#define FSCHED__JOIN_RING_NOW() fsched__join_ring
+#endif
+
 static inline fsched_result fsched__join_inline(void (*a)(void *arg), void *arg_a,
                                                 void (*b)(void *arg), void *arg_b) {
-    fsched__ring *r = fsched__join_ring;
+    fsched__ring *r = FSCHED__JOIN_RING_NOW();
     fsched__join_job j;
     /* relaxed: a hint, as the library's own pushes read it */
     if (FSCHED__UNLIKELY(!r || !a || !b || r->tail - r->head == FSCHED__RING_SIZE ||
@@ -4035,6 +4052,26 @@ static FSCHED__NOINLINE fsched__thread *fsched__thread_get(void) {
     return t;
 }
 
+/* The calling thread's state as it stands (not set up, unlike fsched__thread_get), for
+   code that a task may run, inlined into its own function, after a wait: a movable task
+   may resume on another thread. Where the thread pointer is a register (AArch64,
+   ppc64le, riscv64), compilers read it once per function and keep it across calls, the
+   wait included: FSCHED__THREAD_NOW then reads it anew, through a call. On x86 with ELF
+   each access to a thread-local goes through the segment register, which the thread's
+   own value fills: the member is read inline. (In a shared library's code the address
+   comes from a call that compilers may merge: there too, through the call.) */
+#if FSCHED__THREADS && (!(defined(__x86_64__) || defined(__i386__)) || !defined(__ELF__) || \
+                        (defined(__PIC__) && !defined(__PIE__)))
+static FSCHED__NOINLINE fsched__thread *fsched__thread_now(void) {
+    fsched__thread *t = &fsched__tls_thread;
+    __asm__ __volatile__("" : "+r"(t)); /* not a constant function: never merged */
+    return t;
+}
+#define FSCHED__THREAD_NOW (*fsched__thread_now())
+#else
+#define FSCHED__THREAD_NOW fsched__tls_thread
+#endif
+
 /* ---- contexts per backend -------------------------------------------------------- */
 
 static void fsched__fiber_trap(void) {
@@ -4171,21 +4208,29 @@ static int fsched__has_canary(const fsched_fiber *f) {
 typedef struct fsched__running {
     uintptr_t code;
     const char *name;
+    uint8_t may_move;
 } fsched__running;
 
+/* Whatever runs on f meanwhile (a join half, a chunk of a parallel loop, a graph task, a
+   node, a stage, or a task nested by a wait) is not the task that runs f: it may not
+   change whether that task moves (fsched_task_set_movable), as it may not where it runs
+   on a fiber of its own. A task the loop runs says otherwise itself. */
 static inline fsched__running fsched__running_begin(fsched_fiber *f, uintptr_t code,
                                                     const char *name) {
     fsched__running outer;
     outer.code = f->task_code;
     outer.name = f->task_name;
+    outer.may_move = f->task_may_move;
     f->task_code = code;
     f->task_name = name;
+    f->task_may_move = 0;
     return outer;
 }
 
 static inline void fsched__running_end(fsched_fiber *f, fsched__running outer) {
     f->task_code = outer.code;
     f->task_name = outer.name;
+    f->task_may_move = outer.may_move;
 }
 
 /* A movable task may resume on another thread after a wait, unless a frame of the library
@@ -4193,7 +4238,7 @@ static inline void fsched__running_end(fsched_fiber *f, fsched__running outer) {
    wait: such a frame pins the fiber while it is there. Returns the fiber it pinned, or
    NULL (nothing to undo). Pins are the fiber's own: only the thread running it counts. */
 static inline fsched_fiber *fsched__pin(void) {
-    fsched_fiber *f = fsched__tls_thread.current;
+    fsched_fiber *f = FSCHED__THREAD_NOW.current;
     if (!FSCHED__THREADS || FSCHED__LIKELY(!f || !f->movable_task)) return NULL;
     f->pins++;
     return f;
@@ -5199,7 +5244,7 @@ static FSCHED__NOINLINE fsched_result fsched__switch_refused(fsched_fiber *self,
    caller directly. */
 FIBERSCHED_API fsched_result fsched_fiber_switch(fsched_fiber *to) {
     /* the thread-local is read inline: nothing after the switch reuses its address */
-    fsched__thread *t = &fsched__tls_thread;
+    fsched__thread *t = &FSCHED__THREAD_NOW;
     fsched_fiber *self;
     if (FSCHED__UNLIKELY(!t->current)) t = fsched__thread_get();
     self = t->current;
@@ -6079,6 +6124,15 @@ __thread
     fsched__ring *fsched__join_ring;
 #endif
 
+#if defined(FSCHED__JOIN_RING_CALL)
+/* Not inlined: each call reads the thread pointer anew (see fsched__join_inline). */
+FIBERSCHED_API FSCHED__NOINLINE fsched__ring *fsched__join_ring_now(void) {
+    fsched__ring *r = fsched__join_ring;
+    __asm__ __volatile__("" : "+r"(r)); /* not a pure function: never merged */
+    return r;
+}
+#endif
+
 /* Makes r the ring of the calling thread's joins; returns the one it replaces. */
 static fsched__ring *fsched__join_ring_swap(fsched__ring *r) {
 #if defined(FSCHED__JOIN_RING)
@@ -6231,13 +6285,13 @@ static uint64_t fsched__sched_now(const fsched_sched *s) {
 }
 
 static uint64_t fsched__clock_ns(void) {
-    fsched__worker *w = fsched__tls_thread.worker;
+    fsched__worker *w = FSCHED__THREAD_NOW.worker;
     return fsched__sched_now(w ? w->sched : NULL);
 }
 
 /* Whether timed waits can work here: always with an OS, else with a desc.clock. */
 static int fsched__have_clock(void) {
-    fsched__worker *w = fsched__tls_thread.worker;
+    fsched__worker *w = FSCHED__THREAD_NOW.worker;
     return FSCHED__OS || (w && w->sched->clock);
 }
 
@@ -6335,7 +6389,7 @@ static void fsched__notify(fsched__worker *w) {
 /* Whether the calling thread must hold w's scheduler to tell w something: it is not a
    slot of that scheduler (see fsched__sched_hold). */
 static fsched_sched *fsched__hold_for(fsched__worker *w) {
-    fsched__worker *self = fsched__tls_thread.worker;
+    fsched__worker *self = FSCHED__THREAD_NOW.worker;
     if (self && self->sched == w->sched) return NULL;
     fsched__sched_hold(w->sched);
     return w->sched;
@@ -6656,7 +6710,7 @@ static void fsched__ready_append(fsched__worker *w, fsched_fiber *f) {
    fsched__hold_for), so that telling w may wait until a lock is released. */
 static int fsched__post_ready(fsched__worker *w, fsched_fiber *f, fsched_sched **held) {
     fsched_fiber *head;
-    if (fsched__tls_thread.worker == w) {
+    if (FSCHED__THREAD_NOW.worker == w) {
         fsched__ready_append(w, f);
         return 0;
     }
@@ -8868,7 +8922,7 @@ static void fsched__wait_list_wake_all(fsched_wait_list *l, fsched__wakes *wakes
    there was none, -1 when there is no room for one. */
 #define FSCHED__INLINE_DEPTH_MAX 4u
 static int fsched__run_inline(fsched__worker *w) {
-    fsched_fiber *f = fsched__tls_thread.current;
+    fsched_fiber *f = FSCHED__THREAD_NOW.current;
     fsched__job *job;
     char here; /* about where the stack pointer is (stacks grow down) */
     int room = f->stack_hi > f->stack_lo
@@ -9361,7 +9415,7 @@ static void fsched__task_execute(fsched__job *job, fsched__worker *w) {
     fsched_wait_group *wg = t->wait_group;
     int leased = FSCHED__THREADS && t->leased; /* (only worker threads lease: fsched__spawn) */
     fsched__task *kept = t->copy || arg == (void *)t->data ? t : NULL;
-    uint8_t outer_movable = f->movable_task, outer_may_move = f->task_may_move;
+    uint8_t outer_movable = f->movable_task; /* (fsched__running_end restores the rest) */
     FSCHED__TRACE(uint64_t trace_begin = fsched__trace_now();)
     /* only a task the loop itself runs may move: one nested by a wait (which runs its
        group's tasks, or jobs for want of a fiber) has that wait's frames under it, and a
@@ -9376,7 +9430,6 @@ static void fsched__task_execute(fsched__job *job, fsched__worker *w) {
        read again here: its address may have been computed before) */
     w = (fsched__worker *)f->owner;
     f->movable_task = outer_movable;
-    f->task_may_move = outer_may_move;
     fsched__join_ring_follow(w, f);
     if (FSCHED__STACK_WATCHED(f)) fsched__stack_check(f, NULL);
     FSCHED__TRACE(fsched__trace_record(FSCHED__TRACE_TASK, trace_begin, FSCHED__CODE(fn),
@@ -9465,10 +9518,10 @@ static FSCHED__ALWAYS_INLINE fsched__job *fsched__wait_group_take_public(
    every read of the count in a wait: pairs with the acq_rel CAS that counted it down, so
    the work counted happens before the wait returns. */
 static FSCHED__ALWAYS_INLINE void fsched__wait_group_help(fsched_wait_group *wg) {
-    fsched__worker *w = fsched__tls_thread.worker;
+    fsched__worker *w = FSCHED__THREAD_NOW.worker;
     fsched__deque *d;
     /* nor does a poll hook, whose tasks would run where their waits fail */
-    if (!w || fsched__tls_thread.current == w->root || fsched__tls_thread.in_hook) return;
+    if (!w || FSCHED__THREAD_NOW.current == w->root || FSCHED__THREAD_NOW.in_hook) return;
     d = &w->deque;
     while (FSCHED__LOAD(&wg->count, FSCHED__ACQUIRE) != 0) {
         fsched__job *job;
@@ -9516,7 +9569,7 @@ static FSCHED__NOINLINE fsched_result fsched__wait_group_unattended(fsched_wait_
                                                                    const char *what) {
     /* relaxed: a hint (see fsched__spawn); acquire, the count: as in a wait */
     fsched_sched *s = (fsched_sched *)FSCHED__LOAD(&wg->single, FSCHED__RELAXED);
-    fsched__worker *w = fsched__tls_thread.worker;
+    fsched__worker *w = FSCHED__THREAD_NOW.worker;
     fsched_result r = FSCHED_OK;
     if (!s || (w && w->sched == s) || !FSCHED__LOAD(&wg->count, FSCHED__ACQUIRE)) return r;
     if (fsched__sched_enter(s, 0, what) != FSCHED_OK) return r; /* destroyed: its tasks ran */
@@ -9551,7 +9604,7 @@ FIBERSCHED_API fsched_result fsched_wait_group_wait_for(fsched_wait_group *wg, u
         return FSCHED_OK;
     }
     if (!timeout_ns) { /* a poll: other workers that asked get the caller's queued work */
-        if (fsched__tls_thread.worker) fsched__answer_request(fsched__tls_thread.worker);
+        if (FSCHED__THREAD_NOW.worker) fsched__answer_request(FSCHED__THREAD_NOW.worker);
         return FSCHED_ERR_TIMEOUT;
     }
     FSCHED__CHECK_CLOCK();
@@ -9888,14 +9941,14 @@ FIBERSCHED_API fsched_result fsched_sema_release(fsched_sema *s, int64_t n) {
 /* ---- sleep and yield ------------------------------------------------------------- */
 
 FIBERSCHED_API void fsched_sleep_for(uint64_t ns) {
-    fsched__worker *w = fsched__tls_thread.worker;
+    fsched__worker *w = FSCHED__THREAD_NOW.worker;
     fsched__waiter wt;
     if (!ns) return;
     if (!fsched__have_clock()) { /* no clock to sleep by: let others run instead */
         fsched_yield();
         return;
     }
-    if (w && !fsched__tls_thread.in_hook) { /* a poll hook stays on its fiber */
+    if (w && !FSCHED__THREAD_NOW.in_hook) { /* a poll hook stays on its fiber */
         /* a timer that cannot be set (out of memory) falls back to blocking the thread */
         if (fsched__wait_begin(&wt, fsched__deadline_after(ns), "sleep", NULL) == FSCHED_OK) {
             fsched__wait_commit(NULL, &wt);
@@ -9912,8 +9965,8 @@ FIBERSCHED_API void fsched_sleep_for(uint64_t ns) {
 }
 
 FIBERSCHED_API void fsched_yield(void) {
-    fsched__worker *w = fsched__tls_thread.worker;
-    if (w && !fsched__tls_thread.in_hook) { /* a poll hook stays on its fiber */
+    fsched__worker *w = FSCHED__THREAD_NOW.worker;
+    if (w && !FSCHED__THREAD_NOW.in_hook) { /* a poll hook stays on its fiber */
         fsched_fiber *next;
         /* Another fiber is ready: the thread goes to it directly (one switch, not two
            through the loop), but every FSCHED__OUTSIDE_EVERY-th yield in a row passes
@@ -9921,7 +9974,7 @@ FIBERSCHED_API void fsched_yield(void) {
            from other threads: fibers that yield to each other cannot starve those. */
         if (w->ready_head && ++w->yields_direct < FSCHED__OUTSIDE_EVERY) {
             next = fsched__ready_pop(w);
-            fsched__ready_append(w, fsched__tls_thread.current);
+            fsched__ready_append(w, FSCHED__THREAD_NOW.current);
             fsched__answer_request(w);
             fsched__switch_to(w, next);
             return;
@@ -9929,7 +9982,7 @@ FIBERSCHED_API void fsched_yield(void) {
         w->yields_direct = 0;
         next = fsched__idle_take(w);
         if (next) {
-            fsched__ready_append(w, fsched__tls_thread.current);
+            fsched__ready_append(w, FSCHED__THREAD_NOW.current);
             w->yield_pending = 1;
             fsched__switch_to(w, next);
             return;
@@ -10911,7 +10964,7 @@ static fsched_result fsched__poll_lock(fsched_sched *s) {
     FSCHED__FETCH_ADD(&s->poll_busy, 2u, FSCHED__RELAXED);
     for (;;) {
         busy = FSCHED__LOAD(&s->poll_busy, FSCHED__RELAXED);
-        if ((busy & FSCHED__POLL_CALLING) && fsched__tls_thread.in_hook) {
+        if ((busy & FSCHED__POLL_CALLING) && FSCHED__THREAD_NOW.in_hook) {
             FSCHED__FETCH_SUB(&s->poll_busy, 2u, FSCHED__RELAXED); /* took nothing */
             return FSCHED__MISUSE(&s->logger, FSCHED_ERR_WRONG_STATE,
                                   "fsched_set_poll: from a poll hook, while another "
@@ -11119,7 +11172,7 @@ FIBERSCHED_API fsched_result fsched_set_poll(fsched_sched *s, fsched_poll_fn fn,
     int inside;
     if (r != FSCHED_OK) return r;
     /* the hook's own lock, unless this is the call that holds it */
-    inside = fsched__tls_thread.in_hook == s;
+    inside = FSCHED__THREAD_NOW.in_hook == s;
     if (!inside && (r = fsched__poll_lock(s)) != FSCHED_OK) {
         fsched__sched_release(s);
         return r;
@@ -11311,7 +11364,7 @@ static fsched_result fsched__fd_wait(fsched__io *io, fsched__fd_waiter *fw, int 
 FIBERSCHED_API fsched_result fsched_wait_fd(int fd, uint32_t events, uint64_t timeout_ns,
                                             uint32_t *ready) {
 #if defined(FSCHED__IO)
-    fsched__worker *w = fsched__tls_thread.worker;
+    fsched__worker *w = FSCHED__THREAD_NOW.worker;
     fsched__io *io;
     fsched__fd_waiter fw;
     uint64_t deadline;
@@ -11427,7 +11480,7 @@ static int fsched__task_copy(fsched_sched *s, fsched__task *t, const fsched__arg
 /* Spawns fn(arg), or fn on a copy of `copy`'s bytes when it is not NULL. */
 static fsched_result fsched__spawn(fsched_sched *s, fsched_wait_group *wg, void (*fn)(void *),
                                    void *arg, const fsched__arg_copy *copy, const char *name) {
-    fsched__worker *w = fsched__tls_thread.worker;
+    fsched__worker *w = FSCHED__THREAD_NOW.worker;
     fsched__job *job;
     fsched__task *t;
     fsched_result r;
@@ -11464,7 +11517,7 @@ static fsched_result fsched__spawn(fsched_sched *s, fsched_wait_group *wg, void 
        (which returns to its own code, which may block in the OS or compute for long, as
        any thread's), nor a worker's hook; without threads every slot is bound */
     queued_here = FSCHED__THREADS && wg && w && !FSCHED__BOUND(w) &&
-                  fsched__tls_thread.current != w->root;
+                  FSCHED__THREAD_NOW.current != w->root;
     if (wg && (r = fsched__group_count(wg, queued_here ? w : NULL, t)) != FSCHED_OK) {
         /* the count is full */
         fsched__task_free(s, w, t);
@@ -11561,8 +11614,8 @@ static void fsched__outside_task(void *p) {
    handler, a worker's start or stop hook or a poll hook, which must not wait. */
 static fsched_result fsched__outside_refused(const char *what) {
     const char *where = fsched__in_interrupt()              ? "an interrupt handler"
-                        : fsched__tls_thread.in_worker_hook ? "a worker's start or stop hook"
-                        : fsched__tls_thread.in_hook        ? "a poll hook"
+                        : FSCHED__THREAD_NOW.in_worker_hook ? "a worker's start or stop hook"
+                        : FSCHED__THREAD_NOW.in_hook        ? "a poll hook"
                                                             : NULL;
     if (!where) return FSCHED_OK;
     return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
@@ -11656,7 +11709,7 @@ static void fsched__latch_wait(fsched__worker *w, uintptr_t *latch) {
     }
     FSCHED__POINT(JOIN);
     /* acq_rel: publishes the fiber to the setter, or sees that it finished */
-    if (FSCHED__CAS(latch, &expected, (uintptr_t)fsched__tls_thread.current, FSCHED__ACQ_REL,
+    if (FSCHED__CAS(latch, &expected, (uintptr_t)FSCHED__THREAD_NOW.current, FSCHED__ACQ_REL,
                     FSCHED__ACQUIRE))
         fsched__suspend(w, next, "join", latch);
     else
@@ -11692,7 +11745,7 @@ static fsched_result fsched__join_check(fsched__worker *w, int null_function, co
     if (null_function)
         return FSCHED__MISUSE(w ? &w->sched->logger : NULL, FSCHED_ERR_INVALID_ARGUMENT,
                               "%s: NULL function", what);
-    if (fsched__tls_thread.in_hook)
+    if (FSCHED__THREAD_NOW.in_hook)
         return FSCHED__MISUSE(&w->sched->logger, FSCHED_ERR_WRONG_STATE,
                               "%s: called from a poll hook, which must not wait", what);
     return FSCHED_OK;
@@ -11703,7 +11756,7 @@ static fsched_result fsched__join_check(fsched__worker *w, int null_function, co
    queued there, and their ends are waited for there, so fsched_unbind and fsched_destroy
    are refused meanwhile. Whether it counted the call, for fsched__own_call_end. */
 static int fsched__own_call_begin(fsched__worker *w) {
-    if (!FSCHED__BOUND(w) || !fsched__in_own_code(&fsched__tls_thread)) return 0;
+    if (!FSCHED__BOUND(w) || !fsched__in_own_code(&FSCHED__THREAD_NOW)) return 0;
     w->own_calls++;
     return 1;
 }
@@ -11729,7 +11782,7 @@ static fsched_result fsched__join_again(void *p) {
 static FSCHED__NOINLINE fsched_result fsched__join_elsewhere(void (*a)(void *), void *arg_a,
                                                             void (*b)(void *), void *arg_b) {
     fsched__join_args j;
-    fsched__worker *w = fsched__tls_thread.worker;
+    fsched__worker *w = FSCHED__THREAD_NOW.worker;
     if (!a || !b || w) return fsched__join_check(w, !a || !b, "fsched_join"); /* a hook */
     j.a = a;
     j.arg_a = arg_a;
@@ -11780,10 +11833,10 @@ static FSCHED__ALWAYS_INLINE void fsched__join_on(fsched__worker *w, void (*a)(v
    threads and where there is none). */
 FIBERSCHED_API fsched_result(fsched_join)(void (*a)(void *arg), void *arg_a,
                                           void (*b)(void *arg), void *arg_b) {
-    fsched__worker *w = fsched__tls_thread.worker;
+    fsched__worker *w = FSCHED__THREAD_NOW.worker;
     fsched_fiber *pinned;
     int counted;
-    if (FSCHED__UNLIKELY(!w || fsched__tls_thread.in_hook || !a || !b))
+    if (FSCHED__UNLIKELY(!w || FSCHED__THREAD_NOW.in_hook || !a || !b))
         return fsched__join_elsewhere(a, arg_a, b, arg_b);
     counted = fsched__own_call_begin(w); /* a bound thread's, which has no inline path */
     pinned = fsched__pin(); /* b waits on w's deque */
@@ -12070,7 +12123,7 @@ static void fsched__frames_hold(fsched__worker *w, fsched_frames *fs, fsched_fib
 /* FSCHED_OK with *out NULL outside every scheduler: the macro then runs the tree through
    fsched__frames_outside. */
 FIBERSCHED_API fsched_result fsched__frames_enter(fsched_frames **out) {
-    fsched__worker *w = fsched__tls_thread.worker;
+    fsched__worker *w = FSCHED__THREAD_NOW.worker;
     fsched_frames *fs;
     fsched_result refused;
     *out = NULL;
@@ -12084,7 +12137,7 @@ FIBERSCHED_API fsched_result fsched__frames_enter(fsched_frames **out) {
         fsched__frames_push(w, fs);
         return FSCHED_ERR_OUT_OF_MEMORY;
     }
-    fsched__frames_hold(w, fs, fsched__tls_thread.current);
+    fsched__frames_hold(w, fs, FSCHED__THREAD_NOW.current);
     (void)fsched__own_call_begin(w); /* fsched__frames_leave ends it (the same test) */
     *out = fs;
     return FSCHED_OK;
@@ -12097,7 +12150,7 @@ FIBERSCHED_API fsched_result fsched__frames_outside(fsched_result (*root)(void *
 
 FIBERSCHED_API void fsched__frames_leave(fsched_frames *fs) {
     fsched__worker *w = (fsched__worker *)fs->worker;
-    fsched__own_call_end(w, FSCHED__BOUND(w) && fsched__in_own_code(&fsched__tls_thread));
+    fsched__own_call_end(w, FSCHED__BOUND(w) && fsched__in_own_code(&FSCHED__THREAD_NOW));
     ((fsched_fiber *)fs->fiber)->frames = fs->outer;
     FSCHED__STORE(&fs->in_use, 0u, FSCHED__RELAXED); /* relaxed: see fsched__frames_hold */
     /* the fiber's outer tree spawns again (release: as in fsched__frames_hold) */
@@ -12374,9 +12427,9 @@ static uintptr_t fsched__range_code(const fsched__range *r) {
    names the body, also when the piece runs inline on the loop's own fiber). */
 static void fsched__range_right(void *arg) {
     fsched__range_part *p = (fsched__range_part *)arg;
-    fsched_fiber *f = fsched__tls_thread.current;
+    fsched_fiber *f = FSCHED__THREAD_NOW.current;
     fsched__running outer = fsched__running_begin(f, fsched__range_code(p->r), NULL);
-    fsched__range_run(p, fsched__tls_thread.worker != p->origin);
+    fsched__range_run(p, FSCHED__THREAD_NOW.worker != p->origin);
     fsched__running_end(f, outer);
 }
 
@@ -12392,7 +12445,7 @@ static void fsched__range_execute(fsched__job *job, fsched__worker *w) {
 
 static void fsched__range_run(fsched__range_part *p, int stolen) {
     const fsched__range *r = p->r;
-    fsched__worker *w = fsched__tls_thread.worker;
+    fsched__worker *w = FSCHED__THREAD_NOW.worker;
     while (p->hi - p->lo > r->grain && fsched__split_more(&p->splits, stolen, r->threads)) {
         size_t mid = p->lo + (p->hi - p->lo) / 2;
         fsched__range_part right;
@@ -12446,7 +12499,7 @@ static fsched_result fsched__range_again(void *p) {
 
 static fsched_result fsched__range_start(fsched__range *r, size_t begin, size_t end, void *acc,
                                          const char *what) {
-    fsched__worker *w = fsched__tls_thread.worker;
+    fsched__worker *w = FSCHED__THREAD_NOW.worker;
     fsched__range_part p;
     fsched_result refused;
     if (w && (refused = fsched__join_check(w, 0, what)) != FSCHED_OK) return refused;
@@ -12474,7 +12527,12 @@ static fsched_result fsched__range_start(fsched__range *r, size_t begin, size_t 
     if (end > begin) {
         int counted = fsched__own_call_begin(w);
         fsched_fiber *pinned = fsched__pin(); /* p.origin is this worker */
+        fsched_fiber *f = FSCHED__THREAD_NOW.current;
+        /* the body is not the task, here as on another worker (fsched__running_begin) */
+        uint8_t may_move = f->task_may_move;
+        f->task_may_move = 0;
         fsched__range_run(&p, 0);
+        f->task_may_move = may_move;
         fsched__unpin(pinned);
         fsched__own_call_end(w, counted);
     }
@@ -12788,7 +12846,7 @@ static char *fsched__graph_strdup(const fsched_allocator *a, const char *text) {
 
 /* The graph task whose function runs on the calling fiber, or NULL. */
 static fsched_graph_task *fsched__graph_current(void) {
-    fsched_fiber *f = fsched__tls_thread.current;
+    fsched_fiber *f = FSCHED__THREAD_NOW.current;
     return f ? (fsched_graph_task *)f->graph_task : NULL;
 }
 
@@ -13329,7 +13387,7 @@ static fsched_result fsched__graph_precede_running(fsched_graph *g, fsched_graph
         if (live) fsched__slab_put(&g->live_slab, live);
         /* acq_rel: as in fsched__graph_complete */
         if ((uint32_t)FSCHED__FETCH_SUB(&after->pending, (uint64_t)1, FSCHED__ACQ_REL) == 1)
-            fsched__graph_queue(after, fsched__tls_thread.worker, NULL);
+            fsched__graph_queue(after, FSCHED__THREAD_NOW.worker, NULL);
         return r;
     }
     e->to = after;
@@ -13358,7 +13416,7 @@ static fsched_result fsched__graph_precede_running(fsched_graph *g, fsched_graph
             FSCHED__FETCH_OR(&after->upstream, FSCHED__UPSTREAM_CANCELLED, FSCHED__RELAXED);
         /* acq_rel: the upstream mark is seen by whoever releases `after` */
         if ((uint32_t)FSCHED__FETCH_SUB(&after->pending, (uint64_t)1, FSCHED__ACQ_REL) == 1)
-            fsched__graph_queue(after, fsched__tls_thread.worker, NULL);
+            fsched__graph_queue(after, FSCHED__THREAD_NOW.worker, NULL);
     }
     return FSCHED_OK;
 }
@@ -13721,7 +13779,7 @@ static void fsched__graph_process(fsched_graph_task *t, fsched__worker *w,
                FSCHED__LOAD(&g->cancel, FSCHED__ACQUIRE)) {
         state = FSCHED_TASK_CANCELLED;
     } else {
-        fsched_fiber *f = fsched__tls_thread.current;
+        fsched_fiber *f = FSCHED__THREAD_NOW.current;
         void *outer = f->graph_task; /* a task may run inline while another one waits */
         fsched__running outer_running;
         /* relaxed: as in fsched__graph_queue */
@@ -13899,7 +13957,7 @@ static void fsched__graph_starter(fsched__job *job, fsched__worker *w) {
 }
 
 FIBERSCHED_API fsched_result fsched_graph_run(fsched_graph *g, fsched_sched *s) {
-    fsched__worker *w = fsched__tls_thread.worker;
+    fsched__worker *w = FSCHED__THREAD_NOW.worker;
     fsched_graph_task *local = NULL;
     fsched_result r;
     uint32_t i;
@@ -14738,7 +14796,7 @@ static int fsched__node_can_advance(fsched_node *n) {
    node look long for hundreds of advances. */
 /* Calls the node's advance, named by the node on the fiber it runs on. */
 static void fsched__node_advance(fsched_node *n) {
-    fsched_fiber *f = fsched__tls_thread.current;
+    fsched_fiber *f = FSCHED__THREAD_NOW.current;
     fsched__running outer;
     if (!f) {
         n->desc.advance(n, n->desc.user);
@@ -15305,7 +15363,7 @@ FIBERSCHED_API fsched_result fsched_node_complete(fsched_node *n, int advanced) 
     /* acquire: see the pipeline's `state` */
     if (FSCHED__LOAD(&n->pipeline->state, FSCHED__ACQUIRE) == FSCHED__PIPE_RUNNING) {
         fsched_sched *s = n->pipeline->sched;
-        fsched__worker *w = fsched__tls_thread.worker;
+        fsched__worker *w = FSCHED__THREAD_NOW.worker;
         if (w && w->sched != s) w = NULL;
         /* from outside s, hold it: once queued, the node may run, the pipeline end and s
            be destroyed while this call is still announcing the job */
@@ -15320,7 +15378,7 @@ FIBERSCHED_API fsched_result fsched_node_complete(fsched_node *n, int advanced) 
 
 /* Acquire, each read of the state: see the pipeline's `state`. */
 FIBERSCHED_API fsched_result fsched_pipeline_run(fsched_pipeline *p, fsched_sched *s) {
-    fsched__worker *w = fsched__tls_thread.worker;
+    fsched__worker *w = FSCHED__THREAD_NOW.worker;
     fsched_result r;
     fsched_fiber *pinned;
     uint32_t i, st;
@@ -15443,7 +15501,7 @@ typedef struct fsched__lp {
    thread, whose own code may block in the OS or compute between its calls to the
    scheduler, publishes it (as spawn does). */
 static void fsched__lp_queue(fsched__worker *w, fsched__job *job) {
-    if (!FSCHED__BOUND(w) && fsched__tls_thread.current != w->root && fsched__push_job(w, job))
+    if (!FSCHED__BOUND(w) && FSCHED__THREAD_NOW.current != w->root && fsched__push_job(w, job))
         return;
     fsched__publish(w, &job, 1); /* out of memory for the ring: the injector */
 }
@@ -15526,7 +15584,7 @@ static void fsched__lp_lend(fsched__lp *lp, const fsched__lp_stage *st, fsched__
     if (!held) {
         fsched__answer_request(w);
     } else if (fsched__lp_wanted(st, w) || FSCHED__BOUND(w) ||
-               fsched__tls_thread.current == w->root || !fsched__deque_push(&w->deque, input)) {
+               FSCHED__THREAD_NOW.current == w->root || !fsched__deque_push(&w->deque, input)) {
         fsched__publish(w, &input, 1);
     }
 }
@@ -15554,7 +15612,7 @@ static int fsched__lp_reclaim(fsched__lp *lp, fsched__worker *w) {
 static void *fsched__lp_stage_call(fsched__lp *lp, const fsched_stage *sg, fsched__lp_stage *st,
                                    fsched__lp_item *it, int *stop, fsched__worker *w,
                                    int *held) {
-    fsched_fiber *f = fsched__tls_thread.current;
+    fsched_fiber *f = FSCHED__THREAD_NOW.current;
     fsched__running outer = fsched__running_begin(f, FSCHED__CODE(sg->fn), sg->name);
     void *data = it ? it->data : NULL;
     if (!st) {
@@ -15813,7 +15871,7 @@ static fsched_result fsched__lp_again(void *p) {
 static fsched_result fsched__lp_check(const fsched_logger *logger, const fsched_stage *stages,
                                       size_t n_stages) {
     size_t i;
-    if (fsched__tls_thread.worker && fsched__tls_thread.in_hook)
+    if (FSCHED__THREAD_NOW.worker && FSCHED__THREAD_NOW.in_hook)
         return FSCHED__MISUSE(logger, FSCHED_ERR_WRONG_STATE, "fsched_parallel_pipeline: "
                               "called from a poll hook, which must not wait");
     if (!stages || !n_stages)
@@ -15915,7 +15973,7 @@ static void fsched__lp_wait(fsched__lp *lp, const fsched_parallel_pipeline_desc 
 FIBERSCHED_API fsched_result fsched_parallel_pipeline_run(const fsched_parallel_pipeline_desc *desc,
                                                           const fsched_stage *stages,
                                                           size_t n_stages) {
-    fsched__worker *w = fsched__tls_thread.worker;
+    fsched__worker *w = FSCHED__THREAD_NOW.worker;
     fsched_parallel_pipeline_desc d;
     const fsched_logger *logger;
     fsched_fiber *pinned;
@@ -16771,7 +16829,10 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
    runtime keeps the exceptions being handled per thread, and a task that runs on the same
    worker meanwhile and catches one of its own changes what `throw;` and
    std::current_exception() see in the first. Keep std::current_exception() (or what the
-   exception says) and wait after the catch block. */
+   exception says) and wait after the catch block. A movable task must not wait either
+   while an exception unwinds it (in a destructor): the runtime counts the exceptions in
+   flight per thread (std::uncaught_exceptions), and a task that resumed elsewhere would
+   leave that count wrong on both threads. */
 #if defined(__cplusplus) && !defined(FIBERSCHED_NO_CPP) && !defined(FIBERSCHED_CPP_H)
 #define FIBERSCHED_CPP_H
 

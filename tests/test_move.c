@@ -18,7 +18,9 @@
    M6. the documented pattern for thread-local state: a thread-local read through a
        function that is not inlined, and errno read in a helper that does not wait, are
        the resuming thread's (at least one task moved).
-   M7. fsched_task_set_movable where it makes no sense: FSCHED_ERR_WRONG_STATE. */
+   M7. fsched_task_set_movable where it makes no sense: FSCHED_ERR_WRONG_STATE (a hook,
+       the thread's own code, a task nested by a wait, a parallel loop's body run on the
+       task's own fiber, which is not the task: it leaves the task's setting alone). */
 #define FIBERSCHED_IMPLEMENTATION
 #include "fibersched.h"
 
@@ -447,8 +449,20 @@ typedef struct nested_case {
     fsched_result nested_result, own_result;
     int nested_ran, own_ran;
     int ring_kept;            /* 1: a task that opted out has the join ring back */
+    fsched_result body_result; /* of a parallel loop's body on the task's own fiber */
+    int body_ran, stayed_pinned;
     int done;
 } nested_case;
+
+/* A parallel loop's body, on the fiber of the task that runs the loop: not that task */
+static void loop_body(void *ctx, size_t lo, size_t hi) {
+    nested_case *c = (nested_case *)ctx;
+    CHECK(hi - lo == 1);
+    if (fsched_fiber_current() == c->outer) {
+        c->body_result = fsched_task_set_movable(1);
+        c->body_ran = 1;
+    }
+}
 
 static void nested_task(void *p) {
     nested_case *c = (nested_case *)p;
@@ -474,6 +488,8 @@ static void outer_task(void *p) {
     c->ring_kept = 1;
 #endif
     c->own_ran = 1;
+    CHECK_OK(fsched_parallel_for(0, 1, 1, loop_body, c));
+    c->stayed_pinned = !fsched_fiber_current()->movable_task;
     CHECK_OK(fsched_wait_group_init(&wg));
     for (i = 0; i < 4; i++)
         CHECK_OK(fsched_wait_group_spawn(&wg, fsched_current(), nested_task, c));
@@ -499,6 +515,9 @@ static void test_wrong_state(void) {
     CHECK(c.ring_kept);
     CHECK(c.nested_ran); /* its wait ran the newest of them itself */
     CHECK_RESULT(c.nested_result, FSCHED_ERR_WRONG_STATE);
+    CHECK(c.body_ran); /* one element: no split, it ran on the task's fiber */
+    CHECK_RESULT(c.body_result, FSCHED_ERR_WRONG_STATE);
+    CHECK(c.stayed_pinned);
 }
 
 int main(void) {

@@ -14,8 +14,15 @@
    conditions and brings the wait group down once some actor has waited for long
    (FZ_RESCUE_MS), so that a wait that lasts longer than the watchdog's limit is a hang.
 
+   An input whose first byte is FZ_MOVE_FORMAT makes tasks movable (desc.movable_tasks)
+   and adds two operations: fsched_task_set_movable with edge values between waits, and
+   a burst of movable tasks woken at once on one worker (which sheds them to idle ones);
+   where they resume, the thread must be a slot of the scheduler, the count of moves
+   never goes back, and every task still runs once. Any other input keeps its meaning.
+
    Input: a header (the desc), then operations of a few bytes each (see fz_op_read). */
 #define _GNU_SOURCE
+#include <limits.h>
 #define FIBERSCHED_IMPLEMENTATION
 #include "../../fibersched.h"
 #include "fuzz.h"
@@ -23,6 +30,7 @@
 #define FZ_OPS_MAX 48
 #define FZ_THREADS_MAX 6
 #define FZ_RESCUE_MS 20
+#define FZ_MOVE_FORMAT 0x4D /* first byte of an input with movable tasks */
 
 enum {
     OP_SPAWN, OP_SPAWN_TREE, OP_JOIN, OP_RUN, OP_PFOR, OP_REDUCE,
@@ -33,6 +41,8 @@ enum {
     OP_SEM_ACQUIRE, OP_SEM_RELEASE,
     OP_SLEEP, OP_YIELD, OP_BIND, OP_QUERY, OP_DESTROY_FROM_TASK, OP_SET_POLL,
     OP_SCRATCH, OP_DESTROY,
+    OP_COUNT_PLAIN, /* the operations of inputs without FZ_MOVE_FORMAT */
+    OP_MOVABLE = OP_COUNT_PLAIN, OP_MOVE_BURST,
     OP_COUNT
 };
 
@@ -44,8 +54,10 @@ static const char *const op_names[OP_COUNT] = {
     "cond wait", "cond signal", "cond broadcast",
     "sema acquire", "sema release",
     "sleep", "yield", "bind", "queries", "destroy from a task", "set_poll",
-    "scratch objects", "destroy",
+    "scratch objects", "destroy", "fsched_task_set_movable", "burst of movable tasks",
 };
+
+static int move_format; /* the input's: FZ_MOVE_FORMAT */
 
 /* Where an operation runs. */
 enum { CTX_MAIN, CTX_TASK, CTX_NESTED, CTX_THREAD, CTX_WG_TASK, CTX_POLL, CTX_COUNT };
@@ -79,6 +91,7 @@ typedef struct world {
     FZ_ATOMIC(int64_t) sem_released;
 
     FZ_ATOMIC(uint64_t) spawned, ran; /* tasks spawned with FSCHED_OK, and run */
+    FZ_ATOMIC(uint64_t) moved_seen;   /* the largest fibers_moved a finished call read */
     FZ_ATOMIC(int) actors;            /* operations under way elsewhere than the driver */
     FZ_ATOMIC(int) stop_rescuer;
     FZ_ATOMIC(uint64_t) waiting_since; /* an actor waits since (0: none) */
@@ -560,9 +573,18 @@ static void op_bind(world *w, const fz_op *op) {
 
 static void op_query(world *w, const fz_op *op) {
     fsched_stats st;
+    uint64_t moved_before = w->moved_seen;
     fsched_result r = fsched_get_stats(w->s, &st);
     int idx = fsched_worker_index();
     (void)op;
+    if (r == FSCHED_OK) { /* moves are counted once each: the count never goes back */
+        uint64_t seen = w->moved_seen;
+        FZ_CHECK(st.fibers_moved >= moved_before);
+        while (st.fibers_moved > seen &&
+               !atomic_compare_exchange_weak(&w->moved_seen, &seen, st.fibers_moved)) {
+        }
+        if (!w->s || !move_format) FZ_CHECK(st.fibers_moved == 0);
+    }
     if (sched_gone(w)) {
         FZ_EXPECT(r, "fsched_get_stats after destroy", FSCHED_OK, FSCHED_ERR_INVALID_ARGUMENT);
     } else {
@@ -588,6 +610,133 @@ static void op_destroy_from_task(world *w, const fz_op *op) {
         FZ_EXPECT(fsched_destroy(w->s), "fsched_destroy from a worker hook", FSCHED_ERR_WRONG_STATE);
     }
     FZ_EXPECT(fsched_destroy(NULL), "fsched_destroy(NULL)", FSCHED_OK);
+}
+
+/* ---- movable tasks (inputs with FZ_MOVE_FORMAT) ---- */
+
+static const int movable_values[] = {0, 1, 2, -1, INT_MIN, INT_MAX};
+
+/* Where a task resumed: a slot of w's scheduler. */
+static void check_resumed(const world *w) {
+    FZ_CHECK(fsched_current() == w->s);
+    FZ_CHECK(fsched_worker_index() >= 0);
+}
+
+/* fsched_task_set_movable with edge values, toggled between waits that may move the task:
+   refused everywhere but in a task the loop runs. */
+static void op_movable(world *w, const fz_op *op, int ctx) {
+    int k, rounds = 1 + op->x % 4;
+    uint64_t t = fz_endless(op->t) ? 1000u : op->t % 100000000u; /* at most 0.1 s */
+    for (k = 0; k < rounds; k++) {
+        int value = movable_values[(op->variant + k) % 6];
+        fsched_result r = fsched_task_set_movable(value);
+        if (ctx != CTX_TASK || op->in_hook) {
+            FZ_EXPECT(r, "fsched_task_set_movable outside a task", FSCHED_ERR_WRONG_STATE);
+            return;
+        }
+        /* a task; nested by a wait for want of a fiber, or a group's leased task: refused */
+        FZ_EXPECT(r, "fsched_task_set_movable from a task", FSCHED_OK, FSCHED_ERR_WRONG_STATE);
+        if (r == FSCHED_ERR_WRONG_STATE) return;
+        if (fsched_current() != w->s) return; /* (a task of the scheduler: cannot be) */
+        switch ((op->variant >> 3) % 4) {
+        case 0: fsched_sleep_for(t); break;
+        case 1:
+            wait_begin(w);
+            expect_wait(w, fsched_event_wait_for(&w->ev[0], t), t, 1,
+                        "fsched_event_wait_for (movable)");
+            break;
+        case 2:
+            wait_begin(w);
+            r = fsched_mutex_lock(&w->mx);
+            expect_wait(w, r, 0, 0, "fsched_mutex_lock (movable)");
+            if (r != FSCHED_OK) break;
+            fsched_yield();
+            FZ_EXPECT(fsched_mutex_unlock(&w->mx), "fsched_mutex_unlock (movable)", FSCHED_OK);
+            break;
+        default: fsched_yield(); break;
+        }
+        check_resumed(w);
+    }
+}
+
+/* A burst: movable tasks that block on one event, all woken at once where they blocked
+   (their worker sheds the newer half to idle ones), each waking the next round's
+   partner twice over, sleeping and locking between; the last one out frees the burst. */
+#define BURST_MAX 24
+typedef struct burst {
+    world *w;
+    fsched_event go;
+    FZ_ATOMIC(int) left;
+    FZ_ATOMIC(int) arrived; /* tasks at their first wait */
+    int tasks, rounds;
+    uint64_t sleep_ns;
+    uint64_t work_ns; /* computed after each wake: a backlog forms where they woke */
+} burst;
+
+static void burst_task(void *p) {
+    burst *b = (burst *)p;
+    world *w = b->w;
+    int r;
+    w->ran++;
+    for (r = 0; r < b->rounds; r++) {
+        uint64_t until;
+        fsched_result e;
+        if (r == 0) b->arrived++;
+        wait_begin(w);
+        e = fsched_event_wait(&b->go);
+        expect_wait(w, e, 0, 0, "fsched_event_wait (burst)");
+        check_resumed(w);
+        until = fz_now() + b->work_ns;
+        while (fz_now() < until) {
+        }
+        if (r % 2) fsched_sleep_for(b->sleep_ns);
+        else if (fsched_task_set_movable(r % 4 != 2) != FSCHED_OK)
+            FZ_CHECK(w->failing); /* run nested by a wait, for want of a fiber */
+        wait_begin(w);
+        e = fsched_mutex_lock(&w->mx);
+        expect_wait(w, e, 0, 0, "fsched_mutex_lock (burst)");
+        if (e == FSCHED_OK)
+            FZ_EXPECT(fsched_mutex_unlock(&w->mx), "fsched_mutex_unlock (burst)", FSCHED_OK);
+        check_resumed(w);
+    }
+    if (--b->left == 0) {
+        FZ_EXPECT(fsched_event_destroy(&b->go), "fsched_event_destroy (burst)", FSCHED_OK);
+        free(b);
+    }
+}
+
+static void op_move_burst(world *w, const fz_op *op) {
+    burst *b;
+    int i, started = 0;
+    if (sched_gone(w) || op->in_hook) return;
+    b = (burst *)calloc(1, sizeof *b);
+    FZ_CHECK(b != NULL);
+    b->w = w;
+    b->tasks = 2 + op->x % (BURST_MAX - 1);
+    b->rounds = 1 + op->variant % 4;
+    b->sleep_ns = (op->variant >> 2) % 2 ? 0 : 1000;
+    b->work_ns = (uint64_t[]){0, 20000, 100000, 5000}[(op->variant >> 3) % 4];
+    FZ_EXPECT(fsched_event_init(&b->go, 1, 0), "fsched_event_init (burst)", FSCHED_OK);
+    b->left = b->tasks + 1; /* and this call's hold */
+    for (i = 0; i < b->tasks; i++) {
+        fsched_result r = fsched_spawn(w->s, burst_task, b);
+        EXPECT_SPAWN(r, "fsched_spawn (burst)");
+        count_spawn(w, r);
+        if (r == FSCHED_OK) started++;
+        else b->left--;
+    }
+    /* once they wait (for 50 ms at most: a worker may be held by another operation), all
+       woken at once. Manual reset, set for good: every later wait of every task passes
+       (a reset between rounds could strand a task that has not come to its wait). */
+    {
+        uint64_t until = fz_now() + 50 * FZ_MS;
+        while (b->arrived < started && fz_now() < until) fsched_sleep_for(100000);
+    }
+    FZ_EXPECT(fsched_event_set(&b->go), "fsched_event_set (burst)", FSCHED_OK);
+    if (--b->left == 0) {
+        FZ_EXPECT(fsched_event_destroy(&b->go), "fsched_event_destroy (burst)", FSCHED_OK);
+        free(b);
+    }
 }
 
 /* ---- the poll hook ---- */
@@ -947,6 +1096,8 @@ static void run_op(world *w, const fz_op *op, int ctx) {
     case OP_QUERY: op_query(w, op); break;
     case OP_DESTROY_FROM_TASK: op_destroy_from_task(w, op); break;
     case OP_SET_POLL: op_set_poll(w, op); break;
+    case OP_MOVABLE: op_movable(w, op, ctx); break;
+    case OP_MOVE_BURST: op_move_burst(w, op); break;
     default: break; /* OP_SCRATCH and OP_DESTROY: the driver's own (see drive) */
     }
 }
@@ -956,7 +1107,7 @@ static void run_op(world *w, const fz_op *op, int ctx) {
 static fz_op op_read(fz_in *in, uint32_t index) {
     fz_op op;
     memset(&op, 0, sizeof op);
-    op.code = (uint8_t)fz_below(in, OP_COUNT);
+    op.code = (uint8_t)fz_below(in, move_format ? OP_COUNT : OP_COUNT_PLAIN);
     op.ctx = (uint8_t)fz_below(in, CTX_COUNT);
     op.variant = fz_u8(in);
     op.x = fz_u8(in);
@@ -985,6 +1136,7 @@ static fsched_result create(world *w, fz_in *in) {
     d.guard_size = (stack >> 6) == 3 ? 4096 : 0;
     d.logger = fz_logger();
     d.worker_user = w;
+    d.movable_tasks = move_format;
     d.worker_start = hook_start;
     d.worker_stop = hook_stop;
     d.no_overflow_handler = extra & 1;
@@ -1106,6 +1258,11 @@ static void finish(world *w) {
         fz_step_end(w->driver);
         w->main_bound = 0;
     }
+    if (getenv("FIBERSCHED_FUZZ_TRACE") && !w->destroyed) {
+        fsched_stats st;
+        if (fsched_get_stats(w->s, &st) == FSCHED_OK)
+            fprintf(stderr, "fuzz: %llu fibers moved\n", (unsigned long long)st.fibers_moved);
+    }
     destroy_sched(w, 0);
     settle(w, "waiting for the operations' threads");
     for (k = 0; k < w->n_threads; k++) fz_thread_join(&w->threads[k]);
@@ -1139,6 +1296,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     world *w = (world *)calloc(1, sizeof *w);
     FZ_CHECK(w != NULL);
     fz_input_begin();
+    move_format = size && data[0] == FZ_MOVE_FORMAT;
+    if (move_format) in.i = 1;
     w->driver = fz_actor_new();
     objects_init(w);
     if (create(w, &in) == FSCHED_OK) {

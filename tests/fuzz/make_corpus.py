@@ -60,6 +60,23 @@ def core():
     # tiny and odd stacks
     for stack in (1, 4, 5, 6, 7, 0x13, 0x23):
         seeds.append([0x0A, stack, 0x02, 4, 0, 0, 0, 0, 1] + op(3, 1, 1, 12) + op(1, 1, 3, 3))
+    # movable tasks (first byte 0x4D): fsched_task_set_movable from every context with
+    # each value and wait; bursts woken at once, beside waits, joins, loops and stats
+    MOVE, MOVABLE, BURST = [0x4D], 29, 30
+    two = [0x0C, 0, 0x02, 4, 0, 0, 0, 0]  # two workers, plain driver
+    for ctx in range(CTXS):
+        seeds.append(MOVE + two + [1] + op(MOVABLE, ctx, ctx * 9, 3, TMS))
+    for variant in (0, 8, 16, 24, 5, 29):
+        seeds.append(MOVE + two + [1] + op(MOVABLE, 1, variant, variant, T50US) +
+                     op(MOVABLE, 2, variant + 1, 1, T1))
+    for x in (1, 7, 22):
+        seeds.append(MOVE + two + [1] + op(BURST, 1, x % 8 + 8, x) + op(BURST, 3, 19, x) +
+                     op(24, 1) + op(2, 1, 1, 9) + op(4, 1) + op(24, 0))
+    # a burst beside blocked waits that the rescuer ends, then a destroy while they move
+    seeds.append(MOVE + multi + [1] + op(8, 1, 2, 0, TMAX) + op(BURST, 0, 11, 23) +
+                 op(16, 1, 1, 0, TMS) + op(BURST, 1, 17, 12) + op(28, 0))
+    # single-threaded, bound driver: tasks may say so, and never move
+    seeds.append(MOVE + single + [0] + op(MOVABLE, 1, 3, 3, T1US) + op(BURST, 0, 2, 5))
     write("core", seeds)
 
 
