@@ -6953,11 +6953,15 @@ static fsched_fiber *fsched__suspend_prepare(fsched__worker *w) {
     fsched_fiber *next, *self = w->thread->current; /* see fsched__switch_to */
     if (self->frames) fsched__frames_used()->offer_all(self); /* frame stacks exist */
     next = fsched__ready_pop(w);
-    if (next) {
-        next->ready_taken = 1;
-        return next;
+    if (!next) {
+        if ((next = fsched__idle_take(w)) != NULL) return next;
+        /* no memory for a loop fiber, which would empty the inbox: a fiber woken from
+           another thread would stay there as long as this one waits */
+        fsched__collect_posted(w);
+        if (!(next = fsched__ready_pop(w))) return NULL;
     }
-    return fsched__idle_take(w);
+    next->ready_taken = 1;
+    return next;
 }
 
 /* Owner: gives back a fiber taken by fsched__suspend_prepare when the wait turned out
@@ -7084,7 +7088,9 @@ static void fsched__timers_fire(fsched__worker *w) {
                 if (wt->linked) fsched__wait_list_remove(wt->list, wt);
                 fsched__wait_list_unlock(wt->list);
             }
-            fsched__ready_append(w, wt->fiber);
+            /* a worker waiting inline reads the state itself: it is running, or in
+               the FIFO behind a fiber it let run */
+            if (wt->fiber) fsched__ready_append(w, wt->fiber);
         }
     }
 }
@@ -8937,8 +8943,23 @@ static int fsched__run_inline(fsched__worker *w) {
     return 1;
 }
 
+/* Owner, with no fiber to be had for the loop (out of memory): the running fiber lets
+   a fiber of the slot that another thread woke run, going behind it in the FIFO, as a
+   yield does (the loop, which empties the inbox, may not run here for long: the thread
+   waits inline, or is a bound thread that polls). Returns 0 when none was woken. */
+static int fsched__yield_to_posted(fsched__worker *w) {
+    fsched_fiber *next;
+    fsched__collect_posted(w);
+    if (!(next = fsched__ready_pop(w))) return 0;
+    fsched__ready_append(w, w->thread->current); /* see fsched__switch_to */
+    fsched__answer_request(w);
+    fsched__switch_to(w, next);
+    return 1;
+}
+
 /* Owner: waits inline when no fiber can be had to switch to (out of memory): runs jobs
-   on the running fiber (to the nesting bound) until the waiter is resumed or times out;
+   on the running fiber (to the nesting bound), and fibers woken meanwhile from other
+   threads (which may be what it waits for), until the waiter is resumed or times out;
    an untimed wait that finds nothing to run ends for want of memory. Acquire and
    acq_rel, as in fsched__thread_waiter_block. */
 static void fsched__wait_inline(fsched__worker *w, fsched__waiter *wt) {
@@ -8946,7 +8967,7 @@ static void fsched__wait_inline(fsched__worker *w, fsched__waiter *wt) {
         uint32_t end = FSCHED__WAIT_WAITING, expected = FSCHED__WAIT_WAITING;
         int ran = fsched__run_inline(w);
         const fsched__watch *watch;
-        if (ran > 0) continue;
+        if (ran > 0 || fsched__yield_to_posted(w)) continue;
         watch = fsched__watch_of(w->sched);
         if (FSCHED__UNLIKELY(watch != NULL)) {
             watch->tick(w); /* what it waits for may come from outside (an fd) */
@@ -9987,7 +10008,9 @@ FIBERSCHED_API void fsched_yield(void) {
             fsched__switch_to(w, next);
             return;
         }
-        fsched__run_inline(w); /* no fiber to switch to: one job here, if there is room */
+        /* no fiber to switch to: a fiber woken from another thread, or one job here if
+           there is room */
+        if (!fsched__yield_to_posted(w)) fsched__run_inline(w);
         return;
     }
     fsched__os_yield();

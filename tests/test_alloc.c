@@ -295,11 +295,102 @@ static void test_unbind_from_an_inline_task(void) {
     CHECK(LOAD(&a.live) == 0);
 }
 
+#if TEST_THREADS
+/* A bound thread with no memory for a fiber still resumes the task fibers of its slot
+   that other threads woke. They wait in the slot's inbox, which the scheduling loop
+   empties; a thread that can have no loop fiber must empty it itself, whether it yields,
+   sleeps, or waits inline for what such a task provides. */
+enum { STRANDED_YIELD, STRANDED_SLEEP, STRANDED_WAIT };
+
+typedef struct stranded {
+    int mode;
+    fsched_sema task_sem;  /* the task, on a fiber of the bound slot, waits for it */
+    fsched_sema bound_sem; /* STRANDED_WAIT: the bound thread waits for the task on it */
+    int holder_started, go, holder_done; /* atomic */
+    int task_slot, task_done;            /* atomic */
+} stranded;
+
+/* Keeps the only worker thread (never yielding) until told, then wakes the task from
+   there: the task's fiber goes to the bound slot's inbox. STRANDED_WAIT: only once the
+   bound thread waits. */
+static void stranded_holder(void *arg) {
+    stranded *st = (stranded *)arg;
+    STORE(&st->holder_started, 1);
+    while (!LOAD(&st->go)) fsched__os_sleep(50000);
+    if (st->mode == STRANDED_WAIT)
+        while (LOAD(&st->bound_sem.waiters.count) == 0) fsched__os_sleep(50000);
+    CHECK_OK(fsched_sema_release(&st->task_sem, 1));
+    STORE(&st->holder_done, 1);
+}
+
+static void stranded_task(void *arg) {
+    stranded *st = (stranded *)arg;
+    STORE(&st->task_slot, fsched_worker_index());
+    CHECK_OK(fsched_sema_acquire(&st->task_sem));
+    if (st->mode == STRANDED_WAIT) CHECK_OK(fsched_sema_release(&st->bound_sem, 1));
+    STORE(&st->task_done, 1);
+}
+
+static void test_woken_fibers_without_memory(int mode) {
+    counting_alloc a;
+    fsched_desc d;
+    fsched_sched *s;
+    stranded st;
+    uint64_t until;
+    memset(&a, 0, sizeof a);
+    memset(&st, 0, sizeof st);
+    st.mode = mode;
+    test_desc_init(&d);
+    d.workers = 1;
+    d.allocator = allocator_of(&a);
+    d.allocator.alloc = refusing_alloc_fn;
+    d.stack_kind = FSCHED_STACK_HEAP; /* fibers from the allocator too */
+    CHECK_OK(fsched_create(&d, &s));
+    CHECK_OK(fsched_bind(s));
+    CHECK_OK(fsched_sema_init(&st.task_sem, 0));
+    CHECK_OK(fsched_sema_init(&st.bound_sem, 0));
+    fsched_sleep_for(1000); /* the slot's timer heap and one loop fiber, made while memory lasts */
+    CHECK_OK(fsched_spawn(s, stranded_holder, &st));
+    while (!LOAD(&st.holder_started)) fsched__os_sleep(50000); /* the worker took it */
+    CHECK_OK(fsched_spawn(s, stranded_task, &st));
+    fsched_yield(); /* the worker being held, the task runs here, on the loop fiber, and waits */
+    CHECK(LOAD(&st.task_slot) >= 1 && !LOAD(&st.task_done));
+    STORE(&refuse, 1); /* from now on no fiber for this slot */
+    STORE(&st.go, 1);
+    until = fsched_clock_ns() + 2000000000u;
+    switch (mode) {
+    case STRANDED_YIELD:
+        while (!LOAD(&st.task_done) && fsched_clock_ns() < until) fsched_yield();
+        break;
+    case STRANDED_SLEEP: /* the fiber is in the inbox before the first sleep begins */
+        while (!LOAD(&st.holder_done)) fsched__os_sleep(50000);
+        while (!LOAD(&st.task_done) && fsched_clock_ns() < until) fsched_sleep_for(100000);
+        break;
+    default: /* woken while this thread waits inline, for what the task releases */
+        CHECK_OK(fsched_sema_acquire_for(&st.bound_sem, 2000000000u));
+        break;
+    }
+    CHECK(LOAD(&st.task_done));
+    STORE(&refuse, 0);
+    while (!LOAD(&st.holder_done)) fsched__os_sleep(50000);
+    CHECK_OK(fsched_unbind());
+    CHECK_OK(fsched_destroy(s));
+    CHECK_OK(fsched_sema_destroy(&st.task_sem));
+    CHECK_OK(fsched_sema_destroy(&st.bound_sem));
+    CHECK(LOAD(&a.live) == 0);
+}
+#endif
+
 int main(void) {
     counting_alloc a;
     uint64_t k, total;
     test_watchdog(600);
     test_unbind_from_an_inline_task();
+#if TEST_THREADS
+    test_woken_fibers_without_memory(STRANDED_YIELD);
+    test_woken_fibers_without_memory(STRANDED_SLEEP);
+    test_woken_fibers_without_memory(STRANDED_WAIT);
+#endif
     total = run_workload(&a, 0);
     CHECK(total > 0);
     /* with more workers, allocations may differ from run to run: go until a run makes
