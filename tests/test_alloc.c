@@ -295,6 +295,52 @@ static void test_unbind_from_an_inline_task(void) {
     CHECK(LOAD(&a.live) == 0);
 }
 
+/* A timed wait inline (no memory for a fiber) runs a task on the thread's stack whose
+   own wait finds a fiber (memory came back): the loop runs on that fiber meanwhile, and
+   fires the inline wait's timer, which ends that wait without a fiber to resume (it
+   queued none: the task's wait resumes the thread's stack). */
+static void inline_sleeper(void *arg) {
+    STORE(&refuse, 0);
+    fsched_sleep_for(20000000); /* on a fiber of its own: the loop runs meanwhile */
+    ADD((int *)arg, 1);
+}
+
+static void blocker(void *arg) { CHECK_OK(fsched_event_wait((fsched_event *)arg)); }
+
+static void test_timer_of_an_inline_wait(void) {
+    counting_alloc a;
+    fsched_desc d;
+    fsched_sched *s;
+    fsched_sema sem;
+    fsched_event ev;
+    int ran = 0;
+    memset(&a, 0, sizeof a);
+    test_desc_init(&d);
+    d.single_threaded = 1;
+    d.allocator = allocator_of(&a);
+    d.allocator.alloc = refusing_alloc_fn;
+    d.stack_kind = FSCHED_STACK_HEAP;
+    CHECK_OK(fsched_create(&d, &s));
+    CHECK_OK(fsched_bind(s));
+    CHECK_OK(fsched_sema_init(&sem, 0));
+    CHECK_OK(fsched_event_init(&ev, 1, 0));
+    fsched_sleep_for(1000); /* the timer heap, and a loop fiber ... */
+    CHECK_OK(fsched_spawn(s, blocker, &ev));
+    fsched_yield(); /* ... which the blocker now holds: none is idle */
+    CHECK_OK(fsched_spawn(s, inline_sleeper, &ran));
+    STORE(&refuse, 1);
+    CHECK_RESULT(fsched_sema_acquire_for(&sem, 1000000), FSCHED_ERR_TIMEOUT);
+    CHECK(LOAD(&ran) == 1);
+    STORE(&refuse, 0);
+    CHECK_OK(fsched_event_set(&ev));
+    fsched_sleep_for(1000); /* the blocker ends */
+    CHECK_OK(fsched_unbind());
+    CHECK_OK(fsched_destroy(s));
+    CHECK_OK(fsched_sema_destroy(&sem));
+    CHECK_OK(fsched_event_destroy(&ev));
+    CHECK(LOAD(&a.live) == 0);
+}
+
 #if TEST_THREADS
 /* A bound thread with no memory for a fiber still resumes the task fibers of its slot
    that other threads woke. They wait in the slot's inbox, which the scheduling loop
@@ -386,6 +432,7 @@ int main(void) {
     uint64_t k, total;
     test_watchdog(600);
     test_unbind_from_an_inline_task();
+    test_timer_of_an_inline_wait();
 #if TEST_THREADS
     test_woken_fibers_without_memory(STRANDED_YIELD);
     test_woken_fibers_without_memory(STRANDED_SLEEP);
