@@ -8501,12 +8501,12 @@ FIBERSCHED_API fsched_result fsched_destroy(fsched_sched *s) {
     return FSCHED_OK;
 }
 
-/* Not inlined, as fsched_worker_index: a movable task may ask after a wait, on another
-   thread, and where the thread pointer is a register (AArch64, RISC-V, POWER) a compiler
-   reads it once per function: inlined, the call would read the thread that ran the task
-   before the wait. */
-FIBERSCHED_API FSCHED__NOINLINE fsched_sched *fsched_current(void) {
-    fsched__worker *w = fsched__tls_thread.worker;
+/* The thread read anew, as fsched_worker_index: a movable task may ask after a wait, on
+   another thread, and where the thread pointer is a register (AArch64, RISC-V, POWER) a
+   compiler reads it once per function: inlined into the task, a plain read would give
+   the thread that ran it before the wait. */
+FIBERSCHED_API fsched_sched *fsched_current(void) {
+    fsched__worker *w = FSCHED__THREAD_NOW.worker;
     return w ? w->sched : NULL;
 }
 
@@ -8553,8 +8553,8 @@ FIBERSCHED_API fsched_result fsched_get_stats(const fsched_sched *s, fsched_stat
     return FSCHED_OK;
 }
 
-FIBERSCHED_API FSCHED__NOINLINE int fsched_worker_index(void) { /* see fsched_current */
-    fsched__worker *w = fsched__tls_thread.worker;
+FIBERSCHED_API int fsched_worker_index(void) { /* see fsched_current */
+    fsched__worker *w = FSCHED__THREAD_NOW.worker;
     return w ? (int)w->index : -1;
 }
 
