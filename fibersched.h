@@ -3692,7 +3692,7 @@ static void fsched__unpark(fsched__parker *p) {
    allocator), and so that a call racing fsched_destroy either finds the scheduler and
    holds it or finds it gone. A hash set of pointers (open addressing, linear probing)
    under a reader-writer lock; its table comes from FIBERSCHED_MALLOC and is freed when
-   the last object leaves. */
+   the last object leaves. Without an OS, a list through the objects. */
 
 /* fsched__live_fork_child: in the child of a fork() whose parent held the lock for
    writing (it was taken before the fork, so that no other thread was inside), the lock
@@ -3729,78 +3729,57 @@ static void fsched__live_fork_child(void) { pthread_rwlock_init(&fsched__live_lo
 #endif
 #endif
 
-static const void **fsched__live_slots; /* NULL: empty slot */
-static size_t fsched__live_mask, fsched__live_count; /* the capacity - 1 (debuggers read
-                                                         every slot to it), and the objects */
 /* atomic: objects removed so far, so that a thread may remember an object it found live
    and trust that while nothing was removed (see fsched__graph_check) */
 static size_t fsched__live_removals;
 
-/* Under the write lock: room for one more object (a table twice the size, a power of
-   two, its entries placed by `place`, or where they were when NULL); 0 for want of
-   memory. */
-static int fsched__live_room(size_t first, size_t (*place)(const void *p)) {
-    size_t cap = fsched__live_slots ? 2 * (fsched__live_mask + 1) : first, i;
-    const void **old = fsched__live_slots, **slots;
-    size_t old_cap = old ? fsched__live_mask + 1 : 0;
-    if (old && 2 * (fsched__live_count + 1) <= old_cap) return 1;
-    slots = (const void **)FIBERSCHED_MALLOC(cap * sizeof *slots);
-    if (!slots) return 0;
-    memset(slots, 0, cap * sizeof *slots);
-    fsched__live_slots = slots;
-    fsched__live_mask = cap - 1;
-    if (!place && old_cap) memcpy(slots, old, old_cap * sizeof *slots);
-    for (i = 0; place && i < old_cap; i++)
-        if (old[i]) fsched__live_slots[place(old[i])] = old[i];
-    if (old) FIBERSCHED_FREE((void *)old);
-    return 1;
-}
-
-/* Under the write lock: one object fewer; the table goes with the last. */
-static void fsched__live_left(void) {
-    /* relaxed: a later call on the object, ordered after this by its caller, sees the
-       count changed (coherence); an unordered one was a use after free anyway */
-    FSCHED__STORE(&fsched__live_removals, fsched__live_removals + 1, FSCHED__RELAXED);
-    if (--fsched__live_count) return;
-    FIBERSCHED_FREE((void *)fsched__live_slots);
-    fsched__live_slots = NULL;
-    fsched__live_mask = 0;
-}
+/* Under the write lock: one object fewer. Relaxed: a later call on the object, ordered
+   after this by its caller, sees the count changed (coherence); an unordered one was a
+   use after free anyway. */
+#define FSCHED__LIVE_REMOVED() \
+    FSCHED__STORE(&fsched__live_removals, fsched__live_removals + 1, FSCHED__RELAXED)
 
 #if defined(FSCHED__OS_NONE)
-/* A microcontroller holds a few objects: the first fsched__live_count slots, searched in
-   full (the table's code is a fraction of a hash set's). */
-static size_t fsched__live_slot(const void *p) {
-    size_t i = 0;
-    while (i < fsched__live_count && fsched__live_slots[i] != p) i++;
-    return i;
-}
+/* A microcontroller holds a few objects: a list through an entry in each, searched in full
+   (a fraction of a hash set's code, and entering one asks for no memory). Debuggers walk
+   it from fsched__live_list. */
+typedef struct fsched__live_entry {
+    struct fsched__live_entry *next;
+    const void *object;
+} fsched__live_entry;
+static fsched__live_entry *fsched__live_list;
 
 /* Under the lock (read or write): whether p is a live object. */
 static int fsched__live_has(const void *p) {
-    return p && fsched__live_slot(p) < fsched__live_count;
+    const fsched__live_entry *l = fsched__live_list;
+    while (l && l->object != p) l = l->next;
+    return l != NULL;
 }
 
-/* Enters p; 0 for want of memory. */
-static int fsched__live_add(const void *p) {
-    int ok;
+/* Enters p through its entry; never fails (1). */
+static int fsched__live_add(const void *p, fsched__live_entry *entry) {
     fsched__live_write_lock();
-    ok = fsched__live_room(8, NULL);
-    if (ok) fsched__live_slots[fsched__live_count++] = p;
+    entry->object = p;
+    entry->next = fsched__live_list;
+    fsched__live_list = entry;
     fsched__live_write_unlock();
-    return ok;
+    return 1;
 }
+#define FSCHED__LIVE_ADD(object) fsched__live_add((object), &(object)->live_entry)
 
-/* Under the write lock: removes p, the last entry moved to its slot. */
+/* Under the write lock: removes p. */
 static void fsched__live_remove_locked(const void *p) {
-    size_t i = fsched__live_slot(p);
-    if (i == fsched__live_count) return;
-    fsched__live_slots[i] = fsched__live_slots[fsched__live_count - 1];
-    fsched__live_slots[fsched__live_count - 1] = NULL;
-    fsched__live_left();
+    fsched__live_entry **at = &fsched__live_list;
+    while (*at && (*at)->object != p) at = &(*at)->next;
+    if (!*at) return;
+    *at = (*at)->next;
+    FSCHED__LIVE_REMOVED();
 }
 #else
 /* A hash set (open addressing, linear probing). */
+static const void **fsched__live_slots; /* NULL: empty slot */
+static size_t fsched__live_mask, fsched__live_count; /* the capacity - 1 (debuggers read
+                                                         every slot to it), and the objects */
 
 static size_t fsched__live_home(const void *p) {
     uint64_t x = (uint64_t)(uintptr_t)p;
@@ -3816,6 +3795,24 @@ static size_t fsched__live_slot(const void *p) {
     return i;
 }
 
+/* Under the write lock: room for one more object (a table twice the size, a power of
+   two, where 64 are first); 0 for want of memory. */
+static int fsched__live_room(void) {
+    size_t cap = fsched__live_slots ? 2 * (fsched__live_mask + 1) : 64, i;
+    const void **old = fsched__live_slots, **slots;
+    size_t old_cap = old ? fsched__live_mask + 1 : 0;
+    if (old && 2 * (fsched__live_count + 1) <= old_cap) return 1;
+    slots = (const void **)FIBERSCHED_MALLOC(cap * sizeof *slots);
+    if (!slots) return 0;
+    memset(slots, 0, cap * sizeof *slots);
+    fsched__live_slots = slots;
+    fsched__live_mask = cap - 1;
+    for (i = 0; i < old_cap; i++)
+        if (old[i]) fsched__live_slots[fsched__live_slot(old[i])] = old[i];
+    if (old) FIBERSCHED_FREE((void *)old);
+    return 1;
+}
+
 /* Under the lock (read or write): whether p is a live object. */
 static int fsched__live_has(const void *p) {
     return p && fsched__live_slots && fsched__live_slots[fsched__live_slot(p)] == p;
@@ -3825,7 +3822,7 @@ static int fsched__live_has(const void *p) {
 static int fsched__live_add(const void *p) {
     int ok;
     fsched__live_write_lock();
-    ok = fsched__live_room(64, fsched__live_slot);
+    ok = fsched__live_room();
     if (ok) {
         fsched__live_slots[fsched__live_slot(p)] = p;
         fsched__live_count++;
@@ -3833,8 +3830,10 @@ static int fsched__live_add(const void *p) {
     fsched__live_write_unlock();
     return ok;
 }
+#define FSCHED__LIVE_ADD(object) fsched__live_add(object)
 
-/* Under the write lock: removes p, moving later entries of its probe run back. */
+/* Under the write lock: removes p, moving later entries of its probe run back; the
+   table goes with the last object. */
 static void fsched__live_remove_locked(const void *p) {
     size_t i = fsched__live_slot(p), j = i;
     if (fsched__live_slots[i] != p) return;
@@ -3851,7 +3850,11 @@ static void fsched__live_remove_locked(const void *p) {
             i = j;
         }
     }
-    fsched__live_left();
+    FSCHED__LIVE_REMOVED();
+    if (--fsched__live_count) return;
+    FIBERSCHED_FREE((void *)fsched__live_slots);
+    fsched__live_slots = NULL;
+    fsched__live_mask = 0;
 }
 #endif
 
@@ -6200,6 +6203,9 @@ static int fsched__frames_offered(fsched__worker *v) {
 
 struct fsched_sched {
     uint32_t magic;
+#if defined(FSCHED__OS_NONE)
+    fsched__live_entry live_entry; /* in the registry of live objects */
+#endif
     uint32_t is_default;  /* the process's default scheduler (written under its claim) */
     uint32_t n_threads;   /* worker threads */
     uint32_t n_slots;     /* worker threads, bound slots, and one for fsched_destroy */
@@ -8238,7 +8244,7 @@ static fsched_result fsched__sched_build(fsched_sched *s, const fsched_desc *d) 
         return FSCHED_ERR_OUT_OF_MEMORY;
     r = fsched__pin_plan(s, d);
     if (r != FSCHED_OK) return r;
-    return fsched__live_add(s) ? FSCHED_OK : FSCHED_ERR_OUT_OF_MEMORY;
+    return FSCHED__LIVE_ADD(s) ? FSCHED_OK : FSCHED_ERR_OUT_OF_MEMORY;
 }
 
 /* Starts s's worker threads; on failure stops those started and frees s. */
@@ -12751,6 +12757,9 @@ typedef struct fsched__task_set {
 
 struct fsched_graph {
     uint32_t magic;
+#if defined(FSCHED__OS_NONE)
+    fsched__live_entry live_entry; /* in the registry of live objects */
+#endif
     fsched_graph_policy policy;
     fsched_allocator allocator;
     fsched_logger logger;
@@ -13116,7 +13125,7 @@ FIBERSCHED_API fsched_result fsched_graph_create(const fsched_graph_desc *desc, 
     fsched__mutex_init(&g->lock);
     fsched_event_init(&g->done, 1, 1);
     g->magic = FSCHED__GRAPH_LIVE;
-    if (!fsched__live_add(g)) {
+    if (!FSCHED__LIVE_ADD(g)) {
         fsched__mutex_destroy(&g->lock);
         fsched__free(&a, g->name, g->name ? strlen(g->name) + 1 : 0, 1);
         fsched__free(&a, g, sizeof *g, FSCHED__CACHE_LINE);
@@ -14425,6 +14434,9 @@ struct fsched_node {
 
 struct fsched_pipeline {
     uint32_t magic;
+#if defined(FSCHED__OS_NONE)
+    fsched__live_entry live_entry; /* in the registry of live objects */
+#endif
     char *name;
     void (*log)(const char *line, void *user);
     void *log_user;
@@ -15033,7 +15045,7 @@ FIBERSCHED_API fsched_result fsched_pipeline_create(const fsched_pipeline_desc *
     fsched_event_init(&p->completed, 0, 0);
     fsched_event_init(&p->done, 1, 0);
     p->magic = FSCHED__PIPE_LIVE;
-    if (!fsched__live_add(p)) {
+    if (!FSCHED__LIVE_ADD(p)) {
         fsched__free_str(&a, p->name);
         fsched__free(&a, p, sizeof *p, FSCHED__CACHE_LINE);
         return FSCHED_ERR_OUT_OF_MEMORY;
@@ -16395,38 +16407,49 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("    return name")
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("")
-    FSCHED__GDB_LINE("def _registries():")
-    FSCHED__GDB_LINE("    '''(slots, mask) of each registry of live objects: one per translation unit holding")
-    FSCHED__GDB_LINE("    the implementation (several with FIBERSCHED_STATIC).'''")
+    FSCHED__GDB_LINE("def _statics(name):")
+    FSCHED__GDB_LINE("    '''The static variables of that name: one per translation unit holding the")
+    FSCHED__GDB_LINE("    implementation (several with FIBERSCHED_STATIC).'''")
     FSCHED__GDB_LINE("    lookup = getattr(gdb, 'lookup_static_symbols', None)")
     FSCHED__GDB_LINE("    if lookup is not None:")
-    FSCHED__GDB_LINE("        slots = lookup('fsched__live_slots')")
-    FSCHED__GDB_LINE("        masks = lookup('fsched__live_mask')")
-    FSCHED__GDB_LINE("    else:")
-    FSCHED__GDB_LINE("        slots = [gdb.lookup_static_symbol('fsched__live_slots')]")
-    FSCHED__GDB_LINE("        masks = [gdb.lookup_static_symbol('fsched__live_mask')]")
-    FSCHED__GDB_LINE("    for s, m in zip(slots, masks):")
-    FSCHED__GDB_LINE("        if s is not None and m is not None:")
-    FSCHED__GDB_LINE("            yield s.value(), int(m.value())")
+    FSCHED__GDB_LINE("        return lookup(name)")
+    FSCHED__GDB_LINE("    return [gdb.lookup_static_symbol(name)]")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("")
+    FSCHED__GDB_LINE("def _live_objects():")
+    FSCHED__GDB_LINE("    '''The addresses of the objects in each registry of live objects: a hash set of")
+    FSCHED__GDB_LINE("    pointers (slots and mask), or without an OS a list through the objects.'''")
+    FSCHED__GDB_LINE("    for s, m in zip(_statics('fsched__live_slots'), _statics('fsched__live_mask')):")
+    FSCHED__GDB_LINE("        if s is None or m is None:")
+    FSCHED__GDB_LINE("            continue")
+    FSCHED__GDB_LINE("        slots = s.value()")
+    FSCHED__GDB_LINE("        if _int(slots) == 0:")
+    FSCHED__GDB_LINE("            continue")
+    FSCHED__GDB_LINE("        for i in range(int(m.value()) + 1):")
+    FSCHED__GDB_LINE("            if _int(slots[i]):")
+    FSCHED__GDB_LINE("                yield slots[i]")
+    FSCHED__GDB_LINE("    for head in _statics('fsched__live_list'):")
+    FSCHED__GDB_LINE("        if head is None:")
+    FSCHED__GDB_LINE("            continue")
+    FSCHED__GDB_LINE("        entry = head.value()")
+    FSCHED__GDB_LINE("        while _int(entry):")
+    FSCHED__GDB_LINE("            yield entry['object']")
+    FSCHED__GDB_LINE("            entry = entry['next']")
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("def schedulers():")
     FSCHED__GDB_LINE("    try:")
+    ".popsection\n");
+__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("        sched_type = gdb.lookup_type('struct fsched_sched').pointer()")
     FSCHED__GDB_LINE("    except gdb.error:")
     FSCHED__GDB_LINE("        raise gdb.GdbError('fibersched: the program has no debug information about '")
     FSCHED__GDB_LINE("                           'fibersched (build the file that defines '")
     FSCHED__GDB_LINE("                           'FIBERSCHED_IMPLEMENTATION with -g)')")
     FSCHED__GDB_LINE("    word = gdb.lookup_type('unsigned int').pointer()")
-    FSCHED__GDB_LINE("    for slots, mask in _registries():")
-    FSCHED__GDB_LINE("        if _int(slots) == 0:")
-    FSCHED__GDB_LINE("            continue")
-    FSCHED__GDB_LINE("        for i in range(mask + 1):")
-    FSCHED__GDB_LINE("            p = slots[i]")
-    ".popsection\n");
-__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
-    FSCHED__GDB_LINE("            if _int(p) and int(p.cast(word).dereference()) == SCHED_LIVE:")
-    FSCHED__GDB_LINE("                yield p.cast(sched_type)")
+    FSCHED__GDB_LINE("    for p in _live_objects():")
+    FSCHED__GDB_LINE("        if int(p.cast(word).dereference()) == SCHED_LIVE:")
+    FSCHED__GDB_LINE("            yield p.cast(sched_type)")
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("class Fiber(object):")
@@ -16476,6 +16499,8 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("        code = _int(self.record['task_code'])")
     FSCHED__GDB_LINE("        name = _string(self.record['task_name'])")
     FSCHED__GDB_LINE("        function = function_name(code) if code else None")
+    ".popsection\n");
+__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("        if name and function and name != function:")
     FSCHED__GDB_LINE("            return '%s (%s)' % (name, function)")
     FSCHED__GDB_LINE("        if name or function:")
@@ -16486,8 +16511,6 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("def fibers():")
-    ".popsection\n");
-__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("    '''Every fiber of every live scheduler, slot by slot: the root (the thread's own")
     FSCHED__GDB_LINE("    context) first, then the slot's fibers; then the movable tasks woken on one worker")
     FSCHED__GDB_LINE("    and on their way to another (in no slot's list meanwhile).'''")
@@ -16546,14 +16569,14 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("    '''Lists every fiber of every live fibersched scheduler.")
     FSCHED__GDB_LINE("Columns: the fiber's id (for `fiber bt`; SCHEDULER.ID when there are several schedulers),")
     FSCHED__GDB_LINE("the slot it belongs to (a worker thread, a bound thread, or none while a woken movable task")
+    ".popsection\n");
+__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("is in transit to another worker), its state (running, blocked, ready, idle, or parked: a")
     FSCHED__GDB_LINE("thread's own context while the thread runs its slot's loop),")
     FSCHED__GDB_LINE("what it waits on, and the task it runs: its name, if it was given one, and the function")
     FSCHED__GDB_LINE("it was started with (a spawned task's, a loop's body, a join's half, a graph task's...).'''")
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("    def __init__(self):")
-    ".popsection\n");
-__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("        super(InfoFibers, self).__init__('info fibers', gdb.COMMAND_STATUS)")
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("    def invoke(self, arg, from_tty):")
@@ -16603,6 +16626,8 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("    def __init__(self):")
     FSCHED__GDB_LINE("        super(FiberUnwinder, self).__init__('fibersched fiber')")
+    ".popsection\n");
+__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("        self.context = None  # (sp, pc) while armed")
     FSCHED__GDB_LINE("        self.level = 0  # the frame's level: the innermost that is not inlined")
     FSCHED__GDB_LINE("")
@@ -16611,8 +16636,6 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("        if context is None:")
     FSCHED__GDB_LINE("            return None")
     FSCHED__GDB_LINE("        if hasattr(pending_frame, 'level'):  # asked again whenever gdb rebuilds its frames")
-    ".popsection\n");
-__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("            if pending_frame.level() != self.level:")
     FSCHED__GDB_LINE("                return None")
     FSCHED__GDB_LINE("        else:")
@@ -16662,6 +16685,8 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("            found = found or (frame.pc() == context[1] and")
     FSCHED__GDB_LINE("                              _int(frame.read_register('sp')) == context[0])")
     FSCHED__GDB_LINE("            if found:")
+    ".popsection\n");
+__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("                yield FiberFrame(decorator)")
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("")
@@ -16671,8 +16696,6 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("")
     FSCHED__GDB_LINE("    def function(self):")
     FSCHED__GDB_LINE("        function = super(FiberFrame, self).function()")
-    ".popsection\n");
-__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("        if isinstance(function, str):")
     FSCHED__GDB_LINE("            return function")
     FSCHED__GDB_LINE("        name = self.inferior_frame().name()  # the symbol table's, decoded")
@@ -16731,14 +16754,14 @@ __asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("        gdb.selected_inferior().read_memory(sp, 8)")
     FSCHED__GDB_LINE("    except gdb.MemoryError:")
     FSCHED__GDB_LINE("        raise gdb.GdbError('Fiber %s saved its registers at 0x%x, which this process or '")
+    ".popsection\n");
+__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("                           'core file does not hold: a core needs the fibers%s stacks '")
     FSCHED__GDB_LINE("                           '(anonymous private memory: bit 0 of /proc/PID/coredump_filter, '")
     FSCHED__GDB_LINE("                           'on by default; gcore writes them).' % (ident, chr(39), sp))")
     FSCHED__GDB_LINE("    depth = _selected_depth()")
     FSCHED__GDB_LINE("    _unwinder.level = _innermost_real_level()")
     FSCHED__GDB_LINE("    _unwinder.context = _filter.context = (sp, resume)")
-    ".popsection\n");
-__asm__(".pushsection \".debug_gdb_scripts\", \"MS\", %progbits, 1\n"
     FSCHED__GDB_LINE("    gdb.invalidate_cached_frames()")
     FSCHED__GDB_LINE("    try:")
     FSCHED__GDB_LINE("        gdb.execute('backtrace %s' % args, from_tty)")

@@ -82,19 +82,34 @@ def function_name(address):
     return name
 
 
-def _registries():
-    '''(slots, mask) of each registry of live objects: one per translation unit holding
-    the implementation (several with FIBERSCHED_STATIC).'''
+def _statics(name):
+    '''The static variables of that name: one per translation unit holding the
+    implementation (several with FIBERSCHED_STATIC).'''
     lookup = getattr(gdb, 'lookup_static_symbols', None)
     if lookup is not None:
-        slots = lookup('fsched__live_slots')
-        masks = lookup('fsched__live_mask')
-    else:
-        slots = [gdb.lookup_static_symbol('fsched__live_slots')]
-        masks = [gdb.lookup_static_symbol('fsched__live_mask')]
-    for s, m in zip(slots, masks):
-        if s is not None and m is not None:
-            yield s.value(), int(m.value())
+        return lookup(name)
+    return [gdb.lookup_static_symbol(name)]
+
+
+def _live_objects():
+    '''The addresses of the objects in each registry of live objects: a hash set of
+    pointers (slots and mask), or without an OS a list through the objects.'''
+    for s, m in zip(_statics('fsched__live_slots'), _statics('fsched__live_mask')):
+        if s is None or m is None:
+            continue
+        slots = s.value()
+        if _int(slots) == 0:
+            continue
+        for i in range(int(m.value()) + 1):
+            if _int(slots[i]):
+                yield slots[i]
+    for head in _statics('fsched__live_list'):
+        if head is None:
+            continue
+        entry = head.value()
+        while _int(entry):
+            yield entry['object']
+            entry = entry['next']
 
 
 def schedulers():
@@ -105,13 +120,9 @@ def schedulers():
                            'fibersched (build the file that defines '
                            'FIBERSCHED_IMPLEMENTATION with -g)')
     word = gdb.lookup_type('unsigned int').pointer()
-    for slots, mask in _registries():
-        if _int(slots) == 0:
-            continue
-        for i in range(mask + 1):
-            p = slots[i]
-            if _int(p) and int(p.cast(word).dereference()) == SCHED_LIVE:
-                yield p.cast(sched_type)
+    for p in _live_objects():
+        if int(p.cast(word).dereference()) == SCHED_LIVE:
+            yield p.cast(sched_type)
 
 
 class Fiber(object):
