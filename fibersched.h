@@ -5992,6 +5992,19 @@ static fsched__placed *fsched__affine_take(fsched__affine *q, uint32_t index, in
 #endif
 #define FSCHED__SPIN_PER_ROUND 32u
 
+/* Counts of work begun and ended, compared for equality only, and of fibers that live,
+   which memory bounds: 64-bit with threads, whose many workers may run billions of units
+   while fsched_destroy reads the counts one after another; without threads the core's
+   word, as nothing runs while the one thread reads them (a 32-bit core pays twice for
+   64-bit arithmetic, masked from interrupts). */
+#if FSCHED__THREADS
+typedef uint64_t fsched__work_count;
+typedef int64_t fsched__fiber_count;
+#else
+typedef uintptr_t fsched__work_count;
+typedef intptr_t fsched__fiber_count;
+#endif
+
 typedef struct fsched__idle {
     uint32_t rounds;
     uint32_t jec;      /* the jobs event counter when sleepiness was announced */
@@ -6073,11 +6086,11 @@ typedef struct fsched__worker {
     /* tasks, owner only */
     fsched__task *free_tasks;
     fsched__task_slab *slabs;
-    uint64_t spawned, completed; /* written by the owner, read by fsched_destroy */
+    fsched__work_count spawned, completed; /* written by the owner, read by fsched_destroy */
     /* counts for fsched_get_stats: written by the owner (fsched__count), read by any */
     uint64_t jobs_run, steals, sleeps;
     uint64_t moves;          /* fibers it adopted from another slot */
-    int64_t fibers;          /* made minus ended (adopted minus shed) */
+    fsched__fiber_count fibers; /* made minus ended (adopted minus shed) */
     /* frame stacks (spawn and sync): the owner adds to the set, thieves read it */
     fsched__frames_group *frames_groups; /* the set (a list the owner appends to) */
     fsched__frames_group *frames_last;   /* owner only: its last group */
@@ -6226,8 +6239,8 @@ struct fsched_sched {
     uint32_t terminating;                  /* workers leave their loops */
     uint32_t wake_cursor;                  /* where the next search for a sleeper starts */
     fsched__worker *drainer;               /* the slot of the thread in fsched_destroy */
-    uint64_t external_begun;               /* work begun outside the slots: spawns, runs */
-    uint64_t external_ended;               /* of that, what ended outside the slots */
+    fsched__work_count external_begun;     /* work begun outside the slots: spawns, runs */
+    fsched__work_count external_ended;     /* of that, what ended outside the slots */
     uint32_t fiber_ids;   /* atomic: ids given to fibers so far (off the lines read in steals) */
     FSCHED__ALIGN_LINE uint32_t transit_lock; /* fibers shed, not adopted yet: */
     fsched_fiber *transit;                    /* linked by live_prev/next (debuggers) */
@@ -6423,7 +6436,7 @@ static void fsched__work_ended(fsched_sched *s, fsched__worker *w) {
     fsched__sched_hold(s);
     /* seq_cst, both: against destroy's closing store and its seq_cst read of this count,
        either destroy counts this end or this sees destroy begun and tells its drainer */
-    FSCHED__FETCH_ADD(&s->external_ended, (uint64_t)1, FSCHED__SEQ_CST);
+    FSCHED__FETCH_ADD(&s->external_ended, (fsched__work_count)1, FSCHED__SEQ_CST);
     if (FSCHED__LOAD(&s->closing, FSCHED__SEQ_CST)) {
         /* acquire, though the closing load above orders it already: the drainer is
            stored before the flag */
@@ -8434,7 +8447,7 @@ static int fsched__quiescent(fsched__worker *self) {
     uint32_t spins = 0, i;
     FSCHED__POINT(DRAIN);
     for (;;) {
-        uint64_t ended, begun;
+        fsched__work_count ended, begun;
         if (!FSCHED__LOAD(&s->holds, FSCHED__ACQUIRE)) {
             /* seq_cst: pairs with fsched__idle_begin (its RMW of the counters releases
                the slot's counts) and with fsched__work_ended */
@@ -11575,7 +11588,7 @@ static fsched_result fsched__spawn(fsched_sched *s, fsched_wait_group *wg, void 
         return FSCHED_OK;
     }
     /* relaxed: fsched_destroy reads it after the release of this call's hold */
-    FSCHED__FETCH_ADD(&s->external_begun, (uint64_t)1, FSCHED__RELAXED);
+    FSCHED__FETCH_ADD(&s->external_begun, (fsched__work_count)1, FSCHED__RELAXED);
     fsched__injector_push(&s->injector, &job, 1);
     fsched__new_jobs(s, 1);
 out:
@@ -14028,7 +14041,7 @@ FIBERSCHED_API fsched_result fsched_graph_run(fsched_graph *g, fsched_sched *s) 
     }
     /* release and relaxed: counted as a spawn is (see fsched__spawn) */
     if (w) FSCHED__STORE_THREADS(&w->spawned, w->spawned + 1, FSCHED__RELEASE);
-    else FSCHED__FETCH_ADD(&s->external_begun, (uint64_t)1, FSCHED__RELAXED);
+    else FSCHED__FETCH_ADD(&s->external_begun, (fsched__work_count)1, FSCHED__RELAXED);
     g->sched = s;
     g->caller_slot = w ? (int32_t)w->index : -1;
     g->unrestored = 1;
@@ -15436,7 +15449,7 @@ FIBERSCHED_API fsched_result fsched_pipeline_run(fsched_pipeline *p, fsched_sche
     if (!w && (r = fsched__sched_enter(s, 1, __func__)) != FSCHED_OK) return r;
     /* release and relaxed: counted as a spawn is (see fsched__spawn) */
     if (w) FSCHED__STORE_THREADS(&w->spawned, w->spawned + 1, FSCHED__RELEASE); /* as a spawn */
-    else FSCHED__FETCH_ADD(&s->external_begun, (uint64_t)1, FSCHED__RELAXED); /* see spawn */
+    else FSCHED__FETCH_ADD(&s->external_begun, (fsched__work_count)1, FSCHED__RELAXED); /* see spawn */
     p->sched = s;
     fsched__pipe_initialize_nodes(p);
     p->active = p->n_nodes + 1; /* + this call, until every node is queued */
