@@ -9284,9 +9284,10 @@ FIBERSCHED_API fsched_result fsched_wait_group_add(fsched_wait_group *wg, int64_
     uint64_t c, step = n < 0 ? (uint64_t)0 - (uint64_t)n : (uint64_t)n; /* |n| */
     fsched_result r;
     FSCHED__CHECK_LIVE(wg);
-    c = FSCHED__LOAD(&wg->count, FSCHED__RELAXED); /* relaxed: a guess the CAS checks */
     /* with threads, without the lock while the count stays above zero; without threads
-       always under it, which costs no more than the CAS (interrupts masked) */
+       always under it, which costs no more than the CAS (interrupts masked), and the
+       count is read there alone. Relaxed: a guess the CAS checks. */
+    if (FSCHED__THREADS) c = FSCHED__LOAD(&wg->count, FSCHED__RELAXED);
     while (FSCHED__THREADS) {
         if ((r = fsched__wait_group_check(c, n, step)) != FSCHED_OK) return r;
         if (n < 0 && step == c) break;
