@@ -2492,12 +2492,22 @@ static inline int fsched__in_interrupt(void) { return 0; }
    a fence only keeps the compiler from moving accesses across it. No atomic instructions:
    ARMv6-M has none, and bare-metal C libraries no libatomic. */
 #define FSCHED__WIDE(p) (sizeof *(p) > sizeof(void *))
+/* A wide load masks out of line (a call is shorter, and they are many). Its 64 bits come
+   back as a uint64_t and are read as *p's type through a union: a cast of the value
+   would not compile for the pointers that never take this branch. */
+static FSCHED__NOINLINE uint64_t fsched__wide_load(const volatile void *p) {
+    fsched__irq_state m = fsched__irq_save();
+    uint64_t v = *(const volatile uint64_t *)p;
+    fsched__irq_restore(m);
+    return v;
+}
 #define FSCHED__LOAD(p, mo)                                                            \
     __extension__({                                                                    \
-        fsched__irq_state fsched__m_ = FSCHED__WIDE(p) ? fsched__irq_save() : 0;       \
-        __typeof__(*(p)) fsched__v_ = *(volatile __typeof__(*(p)) *)(p);               \
-        if (FSCHED__WIDE(p)) fsched__irq_restore(fsched__m_);                          \
-        fsched__v_;                                                                    \
+        union {                                                                        \
+            uint64_t wide;                                                             \
+            __typeof__(*(p)) value;                                                    \
+        } fsched__u_ = {FSCHED__WIDE(p) ? fsched__wide_load(p) : 0};                   \
+        FSCHED__WIDE(p) ? fsched__u_.value : *(volatile __typeof__(*(p)) *)(p);        \
     })
 #define FSCHED__STORE(p, v, mo)                                                        \
     __extension__({                                                                    \
