@@ -6625,6 +6625,15 @@ static void fsched__wait_list_remove(fsched_wait_list *l, fsched__waiter *wt) {
     FSCHED__STORE(&l->count, FSCHED__LOAD(&l->count, FSCHED__RELAXED) - 1u, FSCHED__RELAXED);
 }
 
+/* A waiter that ended its own wait (a timeout, a deadlock, no memory) leaves its list,
+   unless a waker took it off first. Out of line without threads: four paths end so. */
+static FSCHED__NOINLINE_ALONE void fsched__wait_list_leave(fsched__waiter *wt) {
+    if (!wt->list) return;
+    fsched__wait_list_lock(wt->list);
+    if (wt->linked) fsched__wait_list_remove(wt->list, wt);
+    fsched__wait_list_unlock(wt->list);
+}
+
 /* ===================================================================================== */
 /*  trace: events recorded per slot                                                     */
 /* ===================================================================================== */
@@ -7112,11 +7121,7 @@ static void fsched__timers_fire(fsched__worker *w) {
         /* acq_rel: decides the race with a waker (which then makes the fiber ready) */
         if (FSCHED__CAS(&wt->state, &expected, FSCHED__WAIT_TIMED_OUT, FSCHED__ACQ_REL,
                         FSCHED__ACQUIRE)) {
-            if (wt->list) {
-                fsched__wait_list_lock(wt->list);
-                if (wt->linked) fsched__wait_list_remove(wt->list, wt);
-                fsched__wait_list_unlock(wt->list);
-            }
+            fsched__wait_list_leave(wt);
             /* a worker waiting inline reads the state itself: it is running, or in
                the FIFO behind a fiber it let run */
             if (wt->fiber) fsched__ready_append(w, wt->fiber);
@@ -7546,11 +7551,7 @@ static void fsched__deadlock(fsched__worker *w) {
         if (FSCHED__DEBUG || FSCHED__STDIO) /* (release builds without stdio: the code) */
             fsched__log(&w->sched->logger, FSCHED_LOG_ERROR,
                         "deadlock: the only thread waits for something no task can provide");
-        if (wt->list) {
-            fsched__wait_list_lock(wt->list);
-            if (wt->linked) fsched__wait_list_remove(wt->list, wt);
-            fsched__wait_list_unlock(wt->list);
-        }
+        fsched__wait_list_leave(wt);
         fsched__ready_append(w, wt->fiber);
     }
 }
@@ -8895,11 +8896,7 @@ static void fsched__thread_waiter_block(fsched__waiter *wt) {
         }
         /* a timeout, or none to come: end the wait ourselves, unless a waker got there first */
         if (FSCHED__CAS(&wt->state, &expected, to, FSCHED__ACQ_REL, FSCHED__ACQUIRE)) {
-            if (wt->list) {
-                fsched__wait_list_lock(wt->list);
-                if (wt->linked) fsched__wait_list_remove(wt->list, wt);
-                fsched__wait_list_unlock(wt->list);
-            }
+            fsched__wait_list_leave(wt);
             break;
         }
     }
@@ -9011,12 +9008,8 @@ static void fsched__wait_inline(fsched__worker *w, fsched__waiter *wt) {
         else
             fsched__os_yield(); /* until the deadline, or another thread ends the wait */
         if (end != FSCHED__WAIT_WAITING &&
-            FSCHED__CAS(&wt->state, &expected, end, FSCHED__ACQ_REL, FSCHED__ACQUIRE) &&
-            wt->list) {
-            fsched__wait_list_lock(wt->list);
-            if (wt->linked) fsched__wait_list_remove(wt->list, wt);
-            fsched__wait_list_unlock(wt->list);
-        }
+            FSCHED__CAS(&wt->state, &expected, end, FSCHED__ACQ_REL, FSCHED__ACQUIRE))
+            fsched__wait_list_leave(wt);
     }
 }
 
