@@ -4709,7 +4709,11 @@ static fsched_result fsched__stack_alloc(const fsched__stack_params *params, fsc
     unsigned char *mem = NULL;
     size_t size, usable;
     fsched_fiber *f;
-    fsched__stack_params own = *params;
+    /* what the record keeps: params, or their copy for a slab when guards ran out */
+    const fsched__stack_params *kept = params;
+#if defined(FSCHED__HAVE_PAGES)
+    fsched__stack_params own;
+#endif
 #if defined(FSCHED__CTX_WINFIBER)
     usable = 0;
 #else
@@ -4752,12 +4756,14 @@ static fsched_result fsched__stack_alloc(const fsched__stack_params *params, fsc
                                 "no more guarded stacks: their memory mappings would reach "
                                 "vm.max_map_count; further stacks have a canary instead "
                                 "(FSCHED_STACK_SLAB)");
+                own = *params;
                 own.kind = FSCHED_STACK_SLAB;
                 own.guard_size = 0;
+                kept = &own;
             }
         }
-        if (own.kind == FSCHED_STACK_SLAB) f = fsched__stack_from_slab(usable, &size);
-        if (own.kind == FSCHED_STACK_SMALL) f = fsched__stack_from_small(usable, &size);
+        if (kept->kind == FSCHED_STACK_SLAB) f = fsched__stack_from_slab(usable, &size);
+        if (kept->kind == FSCHED_STACK_SMALL) f = fsched__stack_from_small(usable, &size);
         if (!f) return FSCHED_ERR_OUT_OF_MEMORY;
 #else
         return FSCHED_ERR_UNSUPPORTED;
@@ -4765,7 +4771,7 @@ static fsched_result fsched__stack_alloc(const fsched__stack_params *params, fsc
     }
     f->mem_size = size;
     f->stack_hi = (unsigned char *)f;
-    f->params = own;
+    f->params = *kept;
     if (FSCHED__VALGRIND) f->valgrind_id = fsched__valgrind_stack_add(f->stack_lo, f->stack_hi);
     *out = f;
     return FSCHED_OK;
@@ -4788,17 +4794,19 @@ static void fsched__stack_unpoison(const fsched_fiber *f) {
 }
 
 static void fsched__stack_free(fsched_fiber *f) {
-    fsched__stack_params params = f->params;
+    /* what the freeing needs, read before: the record lies in the memory freed */
+    fsched_stack_kind kind = f->params.kind;
+    fsched_allocator allocator = f->params.allocator;
     unsigned char *mem = f->mem;
     size_t size = f->mem_size;
     fsched__valgrind_stack_remove(f->valgrind_id);
     fsched__stack_unpoison(f);
-    if (params.kind == FSCHED_STACK_HEAP) {
-        fsched__free(&params.allocator, mem, size, FSCHED__STACK_ALIGN);
+    if (kind == FSCHED_STACK_HEAP) {
+        fsched__free(&allocator, mem, size, FSCHED__STACK_ALIGN);
     } else {
 #if defined(FSCHED__HAVE_PAGES)
-        if (params.kind == FSCHED_STACK_SLAB || params.kind == FSCHED_STACK_SMALL) {
-            fsched__slab_give(mem, size, params.kind == FSCHED_STACK_SMALL);
+        if (kind == FSCHED_STACK_SLAB || kind == FSCHED_STACK_SMALL) {
+            fsched__slab_give(mem, size, kind == FSCHED_STACK_SMALL);
         } else {
             fsched__pages_unmap(mem, size);
             fsched__guard_give();
