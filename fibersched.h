@@ -9311,8 +9311,9 @@ FIBERSCHED_API fsched_result fsched_wait_group_add(fsched_wait_group *wg, int64_
        free the group at once) */
     wakes.n = 0;
     fsched__wait_list_lock(&wg->waiters);
-    /* relaxed, the guess, and acq_rel, the CAS: as above */
-    c = FSCHED__LOAD(&wg->count, FSCHED__RELAXED);
+    /* relaxed, the guess, and acq_rel, the CAS: as above; without threads the lock masks
+       interrupts, and a plain read does */
+    c = FSCHED__THREADS ? FSCHED__LOAD(&wg->count, FSCHED__RELAXED) : wg->count;
     for (;;) {
         if ((r = fsched__wait_group_check(c, n, step)) != FSCHED_OK) {
             fsched__wait_list_unlock(&wg->waiters);
@@ -9606,7 +9607,9 @@ static FSCHED__NOINLINE fsched_result fsched__wait_group_block(fsched_wait_group
     r = fsched__wait_begin(&wt, deadline, "wait group", wg);
     if (r != FSCHED_OK) return r;
     fsched__wait_list_lock(&wg->waiters);
-    if (FSCHED__LOAD(&wg->count, FSCHED__ACQUIRE) == 0) { /* the last done takes this lock */
+    /* the last done takes this lock; without threads it masks interrupts, and a plain
+       read does */
+    if ((FSCHED__THREADS ? FSCHED__LOAD(&wg->count, FSCHED__ACQUIRE) : wg->count) == 0) {
         fsched__wait_list_unlock(&wg->waiters);
         fsched__wait_abandon(&wt);
         return FSCHED_OK;
