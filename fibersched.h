@@ -5118,8 +5118,10 @@ static fsched_result fsched__fiber_prepare(fsched_fiber *f, void (*entry)(void *
     fsched_result r;
     size_t n = 0;
     f->magic = FSCHED__FIBER_LIVE;
+#if defined(FSCHED__ASAN) /* only ASan reads them */
     f->asan_bottom = f->stack_lo;
     f->asan_size = (size_t)(f->stack_hi - f->stack_lo);
+#endif
     n = fsched__name_fit(name, sizeof f->name);
     if (n) memcpy(f->name, name, n);
     f->name[n] = 0;
