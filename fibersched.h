@@ -6788,8 +6788,12 @@ static void fsched__adopt(fsched__worker *w, fsched_fiber *f);
    fsched__notify. */
 static void fsched__collect_posted(fsched__worker *w) {
     fsched_fiber *list, *rev = NULL;
-    if (FSCHED__LOAD(&w->latch, FSCHED__RELAXED) == FSCHED__LATCH_SET)
-        FSCHED__EXCHANGE(&w->latch, FSCHED__LATCH_UNSET, FSCHED__ACQUIRE);
+    if (FSCHED__LOAD(&w->latch, FSCHED__RELAXED) == FSCHED__LATCH_SET) {
+        if (FSCHED__THREADS) FSCHED__EXCHANGE(&w->latch, FSCHED__LATCH_UNSET, FSCHED__ACQUIRE);
+        /* relaxed, without threads: a store does (a handler that sets the latch between
+           the look and the store finds it set, and what it posted is collected below) */
+        else FSCHED__STORE(&w->latch, FSCHED__LATCH_UNSET, FSCHED__RELAXED);
+    }
     if (!FSCHED__LOAD(&w->inbox, FSCHED__RELAXED)) return;
     /* acquire: pairs with the release CAS of each post */
     list = FSCHED__EXCHANGE(&w->inbox, (fsched_fiber *)NULL, FSCHED__ACQUIRE);
@@ -8172,19 +8176,18 @@ static fsched_result fsched__pin_plan(fsched_sched *s, const fsched_desc *d) {
 #endif
 }
 
-/* The desc fsched_create works from: the user's (NULL: all zeros) with every zero that
-   has a default replaced by it. */
-static fsched_desc fsched__desc_defaults(const fsched_desc *desc) {
-    fsched_desc d;
-    if (desc) d = *desc;
-    else memset(&d, 0, sizeof d);
-    if (!FSCHED__THREADS) d.single_threaded = 1;
-    if (d.single_threaded) d.workers = 0;
-    else if (!d.workers) d.workers = fsched__cpu_count();
-    if (!d.max_bound_threads) d.max_bound_threads = FSCHED__THREADS ? 8 : 1; /* or the one */
-    if (!d.worker_name && FSCHED__THREADS) d.worker_name = "fsched-w";
-    if (!d.trace_events) d.trace_events = FIBERSCHED_TRACE_EVENTS;
-    return d;
+/* The desc fsched_create works from, in *d: the user's (NULL: all zeros) with every zero
+   that has a default replaced by it (written in place: a desc returned by value is
+   copied once more). */
+static void fsched__desc_defaults(const fsched_desc *desc, fsched_desc *d) {
+    if (desc) *d = *desc;
+    else memset(d, 0, sizeof *d);
+    if (!FSCHED__THREADS) d->single_threaded = 1;
+    if (d->single_threaded) d->workers = 0;
+    else if (!d->workers) d->workers = fsched__cpu_count();
+    if (!d->max_bound_threads) d->max_bound_threads = FSCHED__THREADS ? 8 : 1; /* or the one */
+    if (!d->worker_name && FSCHED__THREADS) d->worker_name = "fsched-w";
+    if (!d->trace_events) d->trace_events = FIBERSCHED_TRACE_EVENTS;
 }
 
 /* Checks the user's desc (NULL: all defaults) and d, the same with its defaults. */
@@ -8232,7 +8235,8 @@ static fsched_sched *fsched__sched_alloc(const fsched_desc *d) {
     s->n_threads = d->workers; /* (read through FSCHED__N_THREADS) */
     s->n_slots = d->workers + d->max_bound_threads + 1; /* the last bound slot is kept for
                                                           fsched_destroy */
-    s->counters = FSCHED__JEC_ONE; /* odd: active */
+    if (FSCHED__THREADS) s->counters = FSCHED__JEC_ONE; /* odd: active (only workers
+                                                            read it) */
     fsched__injector_init(&s->injector);
     return s;
 }
@@ -8310,9 +8314,10 @@ static fsched_result fsched__workers_start(fsched_sched *s) {
 #endif
 
 FIBERSCHED_API fsched_result fsched_create(const fsched_desc *desc, fsched_sched **out) {
-    fsched_desc d = fsched__desc_defaults(desc);
+    fsched_desc d;
     fsched_sched *s;
     fsched_result r;
+    fsched__desc_defaults(desc, &d);
     if (!out) return FSCHED__MISUSE(&d.logger, FSCHED_ERR_INVALID_ARGUMENT,
                                     "fsched_create: out is NULL");
     *out = NULL;
@@ -9573,10 +9578,11 @@ static FSCHED__ALWAYS_INLINE fsched__job *fsched__wait_group_take_public(
    every read of the count in a wait: pairs with the acq_rel CAS that counted it down, so
    the work counted happens before the wait returns. */
 static FSCHED__ALWAYS_INLINE void fsched__wait_group_help(fsched_wait_group *wg) {
-    fsched__worker *w = FSCHED__THREAD_NOW.worker;
+    fsched__thread *t = &FSCHED__THREAD_NOW; /* once: nothing waits before its reads */
+    fsched__worker *w = t->worker;
     fsched__deque *d;
     /* nor does a poll hook, whose tasks would run where their waits fail */
-    if (!w || FSCHED__THREAD_NOW.current == w->root || FSCHED__THREAD_NOW.in_hook) return;
+    if (!w || t->current == w->root || t->in_hook) return;
     d = &w->deque;
     while (FSCHED__LOAD(&wg->count, FSCHED__ACQUIRE) != 0) {
         fsched__job *job;
