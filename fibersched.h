@@ -895,10 +895,20 @@ FIBERSCHED_API fsched_result fsched_join(void (*a)(void *arg), void *arg_a,
    with interrupt handlers that call the library), and in units that define
    FIBERSCHED_NO_INLINE_JOIN, fsched_join is a plain call. (fsched_join) names the
    function itself. */
+/* Sanitizers instrument each access by its address: on x86 too, a compiler then computes
+   a thread-local's address from the thread pointer and may keep it across calls. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define FSCHED__INSTRUMENTED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define FSCHED__INSTRUMENTED 1
+#endif
+#endif
 #if (defined(__GNUC__) || defined(__clang__)) && defined(__ELF__) && !defined(FIBERSCHED_DLL) && \
     !defined(FIBERSCHED_NO_OS) && !defined(FIBERSCHED_INTERRUPTS_MASK)
 #define FSCHED__JOIN_RING 1 /* the implementation keeps fsched__join_ring */
-#if !(defined(__x86_64__) || defined(__i386__)) || (defined(__PIC__) && !defined(__PIE__))
+#if !(defined(__x86_64__) || defined(__i386__)) || (defined(__PIC__) && !defined(__PIE__)) || \
+    defined(FSCHED__INSTRUMENTED)
 #define FSCHED__JOIN_RING_CALL 1 /* read through fsched__join_ring_now (see there) */
 #endif
 #if !defined(FIBERSCHED_NO_INLINE_JOIN)
@@ -4072,9 +4082,10 @@ static FSCHED__NOINLINE fsched__thread *fsched__thread_get(void) {
    wait included: FSCHED__THREAD_NOW then reads it anew, through a call. On x86 with ELF
    each access to a thread-local goes through the segment register, which the thread's
    own value fills: the member is read inline. (In a shared library's code the address
-   comes from a call that compilers may merge: there too, through the call.) */
+   comes from a call that compilers may merge, and a sanitizer's instrumentation takes
+   every address: there too, through the call.) */
 #if FSCHED__THREADS && (!(defined(__x86_64__) || defined(__i386__)) || !defined(__ELF__) || \
-                        (defined(__PIC__) && !defined(__PIE__)))
+                        (defined(__PIC__) && !defined(__PIE__)) || defined(FSCHED__INSTRUMENTED))
 static FSCHED__NOINLINE fsched__thread *fsched__thread_now(void) {
     fsched__thread *t = &fsched__tls_thread;
     __asm__ __volatile__("" : "+r"(t)); /* not a constant function: never merged */
