@@ -50,26 +50,7 @@ int main(void) {
 
 #define NOINLINE __attribute__((noinline))
 
-static void pause_us(unsigned us) {
-#if defined(TEST_POSIX)
-    struct timespec ts;
-    ts.tv_sec = 0;
-    ts.tv_nsec = (long)us * 1000L;
-    nanosleep(&ts, NULL);
-#else
-    (void)us;
-    fsched__os_yield();
-#endif
-}
-
-/* Waits until *p reaches n; fails after 20 s. */
-static void await_count(const int *p, int n) {
-    uint64_t until = fsched_clock_ns() + 20000000000ull;
-    while (LOAD(p) < n) {
-        CHECK(fsched_clock_ns() < until);
-        pause_us(100);
-    }
-}
+#include "move_common.h"
 
 /* ---- thread-local state, the documented way (M6) ---- */
 

@@ -80,26 +80,7 @@ typedef struct inl_case {
     int fd;               /* a pipe's read end with a byte to read */
 } inl_case;
 
-static void pause_us(unsigned us) {
-#if defined(TEST_POSIX)
-    struct timespec ts;
-    ts.tv_sec = 0;
-    ts.tv_nsec = (long)us * 1000L;
-    nanosleep(&ts, NULL);
-#else
-    (void)us;
-    fsched__os_yield();
-#endif
-}
-
-/* Waits until *p reaches n; fails after 60 s. */
-static void await_count(const int *p, int n) {
-    uint64_t until = fsched_clock_ns() + 60000000000ull;
-    while (LOAD(p) < n) {
-        CHECK(fsched_clock_ns() < until);
-        pause_us(100);
-    }
-}
+#include "move_common.h"
 
 static void child(void *p) { ADD(&((inl_case *)p)->children, 1); }
 
