@@ -4829,6 +4829,10 @@ static void fsched__stack_free(fsched_fiber *f) {
 /* Re-initialises a cached block for a new fiber, keeping its memory fields: those from
    `mem` to `params`, which lie together, and valgrind_id (zeroed around, not copied: a
    record is large). */
+typedef char fsched__recycle_keeps_mem_to_params /* then pool, nothing between */
+    [offsetof(fsched_fiber, pool) - offsetof(fsched_fiber, params) -
+             sizeof(fsched__stack_params) < sizeof(void *) ? 1 : -1];
+
 static fsched_fiber *fsched__stack_recycle(fsched_fiber *f) {
     unsigned valgrind_id = f->valgrind_id;
     fsched__stack_unpoison(f);
