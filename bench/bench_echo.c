@@ -22,11 +22,14 @@
    connection (VmRSS growth from before the first connect until every connection has
    made its first round trip, divided by N), the kernel stacks per connection (growth of
    KernelStack in /proc/meminfo over the same span: a thread's costs the kernel's memory,
-   which VmRSS leaves out) and the server's CPU time per message (timed phase, from
-   /proc/PID/stat: 10 ms ticks). Each repetition starts the servers in rotating order.
-   Targets: fibersched serves at least 1.1x Go's messages per second at every connection
-   count, and at the largest with less resident memory per connection than a thread per
-   connection.
+   which VmRSS leaves out), the server's CPU time per message (timed phase, from
+   /proc/PID/stat: 10 ms ticks) and its busiest thread's share of that time (from
+   /proc/PID/task: how evenly the work spread over the threads; "-" for more than 64
+   threads). Each repetition starts the servers in rotating order. Targets: fibersched
+   serves at least 1.1x Go's messages per second at every connection count, at the
+   largest with less resident memory per connection than a thread per connection, and
+   with more than one worker its busiest thread takes at most 1.2x an even share of its
+   CPU time (60% of it with two workers).
    Linux only (epoll, /proc). Raises RLIMIT_NOFILE to what 10,000 connections need (the
    hard limit too when run as root).
    Usage: bench_echo [--quick] [--reps=N] [--conns=N] [--rounds=M] [--workers=N] */
@@ -34,6 +37,7 @@
 #include "../examples/echo_server.c"
 #include "bench_util.h"
 
+#include <dirent.h>
 #include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
@@ -323,15 +327,14 @@ static long server_rss(pid_t pid) {
     return proc_kb(path, "VmRSS");
 }
 
-/* The CPU time the process has used (all its threads), in seconds. */
-static double server_cpu(pid_t pid) {
-    char path[64], buf[1024];
+/* The CPU time in a /proc stat file (a process's: all its threads; or a thread's), in
+   clock ticks; 0 when it cannot be read. */
+static unsigned long stat_ticks(const char *path) {
+    char buf[1024];
     unsigned long utime = 0, stime = 0;
     const char *p;
     size_t n;
-    FILE *f;
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    f = fopen(path, "r");
+    FILE *f = fopen(path, "r");
     if (!f) return 0;
     n = fread(buf, 1, sizeof buf - 1, f);
     fclose(f);
@@ -340,14 +343,62 @@ static double server_cpu(pid_t pid) {
     if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &utime,
                      &stime) != 2)
         return 0;
-    return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
+    return utime + stime;
+}
+
+/* The CPU time the process has used (all its threads), in seconds. */
+static double server_cpu(pid_t pid) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    return (double)stat_ticks(path) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* The CPU ticks of each thread of a process (at most THREADS_SEEN of them), by thread id. */
+#define THREADS_SEEN 64
+typedef struct thread_ticks {
+    int n;
+    long tid[THREADS_SEEN];
+    unsigned long ticks[THREADS_SEEN];
+} thread_ticks;
+
+static void server_thread_ticks(pid_t pid, thread_ticks *out) {
+    char path[96];
+    struct dirent *e;
+    DIR *d;
+    out->n = 0;
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    if (!(d = opendir(path))) return;
+    while ((e = readdir(d)) != NULL && out->n < THREADS_SEEN) {
+        long tid = strtol(e->d_name, NULL, 10);
+        if (tid <= 0) continue;
+        snprintf(path, sizeof path, "/proc/%d/task/%ld/stat", (int)pid, tid);
+        out->tid[out->n] = tid;
+        out->ticks[out->n++] = stat_ticks(path);
+    }
+    closedir(d);
+}
+
+/* The busiest thread's share of the CPU time the threads used between two looks, in
+   percent (0: none used, or more threads than were looked at). */
+static double busiest_share(const thread_ticks *before, const thread_ticks *after) {
+    unsigned long total = 0, most = 0;
+    int i, j;
+    if (after->n >= THREADS_SEEN) return 0;
+    for (i = 0; i < after->n; i++) {
+        unsigned long used = after->ticks[i];
+        for (j = 0; j < before->n; j++)
+            if (before->tid[j] == after->tid[i]) used -= before->ticks[j];
+        total += used;
+        if (used > most) most = used;
+    }
+    return total ? 100.0 * (double)most / (double)total : 0;
 }
 
 typedef struct echo_candidate {
     const char *name;
     char *argv[8];
     double rate[BENCH_MAX_REPS], rss[BENCH_MAX_REPS], kstack[BENCH_MAX_REPS],
-        cpu[BENCH_MAX_REPS];
+        cpu[BENCH_MAX_REPS], busiest[BENCH_MAX_REPS];
 } echo_candidate;
 
 static void read_all(int fd, void *p, size_t n, const char *what) {
@@ -364,6 +415,7 @@ static void candidate_run(echo_candidate *c, long conns, long rounds, int rep) {
     char ready;
     long rss0, rss1, ks0, ks1;
     double cpu0, cpu1, seconds;
+    thread_ticks threads0, threads1;
     pid_t server, client;
     FILE *out = bench_child_start(c->argv, &server);
     if (fscanf(out, " port %d", &port) != 1) bench_fail("%s: no port from %s", c->name, c->argv[0]);
@@ -385,10 +437,12 @@ static void candidate_run(echo_candidate *c, long conns, long rounds, int rep) {
     read_all(report[0], &ready, 1, c->name); /* every connection open, one echo each */
     rss1 = server_rss(server);
     ks1 = proc_kb("/proc/meminfo", "KernelStack");
+    server_thread_ticks(server, &threads0);
     cpu0 = server_cpu(server);
     if (write(go[1], "g", 1) != 1) bench_fail("%s: the client failed", c->name);
     read_all(report[0], &seconds, sizeof seconds, c->name);
     cpu1 = server_cpu(server);
+    server_thread_ticks(server, &threads1);
     close(report[0]);
     close(go[1]);
     if (waitpid(client, &status, 0) != client || !WIFEXITED(status) || WEXITSTATUS(status))
@@ -400,6 +454,7 @@ static void candidate_run(echo_candidate *c, long conns, long rounds, int rep) {
     c->rss[rep] = (double)(rss1 - rss0) / (double)conns;
     c->kstack[rep] = (double)(ks1 - ks0) / (double)conns;
     c->cpu[rep] = (cpu1 - cpu0) * 1e6 / ((double)conns * (double)rounds);
+    c->busiest[rep] = busiest_share(&threads0, &threads1);
 }
 
 /* Descriptors for `conns` connections in each process, raising the limits as far as
@@ -433,6 +488,7 @@ int main(int argc, char **argv) {
     long configs[2] = {1000, 10000};
     int nconfigs = 2, nc = 0, i, r, k;
     double vs_go[2] = {0, 0}; /* fibersched's messages per second over Go's, per count */
+    double busiest[2] = {0, 0}; /* fibersched's busiest thread's share of its CPU, per count */
     echo_candidate *fs = &c[0], *th = &c[1], *go = NULL;
 
     for (i = 1; i < argc; i++)
@@ -479,10 +535,11 @@ int main(int argc, char **argv) {
            "message, one in flight per connection; client: one thread (epoll) in another "
            "process; %d worker(s); median of %d repetitions, each server in a fresh process\n\n",
            MSG, workers, reps);
-    printf("| %11s | %-28s | %5s | %12s | %8s | %10s | %14s | %13s |\n", "connections",
-           "server", "M", "msgs/s", "vs Go", "RSS B/conn", "kstack B/conn", "CPU us/msg");
+    printf("| %11s | %-28s | %5s | %12s | %8s | %10s | %14s | %13s | %13s |\n", "connections",
+           "server", "M", "msgs/s", "vs Go", "RSS B/conn", "kstack B/conn", "CPU us/msg",
+           "busiest CPU %");
     printf("|-------------|------------------------------|-------|--------------|----------|"
-           "------------|----------------|---------------|\n");
+           "------------|----------------|---------------|---------------|\n");
     fflush(stdout);
     for (k = 0; k < nconfigs; k++) {
         long conns = configs[k];
@@ -499,15 +556,19 @@ int main(int argc, char **argv) {
             c[i].rss[0] = bench_median(c[i].rss, reps);
             c[i].kstack[0] = bench_median(c[i].kstack, reps);
             c[i].cpu[0] = bench_median(c[i].cpu, reps);
+            c[i].busiest[0] = bench_median(c[i].busiest, reps);
         }
         for (i = 0; i < nc; i++) {
-            char ratio[32];
+            char ratio[32], share[32];
             if (go && &c[i] == fs) vs_go[k] = c[i].rate[0] / go->rate[0];
+            if (&c[i] == fs) busiest[k] = c[i].busiest[0];
             if (go) snprintf(ratio, sizeof ratio, "%.2fx", c[i].rate[0] / go->rate[0]);
             else snprintf(ratio, sizeof ratio, "-");
-            printf("| %11ld | %-28s | %5ld | %12.0f | %8s | %10.0f | %14.0f | %13.2f |\n", conns,
-                   c[i].name, rounds, c[i].rate[0], ratio, c[i].rss[0], c[i].kstack[0],
-                   c[i].cpu[0]);
+            if (c[i].busiest[0] > 0) snprintf(share, sizeof share, "%.0f", c[i].busiest[0]);
+            else snprintf(share, sizeof share, "-"); /* too many threads to look at */
+            printf("| %11ld | %-28s | %5ld | %12.0f | %8s | %10.0f | %14.0f | %13.2f | %13s |\n",
+                   conns, c[i].name, rounds, c[i].rate[0], ratio, c[i].rss[0], c[i].kstack[0],
+                   c[i].cpu[0], share);
         }
         fflush(stdout);
     }
@@ -523,5 +584,12 @@ int main(int argc, char **argv) {
     }
     bench_target("fibersched / thread per connection, RSS per connection",
                  fs->rss[0] / th->rss[0], "<=", 1, "x");
+    /* balanced: no worker does much more than its share of the server's work */
+    for (k = 0; workers > 1 && k < nconfigs; k++) {
+        char what[96];
+        snprintf(what, sizeof what, "fibersched, busiest thread's share of its CPU, %ld connections",
+                 configs[k]);
+        bench_target(what, busiest[k], "<=", 120.0 / workers, "%");
+    }
     return 0;
 }
