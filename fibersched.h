@@ -3986,7 +3986,8 @@ struct fsched_fiber {
     uint8_t in_transit;     /* shed, not adopted yet */
     uint32_t pins;          /* library frames under the task that keep their worker: it
                                stays (fsched__pin) */
-    struct fsched__waiter *move_waiter; /* the wait it was woken from, while move_ok */
+    struct fsched__waiter *move_waiter; /* the wait it was woken from, while move_ok;
+                                           without threads, the wait it is in (deadlocks) */
     fsched__job move_job;   /* queued while in transit: whoever runs it adopts the fiber */
     uintptr_t task_code;     /* the user function it runs (of a task, a join half, a
                                 frame, a loop, a graph task, a node, a stage) ... */
@@ -6115,7 +6116,6 @@ typedef struct fsched__worker {
     uint32_t yield_pending;  /* a fiber yielded: run one job before ready fibers */
     uint32_t yields_direct;  /* yields straight to a ready fiber since one went through
                                 the loop */
-    fsched__waiter *root_waiter; /* what the root fiber waits for (deadlock reports) */
     uint32_t join_ring_off;  /* the join ring is withheld from the fiber running here, a
                                 movable task's (fsched__join_ring_follow) */
     /* tasks, owner only */
@@ -7569,19 +7569,26 @@ static uint32_t fsched__announce_sleepy(fsched_sched *s) {
 }
 
 #if !FSCHED__THREADS
-/* Single-threaded only: nothing can run and nothing can wake the thread. The root
-   fiber's wait is ended with FSCHED_ERR_WRONG_STATE, so the call that would hang returns. */
+/* Single-threaded only: nothing can run and nothing can wake the thread. One wait is
+   ended with FSCHED_ERR_WRONG_STATE, so that the call that would hang returns: the root
+   fiber's, else a task's (the root then waits for the slot's tasks to end: an unbind or
+   destroy), whose fiber goes on; another deadlock ends the next. */
 static void fsched__deadlock(fsched__worker *w) {
-    fsched__waiter *wt = w->root_waiter;
-    uint32_t expected = FSCHED__WAIT_WAITING;
-    /* acq_rel, as a waker's CAS of the state; relaxed on failure: someone else ended it */
-    if (wt && FSCHED__CAS(&wt->state, &expected, FSCHED__WAIT_ABORTED, FSCHED__ACQ_REL,
-                          FSCHED__RELAXED)) {
-        if (FSCHED__DEBUG || FSCHED__STDIO) /* (release builds without stdio: the code) */
-            fsched__log(&w->sched->logger, FSCHED_LOG_ERROR,
-                        "deadlock: the only thread waits for something no task can provide");
-        fsched__wait_list_leave(wt);
-        fsched__ready_append(w, wt->fiber);
+    fsched_fiber *f;
+    for (f = w->root; f; f = f == w->root ? w->live : f->live_next) {
+        fsched__waiter *wt = f->move_waiter;
+        uint32_t expected = FSCHED__WAIT_WAITING;
+        /* acq_rel, as a waker's CAS of the state; relaxed on failure: someone else ended
+           it */
+        if (wt && FSCHED__CAS(&wt->state, &expected, FSCHED__WAIT_ABORTED, FSCHED__ACQ_REL,
+                              FSCHED__RELAXED)) {
+            if (FSCHED__DEBUG || FSCHED__STDIO) /* (release builds without stdio: the code) */
+                fsched__log(&w->sched->logger, FSCHED_LOG_ERROR,
+                            "deadlock: the only thread waits for something no task can provide");
+            fsched__wait_list_leave(wt);
+            fsched__ready_append(w, f);
+            return;
+        }
     }
 }
 #endif
@@ -9105,8 +9112,9 @@ static fsched_result fsched__wait_commit(fsched_wait_list *list, fsched__waiter 
     uint32_t state;
     if (w) {
         fsched_fiber *next = wt->next_fiber;
-        int on_root = w->thread->current == w->root; /* the root never moves */
-        if (on_root) w->root_waiter = wt;
+        /* without threads, the wait the fiber is in, for fsched__deadlock (nothing moves) */
+        fsched_fiber *waiting = w->thread->current;
+        if (!FSCHED__THREADS) waiting->move_waiter = wt;
         if (list) fsched__wait_list_unlock(list);
         FSCHED__POINT(WAITING);
         if (next) {
@@ -9125,7 +9133,7 @@ static fsched_result fsched__wait_commit(fsched_wait_list *list, fsched__waiter 
         } else {
             fsched__wait_inline(w, wt);
         }
-        if (on_root) w->root_waiter = NULL;
+        if (!FSCHED__THREADS) waiting->move_waiter = NULL;
         /* the worker it resumed on (a movable task's may have changed: its timer then
            went with its shedding) */
         if (wt->fiber) w = (fsched__worker *)wt->fiber->owner;
@@ -9398,7 +9406,10 @@ static fsched__task *fsched__reserve_take(fsched_sched *s) {
 
 static int fsched__reserve_give(fsched_sched *s, fsched__task *t) {
     fsched__irq_state m;
-    if (t < s->reserve || t >= s->reserve + s->reserve_count) return 0;
+    /* by address, as integers: without a reserve, s->reserve is NULL, to which even 0
+       may not be added */
+    if ((uintptr_t)t - (uintptr_t)s->reserve >= (uintptr_t)s->reserve_count * sizeof *t)
+        return 0;
     m = fsched__irq_save();
     t->next = s->reserve_free;
     s->reserve_free = t;

@@ -363,6 +363,57 @@ static void test_pool_reuse(void) {
     CHECK_EQ_U64(sum, expect);
 }
 
+/* ---- tasks whose waits nothing could end, under an unbind and a destroy ---- */
+
+static fsched_event never;
+static fsched_mutex held;
+static fsched_sema none;
+static fsched_result never_r[3];
+
+static void never_waiter(void *p) { never_r[0] = fsched_event_wait(&never); (void)p; }
+
+static void holder(void *p) {
+    (void)p;
+    CHECK_OK(fsched_mutex_lock(&held));
+    never_r[1] = fsched_sema_acquire(&none);
+    CHECK_OK(fsched_mutex_unlock(&held));
+}
+
+static void locker(void *p) {
+    (void)p;
+    never_r[2] = fsched_mutex_lock(&held);
+    if (never_r[2] == FSCHED_OK) CHECK_OK(fsched_mutex_unlock(&held));
+}
+
+/* Without threads such a wait returns FSCHED_ERR_WRONG_STATE rather than hang: a task's
+   too, where the thread waits for the tasks to end (it spun for ever). */
+static void test_deadlocked_tasks(void) {
+    fsched_desc d;
+    fsched_sched *s;
+    int round, i;
+    printf("test_lean: tasks deadlocked under unbind and destroy\n");
+    CHECK_OK(fsched_event_init(&never, 0, 0));
+    CHECK_OK(fsched_mutex_init(&held));
+    CHECK_OK(fsched_sema_init(&none, 0));
+    for (round = 0; round < 2; round++) {
+        lean_desc(&d);
+        CHECK_OK(fsched_create(&d, &s));
+        for (i = 0; i < 3; i++) never_r[i] = FSCHED_ERR_SYSTEM;
+        if (round) CHECK_OK(fsched_bind(s)); /* spawned to the slot, then unbound */
+        CHECK_OK(fsched_spawn(s, never_waiter, NULL));
+        CHECK_OK(fsched_spawn(s, holder, NULL));
+        CHECK_OK(fsched_spawn(s, locker, NULL));
+        if (round) CHECK_OK(fsched_unbind());
+        CHECK_OK(fsched_destroy(s));
+        CHECK_RESULT(never_r[0], FSCHED_ERR_WRONG_STATE);
+        CHECK_RESULT(never_r[1], FSCHED_ERR_WRONG_STATE);
+        CHECK(never_r[2] == FSCHED_OK || never_r[2] == FSCHED_ERR_WRONG_STATE);
+    }
+    CHECK_OK(fsched_sema_destroy(&none));
+    CHECK_OK(fsched_mutex_destroy(&held));
+    CHECK_OK(fsched_event_destroy(&never));
+}
+
 /* ---- "interrupts" from a signal ---- */
 
 #if defined(LEAN_SIGNALS)
@@ -517,6 +568,7 @@ int main(void) {
     test_wait_group_edges();
     test_many_public_jobs();
     test_pool_reuse();
+    test_deadlocked_tasks();
 #if defined(LEAN_SIGNALS)
     test_signals();
 #endif
