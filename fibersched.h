@@ -8396,7 +8396,8 @@ static fsched_result fsched__bind(fsched_sched *s, int reserved, fsched__worker 
             *out = w;
             return FSCHED_OK;
         }
-        calls += expected == FSCHED__SLOT_CALL;
+        /* (without threads no other thread's call can hold a slot) */
+        calls += FSCHED__THREADS && expected == FSCHED__SLOT_CALL;
     }
     if (turn && calls) {
         *turn = 1;
