@@ -7906,6 +7906,13 @@ static int fsched__root_may_leave(fsched__worker *w) {
     return !FSCHED__BOUND(w) && FSCHED__LOAD(&w->sched->terminating, FSCHED__ACQUIRE);
 }
 
+/* Owner: the slot's fibers woken from other threads (its inbox) and by its timers join
+   its ready FIFO. */
+static void fsched__gather_woken(fsched__worker *w) {
+    fsched__collect_posted(w);
+    if (w->timer_count) fsched__timers()->fire(w);
+}
+
 /* One turn of the scheduling loop: ready fibers first (they bound memory), then jobs from
    the own deque, the injector and other workers, then timers; idle turns end in sleep.
    Runs on the loop's fibers, never on the root (the thread's own stack), but when no
@@ -7915,8 +7922,7 @@ static int fsched__loop_turn(fsched__worker *w, fsched__idle *idle) {
     fsched_fiber *f;
     fsched__job *job;
     const fsched__watch *watch;
-    fsched__collect_posted(w);
-    if (w->timer_count) fsched__timers()->fire(w);
+    fsched__gather_woken(w);
     watch = fsched__watch_of(w->sched);
     if (FSCHED__UNLIKELY(watch != NULL)) watch->tick(w);
     /* without threads no other worker could take them: the code is left out */
@@ -9008,12 +9014,13 @@ static int fsched__run_inline(fsched__worker *w) {
 }
 
 /* Owner, with no fiber to be had for the loop (out of memory): the running fiber lets
-   a fiber of the slot that another thread woke run, going behind it in the FIFO, as a
-   yield does (the loop, which empties the inbox, may not run here for long: the thread
-   waits inline, or is a bound thread that polls). Returns 0 when none was woken. */
+   a fiber of the slot that was woken run, going behind it in the FIFO, as a yield does
+   (the loop, which fires the slot's timers and empties its inbox, may not run here for
+   long: the thread waits inline, or is a bound thread that polls). Returns 0 when none
+   was woken. */
 static int fsched__yield_to_posted(fsched__worker *w) {
     fsched_fiber *next;
-    fsched__collect_posted(w);
+    fsched__gather_woken(w); /* as the loop does */
     if (!(next = fsched__ready_pop(w))) return 0;
     fsched__ready_append(w, w->thread->current); /* see fsched__switch_to */
     fsched__answer_request(w);

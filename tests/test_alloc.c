@@ -341,6 +341,51 @@ static void test_timer_of_an_inline_wait(void) {
     CHECK(LOAD(&a.live) == 0);
 }
 
+/* A bound thread with no memory for a fiber fires its slot's timers itself: a task that
+   sleeps on a fiber of the slot resumes while the thread yields, or waits inline for
+   what the task provides after its sleep (the loop, which fires timers, cannot run for
+   want of a fiber). */
+enum { TIMED_YIELD, TIMED_WAIT };
+
+static void timed_releaser(void *arg) {
+    fsched_sleep_for(1000000); /* 1 ms, on the loop fiber: a timer of the slot */
+    CHECK_OK(fsched_sema_release((fsched_sema *)arg, 1));
+}
+
+static void test_timers_without_memory(int mode) {
+    counting_alloc a;
+    fsched_desc d;
+    fsched_sched *s;
+    fsched_sema sem;
+    uint64_t until;
+    memset(&a, 0, sizeof a);
+    test_desc_init(&d);
+    d.single_threaded = 1;
+    d.allocator = allocator_of(&a);
+    d.allocator.alloc = refusing_alloc_fn;
+    d.stack_kind = FSCHED_STACK_HEAP; /* fibers from the allocator too */
+    CHECK_OK(fsched_create(&d, &s));
+    CHECK_OK(fsched_bind(s));
+    CHECK_OK(fsched_sema_init(&sem, 0));
+    fsched_sleep_for(1000); /* the slot's timer heap and one loop fiber, made while memory lasts */
+    CHECK_OK(fsched_spawn(s, timed_releaser, &sem));
+    fsched_yield(); /* the task runs on the loop fiber, and sleeps */
+    STORE(&refuse, 1); /* from now on no fiber for this slot */
+    until = fsched_clock_ns() + 2000000000u;
+    if (mode == TIMED_YIELD) {
+        while (fsched_sema_try_acquire(&sem) != FSCHED_OK && fsched_clock_ns() < until)
+            fsched_yield();
+        CHECK(fsched_clock_ns() < until);
+    } else {
+        CHECK_OK(fsched_sema_acquire_for(&sem, 2000000000u));
+    }
+    STORE(&refuse, 0);
+    CHECK_OK(fsched_unbind());
+    CHECK_OK(fsched_destroy(s));
+    CHECK_OK(fsched_sema_destroy(&sem));
+    CHECK(LOAD(&a.live) == 0);
+}
+
 #if TEST_THREADS
 /* A bound thread with no memory for a fiber still resumes the task fibers of its slot
    that other threads woke. They wait in the slot's inbox, which the scheduling loop
@@ -433,6 +478,8 @@ int main(void) {
     test_watchdog(600);
     test_unbind_from_an_inline_task();
     test_timer_of_an_inline_wait();
+    test_timers_without_memory(TIMED_YIELD);
+    test_timers_without_memory(TIMED_WAIT);
 #if TEST_THREADS
     test_woken_fibers_without_memory(STRANDED_YIELD);
     test_woken_fibers_without_memory(STRANDED_SLEEP);
