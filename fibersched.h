@@ -1544,9 +1544,12 @@ typedef int (*fsched_poll_fn)(void *user);
    from a task, whose worker calls it before it sleeps. An interval shorter than a sleep
    (1 ns, say) makes idle workers call it without sleeping, a processor each, for the
    lowest latency; one too long for the clock (FSCHED_FOREVER) calls it only as workers
-   run out of work. The interval does not pace the fd waits. The new hook and interval
-   count from this call (made from the hook, the next call comes an interval later). The
-   cost: from the first hook or fd wait on, workers read the clock between tasks.
+   run out of work. Without a clock (FIBERSCHED_NO_OS and no desc.clock) no interval
+   passes: workers call it between every two tasks, and idle ones call it again without
+   sleeping while it returns nonzero. The interval does not pace the fd waits. The new
+   hook and interval count from this call (made from the hook, the next call comes an
+   interval later). The cost: from the first hook or fd wait on, workers read the clock
+   between tasks.
    Removing it waits for a call in progress (unless made from the hook).
    FSCHED_ERR_INVALID_ARGUMENT for a scheduler that is not live;
    FSCHED_ERR_WRONG_STATE from another scheduler's poll hook while s's is being called
@@ -6343,10 +6346,14 @@ static uint64_t fsched__clock_ns(void) {
     return fsched__sched_now(w ? w->sched : NULL);
 }
 
-/* Whether timed waits can work here: always with an OS, else with a desc.clock. */
+/* Whether s measures time: always with an OS, else with a desc.clock (without, its
+   clock reads 0 for ever). */
+static int fsched__sched_clocked(const fsched_sched *s) { return FSCHED__OS || s->clock; }
+
+/* Whether timed waits can work here. */
 static int fsched__have_clock(void) {
     fsched__worker *w = FSCHED__THREAD_NOW.worker;
-    return FSCHED__OS || (w && w->sched->clock);
+    return w ? fsched__sched_clocked(w->sched) : FSCHED__OS;
 }
 
 /* ---- holding a scheduler from outside ----
@@ -11084,9 +11091,11 @@ static void fsched__watch_tick(fsched__worker *w) {
 #if defined(FSCHED__IO)
     fsched__io *io;
 #endif
-    /* relaxed: a look; fsched__poll_call takes the lock */
+    /* relaxed: a look; fsched__poll_call takes the lock. Without a clock no interval
+       ever passes: every look is due */
     if (FSCHED__LOAD(&s->poll_fn, FSCHED__RELAXED) &&
-        fsched__watch_due(&s->hook_next, now, fsched__watch_interval(s)))
+        (!fsched__sched_clocked(s) ||
+         fsched__watch_due(&s->hook_next, now, fsched__watch_interval(s))))
         fsched__poll_call(s);
 #if defined(FSCHED__IO)
     if (fsched__watch_due(&s->watch_next, now, FSCHED__WATCH_INTERVAL) &&
@@ -11141,6 +11150,8 @@ static int fsched__watch_block(fsched__worker *w, uint64_t deadline) {
 #endif
     if (!pending) return 0;
 #if !FSCHED__THREADS
+    /* without a clock no interval ends: the loop's next idle round calls the hook again */
+    if (!fsched__sched_clocked(s)) return 1;
     while (fsched__sched_now(s) < deadline && /* acquire: see fsched__notify */
            FSCHED__LOAD(&w->latch, FSCHED__ACQUIRE) != FSCHED__LATCH_SET)
         fsched__cpu_relax();

@@ -414,6 +414,62 @@ static void test_deadlocked_tasks(void) {
     CHECK_OK(fsched_event_destroy(&never));
 }
 
+/* ---- a poll hook that waits for something, with or without a clock ---- */
+
+/* A "device" the hook polls: ready at the hook's DEVICE_CALLS-th call, which ends the
+   wait for it; until then the hook says that something is outstanding. */
+#define DEVICE_CALLS 5u
+static fsched_event device_ready;
+static uint32_t device_calls;
+
+static int device_hook(void *user) {
+    (void)user;
+    if (++device_calls < DEVICE_CALLS) return 1;
+    if (device_calls == DEVICE_CALLS) CHECK_OK(fsched_event_set(&device_ready));
+    return 0;
+}
+
+static void device_waiter(void *p) {
+    (void)p;
+    CHECK_OK(fsched_event_wait(&device_ready));
+}
+
+/* Never lets its worker go idle while the device is not ready: only the calls between
+   tasks can reach the hook. */
+static void device_spinner(void *p) {
+    (void)p;
+    while (device_calls < DEVICE_CALLS) fsched_yield();
+}
+
+/* The hook is called again while it says something is outstanding: by an idle worker (a
+   task waits for the device) and between tasks (a task yields until it is ready). The
+   scheduler has the tests' clock: natively without an OS none, where no interval can be
+   measured (an idle worker spun for ever waiting for one to end, and a busy one never
+   called the hook again). */
+static void test_poll_hook(void) {
+    int busy;
+    printf("test_lean: a poll hook that waits for something\n");
+    for (busy = 0; busy < 2; busy++) {
+        fsched_desc d;
+        fsched_sched *s;
+        fsched_wait_group wg;
+        test_desc_init(&d);
+        CHECK_OK(fsched_create(&d, &s));
+        CHECK_OK(fsched_bind(s));
+        CHECK_OK(fsched_event_init(&device_ready, 0, 0));
+        device_calls = 0;
+        CHECK_OK(fsched_set_poll(s, device_hook, NULL, 0));
+        CHECK_OK(fsched_wait_group_init(&wg));
+        CHECK_OK(fsched_wait_group_spawn(&wg, s, busy ? device_spinner : device_waiter, NULL));
+        CHECK_OK(fsched_wait_group_wait(&wg));
+        CHECK(device_calls >= DEVICE_CALLS);
+        CHECK_OK(fsched_wait_group_destroy(&wg));
+        CHECK_OK(fsched_set_poll(s, NULL, NULL, 0));
+        CHECK_OK(fsched_event_destroy(&device_ready));
+        lean_free(s);
+    }
+}
+
 /* ---- "interrupts" from a signal ---- */
 
 #if defined(LEAN_SIGNALS)
@@ -569,6 +625,7 @@ int main(void) {
     test_many_public_jobs();
     test_pool_reuse();
     test_deadlocked_tasks();
+    test_poll_hook();
 #if defined(LEAN_SIGNALS)
     test_signals();
 #endif
