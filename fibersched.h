@@ -1553,7 +1553,8 @@ typedef int (*fsched_poll_fn)(void *user);
    Removing it waits for a call in progress (unless made from the hook).
    FSCHED_ERR_INVALID_ARGUMENT for a scheduler that is not live;
    FSCHED_ERR_WRONG_STATE from another scheduler's poll hook while s's is being called
-   (a hook must not wait, and that call may be waiting for it). Any thread. */
+   (a hook must not wait, and that call may be waiting for it), and from an interrupt
+   handler (which may have preempted a call of the hook). Any thread. */
 FIBERSCHED_API fsched_result fsched_set_poll(fsched_sched *s, fsched_poll_fn fn, void *user,
                                              uint64_t interval_ns);
 
@@ -11278,9 +11279,12 @@ static fsched__io *fsched__io_get(fsched_sched *s, fsched_result *r) {
 
 FIBERSCHED_API fsched_result fsched_set_poll(fsched_sched *s, fsched_poll_fn fn, void *user,
                                              uint64_t interval_ns) {
-    fsched_result r = fsched__sched_enter(s, 0, __func__);
+    fsched_result r;
     int inside;
-    if (r != FSCHED_OK) return r;
+    if (fsched__in_interrupt()) /* it may have preempted a call of the hook: it would wait */
+        return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
+                              "fsched_set_poll: from an interrupt handler");
+    if ((r = fsched__sched_enter(s, 0, __func__)) != FSCHED_OK) return r;
     /* the hook's own lock, unless this is the call that holds it */
     inside = FSCHED__THREAD_NOW.in_hook == s;
     if (!inside && (r = fsched__poll_lock(s)) != FSCHED_OK) {
