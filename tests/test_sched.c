@@ -1842,7 +1842,7 @@ static void test_loop_split_without_memory(void) {
     memset(&o, 0, sizeof o);
     memset(&l, 0, sizeof l);
     d.workers = 1;
-    d.stack_size = 256 * 1024; /* 300 nested joins */
+    d.stack_size = 1024 * 1024; /* 300 nested joins, with a sanitizer's larger frames */
     d.allocator.alloc = oom_alloc_fn;
     d.allocator.free = oom_free_fn;
     d.allocator.user = &o;
