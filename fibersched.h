@@ -9054,11 +9054,9 @@ static void fsched__wait_inline(fsched__worker *w, fsched__waiter *wt) {
         }
         if (wt->deadline && fsched__sched_now(w->sched) >= wt->deadline)
             end = FSCHED__WAIT_TIMED_OUT;
-        /* nothing else can run (one thread), or no room to run what it may wait for, or
-           it runs nested above another inline wait, whose task (which may hold what this
-           waits for) cannot go on until this returns: it could hang, and it fails */
-        else if (!wt->deadline &&
-                 (!FSCHED__THREADS || ran < 0 || w->thread->current->inline_depth))
+        /* nothing else can run (one thread), or no room to run what it may wait for: it
+           could hang (as could every worker): it fails */
+        else if (!wt->deadline && (!FSCHED__THREADS || ran < 0))
             end = FSCHED__WAIT_NO_MEMORY;
         else
             fsched__os_yield(); /* until the deadline, or another thread ends the wait */

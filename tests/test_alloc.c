@@ -386,72 +386,6 @@ static void test_timers_without_memory(int mode) {
     CHECK(LOAD(&a.live) == 0);
 }
 
-/* Tasks run inline, nested on one stack (no memory for a fiber), where the upper one
-   waits, untimed, for a mutex that the lower one holds: the lower one cannot go on until
-   the upper one returns, so the upper wait fails for want of memory, as an untimed wait
-   with nothing to run does in a build without threads, rather than wait for ever (with
-   threads it yielded, as if another thread could end it). */
-typedef struct nested_lockers {
-    fsched_mutex m;
-    fsched_sema done;
-    int locked;            /* tasks that took the mutex so far */
-    fsched_result results[2];
-    int n;
-} nested_lockers;
-
-static void nested_locker(void *arg) {
-    nested_lockers *nl = (nested_lockers *)arg;
-    fsched_result r = fsched_mutex_lock(&nl->m);
-    nl->results[nl->n++] = r;
-    if (r == FSCHED_OK) {
-        /* the first holder's timed wait runs the other task inline, above it */
-        if (nl->locked++ == 0) fsched_sleep_for(1000000);
-        CHECK_OK(fsched_mutex_unlock(&nl->m));
-    }
-    CHECK_OK(fsched_sema_release(&nl->done, 1));
-}
-
-static void test_nested_inline_deadlock(void) {
-    counting_alloc a;
-    fsched_desc d;
-    fsched_sched *s;
-    fsched_event ev;
-    nested_lockers nl;
-    memset(&a, 0, sizeof a);
-    memset(&nl, 0, sizeof nl);
-    test_desc_init(&d);
-    d.single_threaded = 1;
-    d.allocator = allocator_of(&a);
-    d.allocator.alloc = refusing_alloc_fn;
-    d.stack_kind = FSCHED_STACK_HEAP;
-    CHECK_OK(fsched_create(&d, &s));
-    CHECK_OK(fsched_bind(s));
-    CHECK_OK(fsched_mutex_init(&nl.m));
-    CHECK_OK(fsched_sema_init(&nl.done, 0));
-    CHECK_OK(fsched_event_init(&ev, 1, 0));
-    fsched_sleep_for(1000); /* the timer heap, and a loop fiber ... */
-    CHECK_OK(fsched_spawn(s, blocker, &ev));
-    fsched_yield(); /* ... which the blocker now holds: none is idle */
-    CHECK_OK(fsched_spawn(s, nested_locker, &nl));
-    CHECK_OK(fsched_spawn(s, nested_locker, &nl));
-    STORE(&refuse, 1);
-    CHECK_OK(fsched_sema_acquire_for(&nl.done, 5000000000u)); /* runs them inline */
-    CHECK_OK(fsched_sema_acquire_for(&nl.done, 5000000000u));
-    CHECK(nl.n == 2);
-    CHECK(nl.locked == 1); /* one held it; the other's wait failed */
-    CHECK_RESULT(nl.results[0], FSCHED_OK);
-    CHECK_RESULT(nl.results[1], FSCHED_ERR_OUT_OF_MEMORY);
-    STORE(&refuse, 0);
-    CHECK_OK(fsched_event_set(&ev));
-    fsched_sleep_for(1000); /* the blocker ends */
-    CHECK_OK(fsched_unbind());
-    CHECK_OK(fsched_destroy(s));
-    CHECK_OK(fsched_mutex_destroy(&nl.m));
-    CHECK_OK(fsched_sema_destroy(&nl.done));
-    CHECK_OK(fsched_event_destroy(&ev));
-    CHECK(LOAD(&a.live) == 0);
-}
-
 #if TEST_THREADS
 /* A bound thread with no memory for a fiber still resumes the task fibers of its slot
    that other threads woke. They wait in the slot's inbox, which the scheduling loop
@@ -546,7 +480,6 @@ int main(void) {
     test_timer_of_an_inline_wait();
     test_timers_without_memory(TIMED_YIELD);
     test_timers_without_memory(TIMED_WAIT);
-    test_nested_inline_deadlock();
 #if TEST_THREADS
     test_woken_fibers_without_memory(STRANDED_YIELD);
     test_woken_fibers_without_memory(STRANDED_SLEEP);
