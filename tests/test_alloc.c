@@ -269,6 +269,22 @@ static void *refusing_alloc_fn(size_t size, size_t align, void *user) {
     return LOAD(&refuse) ? NULL : counting_alloc_fn(size, align, user);
 }
 
+/* A scheduler with `workers` worker threads (0: single-threaded) whose allocator refuses
+   while `refuse` is set, fibers included (heap stacks), bound to the calling thread. */
+static fsched_sched *bound_refusing_sched(counting_alloc *a, uint32_t workers) {
+    fsched_desc d;
+    fsched_sched *s;
+    test_desc_init(&d);
+    d.single_threaded = workers == 0;
+    d.workers = workers;
+    d.allocator = allocator_of(a);
+    d.allocator.alloc = refusing_alloc_fn;
+    d.stack_kind = FSCHED_STACK_HEAP; /* fibers from the allocator too */
+    CHECK_OK(fsched_create(&d, &s));
+    CHECK_OK(fsched_bind(s));
+    return s;
+}
+
 static void test_unbind_from_an_inline_task(void) {
     counting_alloc a;
     fsched_desc d;
@@ -309,19 +325,12 @@ static void blocker(void *arg) { CHECK_OK(fsched_event_wait((fsched_event *)arg)
 
 static void test_timer_of_an_inline_wait(void) {
     counting_alloc a;
-    fsched_desc d;
     fsched_sched *s;
     fsched_sema sem;
     fsched_event ev;
     int ran = 0;
     memset(&a, 0, sizeof a);
-    test_desc_init(&d);
-    d.single_threaded = 1;
-    d.allocator = allocator_of(&a);
-    d.allocator.alloc = refusing_alloc_fn;
-    d.stack_kind = FSCHED_STACK_HEAP;
-    CHECK_OK(fsched_create(&d, &s));
-    CHECK_OK(fsched_bind(s));
+    s = bound_refusing_sched(&a, 0);
     CHECK_OK(fsched_sema_init(&sem, 0));
     CHECK_OK(fsched_event_init(&ev, 1, 0));
     fsched_sleep_for(1000); /* the timer heap, and a loop fiber ... */
@@ -354,18 +363,11 @@ static void timed_releaser(void *arg) {
 
 static void test_timers_without_memory(int mode) {
     counting_alloc a;
-    fsched_desc d;
     fsched_sched *s;
     fsched_sema sem;
     uint64_t until;
     memset(&a, 0, sizeof a);
-    test_desc_init(&d);
-    d.single_threaded = 1;
-    d.allocator = allocator_of(&a);
-    d.allocator.alloc = refusing_alloc_fn;
-    d.stack_kind = FSCHED_STACK_HEAP; /* fibers from the allocator too */
-    CHECK_OK(fsched_create(&d, &s));
-    CHECK_OK(fsched_bind(s));
+    s = bound_refusing_sched(&a, 0);
     CHECK_OK(fsched_sema_init(&sem, 0));
     fsched_sleep_for(1000); /* the slot's timer heap and one loop fiber, made while memory lasts */
     CHECK_OK(fsched_spawn(s, timed_releaser, &sem));
@@ -424,20 +426,13 @@ static void stranded_task(void *arg) {
 
 static void test_woken_fibers_without_memory(int mode) {
     counting_alloc a;
-    fsched_desc d;
     fsched_sched *s;
     stranded st;
     uint64_t until;
     memset(&a, 0, sizeof a);
     memset(&st, 0, sizeof st);
     st.mode = mode;
-    test_desc_init(&d);
-    d.workers = 1;
-    d.allocator = allocator_of(&a);
-    d.allocator.alloc = refusing_alloc_fn;
-    d.stack_kind = FSCHED_STACK_HEAP; /* fibers from the allocator too */
-    CHECK_OK(fsched_create(&d, &s));
-    CHECK_OK(fsched_bind(s));
+    s = bound_refusing_sched(&a, 1);
     CHECK_OK(fsched_sema_init(&st.task_sem, 0));
     CHECK_OK(fsched_sema_init(&st.bound_sem, 0));
     fsched_sleep_for(1000); /* the slot's timer heap and one loop fiber, made while memory lasts */
