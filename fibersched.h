@@ -3979,6 +3979,7 @@ struct fsched_fiber {
     uint32_t ready_taken;   /* taken from the ready queue for a switch not yet made */
     void *graph_task;       /* the graph task whose function runs on this fiber */
     uint32_t inline_depth;  /* jobs nested on it by waits without a fiber (out of memory) */
+    struct fsched__waiter *inline_wait; /* the innermost of those waits */
     fsched_frames *frames;  /* the innermost frame stack its task trees hold (spawn/sync) */
     /* a task that may resume on another worker after a wait (fsched_task_set_movable):
        owner only, but for a fiber in transit, which only its shedder, then its adopter,
@@ -6524,6 +6525,7 @@ struct fsched__waiter {
     fsched_fiber *next_fiber; /* what the worker switches to when the fiber blocks */
     const char *what;         /* what it waits on, for debuggers: "event", "mutex"... */
     const void *object;       /* ... and which one */
+    fsched__waiter *below;    /* waiting inline: the inline wait below it on its stack */
 };
 
 #define FSCHED__WAIT_WAITING 0u
@@ -9036,12 +9038,47 @@ static int fsched__yield_to_posted(fsched__worker *w) {
     return 1;
 }
 
+/* Waits until no waker is inside the list's lock. Every wait calls it before it returns
+   a success, fast paths included: the signal it saw may have been given inside a
+   waker's critical section, and the caller may free the primitive next. */
+static inline void fsched__wait_list_quiesce(const fsched_wait_list *l) {
+    uint32_t spins = 0, lock;
+    if (!FSCHED__THREADS) return; /* no waker runs beside the one thread */
+    /* acquire: pairs with the waker's release of the lock. A waker preempted inside its
+       few instructions gets the processor back through the back-off's yields. */
+    while ((lock = FSCHED__LOAD(&l->lock, FSCHED__ACQUIRE)) != 0 && lock != FSCHED__LIST_DEAD)
+        fsched__backoff(&spins);
+}
+
+/* With threads, an inline wait that finds nothing to run: whether it holds up a wait
+   below it on the same stack that is over (woken, or timed out by the timers its loop
+   fires). That wait's task cannot go on until this one returns, and this one may wait
+   for what that task would give (a mutex it holds): it must give up. But a wake-all
+   ends its waiters oldest (lowest) first, all in one hold of the list's lock: once the
+   lock is free, a wake-all that reached the one below has reached this one too.
+   Acquire: pairs with the CAS that ended the wait below, then with the lock's release. */
+static int fsched__inline_wait_holds_up(const fsched__waiter *wt) {
+    const fsched__waiter *below = wt->below;
+    if (!FSCHED__THREADS) return 0; /* there, an untimed wait fails at once */
+    while (below && FSCHED__LOAD(&below->state, FSCHED__ACQUIRE) == FSCHED__WAIT_WAITING)
+        below = below->below;
+    if (!below) return 0;
+    if (wt->list) fsched__wait_list_quiesce(wt->list);
+    return FSCHED__LOAD(&wt->state, FSCHED__ACQUIRE) == FSCHED__WAIT_WAITING;
+}
+
 /* Owner: waits inline when no fiber can be had to switch to (out of memory): runs jobs
    on the running fiber (to the nesting bound), and fibers woken meanwhile from other
-   threads (which may be what it waits for), until the waiter is resumed or times out;
-   an untimed wait that finds nothing to run ends for want of memory. Acquire and
+   threads (which may be what it waits for), until the waiter is resumed or times out.
+   When nothing can run, an untimed wait without threads ends for want of memory, as
+   does any wait that holds up an inline wait below it that is over. Acquire and
    acq_rel, as in fsched__thread_waiter_block. */
 static void fsched__wait_inline(fsched__worker *w, fsched__waiter *wt) {
+    fsched_fiber *f = w->thread->current;
+    if (FSCHED__THREADS) { /* for fsched__inline_wait_holds_up */
+        wt->below = f->inline_wait;
+        f->inline_wait = wt;
+    }
     while (FSCHED__LOAD(&wt->state, FSCHED__ACQUIRE) == FSCHED__WAIT_WAITING) {
         uint32_t end = FSCHED__WAIT_WAITING, expected = FSCHED__WAIT_WAITING;
         int ran = fsched__run_inline(w);
@@ -9056,7 +9093,8 @@ static void fsched__wait_inline(fsched__worker *w, fsched__waiter *wt) {
             end = FSCHED__WAIT_TIMED_OUT;
         /* nothing else can run (one thread), or no room to run what it may wait for: it
            could hang (as could every worker): it fails */
-        else if (!wt->deadline && (!FSCHED__THREADS || ran < 0))
+        else if ((!wt->deadline && (!FSCHED__THREADS || ran < 0)) ||
+                 fsched__inline_wait_holds_up(wt))
             end = FSCHED__WAIT_NO_MEMORY;
         else
             fsched__os_yield(); /* until the deadline, or another thread ends the wait */
@@ -9064,6 +9102,7 @@ static void fsched__wait_inline(fsched__worker *w, fsched__waiter *wt) {
             FSCHED__CAS(&wt->state, &expected, end, FSCHED__ACQ_REL, FSCHED__ACQUIRE))
             fsched__wait_list_leave(wt);
     }
+    if (FSCHED__THREADS) f->inline_wait = wt->below;
 }
 
 /* Sets up a waiter before the caller locks a wait list, so that nothing slow happens
@@ -9104,18 +9143,6 @@ static void fsched__wait_abandon(fsched__waiter *wt) {
     if (!wt->worker) return;
     if (wt->timer) fsched__timers()->remove(wt->worker, wt);
     if (wt->next_fiber) fsched__suspend_cancel(wt->worker, wt->next_fiber);
-}
-
-/* Waits until no waker is inside the list's lock. Every wait calls it before it returns
-   a success, fast paths included: the signal it saw may have been given inside a
-   waker's critical section, and the caller may free the primitive next. */
-static inline void fsched__wait_list_quiesce(const fsched_wait_list *l) {
-    uint32_t spins = 0, lock;
-    if (!FSCHED__THREADS) return; /* no waker runs beside the one thread */
-    /* acquire: pairs with the waker's release of the lock. A waker preempted inside its
-       few instructions gets the processor back through the back-off's yields. */
-    while ((lock = FSCHED__LOAD(&l->lock, FSCHED__ACQUIRE)) != 0 && lock != FSCHED__LIST_DEAD)
-        fsched__backoff(&spins);
 }
 
 /* Blocks on a waiter set up by fsched__wait_begin and, if `list` is not NULL, appended to

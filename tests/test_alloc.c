@@ -388,6 +388,131 @@ static void test_timers_without_memory(int mode) {
     CHECK(LOAD(&a.live) == 0);
 }
 
+/* Tasks run inline, nested on one stack (no memory for a fiber), where the upper one
+   waits, untimed, for a mutex that the lower one holds while it sleeps: the lower one
+   cannot go on until the upper one returns, so once the lower one's sleep is over the
+   upper wait fails for want of memory, rather than wait for ever (it yielded, as if
+   another thread could end it). */
+typedef struct nested_lockers {
+    fsched_mutex m;
+    fsched_sema done;
+    int locked; /* tasks that took the mutex so far */
+    fsched_result results[2];
+    int n;
+} nested_lockers;
+
+static void nested_locker(void *arg) {
+    nested_lockers *nl = (nested_lockers *)arg;
+    fsched_result r = fsched_mutex_lock(&nl->m);
+    nl->results[nl->n++] = r;
+    if (r == FSCHED_OK) {
+        /* the holder's timed wait runs the other task inline, above it */
+        if (nl->locked++ == 0) fsched_sleep_for(1000000);
+        CHECK_OK(fsched_mutex_unlock(&nl->m));
+    }
+    CHECK_OK(fsched_sema_release(&nl->done, 1));
+}
+
+static void test_nested_inline_deadlock(void) {
+    counting_alloc a;
+    fsched_sched *s;
+    fsched_event ev;
+    nested_lockers nl;
+    memset(&a, 0, sizeof a);
+    memset(&nl, 0, sizeof nl);
+    s = bound_refusing_sched(&a, 0);
+    CHECK_OK(fsched_mutex_init(&nl.m));
+    CHECK_OK(fsched_sema_init(&nl.done, 0));
+    CHECK_OK(fsched_event_init(&ev, 1, 0));
+    fsched_sleep_for(1000); /* the timer heap, and a loop fiber ... */
+    CHECK_OK(fsched_spawn(s, blocker, &ev));
+    fsched_yield(); /* ... which the blocker now holds: none is idle */
+    CHECK_OK(fsched_spawn(s, nested_locker, &nl));
+    CHECK_OK(fsched_spawn(s, nested_locker, &nl));
+    STORE(&refuse, 1);
+    CHECK_OK(fsched_sema_acquire_for(&nl.done, 5000000000u)); /* runs them inline */
+    CHECK_OK(fsched_sema_acquire_for(&nl.done, 5000000000u));
+    CHECK(nl.n == 2);
+    CHECK(nl.locked == 1); /* one held it; the other's wait failed */
+    CHECK_RESULT(nl.results[0], FSCHED_OK);
+    CHECK_RESULT(nl.results[1], FSCHED_ERR_OUT_OF_MEMORY);
+    STORE(&refuse, 0);
+    CHECK_OK(fsched_event_set(&ev));
+    fsched_sleep_for(1000); /* the blocker ends */
+    CHECK_OK(fsched_unbind());
+    CHECK_OK(fsched_destroy(s));
+    CHECK_OK(fsched_mutex_destroy(&nl.m));
+    CHECK_OK(fsched_sema_destroy(&nl.done));
+    CHECK_OK(fsched_event_destroy(&ev));
+    CHECK(LOAD(&a.live) == 0);
+}
+
+#if TEST_THREADS
+/* The other side of the rule above: waiters nested inline on one stack, for one event
+   that another thread sets, are all woken. The set ends them lowest first; the upper
+   ones, seeing a wait below them over, must not give up before the set reaches them. */
+#define NESTED_WAITERS 3 /* the nesting bound on a thread's own stack is 4 */
+
+typedef struct nested_waiters {
+    fsched_event ev;
+    fsched_sema done;
+    fsched_result results[NESTED_WAITERS];
+    int n;
+} nested_waiters;
+
+static void nested_waiter(void *arg) {
+    nested_waiters *nw = (nested_waiters *)arg;
+    int i = nw->n++;
+    nw->results[i] = fsched_event_wait(&nw->ev); /* runs the next one inline, above */
+    CHECK_OK(fsched_sema_release(&nw->done, 1));
+}
+
+static void delayed_setter(void *arg) {
+    fsched_event *ev = (fsched_event *)arg;
+    uint64_t until = fsched_clock_ns() + 5000000u;
+    while (fsched_clock_ns() < until) {
+    }
+    CHECK_OK(fsched_event_set(ev));
+}
+
+static void test_nested_inline_wake_all(void) {
+    counting_alloc a;
+    fsched_sched *s;
+    fsched_event block;
+    nested_waiters nw;
+    test_thread setter;
+    unsigned round, rounds = test_rounds(200), i;
+    memset(&a, 0, sizeof a);
+    s = bound_refusing_sched(&a, 0);
+    CHECK_OK(fsched_event_init(&block, 1, 0));
+    fsched_sleep_for(1000); /* the timer heap, and a loop fiber ... */
+    CHECK_OK(fsched_spawn(s, blocker, &block));
+    fsched_yield(); /* ... which the blocker now holds: none is idle */
+    for (round = 0; round < rounds; round++) {
+        memset(&nw, 0, sizeof nw);
+        CHECK_OK(fsched_event_init(&nw.ev, 1, 0));
+        CHECK_OK(fsched_sema_init(&nw.done, 0));
+        for (i = 0; i < NESTED_WAITERS; i++) CHECK_OK(fsched_spawn(s, nested_waiter, &nw));
+        STORE(&refuse, 1);
+        setter = thread_run(delayed_setter, &nw.ev);
+        for (i = 0; i < NESTED_WAITERS; i++) /* runs them inline, nested */
+            CHECK_OK(fsched_sema_acquire_for(&nw.done, 5000000000u));
+        thread_join(setter);
+        STORE(&refuse, 0);
+        CHECK(nw.n == NESTED_WAITERS);
+        for (i = 0; i < NESTED_WAITERS; i++) CHECK_OK(nw.results[i]);
+        CHECK_OK(fsched_event_destroy(&nw.ev));
+        CHECK_OK(fsched_sema_destroy(&nw.done));
+    }
+    CHECK_OK(fsched_event_set(&block));
+    fsched_sleep_for(1000); /* the blocker ends */
+    CHECK_OK(fsched_unbind());
+    CHECK_OK(fsched_destroy(s));
+    CHECK_OK(fsched_event_destroy(&block));
+    CHECK(LOAD(&a.live) == 0);
+}
+#endif
+
 #if TEST_THREADS
 /* A bound thread with no memory for a fiber still resumes the task fibers of its slot
    that other threads woke. They wait in the slot's inbox, which the scheduling loop
@@ -475,7 +600,9 @@ int main(void) {
     test_timer_of_an_inline_wait();
     test_timers_without_memory(TIMED_YIELD);
     test_timers_without_memory(TIMED_WAIT);
+    test_nested_inline_deadlock();
 #if TEST_THREADS
+    test_nested_inline_wake_all();
     test_woken_fibers_without_memory(STRANDED_YIELD);
     test_woken_fibers_without_memory(STRANDED_SLEEP);
     test_woken_fibers_without_memory(STRANDED_WAIT);
