@@ -3979,7 +3979,7 @@ struct fsched_fiber {
     uint32_t ready_taken;   /* taken from the ready queue for a switch not yet made */
     void *graph_task;       /* the graph task whose function runs on this fiber */
     uint32_t inline_depth;  /* jobs nested on it by waits without a fiber (out of memory) */
-    struct fsched__waiter *inline_wait; /* the innermost of those waits */
+    struct fsched__nest *nest; /* the innermost of those jobs' callers (with threads) */
     fsched_frames *frames;  /* the innermost frame stack its task trees hold (spawn/sync) */
     /* a task that may resume on another worker after a wait (fsched_task_set_movable):
        owner only, but for a fiber in transit, which only its shedder, then its adopter,
@@ -6525,7 +6525,6 @@ struct fsched__waiter {
     fsched_fiber *next_fiber; /* what the worker switches to when the fiber blocks */
     const char *what;         /* what it waits on, for debuggers: "event", "mutex"... */
     const void *object;       /* ... and which one */
-    fsched__waiter *below;    /* waiting inline: the inline wait below it on its stack */
 };
 
 #define FSCHED__WAIT_WAITING 0u
@@ -9001,13 +9000,29 @@ static void fsched__wait_list_wake_all(fsched_wait_list *l, fsched__wakes *wakes
     }
 }
 
-/* Runs a job on the running fiber, for a wait that has no fiber to switch to (out of
-   memory). That job may wait the same way in turn, nesting on the same stack: it may
-   while at least half of the stack is free (on a thread's own stack, of unknown size, to
-   a depth of 4), so that the stack cannot overflow. Returns 1 when it ran one, 0 when
+/* The caller of a job run inline, nested on its fiber's stack: it cannot go on until
+   the job returns. A chain per fiber, innermost first. */
+typedef struct fsched__nest {
+    struct fsched__nest *below;
+    const fsched__waiter *wait; /* an inline wait, ready to go on once ended; */
+    const uintptr_t *latch;     /* or a join's latch wait, once the latch is set (odd); */
+} fsched__nest;                 /* or neither: a yield, ready at once */
+
+/* Whether the caller recorded in n could go on now. Acquire: pairs with the CAS that
+   ended the wait, or the exchange that set the latch. */
+static int fsched__nest_ready(const fsched__nest *n) {
+    return n->wait    ? FSCHED__LOAD(&n->wait->state, FSCHED__ACQUIRE) != FSCHED__WAIT_WAITING
+           : n->latch ? (FSCHED__LOAD(n->latch, FSCHED__ACQUIRE) & 1u) != 0
+                      : 1;
+}
+
+/* Runs a job on the running fiber, for a caller (in `nest`) that has no fiber to switch
+   to (out of memory). That job may do the same in turn, nesting on the same stack: it
+   may while at least half of the stack is free (on a thread's own stack, of unknown size,
+   to a depth of 4), so that the stack cannot overflow. Returns 1 when it ran one, 0 when
    there was none, -1 when there is no room for one. */
 #define FSCHED__INLINE_DEPTH_MAX 4u
-static int fsched__run_inline(fsched__worker *w) {
+static int fsched__run_inline(fsched__worker *w, fsched__nest *nest) {
     fsched_fiber *f = FSCHED__THREAD_NOW.current;
     fsched__job *job;
     char here; /* about where the stack pointer is (stacks grow down) */
@@ -9018,7 +9033,12 @@ static int fsched__run_inline(fsched__worker *w) {
     if (!room) return -1;
     if (!(job = fsched__find_job(w))) return 0;
     f->inline_depth++;
+    if (FSCHED__THREADS) { /* for fsched__holds_up (without threads nothing reads it) */
+        nest->below = f->nest;
+        f->nest = nest;
+    }
     fsched__run_job(w, job);
+    if (FSCHED__THREADS) f->nest = nest->below;
     f->inline_depth--;
     return 1;
 }
@@ -9050,18 +9070,17 @@ static inline void fsched__wait_list_quiesce(const fsched_wait_list *l) {
         fsched__backoff(&spins);
 }
 
-/* With threads, an inline wait that finds nothing to run: whether it holds up a wait
-   below it on the same stack that is over (woken, or timed out by the timers its loop
-   fires). That wait's task cannot go on until this one returns, and this one may wait
-   for what that task would give (a mutex it holds): it must give up. But a wake-all
-   ends its waiters oldest (lowest) first, all in one hold of the list's lock: once the
-   lock is free, a wake-all that reached the one below has reached this one too.
-   Acquire: pairs with the CAS that ended the wait below, then with the lock's release. */
-static int fsched__inline_wait_holds_up(const fsched__waiter *wt) {
-    const fsched__waiter *below = wt->below;
+/* With threads, an inline wait that finds nothing to run: whether it holds up a caller
+   below it on the same stack that could go on (a yield; a wait woken, or timed out by
+   the timers its loop fires). That caller's task cannot go on until this wait returns,
+   and this one may wait for what that task would give (a mutex it holds): it must give
+   up. But a wake-all ends its waiters oldest (lowest) first, all in one hold of the
+   list's lock: once the lock is free, a wake-all that reached the one below has reached
+   this one too. Acquire: pairs with the lock's release. */
+static int fsched__holds_up(const fsched_fiber *f, const fsched__waiter *wt) {
+    const fsched__nest *below = f->nest;
     if (!FSCHED__THREADS) return 0; /* there, an untimed wait fails at once */
-    while (below && FSCHED__LOAD(&below->state, FSCHED__ACQUIRE) == FSCHED__WAIT_WAITING)
-        below = below->below;
+    while (below && !fsched__nest_ready(below)) below = below->below;
     if (!below) return 0;
     if (wt->list) fsched__wait_list_quiesce(wt->list);
     return FSCHED__LOAD(&wt->state, FSCHED__ACQUIRE) == FSCHED__WAIT_WAITING;
@@ -9071,17 +9090,14 @@ static int fsched__inline_wait_holds_up(const fsched__waiter *wt) {
    on the running fiber (to the nesting bound), and fibers woken meanwhile from other
    threads (which may be what it waits for), until the waiter is resumed or times out.
    When nothing can run, an untimed wait without threads ends for want of memory, as
-   does any wait that holds up an inline wait below it that is over. Acquire and
-   acq_rel, as in fsched__thread_waiter_block. */
+   does any wait that holds up a caller below it that could go on. Acquire and acq_rel,
+   as in fsched__thread_waiter_block. */
 static void fsched__wait_inline(fsched__worker *w, fsched__waiter *wt) {
-    fsched_fiber *f = w->thread->current;
-    if (FSCHED__THREADS) { /* for fsched__inline_wait_holds_up */
-        wt->below = f->inline_wait;
-        f->inline_wait = wt;
-    }
+    fsched__nest nest = {NULL, NULL, NULL};
+    nest.wait = wt;
     while (FSCHED__LOAD(&wt->state, FSCHED__ACQUIRE) == FSCHED__WAIT_WAITING) {
         uint32_t end = FSCHED__WAIT_WAITING, expected = FSCHED__WAIT_WAITING;
-        int ran = fsched__run_inline(w);
+        int ran = fsched__run_inline(w, &nest);
         const fsched__watch *watch;
         if (ran > 0 || fsched__yield_to_posted(w)) continue;
         watch = fsched__watch_of(w->sched);
@@ -9094,7 +9110,7 @@ static void fsched__wait_inline(fsched__worker *w, fsched__waiter *wt) {
         /* nothing else can run (one thread), or no room to run what it may wait for: it
            could hang (as could every worker): it fails */
         else if ((!wt->deadline && (!FSCHED__THREADS || ran < 0)) ||
-                 fsched__inline_wait_holds_up(wt))
+                 fsched__holds_up(w->thread->current, wt))
             end = FSCHED__WAIT_NO_MEMORY;
         else
             fsched__os_yield(); /* until the deadline, or another thread ends the wait */
@@ -9102,7 +9118,6 @@ static void fsched__wait_inline(fsched__worker *w, fsched__waiter *wt) {
             FSCHED__CAS(&wt->state, &expected, end, FSCHED__ACQ_REL, FSCHED__ACQUIRE))
             fsched__wait_list_leave(wt);
     }
-    if (FSCHED__THREADS) f->inline_wait = wt->below;
 }
 
 /* Sets up a waiter before the caller locks a wait list, so that nothing slow happens
@@ -10121,7 +10136,10 @@ FIBERSCHED_API void fsched_yield(void) {
         }
         /* no fiber to switch to: a fiber woken from another thread, or one job here if
            there is room */
-        if (!fsched__yield_to_posted(w)) fsched__run_inline(w);
+        if (!fsched__yield_to_posted(w)) {
+            fsched__nest nest = {NULL, NULL, NULL};
+            fsched__run_inline(w, &nest);
+        }
         return;
     }
     fsched__os_yield();
@@ -11839,13 +11857,15 @@ FIBERSCHED_API void fsched__join_execute(fsched__job *job, fsched__worker *w) {
 static void fsched__latch_wait(fsched__worker *w, uintptr_t *latch) {
     fsched_fiber *next;
     uintptr_t expected = 0;
+    fsched__nest nest = {NULL, NULL, NULL};
+    nest.latch = latch;
     for (;;) {
         /* acquire: pairs with the setter's exchange (set: 1, or for a frame whose child
            threw, FSCHED__FRAME_THREW: odd, where a fiber's address is even) */
         if (FSCHED__LOAD(latch, FSCHED__ACQUIRE) & 1u) return;
         next = fsched__suspend_prepare(w);
         if (next) break;
-        if (fsched__run_inline(w) <= 0) /* no fiber to switch to (out of memory): help */
+        if (fsched__run_inline(w, &nest) <= 0) /* no fiber to switch to (out of memory): help */
             fsched__cpu_relax();
     }
     FSCHED__POINT(JOIN);

@@ -447,6 +447,61 @@ static void test_nested_inline_deadlock(void) {
     CHECK(LOAD(&a.live) == 0);
 }
 
+/* The same below a yield: a task that yields with no fiber to switch to runs a job
+   inline, above it, and that job waits, untimed, for what the yielder gives once its
+   yield returns (fuzz_core: a wait for a wait group that counts the yielder). */
+typedef struct nested_yield {
+    fsched_sema given, done;
+    fsched_result result;
+} nested_yield;
+
+static void nested_yielder(void *arg) {
+    nested_yield *ny = (nested_yield *)arg;
+    fsched_yield(); /* runs the taker inline */
+    CHECK_OK(fsched_sema_release(&ny->given, 1));
+    CHECK_OK(fsched_sema_release(&ny->done, 1));
+}
+
+static void nested_taker(void *arg) {
+    nested_yield *ny = (nested_yield *)arg;
+    ny->result = fsched_sema_acquire(&ny->given);
+    CHECK_OK(fsched_sema_release(&ny->done, 1));
+}
+
+static void test_nested_inline_above_a_yield(void) {
+    counting_alloc a;
+    fsched_sched *s;
+    fsched_event ev;
+    nested_yield ny;
+    memset(&a, 0, sizeof a);
+    memset(&ny, 0, sizeof ny);
+    ny.result = FSCHED_ERR_SYSTEM; /* not run */
+    s = bound_refusing_sched(&a, 0);
+    CHECK_OK(fsched_sema_init(&ny.given, 0));
+    CHECK_OK(fsched_sema_init(&ny.done, 0));
+    CHECK_OK(fsched_event_init(&ev, 1, 0));
+    fsched_sleep_for(1000); /* the timer heap, and a loop fiber ... */
+    CHECK_OK(fsched_spawn(s, blocker, &ev));
+    fsched_yield(); /* ... which the blocker now holds: none is idle */
+    /* the newest job runs first: the yielder, then the taker above it */
+    CHECK_OK(fsched_spawn(s, nested_taker, &ny));
+    CHECK_OK(fsched_spawn(s, nested_yielder, &ny));
+    STORE(&refuse, 1);
+    CHECK_OK(fsched_sema_acquire_for(&ny.done, 5000000000u)); /* runs them inline */
+    CHECK_OK(fsched_sema_acquire_for(&ny.done, 5000000000u));
+    CHECK_RESULT(ny.result, FSCHED_ERR_OUT_OF_MEMORY);
+    STORE(&refuse, 0);
+    CHECK_OK(fsched_sema_acquire(&ny.given)); /* the yielder's, which nobody took */
+    CHECK_OK(fsched_event_set(&ev));
+    fsched_sleep_for(1000); /* the blocker ends */
+    CHECK_OK(fsched_unbind());
+    CHECK_OK(fsched_destroy(s));
+    CHECK_OK(fsched_sema_destroy(&ny.given));
+    CHECK_OK(fsched_sema_destroy(&ny.done));
+    CHECK_OK(fsched_event_destroy(&ev));
+    CHECK(LOAD(&a.live) == 0);
+}
+
 #if TEST_THREADS
 /* The other side of the rule above: waiters nested inline on one stack, for one event
    that another thread sets, are all woken. The set ends them lowest first; the upper
@@ -601,6 +656,7 @@ int main(void) {
     test_timers_without_memory(TIMED_YIELD);
     test_timers_without_memory(TIMED_WAIT);
     test_nested_inline_deadlock();
+    test_nested_inline_above_a_yield();
 #if TEST_THREADS
     test_nested_inline_wake_all();
     test_woken_fibers_without_memory(STRANDED_YIELD);
