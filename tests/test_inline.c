@@ -1,0 +1,201 @@
+/* Waits without memory for a fiber (inline waits), driven as a hostile program would: a
+   bound thread whose allocator refuses runs tasks nested on its own stack, each waiting
+   on something of its own. A wake-all given in one hold of its list's lock ends every
+   nested waiter with FSCHED_OK; a nested wait whose task cannot go on until a caller
+   below it returns, and that may wait for what that caller gives, ends (for want of
+   memory) instead of hanging; a failed wait leaves the primitives as it found them. */
+#define FIBERSCHED_IMPLEMENTATION
+#include "../fibersched.h"
+#include "check.h"
+
+#include <stdint.h>
+
+/* ---- the scheduler: a bound thread whose allocator refuses on demand ---- */
+
+static uint64_t live_blocks; /* atomic */
+static int refuse;           /* atomic: every allocation fails while set */
+
+static void *refusing_alloc(size_t size, size_t align, void *user) {
+    void *p;
+    (void)user;
+    if (LOAD(&refuse)) return NULL;
+    p = fsched__default_alloc(size, align, NULL);
+    if (p) ADD(&live_blocks, 1);
+    return p;
+}
+
+static void counted_free(void *ptr, size_t size, size_t align, void *user) {
+    (void)user;
+    if (!ptr) return;
+    SUB(&live_blocks, 1);
+    fsched__default_free(ptr, size, align, NULL);
+}
+
+static void blocker(void *arg) { CHECK_OK(fsched_event_wait((fsched_event *)arg)); }
+
+/* A scheduler bound to the calling thread, with `workers` worker threads, whose fibers
+   come from the refusing allocator; its loop fiber is held by a blocked task, so that
+   once `refuse` is set no wait of the bound thread has a fiber to switch to. */
+typedef struct rig {
+    fsched_sched *s;
+    fsched_event hold;
+} rig;
+
+static void rig_up(rig *r, uint32_t workers) {
+    fsched_desc d;
+    test_desc_init(&d);
+    d.single_threaded = workers == 0;
+    d.workers = workers;
+    d.allocator.alloc = refusing_alloc;
+    d.allocator.free = counted_free;
+    d.stack_kind = FSCHED_STACK_HEAP;
+    CHECK_OK(fsched_create(&d, &r->s));
+    CHECK_OK(fsched_bind(r->s));
+    CHECK_OK(fsched_event_init(&r->hold, 1, 0));
+    fsched_sleep_for(1000); /* the timer heap, and a loop fiber ... */
+    CHECK_OK(fsched_spawn(r->s, blocker, &r->hold));
+    fsched_yield(); /* ... which the blocker now holds: none is idle */
+}
+
+static void rig_down(rig *r) {
+    STORE(&refuse, 0);
+    CHECK_OK(fsched_event_set(&r->hold));
+    fsched_sleep_for(1000); /* the blocker ends */
+    CHECK_OK(fsched_unbind());
+    CHECK_OK(fsched_destroy(r->s));
+    CHECK_OK(fsched_event_destroy(&r->hold));
+    CHECK(LOAD(&live_blocks) == 0);
+}
+
+/* Spins about ns nanoseconds without yielding. */
+static void spin_for(uint64_t ns) {
+    uint64_t until = fsched_clock_ns() + ns;
+    while (fsched_clock_ns() < until) {
+    }
+}
+
+#if TEST_THREADS
+/* ---- wake-alls reach every nested waiter ---- */
+
+#define NESTED 3 /* the nesting bound on a thread's own stack is 4 */
+
+enum { BY_EVENT, BY_SEMA, BY_GROUP, BY_COND, BY_COND_FOR, BY_KINDS };
+static const char *const by_name[BY_KINDS] = {"event", "sema", "group", "cond", "cond_for"};
+
+typedef struct nested {
+    int kind;
+    fsched_event ev;
+    fsched_sema sem;
+    fsched_wait_group wg;
+    fsched_mutex m;
+    fsched_cond c;
+    int go;        /* BY_COND: the predicate, under m */
+    int waiting;   /* atomic: waiters that began their wait */
+    fsched_sema done;
+    fsched_result results[NESTED];
+    int n;
+} nested;
+
+static void nested_waiter(void *arg) {
+    nested *nw = (nested *)arg;
+    int i = nw->n++;
+    fsched_result r = FSCHED_OK;
+    switch (nw->kind) {
+    case BY_EVENT:
+        ADD(&nw->waiting, 1);
+        r = fsched_event_wait(&nw->ev); /* runs the next one inline, above */
+        break;
+    case BY_SEMA:
+        ADD(&nw->waiting, 1);
+        r = fsched_sema_acquire(&nw->sem);
+        break;
+    case BY_GROUP:
+        ADD(&nw->waiting, 1);
+        r = fsched_wait_group_wait(&nw->wg);
+        break;
+    default:
+        CHECK_OK(fsched_mutex_lock(&nw->m));
+        ADD(&nw->waiting, 1);
+        while (!nw->go) {
+            r = nw->kind == BY_COND ? fsched_cond_wait(&nw->c, &nw->m)
+                                    : fsched_cond_wait_for(&nw->c, &nw->m, 5000000000u);
+            if (r != FSCHED_OK) break;
+        }
+        if (r == FSCHED_OK) CHECK_OK(fsched_mutex_unlock(&nw->m));
+        break;
+    }
+    nw->results[i] = r;
+    CHECK_OK(fsched_sema_release(&nw->done, 1));
+}
+
+/* From a plain thread: once every waiter waits, wakes them all in one call. */
+static void waker(void *arg) {
+    nested *nw = (nested *)arg;
+    while (LOAD(&nw->waiting) < NESTED) fsched__os_sleep(100000);
+    spin_for(2000000); /* the top one finds nothing to run and looks below */
+    switch (nw->kind) {
+    case BY_EVENT: CHECK_OK(fsched_event_set(&nw->ev)); break;
+    case BY_SEMA: CHECK_OK(fsched_sema_release(&nw->sem, NESTED)); break;
+    case BY_GROUP: CHECK_OK(fsched_wait_group_done(&nw->wg)); break;
+    default: /* the usual way: under the mutex, which it keeps a while */
+        CHECK_OK(fsched_mutex_lock(&nw->m));
+        nw->go = 1;
+        CHECK_OK(fsched_cond_broadcast(&nw->c));
+        spin_for(2000000);
+        CHECK_OK(fsched_mutex_unlock(&nw->m));
+        break;
+    }
+}
+
+static void test_nested_wake_all(int kind, unsigned rounds) {
+    rig r;
+    nested nw;
+    unsigned round, i;
+    rig_up(&r, 0);
+    for (round = 0; round < rounds; round++) {
+        test_thread t;
+        memset(&nw, 0, sizeof nw);
+        nw.kind = kind;
+        CHECK_OK(fsched_event_init(&nw.ev, 1, 0));
+        CHECK_OK(fsched_sema_init(&nw.sem, 0));
+        CHECK_OK(fsched_wait_group_init(&nw.wg));
+        if (kind == BY_GROUP) CHECK_OK(fsched_wait_group_add(&nw.wg, 1));
+        CHECK_OK(fsched_mutex_init(&nw.m));
+        CHECK_OK(fsched_cond_init(&nw.c));
+        CHECK_OK(fsched_sema_init(&nw.done, 0));
+        for (i = 0; i < NESTED; i++) CHECK_OK(fsched_spawn(r.s, nested_waiter, &nw));
+        STORE(&refuse, 1);
+        t = thread_run(waker, &nw);
+        for (i = 0; i < NESTED; i++) /* runs them inline, nested */
+            CHECK_OK(fsched_sema_acquire_for(&nw.done, 10000000000u));
+        thread_join(t);
+        STORE(&refuse, 0);
+        CHECK(nw.n == NESTED);
+        for (i = 0; i < NESTED; i++) {
+            if (nw.results[i] != FSCHED_OK)
+                fprintf(stderr, "test_inline: %s, round %u, waiter %u: %s\n", by_name[kind],
+                        round, i, fsched_result_string(nw.results[i]));
+        }
+        for (i = 0; i < NESTED; i++) CHECK_OK(nw.results[i]);
+        CHECK_OK(fsched_event_destroy(&nw.ev));
+        CHECK_OK(fsched_sema_destroy(&nw.sem));
+        CHECK_OK(fsched_wait_group_destroy(&nw.wg));
+        CHECK_OK(fsched_mutex_destroy(&nw.m));
+        CHECK_OK(fsched_cond_destroy(&nw.c));
+        CHECK_OK(fsched_sema_destroy(&nw.done));
+    }
+    rig_down(&r);
+}
+#endif
+
+int main(void) {
+    test_watchdog(600);
+#if TEST_THREADS
+    {
+        int kind;
+        for (kind = 0; kind < BY_KINDS; kind++) test_nested_wake_all(kind, test_rounds(20));
+    }
+#endif
+    printf("test_inline: ok\n");
+    return 0;
+}
