@@ -6525,6 +6525,7 @@ struct fsched__waiter {
     fsched_fiber *next_fiber; /* what the worker switches to when the fiber blocks */
     const char *what;         /* what it waits on, for debuggers: "event", "mutex"... */
     const void *object;       /* ... and which one */
+    const void *relocks;      /* a condition variable's waiter: the mutex it locks next */
 };
 
 #define FSCHED__WAIT_WAITING 0u
@@ -9008,9 +9009,13 @@ typedef struct fsched__nest {
     const uintptr_t *latch;     /* or a join's latch wait, once the latch is set (odd); */
 } fsched__nest;                 /* or neither: a yield, ready at once */
 
-/* Whether the caller recorded in n could go on now. Acquire: pairs with the CAS that
-   ended the wait, or the exchange that set the latch. */
-static int fsched__nest_ready(const fsched__nest *n) {
+/* Whether the caller recorded in n could go on now, before `wt` (which waits above it)
+   ends. A condition variable's waiter whose wait is over locks its mutex next: while wt
+   waits for that same mutex, it cannot go on first (a broadcast under the mutex ends
+   the waiters' waits at once, and each then waits for the mutex in turn). Acquire:
+   pairs with the CAS that ended the wait, or the exchange that set the latch. */
+static int fsched__nest_ready(const fsched__nest *n, const fsched__waiter *wt) {
+    if (n->wait && n->wait->relocks && n->wait->relocks == wt->object) return 0;
     return n->wait    ? FSCHED__LOAD(&n->wait->state, FSCHED__ACQUIRE) != FSCHED__WAIT_WAITING
            : n->latch ? (FSCHED__LOAD(n->latch, FSCHED__ACQUIRE) & 1u) != 0
                       : 1;
@@ -9080,7 +9085,7 @@ static inline void fsched__wait_list_quiesce(const fsched_wait_list *l) {
 static int fsched__holds_up(const fsched_fiber *f, const fsched__waiter *wt) {
     const fsched__nest *below = f->nest;
     if (!FSCHED__THREADS) return 0; /* there, an untimed wait fails at once */
-    while (below && !fsched__nest_ready(below)) below = below->below;
+    while (below && !fsched__nest_ready(below, wt)) below = below->below;
     if (!below) return 0;
     if (wt->list) fsched__wait_list_quiesce(wt->list);
     return FSCHED__LOAD(&wt->state, FSCHED__ACQUIRE) == FSCHED__WAIT_WAITING;
@@ -9932,6 +9937,7 @@ static fsched_result fsched__cond_wait(fsched_cond *c, fsched_mutex *m, uint64_t
                               "fsched_cond_wait: the mutex is not locked");
     r = fsched__wait_begin(&wt, deadline, "condition", c);
     if (r != FSCHED_OK) return r;
+    wt.relocks = m; /* for fsched__nest_ready */
     fsched__wait_list_lock(&c->waiters);
     fsched__wait_list_append(&c->waiters, &wt); /* queued before m is released: no lost signal */
     r = fsched_mutex_unlock(m);
