@@ -1434,7 +1434,10 @@ typedef struct fsched_cond {
 FIBERSCHED_API fsched_result fsched_cond_init(fsched_cond *c);
 FIBERSCHED_API fsched_result fsched_cond_destroy(fsched_cond *c);
 /* Unlocks m, waits for a signal, locks m again (also after a timeout). Spurious wakeups
-   do not happen, but re-check the predicate: another waiter may have consumed it. */
+   do not happen, but re-check the predicate: another waiter may have consumed it.
+   FSCHED_ERR_OUT_OF_MEMORY (no timer could be set; or a wait without a fiber, run
+   inline above a caller that could go on, gave up) returns without m held; every other
+   result of a call that found m locked, with m held. */
 FIBERSCHED_API fsched_result fsched_cond_wait(fsched_cond *c, fsched_mutex *m);
 FIBERSCHED_API fsched_result fsched_cond_wait_for(fsched_cond *c, fsched_mutex *m, uint64_t timeout_ns);
 FIBERSCHED_API fsched_result fsched_cond_signal(fsched_cond *c);
@@ -9936,7 +9939,10 @@ static fsched_result fsched__cond_wait(fsched_cond *c, fsched_mutex *m, uint64_t
         return FSCHED__MISUSE((const fsched_logger *)NULL, FSCHED_ERR_WRONG_STATE,
                               "fsched_cond_wait: the mutex is not locked");
     r = fsched__wait_begin(&wt, deadline, "condition", c);
-    if (r != FSCHED_OK) return r;
+    if (r != FSCHED_OK) { /* no timer (out of memory): m is let go, as every such failure */
+        if (r == FSCHED_ERR_OUT_OF_MEMORY) fsched_mutex_unlock(m);
+        return r;
+    }
     wt.relocks = m; /* for fsched__nest_ready */
     fsched__wait_list_lock(&c->waiters);
     fsched__wait_list_append(&c->waiters, &wt); /* queued before m is released: no lost signal */
@@ -9948,8 +9954,12 @@ static fsched_result fsched__cond_wait(fsched_cond *c, fsched_mutex *m, uint64_t
         return r;
     }
     r = fsched__wait_commit(&c->waiters, &wt);
+    /* a wait that gave up inline (it held up a caller below that could go on) returns
+       at once, without m; so does one whose relock gives up: any other result says that
+       the caller holds m */
+    if (r == FSCHED_ERR_OUT_OF_MEMORY) return r;
     relock = fsched_mutex_lock(m);
-    return r != FSCHED_OK ? r : relock;
+    return relock != FSCHED_OK ? relock : r;
 }
 
 FIBERSCHED_API fsched_result fsched_cond_wait(fsched_cond *c, fsched_mutex *m) {

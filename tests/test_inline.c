@@ -186,6 +186,81 @@ static void test_nested_wake_all(int kind, unsigned rounds) {
     }
     rig_down(&r);
 }
+/* ---- a condition variable's wait that fails inline: who holds the mutex ----
+   fsched_cond_wait takes the mutex back after its wait, also after a timeout. When it
+   cannot (it would wait for ever above a caller that could go on: out of memory), or
+   when its wait itself gave up for want of memory, it returns FSCHED_ERR_OUT_OF_MEMORY
+   without the mutex; any other result, with it. */
+enum { RELOCK_AFTER_TIMEOUT, GIVE_UP_FREE_MUTEX };
+
+typedef struct relock {
+    int mode;
+    fsched_mutex m;
+    fsched_cond c;
+    int t_waiting, p_inside, p_done; /* atomic */
+    fsched_sema done;
+    fsched_result result;
+} relock;
+
+/* A plain thread that takes the mutex once the task's wait released it, and keeps it. */
+static void relock_holder(void *arg) {
+    relock *x = (relock *)arg;
+    while (!LOAD(&x->t_waiting)) fsched__os_sleep(50000);
+    CHECK_OK(fsched_mutex_lock(&x->m));
+    STORE(&x->p_inside, 1);
+    spin_for(30000000);
+    STORE(&x->p_inside, 0);
+    CHECK_OK(fsched_mutex_unlock(&x->m));
+    STORE(&x->p_done, 1);
+}
+
+static void relock_waiter(void *arg) {
+    relock *x = (relock *)arg;
+    CHECK_OK(fsched_mutex_lock(&x->m));
+    STORE(&x->t_waiting, 1);
+    x->result = fsched_cond_wait_for(&x->c, &x->m, x->mode == RELOCK_AFTER_TIMEOUT
+                                                       ? 1000000u : 2000000000u);
+    if (x->result != FSCHED_ERR_OUT_OF_MEMORY) { /* it holds the mutex, alone */
+        CHECK(!LOAD(&x->p_inside));
+        CHECK_OK(fsched_mutex_unlock(&x->m));
+    }
+    CHECK_OK(fsched_sema_release(&x->done, 1));
+}
+
+/* Below the waiter: a sleep that runs it inline, over before (or after) its wait. */
+static void relock_sleeper(void *arg) {
+    relock *x = (relock *)arg;
+    fsched_sleep_for(x->mode == RELOCK_AFTER_TIMEOUT ? 5000000u : 1000000u);
+    CHECK_OK(fsched_sema_release(&x->done, 1));
+}
+
+static void test_cond_relock_without_memory(int mode) {
+    rig r;
+    relock x;
+    test_thread p;
+    memset(&x, 0, sizeof x);
+    x.mode = mode;
+    rig_up(&r, 0);
+    CHECK_OK(fsched_mutex_init(&x.m));
+    CHECK_OK(fsched_cond_init(&x.c));
+    CHECK_OK(fsched_sema_init(&x.done, 0));
+    if (mode == RELOCK_AFTER_TIMEOUT) p = thread_run(relock_holder, &x);
+    CHECK_OK(fsched_spawn(r.s, relock_waiter, &x));
+    CHECK_OK(fsched_spawn(r.s, relock_sleeper, &x)); /* the newest runs first */
+    STORE(&refuse, 1);
+    CHECK_OK(fsched_sema_acquire_for(&x.done, 10000000000u)); /* runs them inline */
+    CHECK_OK(fsched_sema_acquire_for(&x.done, 10000000000u));
+    STORE(&refuse, 0);
+    /* the wait gave up: a caller below it could go on */
+    CHECK_RESULT(x.result, FSCHED_ERR_OUT_OF_MEMORY);
+    if (mode == RELOCK_AFTER_TIMEOUT) thread_join(p);
+    CHECK_OK(fsched_mutex_try_lock(&x.m)); /* nobody kept it */
+    CHECK_OK(fsched_mutex_unlock(&x.m));
+    CHECK_OK(fsched_mutex_destroy(&x.m));
+    CHECK_OK(fsched_cond_destroy(&x.c));
+    CHECK_OK(fsched_sema_destroy(&x.done));
+    rig_down(&r);
+}
 #endif
 
 int main(void) {
@@ -195,6 +270,8 @@ int main(void) {
         int kind;
         for (kind = 0; kind < BY_KINDS; kind++) test_nested_wake_all(kind, test_rounds(20));
     }
+    test_cond_relock_without_memory(RELOCK_AFTER_TIMEOUT);
+    test_cond_relock_without_memory(GIVE_UP_FREE_MUTEX);
 #endif
     printf("test_inline: ok\n");
     return 0;
