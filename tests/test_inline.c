@@ -263,6 +263,124 @@ static void test_cond_relock_without_memory(int mode) {
 }
 #endif
 
+/* ---- deadlocks nested inline that must end ----
+   A lower task L takes the mutex (and is counted by the group), then waits inline with a
+   timeout that expires: it runs the upper task T on its stack, whose wait would need L
+   to go on. T's wait ends with FSCHED_ERR_OUT_OF_MEMORY once L's is over; L then goes on. */
+enum { DL_LOCK, DL_LOCK_FOR_FOREVER, DL_GROUP, DL_JOIN, DL_KINDS };
+
+typedef struct deadlock {
+    int kind;
+    fsched_mutex m;
+    fsched_event never;
+    fsched_wait_group wg;
+    fsched_sema done;
+    fsched_result upper, join_b;
+    int lower_went_on;
+} deadlock;
+
+static void join_nothing(void *arg) { (void)arg; }
+
+static void join_locker(void *arg) {
+    deadlock *x = (deadlock *)arg;
+    x->join_b = fsched_mutex_lock(&x->m);
+    if (x->join_b == FSCHED_OK) CHECK_OK(fsched_mutex_unlock(&x->m));
+}
+
+static void dl_upper(void *arg) {
+    deadlock *x = (deadlock *)arg;
+    switch (x->kind) {
+    case DL_LOCK: x->upper = fsched_mutex_lock(&x->m); break;
+    case DL_LOCK_FOR_FOREVER: x->upper = fsched_mutex_lock_for(&x->m, FSCHED_FOREVER); break;
+    case DL_GROUP: x->upper = fsched_wait_group_wait(&x->wg); break;
+    default: /* a join whose second half waits for the mutex */
+        x->upper = fsched_join(join_nothing, x, join_locker, x);
+        CHECK_RESULT(x->join_b, FSCHED_ERR_OUT_OF_MEMORY);
+        break;
+    }
+    if ((x->kind == DL_LOCK || x->kind == DL_LOCK_FOR_FOREVER) && x->upper == FSCHED_OK)
+        CHECK_OK(fsched_mutex_unlock(&x->m));
+    CHECK_OK(fsched_sema_release(&x->done, 1));
+}
+
+static void dl_lower(void *arg) {
+    deadlock *x = (deadlock *)arg;
+    CHECK_OK(fsched_mutex_lock(&x->m));
+    /* times out; runs the upper task inline meanwhile */
+    CHECK_RESULT(fsched_event_wait_for(&x->never, 1000000u), FSCHED_ERR_TIMEOUT);
+    x->lower_went_on = 1;
+    CHECK_OK(fsched_mutex_unlock(&x->m));
+    CHECK_OK(fsched_sema_release(&x->done, 1));
+}
+
+static void test_nested_deadlock_ends(int kind) {
+    rig r;
+    deadlock x;
+    memset(&x, 0, sizeof x);
+    x.kind = kind;
+    x.upper = x.join_b = FSCHED_ERR_SYSTEM; /* not run */
+    rig_up(&r, 0);
+    CHECK_OK(fsched_mutex_init(&x.m));
+    CHECK_OK(fsched_event_init(&x.never, 1, 0));
+    CHECK_OK(fsched_wait_group_init(&x.wg));
+    CHECK_OK(fsched_sema_init(&x.done, 0));
+    CHECK_OK(fsched_spawn(r.s, dl_upper, &x));
+    CHECK_OK(fsched_wait_group_spawn(&x.wg, r.s, dl_lower, &x)); /* the newest runs first */
+    STORE(&refuse, 1);
+    CHECK_OK(fsched_sema_acquire_for(&x.done, 10000000000u)); /* runs them inline */
+    CHECK_OK(fsched_sema_acquire_for(&x.done, 10000000000u));
+    STORE(&refuse, 0);
+    CHECK(x.lower_went_on);
+    if (kind == DL_JOIN) CHECK_OK(x.upper); /* its half that waited failed instead */
+    else CHECK_RESULT(x.upper, FSCHED_ERR_OUT_OF_MEMORY);
+    CHECK_OK(fsched_wait_group_wait(&x.wg));
+    CHECK_OK(fsched_mutex_destroy(&x.m));
+    CHECK_OK(fsched_event_destroy(&x.never));
+    CHECK_OK(fsched_wait_group_destroy(&x.wg));
+    CHECK_OK(fsched_sema_destroy(&x.done));
+    rig_down(&r);
+}
+
+/* ---- timeouts at the edges, inline ---- */
+static void edge_timeouts(void *arg) {
+    fsched_event ev;
+    fsched_sema sem;
+    (void)arg;
+    CHECK_OK(fsched_event_init(&ev, 0, 0));
+    CHECK_OK(fsched_sema_init(&sem, 0));
+    CHECK_RESULT(fsched_event_wait_for(&ev, 0), FSCHED_ERR_TIMEOUT);
+    CHECK_RESULT(fsched_event_wait_for(&ev, 1), FSCHED_ERR_TIMEOUT);
+    CHECK_RESULT(fsched_sema_acquire_for(&sem, 1), FSCHED_ERR_TIMEOUT);
+    fsched_sleep_for(1);
+    CHECK_OK(fsched_event_destroy(&ev));
+    CHECK_OK(fsched_sema_destroy(&sem));
+    ADD((int *)arg, 1);
+}
+
+/* Above a yield (a caller that can go on at once), a wait for ever gives up. */
+static void forever_above_a_yield(void *arg) {
+    fsched_sema sem;
+    CHECK_OK(fsched_sema_init(&sem, 0));
+    CHECK_RESULT(fsched_sema_acquire_for(&sem, FSCHED_FOREVER), FSCHED_ERR_OUT_OF_MEMORY);
+    fsched_sleep_for(FSCHED_FOREVER); /* gives up as well: returns */
+    CHECK_OK(fsched_sema_destroy(&sem));
+    ADD((int *)arg, 1);
+}
+
+static void test_edge_timeouts(void) {
+    rig r;
+    int ran = 0;
+    rig_up(&r, 0);
+    CHECK_OK(fsched_spawn(r.s, edge_timeouts, &ran));
+    STORE(&refuse, 1);
+    fsched_yield(); /* runs it inline */
+    CHECK_OK(fsched_spawn(r.s, forever_above_a_yield, &ran));
+    fsched_yield();
+    STORE(&refuse, 0);
+    CHECK(ran == 2);
+    rig_down(&r);
+}
+
 int main(void) {
     test_watchdog(600);
 #if TEST_THREADS
@@ -273,6 +391,11 @@ int main(void) {
     test_cond_relock_without_memory(RELOCK_AFTER_TIMEOUT);
     test_cond_relock_without_memory(GIVE_UP_FREE_MUTEX);
 #endif
+    {
+        int kind;
+        for (kind = 0; kind < DL_KINDS; kind++) test_nested_deadlock_ends(kind);
+    }
+    test_edge_timeouts();
     printf("test_inline: ok\n");
     return 0;
 }
