@@ -1435,9 +1435,9 @@ FIBERSCHED_API fsched_result fsched_cond_init(fsched_cond *c);
 FIBERSCHED_API fsched_result fsched_cond_destroy(fsched_cond *c);
 /* Unlocks m, waits for a signal, locks m again (also after a timeout). Spurious wakeups
    do not happen, but re-check the predicate: another waiter may have consumed it.
-   FSCHED_ERR_OUT_OF_MEMORY (no timer could be set; or a wait without a fiber, run
-   inline above a caller that could go on, gave up) returns without m held; every other
-   result of a call that found m locked, with m held. */
+   FSCHED_OK and FSCHED_ERR_TIMEOUT return with m held; FSCHED_ERR_OUT_OF_MEMORY (no
+   timer could be set; or a wait without a fiber, run inline above a caller that could
+   go on, gave up) returns without it. */
 FIBERSCHED_API fsched_result fsched_cond_wait(fsched_cond *c, fsched_mutex *m);
 FIBERSCHED_API fsched_result fsched_cond_wait_for(fsched_cond *c, fsched_mutex *m, uint64_t timeout_ns);
 FIBERSCHED_API fsched_result fsched_cond_signal(fsched_cond *c);
@@ -18114,8 +18114,10 @@ public:
     void notify_one() noexcept { (void)fsched_cond_signal(&c_); }
     void notify_all() noexcept { (void)fsched_cond_broadcast(&c_); }
 
+    /* Throws std::system_error on a failure; for want of memory (FSCHED_ERR_OUT_OF_MEMORY)
+       with the mutex let go: `lock` then owns nothing. */
     void wait(std::unique_lock<mutex> &lock) {
-        detail::check(fsched_cond_wait(&c_, lock.mutex()->native_handle()),
+        detail::check(disown_on_oom(lock, fsched_cond_wait(&c_, lock.mutex()->native_handle())),
                       "fsched::condition_variable::wait");
     }
     template <class Predicate> void wait(std::unique_lock<mutex> &lock, Predicate pred) {
@@ -18154,8 +18156,16 @@ public:
 
 private:
     bool wait_ns(std::unique_lock<mutex> &lock, std::uint64_t ns) {
-        return detail::timed(fsched_cond_wait_for(&c_, lock.mutex()->native_handle(), ns),
-                             "fsched::condition_variable::wait_for");
+        return detail::timed(
+            disown_on_oom(lock, fsched_cond_wait_for(&c_, lock.mutex()->native_handle(), ns)),
+            "fsched::condition_variable::wait_for");
+    }
+    /* FSCHED_ERR_OUT_OF_MEMORY returns without the mutex: the lock stops owning it, so
+       that it does not unlock what another may hold by then */
+    static fsched_result disown_on_oom(std::unique_lock<mutex> &lock, fsched_result r) {
+        if (r == FSCHED_ERR_OUT_OF_MEMORY)
+            lock = std::unique_lock<mutex>(*lock.release(), std::defer_lock);
+        return r;
     }
     fsched_cond c_;
 };

@@ -1138,6 +1138,62 @@ void test_timed_lock(fsched_sched *s) {
     CHECK_OK(wg.wait());
 }
 
+#if FSCHED__CPP_EXCEPTIONS
+// A wait that fails for want of memory (here: no memory for its timer) returns without
+// the mutex: the error leaves a lock that owns nothing, so that its destructor does not
+// unlock a mutex that another may hold by then.
+static std::atomic<int> cv_refuse(0);
+
+void *cv_alloc(size_t size, size_t align, void *) {
+    return cv_refuse.load() ? nullptr : fsched__default_alloc(size, align, nullptr);
+}
+
+void cv_free(void *p, size_t size, size_t align, void *) { fsched__default_free(p, size, align, nullptr); }
+
+void test_condition_variable_without_memory(fsched_sched *s) {
+    fsched_desc d;
+    fsched_sched *single;
+#if !TEST_THREADS
+    CHECK_OK(fsched_unbind()); // from s, to which the thread is bound
+#endif
+    (void)s;
+    test_desc_init(&d);
+    d.single_threaded = 1;
+    d.allocator.alloc = cv_alloc;
+    d.allocator.free = cv_free;
+    CHECK_OK(fsched_create(&d, &single));
+    CHECK_OK(fsched_bind(single));
+    fsched::mutex m;
+    fsched::condition_variable cv;
+    for (int timed = 0; timed < 2; timed++) {
+        std::unique_lock<fsched::mutex> lock(m);
+        bool threw = false;
+        cv_refuse = 1; // its slot has no timer heap yet: the timed wait cannot set a timer
+        try {
+            if (timed) (void)cv.wait_for(lock, std::chrono::milliseconds(1));
+            else (void)fsched_cond_wait_for(cv.native_handle(), m.native_handle(), 1000000u);
+        } catch (const std::system_error &e) {
+            threw = e.code() == fsched::make_error_code(FSCHED_ERR_OUT_OF_MEMORY);
+        }
+        cv_refuse = 0;
+        if (timed) {
+            CHECK(threw);
+            CHECK(!lock.owns_lock());
+            CHECK(lock.mutex() == &m); // still its lock, to lock again
+        } else {
+            lock.release(); // the C call let m go, as the C++ one does
+        }
+        CHECK(m.try_lock()); // let go
+        m.unlock();
+    }
+    CHECK_OK(fsched_unbind());
+    CHECK_OK(fsched_destroy(single));
+#if !TEST_THREADS
+    CHECK_OK(fsched_bind(s));
+#endif
+}
+#endif
+
 void test_condition_variable(fsched_sched *s) {
     fsched::mutex m;
     fsched::condition_variable not_empty, not_full;
@@ -1344,6 +1400,7 @@ int main() {
     test_unwinding_scope(s);
     test_unobserved(s);
     test_system_error();
+    test_condition_variable_without_memory(s);
 #endif
     test_mutex_contention(s);
     test_timed_lock(s);
