@@ -7306,11 +7306,21 @@ static inline void fsched__pass_search_on(fsched_sched *s) {
     if (FSCHED__THREADS && fsched__wants_workers(s) && fsched__work_visible(s)) fsched__new_jobs(s, 1);
 }
 
+/* Owner: whether its private jobs stay private for now: the running fiber runs jobs
+   nested inline above a caller (out of memory). A join's second half that a thief took
+   could wait, inline there too, for what the caller below holds, while the join, which
+   cannot give up, holds up that caller; kept here, the half's wait gives up instead
+   (fsched__holds_up). */
+static int fsched__private_kept(void) {
+    return FSCHED__THREADS && FSCHED__UNLIKELY(FSCHED__THREAD_NOW.current->nest != NULL);
+}
+
 /* Owner: moves the older half of its private jobs where thieves can take them, for a
    thief that asked, and announces the publication. */
 static FSCHED__NOINLINE void fsched__share(fsched__worker *w) {
     fsched__deque *d = &w->deque;
-    if (d->ring.tail == d->ring.head) return; /* nothing private: a request stays set */
+    /* nothing private, or kept: a request stays set */
+    if (d->ring.tail == d->ring.head || fsched__private_kept()) return;
     /* cleared first, so that a request made meanwhile survives (no other trigger is
        needed: a worker that goes to sleep has asked every other slot for work during
        its last search) */
@@ -7325,7 +7335,7 @@ static FSCHED__NOINLINE void fsched__share(fsched__worker *w) {
 static FSCHED__NOINLINE void fsched__publish(fsched__worker *w, fsched__job *const *jobs,
                                              size_t m) {
     fsched__deque *d = &w->deque;
-    size_t n = d->ring.tail - d->ring.head;
+    size_t n = fsched__private_kept() ? 0 : d->ring.tail - d->ring.head;
     FSCHED__STORE(&d->ring.request, 0u, FSCHED__RELAXED); /* answered (relaxed), as in fsched__share */
     if (fsched__deque_expose(d, n, jobs, m)) {
         fsched__new_jobs(w->sched, (uint32_t)(n + m));

@@ -67,13 +67,14 @@ static void rig_down(rig *r) {
     CHECK(LOAD(&live_blocks) == 0);
 }
 
-#if TEST_THREADS
 /* Spins about ns nanoseconds without yielding. */
 static void spin_for(uint64_t ns) {
     uint64_t until = fsched_clock_ns() + ns;
     while (fsched_clock_ns() < until) {
     }
 }
+
+#if TEST_THREADS
 
 /* ---- wake-alls reach every nested waiter ---- */
 
@@ -266,8 +267,11 @@ static void test_cond_relock_without_memory(int mode) {
 /* ---- deadlocks nested inline that must end ----
    A lower task L takes the mutex (and is counted by the group), then waits inline with a
    timeout that expires: it runs the upper task T on its stack, whose wait would need L
-   to go on. T's wait ends with FSCHED_ERR_OUT_OF_MEMORY once L's is over; L then goes on. */
-enum { DL_LOCK, DL_LOCK_FOR_FOREVER, DL_GROUP, DL_JOIN, DL_KINDS };
+   to go on. T's wait ends with FSCHED_ERR_OUT_OF_MEMORY once L's is over; L then goes on.
+   DL_JOIN_STOLEN: T's join computes long enough for a worker thread to ask for its
+   second half; the half stays on T's thread, where its wait can give up (taken, it waited
+   inline on the worker, with nothing below it, while T's join waited for it for ever). */
+enum { DL_LOCK, DL_LOCK_FOR_FOREVER, DL_GROUP, DL_JOIN, DL_JOIN_STOLEN, DL_KINDS };
 
 typedef struct deadlock {
     int kind;
@@ -277,9 +281,23 @@ typedef struct deadlock {
     fsched_sema done;
     fsched_result upper, join_b;
     int lower_went_on;
+    int occupied, go; /* atomic: DL_JOIN_STOLEN's worker thread is kept busy until T's join */
 } deadlock;
 
+/* Keeps the worker thread from taking T or L: it spins until T's join has begun. */
+static void occupier(void *arg) {
+    deadlock *x = (deadlock *)arg;
+    STORE(&x->occupied, 1);
+    while (!LOAD(&x->go)) {
+    }
+}
+
 static void join_nothing(void *arg) { (void)arg; }
+
+static void join_spin(void *arg) {
+    STORE(&((deadlock *)arg)->go, 1); /* the worker thread goes idle, and asks for work */
+    spin_for(20000000);
+}
 
 static void join_locker(void *arg) {
     deadlock *x = (deadlock *)arg;
@@ -294,7 +312,7 @@ static void dl_upper(void *arg) {
     case DL_LOCK_FOR_FOREVER: x->upper = fsched_mutex_lock_for(&x->m, FSCHED_FOREVER); break;
     case DL_GROUP: x->upper = fsched_wait_group_wait(&x->wg); break;
     default: /* a join whose second half waits for the mutex */
-        x->upper = fsched_join(join_nothing, x, join_locker, x);
+        x->upper = fsched_join(x->kind == DL_JOIN ? join_nothing : join_spin, x, join_locker, x);
         CHECK_RESULT(x->join_b, FSCHED_ERR_OUT_OF_MEMORY);
         break;
     }
@@ -319,11 +337,16 @@ static void test_nested_deadlock_ends(int kind) {
     memset(&x, 0, sizeof x);
     x.kind = kind;
     x.upper = x.join_b = FSCHED_ERR_SYSTEM; /* not run */
-    rig_up(&r, 0);
+    rig_up(&r, kind == DL_JOIN_STOLEN); /* with a worker thread, to ask for the half */
     CHECK_OK(fsched_mutex_init(&x.m));
     CHECK_OK(fsched_event_init(&x.never, 1, 0));
     CHECK_OK(fsched_wait_group_init(&x.wg));
     CHECK_OK(fsched_sema_init(&x.done, 0));
+    if (kind == DL_JOIN_STOLEN) {
+        CHECK_OK(fsched_spawn(r.s, occupier, &x));
+        while (!LOAD(&x.occupied)) {
+        }
+    }
     CHECK_OK(fsched_spawn(r.s, dl_upper, &x));
     CHECK_OK(fsched_wait_group_spawn(&x.wg, r.s, dl_lower, &x)); /* the newest runs first */
     STORE(&refuse, 1);
@@ -331,7 +354,7 @@ static void test_nested_deadlock_ends(int kind) {
     CHECK_OK(fsched_sema_acquire_for(&x.done, 10000000000u));
     STORE(&refuse, 0);
     CHECK(x.lower_went_on);
-    if (kind == DL_JOIN) CHECK_OK(x.upper); /* its half that waited failed instead */
+    if (kind >= DL_JOIN) CHECK_OK(x.upper); /* its half that waited failed instead */
     else CHECK_RESULT(x.upper, FSCHED_ERR_OUT_OF_MEMORY);
     CHECK_OK(fsched_wait_group_wait(&x.wg));
     CHECK_OK(fsched_mutex_destroy(&x.m));
@@ -395,7 +418,8 @@ int main(void) {
 #endif
     {
         int kind;
-        for (kind = 0; kind < DL_KINDS; kind++) test_nested_deadlock_ends(kind);
+        for (kind = 0; kind < DL_KINDS; kind++)
+            if (TEST_THREADS || kind != DL_JOIN_STOLEN) test_nested_deadlock_ends(kind);
     }
     test_edge_timeouts();
     printf("test_inline: ok\n");
