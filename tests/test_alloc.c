@@ -323,6 +323,28 @@ static void inline_sleeper(void *arg) {
 
 static void blocker(void *arg) { CHECK_OK(fsched_event_wait((fsched_event *)arg)); }
 
+/* bound_refusing_sched's single-threaded scheduler, whose loop fiber a task blocked on
+   `hold` keeps: once `refuse` is set, no wait of the thread has a fiber to switch to. */
+static fsched_sched *held_loop_sched(counting_alloc *a, fsched_event *hold) {
+    fsched_sched *s = bound_refusing_sched(a, 0);
+    CHECK_OK(fsched_event_init(hold, 1, 0));
+    fsched_sleep_for(1000); /* the timer heap, and a loop fiber ... */
+    CHECK_OK(fsched_spawn(s, blocker, hold));
+    fsched_yield(); /* ... which the blocker now holds: none is idle */
+    return s;
+}
+
+/* Memory again: the blocker ends, then the scheduler; nothing it allocated is left. */
+static void held_loop_end(fsched_sched *s, fsched_event *hold, const counting_alloc *a) {
+    STORE(&refuse, 0);
+    CHECK_OK(fsched_event_set(hold));
+    fsched_sleep_for(1000); /* the blocker ends */
+    CHECK_OK(fsched_unbind());
+    CHECK_OK(fsched_destroy(s));
+    CHECK_OK(fsched_event_destroy(hold));
+    CHECK(LOAD(&a->live) == 0);
+}
+
 static void test_timer_of_an_inline_wait(void) {
     counting_alloc a;
     fsched_sched *s;
@@ -330,24 +352,14 @@ static void test_timer_of_an_inline_wait(void) {
     fsched_event ev;
     int ran = 0;
     memset(&a, 0, sizeof a);
-    s = bound_refusing_sched(&a, 0);
+    s = held_loop_sched(&a, &ev);
     CHECK_OK(fsched_sema_init(&sem, 0));
-    CHECK_OK(fsched_event_init(&ev, 1, 0));
-    fsched_sleep_for(1000); /* the timer heap, and a loop fiber ... */
-    CHECK_OK(fsched_spawn(s, blocker, &ev));
-    fsched_yield(); /* ... which the blocker now holds: none is idle */
     CHECK_OK(fsched_spawn(s, inline_sleeper, &ran));
     STORE(&refuse, 1);
     CHECK_RESULT(fsched_sema_acquire_for(&sem, 1000000), FSCHED_ERR_TIMEOUT);
     CHECK(LOAD(&ran) == 1);
-    STORE(&refuse, 0);
-    CHECK_OK(fsched_event_set(&ev));
-    fsched_sleep_for(1000); /* the blocker ends */
-    CHECK_OK(fsched_unbind());
-    CHECK_OK(fsched_destroy(s));
+    held_loop_end(s, &ev, &a);
     CHECK_OK(fsched_sema_destroy(&sem));
-    CHECK_OK(fsched_event_destroy(&ev));
-    CHECK(LOAD(&a.live) == 0);
 }
 
 /* A bound thread with no memory for a fiber fires its slot's timers itself: a task that
@@ -420,13 +432,9 @@ static void test_nested_inline_deadlock(void) {
     nested_lockers nl;
     memset(&a, 0, sizeof a);
     memset(&nl, 0, sizeof nl);
-    s = bound_refusing_sched(&a, 0);
+    s = held_loop_sched(&a, &ev);
     CHECK_OK(fsched_mutex_init(&nl.m));
     CHECK_OK(fsched_sema_init(&nl.done, 0));
-    CHECK_OK(fsched_event_init(&ev, 1, 0));
-    fsched_sleep_for(1000); /* the timer heap, and a loop fiber ... */
-    CHECK_OK(fsched_spawn(s, blocker, &ev));
-    fsched_yield(); /* ... which the blocker now holds: none is idle */
     CHECK_OK(fsched_spawn(s, nested_locker, &nl));
     CHECK_OK(fsched_spawn(s, nested_locker, &nl));
     STORE(&refuse, 1);
@@ -436,15 +444,9 @@ static void test_nested_inline_deadlock(void) {
     CHECK(nl.locked == 1); /* one held it; the other's wait failed */
     CHECK_RESULT(nl.results[0], FSCHED_OK);
     CHECK_RESULT(nl.results[1], FSCHED_ERR_OUT_OF_MEMORY);
-    STORE(&refuse, 0);
-    CHECK_OK(fsched_event_set(&ev));
-    fsched_sleep_for(1000); /* the blocker ends */
-    CHECK_OK(fsched_unbind());
-    CHECK_OK(fsched_destroy(s));
+    held_loop_end(s, &ev, &a);
     CHECK_OK(fsched_mutex_destroy(&nl.m));
     CHECK_OK(fsched_sema_destroy(&nl.done));
-    CHECK_OK(fsched_event_destroy(&ev));
-    CHECK(LOAD(&a.live) == 0);
 }
 
 /* The same below a yield: a task that yields with no fiber to switch to runs a job
@@ -476,13 +478,9 @@ static void test_nested_inline_above_a_yield(void) {
     memset(&a, 0, sizeof a);
     memset(&ny, 0, sizeof ny);
     ny.result = FSCHED_ERR_SYSTEM; /* not run */
-    s = bound_refusing_sched(&a, 0);
+    s = held_loop_sched(&a, &ev);
     CHECK_OK(fsched_sema_init(&ny.given, 0));
     CHECK_OK(fsched_sema_init(&ny.done, 0));
-    CHECK_OK(fsched_event_init(&ev, 1, 0));
-    fsched_sleep_for(1000); /* the timer heap, and a loop fiber ... */
-    CHECK_OK(fsched_spawn(s, blocker, &ev));
-    fsched_yield(); /* ... which the blocker now holds: none is idle */
     /* the newest job runs first: the yielder, then the taker above it */
     CHECK_OK(fsched_spawn(s, nested_taker, &ny));
     CHECK_OK(fsched_spawn(s, nested_yielder, &ny));
@@ -490,16 +488,10 @@ static void test_nested_inline_above_a_yield(void) {
     CHECK_OK(fsched_sema_acquire_for(&ny.done, 5000000000u)); /* runs them inline */
     CHECK_OK(fsched_sema_acquire_for(&ny.done, 5000000000u));
     CHECK_RESULT(ny.result, FSCHED_ERR_OUT_OF_MEMORY);
-    STORE(&refuse, 0);
     CHECK_OK(fsched_sema_acquire(&ny.given)); /* the yielder's, which nobody took */
-    CHECK_OK(fsched_event_set(&ev));
-    fsched_sleep_for(1000); /* the blocker ends */
-    CHECK_OK(fsched_unbind());
-    CHECK_OK(fsched_destroy(s));
+    held_loop_end(s, &ev, &a);
     CHECK_OK(fsched_sema_destroy(&ny.given));
     CHECK_OK(fsched_sema_destroy(&ny.done));
-    CHECK_OK(fsched_event_destroy(&ev));
-    CHECK(LOAD(&a.live) == 0);
 }
 
 #if TEST_THREADS
@@ -538,11 +530,7 @@ static void test_nested_inline_wake_all(void) {
     test_thread setter;
     unsigned round, rounds = test_rounds(200), i;
     memset(&a, 0, sizeof a);
-    s = bound_refusing_sched(&a, 0);
-    CHECK_OK(fsched_event_init(&block, 1, 0));
-    fsched_sleep_for(1000); /* the timer heap, and a loop fiber ... */
-    CHECK_OK(fsched_spawn(s, blocker, &block));
-    fsched_yield(); /* ... which the blocker now holds: none is idle */
+    s = held_loop_sched(&a, &block);
     for (round = 0; round < rounds; round++) {
         memset(&nw, 0, sizeof nw);
         CHECK_OK(fsched_event_init(&nw.ev, 1, 0));
@@ -559,12 +547,7 @@ static void test_nested_inline_wake_all(void) {
         CHECK_OK(fsched_event_destroy(&nw.ev));
         CHECK_OK(fsched_sema_destroy(&nw.done));
     }
-    CHECK_OK(fsched_event_set(&block));
-    fsched_sleep_for(1000); /* the blocker ends */
-    CHECK_OK(fsched_unbind());
-    CHECK_OK(fsched_destroy(s));
-    CHECK_OK(fsched_event_destroy(&block));
-    CHECK(LOAD(&a.live) == 0);
+    held_loop_end(s, &block, &a);
 }
 #endif
 
