@@ -196,6 +196,7 @@ enum { RELOCK_AFTER_TIMEOUT, GIVE_UP_FREE_MUTEX };
 
 typedef struct relock {
     int mode;
+    uint64_t unit; /* ns: the timed-out wait's timeout; the sleep below and the hold scale */
     fsched_mutex m;
     fsched_cond c;
     int t_waiting, p_inside, p_done; /* atomic */
@@ -209,7 +210,7 @@ static void relock_holder(void *arg) {
     while (!LOAD(&x->t_waiting)) fsched__os_sleep(50000);
     CHECK_OK(fsched_mutex_lock(&x->m));
     STORE(&x->p_inside, 1);
-    spin_for(30000000);
+    spin_for(30 * x->unit);
     STORE(&x->p_inside, 0);
     CHECK_OK(fsched_mutex_unlock(&x->m));
     STORE(&x->p_done, 1);
@@ -220,7 +221,7 @@ static void relock_waiter(void *arg) {
     CHECK_OK(fsched_mutex_lock(&x->m));
     STORE(&x->t_waiting, 1);
     x->result = fsched_cond_wait_for(&x->c, &x->m, x->mode == RELOCK_AFTER_TIMEOUT
-                                                       ? 1000000u : 2000000000u);
+                                                       ? x->unit : 2000000000u);
     if (x->result != FSCHED_ERR_OUT_OF_MEMORY) { /* it holds the mutex, alone */
         CHECK(!LOAD(&x->p_inside));
         CHECK_OK(fsched_mutex_unlock(&x->m));
@@ -231,16 +232,21 @@ static void relock_waiter(void *arg) {
 /* Below the waiter: a sleep that runs it inline, over before (or after) its wait. */
 static void relock_sleeper(void *arg) {
     relock *x = (relock *)arg;
-    fsched_sleep_for(x->mode == RELOCK_AFTER_TIMEOUT ? 5000000u : 1000000u);
+    fsched_sleep_for(x->mode == RELOCK_AFTER_TIMEOUT ? 5 * x->unit : 1000000u);
     CHECK_OK(fsched_sema_release(&x->done, 1));
 }
 
-static void test_cond_relock_without_memory(int mode) {
+/* One round; the waiter's result. A timed-out waiter's relock gives up only if the
+   plain thread took the mutex before the timeout: else the relock took it first, and the
+   waiter held it alone (checked), which a later round with a longer timeout retries. */
+static fsched_result cond_relock_round(int mode, uint64_t unit) {
     rig r;
     relock x;
     test_thread p;
     memset(&x, 0, sizeof x);
+    memset(&p, 0, sizeof p);
     x.mode = mode;
+    x.unit = unit;
     rig_up(&r, 0);
     CHECK_OK(fsched_mutex_init(&x.m));
     CHECK_OK(fsched_cond_init(&x.c));
@@ -252,8 +258,6 @@ static void test_cond_relock_without_memory(int mode) {
     CHECK_OK(fsched_sema_acquire_for(&x.done, 10000000000u)); /* runs them inline */
     CHECK_OK(fsched_sema_acquire_for(&x.done, 10000000000u));
     STORE(&refuse, 0);
-    /* the wait gave up: a caller below it could go on */
-    CHECK_RESULT(x.result, FSCHED_ERR_OUT_OF_MEMORY);
     if (mode == RELOCK_AFTER_TIMEOUT) thread_join(p);
     CHECK_OK(fsched_mutex_try_lock(&x.m)); /* nobody kept it */
     CHECK_OK(fsched_mutex_unlock(&x.m));
@@ -261,6 +265,16 @@ static void test_cond_relock_without_memory(int mode) {
     CHECK_OK(fsched_cond_destroy(&x.c));
     CHECK_OK(fsched_sema_destroy(&x.done));
     rig_down(&r);
+    return x.result;
+}
+
+static void test_cond_relock_without_memory(int mode) {
+    uint64_t unit = 1000000u;
+    fsched_result r = cond_relock_round(mode, unit);
+    while (mode == RELOCK_AFTER_TIMEOUT && r == FSCHED_ERR_TIMEOUT && unit < 64000000u)
+        r = cond_relock_round(mode, unit *= 2); /* the thread came late: more time */
+    /* the wait gave up: a caller below it could go on */
+    CHECK_RESULT(r, FSCHED_ERR_OUT_OF_MEMORY);
 }
 #endif
 
