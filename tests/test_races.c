@@ -1638,7 +1638,7 @@ static void t21_hook(fsched__point at) {
     if (at == FSCHED__AT_SHED &&
         __atomic_compare_exchange_n(&t21_armed, &one, 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
         ADD(&t21_stalls, 1);
-        stall_ms(300); /* past the deadlines of the waits it sheds from */
+        stall_ms(1100); /* past the deadlines of the waits it sheds from */
     }
 }
 
@@ -1655,7 +1655,7 @@ static void t21_timed(void *p) {
     uint64_t end;
     t->index_before = fsched_worker_index();
     STORE(&t->blocked, 1);
-    t->r = fsched_event_wait_for(&t21_go, 200000000u);
+    t->r = fsched_event_wait_for(&t21_go, 1000000000u);
     t->index_after = fsched_worker_index();
     ADD(&t->resumed, 1);
     ADD(&t21_resumed, 1);
@@ -1684,7 +1684,9 @@ static void test_shed_past_deadline(void) {
         await_flag(&t[i].blocked);
     }
     STORE(&h.release, 1);
-    stall_ms(5); /* the other worker idles; the waits have most of 200 ms left */
+    /* the other worker idles (a fixed pause was too short under an emulator); the waits
+       have most of their second left */
+    await_all_asleep(s, 2);
     STORE(&t21_armed, 1);
     set_hook(t21_hook);
     CHECK_OK(fsched_event_set(&t21_go)); /* both ready at once on the worker that kept them */
