@@ -9111,8 +9111,7 @@ static int fsched__holds_up(const fsched_fiber *f, const fsched__waiter *wt) {
    does any wait that holds up a caller below it that could go on. Acquire and acq_rel,
    as in fsched__thread_waiter_block. */
 static void fsched__wait_inline(fsched__worker *w, fsched__waiter *wt) {
-    fsched__nest nest = {NULL, NULL, NULL};
-    nest.wait = wt;
+    fsched__nest nest = {NULL, wt, NULL};
     while (FSCHED__LOAD(&wt->state, FSCHED__ACQUIRE) == FSCHED__WAIT_WAITING) {
         uint32_t end = FSCHED__WAIT_WAITING, expected = FSCHED__WAIT_WAITING;
         int ran = fsched__run_inline(w, &nest);
@@ -11883,8 +11882,7 @@ FIBERSCHED_API void fsched__join_execute(fsched__job *job, fsched__worker *w) {
 static void fsched__latch_wait(fsched__worker *w, uintptr_t *latch) {
     fsched_fiber *next;
     uintptr_t expected = 0;
-    fsched__nest nest = {NULL, NULL, NULL};
-    nest.latch = latch;
+    fsched__nest nest = {NULL, NULL, latch};
     for (;;) {
         /* acquire: pairs with the setter's exchange (set: 1, or for a frame whose child
            threw, FSCHED__FRAME_THREW: odd, where a fiber's address is even) */
