@@ -5428,6 +5428,16 @@ static void fsched__overflow_thread_setup(fsched__thread *t) {
 #endif
 }
 
+/* The report, to stderr. On Linux a raw system call: a sanitizer's write() interceptor
+   updates its own state, which a fault on a fiber's guard can leave it unable to do (under
+   ThreadSanitizer the handler deadlocked in it, now and then). */
+#if defined(__linux__)
+#include <sys/syscall.h>
+static long fsched__sig_write(const char *msg, size_t n) { return syscall(SYS_write, 2, msg, n); }
+#else
+static long fsched__sig_write(const char *msg, size_t n) { return (long)write(2, msg, n); }
+#endif
+
 static void fsched__overflow_signal(int sig, siginfo_t *info, void *uctx) {
     fsched_fiber *f = fsched__tls_thread.current;
     uintptr_t addr = (uintptr_t)info->si_addr;
@@ -5441,7 +5451,7 @@ static void fsched__overflow_signal(int sig, siginfo_t *info, void *uctx) {
     if (in_guard || past_canary) {
         char msg[384], *p = msg, *end = msg + sizeof msg - 1;
         struct sigaction dfl;
-        ssize_t unused;
+        long unused;
         p = fsched__sig_put(p, end, "fibersched: ");
         p = fsched__sig_put_overflow(p, end, f);
         p = fsched__sig_put(p, end, ": fault at ");
@@ -5453,7 +5463,7 @@ static void fsched__overflow_signal(int sig, siginfo_t *info, void *uctx) {
         p = fsched__sig_put(p, end, ", ");
         p = fsched__sig_hex(p, end, (uintptr_t)f->stack_hi);
         p = fsched__sig_put(p, end, ")\n");
-        unused = write(2, msg, (size_t)(p - msg));
+        unused = fsched__sig_write(msg, (size_t)(p - msg));
         (void)unused;
         memset(&dfl, 0, sizeof dfl);
         dfl.sa_handler = SIG_DFL;

@@ -124,6 +124,7 @@ static child_result run_child(void (*fn)(void)) {
     if (pid == 0) {
         close(fds[0]);
         dup2(fds[1], 2);
+        test_watchdog(60); /* a hung child fails with its output, long before the parent's */
         fn();
         _exit(0);
     }
