@@ -6171,6 +6171,7 @@ typedef struct fsched__worker {
     uint32_t polls;    /* sleeps in the poller: a wake interrupts the poll (fsched__io_sleep) */
     int hook_pending;  /* owner only: the poll hook's answer before this idle worker sleeps */
     uint64_t wakeups;  /* for fsched_get_stats: added to by wakers */
+    uint32_t held;     /* `blocked` as of the owner's last loop turn, for shedders */
     fsched__parker parker;
 #if FSCHED__THREADS
     fsched__os_thread os_thread;
@@ -7828,20 +7829,37 @@ static fsched__job *fsched__fiber_shed(fsched__worker *w, fsched_fiber *f) {
     return &f->move_job;
 }
 
+/* How many of its k movable ready fibers w may shed now: all of them when another
+   worker searches or sleeps (it counts among the inactive, beside this one if this one
+   still counts itself); else, when w holds more suspended fibers than a worker thread
+   picked at random by over an eighth (and 16), half the difference. The second rule
+   spreads fibers that each side wakes in turn (connections woken by the poller of an
+   idle worker, run by busy owners), where no worker is ever seen idle by the other.
+   Relaxed, the counts: hints; a late look only sheds a turn later or for nothing (the
+   thief that steals them may be this worker itself). */
+static uint32_t fsched__shed_room(fsched__worker *w, const fsched__idle *idle, uint32_t k) {
+    fsched_sched *s = w->sched;
+    uint32_t n = s->n_threads, mine = w->blocked, theirs, i;
+    fsched__worker *v;
+    if (FSCHED__INACTIVE(FSCHED__LOAD(&s->counters, FSCHED__RELAXED)) > idle->inactive) return k;
+    if (!FSCHED__BOUND(w)) n--; /* the worker threads but w */
+    i = (uint32_t)(((fsched__rng_next(w) >> 32) * n) >> 32); /* see fsched__steal */
+    v = s->slots[FSCHED__BOUND(w) || i < w->index ? i : i + 1];
+    theirs = FSCHED__LOAD(&v->held, FSCHED__RELAXED);
+    if (mine <= theirs + theirs / 8 + 16) return 0;
+    return (mine - theirs) / 2 < k ? (mine - theirs) / 2 : k;
+}
+
 /* Owner, between turns, with two or more movable fibers ready: sheds the newer half of
-   them when another worker searches or sleeps (it counts among the inactive, beside
-   this one if this one still counts itself). Relaxed, the counters: a hint; a
-   late look only sheds a turn later or for nothing (the thief that steals them may be
-   this worker itself). */
+   them, up to what fsched__shed_room allows. */
 static FSCHED__NOINLINE void fsched__shed(fsched__worker *w, const fsched__idle *idle) {
     fsched_sched *s = w->sched;
     fsched__job *jobs[FSCHED__SHED_MAX];
     fsched_fiber *f, *prev = NULL, *next;
     uint32_t movable = w->movable_ready, skip, n = 0, k;
-    if (FSCHED__N_THREADS(s) < 2 ||
-        FSCHED__INACTIVE(FSCHED__LOAD(&s->counters, FSCHED__RELAXED)) <= idle->inactive)
-        return;
+    if (FSCHED__N_THREADS(s) < 2) return;
     k = movable / 2 < FSCHED__SHED_MAX ? movable / 2 : FSCHED__SHED_MAX;
+    if (!(k = fsched__shed_room(w, idle, k))) return;
     skip = movable - k; /* the older ones stay: they have waited longest here */
     for (f = w->ready_head; f && n < k; f = next) {
         next = f->link;
@@ -7959,6 +7977,9 @@ static int fsched__loop_turn(fsched__worker *w, fsched__idle *idle) {
     watch = fsched__watch_of(w->sched);
     if (FSCHED__UNLIKELY(watch != NULL)) watch->tick(w);
     /* without threads no other worker could take them: the code is left out */
+    /* relaxed: a hint (fsched__shed_room), stored when it changed */
+    if (FSCHED__THREADS && FSCHED__LOAD(&w->held, FSCHED__RELAXED) != w->blocked)
+        FSCHED__STORE(&w->held, w->blocked, FSCHED__RELAXED);
     if (FSCHED__THREADS && FSCHED__UNLIKELY(w->movable_ready >= 2)) fsched__shed(w, idle);
     if (FSCHED__UNLIKELY(w->yield_pending)) { /* a yield lets one job run first */
         w->yield_pending = 0;
