@@ -702,8 +702,9 @@ typedef struct fsched_desc {
                                    NULL: "fsched-w" */
     int movable_tasks;          /* 1: tasks start movable (fsched_task_set_movable): a
                                    task woken while its worker has others ready to run
-                                   and another worker idles may resume on that worker,
-                                   so that work spreads (connections of a server, say).
+                                   and another worker idles, or holds fewer suspended
+                                   tasks, may resume on that worker, so that work
+                                   spreads (connections of a server, say).
                                    Such a task must not keep a thread-local address or
                                    the thread's identity across a wait (see
                                    fsched_task_set_movable). 0: every task resumes on
@@ -7777,9 +7778,10 @@ static void fsched__idle_step(fsched__worker *w, fsched__idle *idle) {
    A movable task (fsched_task_set_movable) woken from a wait it made with no frame under
    it that keeps its worker (move_ok) waits in its owner's ready FIFO like any other
    (counted in movable_ready). An owner with two or more of them ready, while another
-   worker searches or sleeps, sheds the newer half (at most FSCHED__SHED_MAX): out of
-   its lists and counts, onto the public part of its deque as jobs, which thieves steal
-   as any job (the protocol that publishes work wakes a sleeper for them). Whoever runs such a job adopts
+   worker searches or sleeps or holds fewer suspended fibers (fsched__shed_room), sheds
+   the newer half (at most FSCHED__SHED_MAX): out of its lists and counts, onto the
+   public part of its deque as jobs, which thieves steal as any job (the protocol that
+   publishes work wakes a sleeper for them). Whoever runs such a job adopts
    the fiber: it becomes the runner's, ready there. Every list stays its owner's alone;
    the deque's release push and the steal's acquire CAS order the fiber's state (its
    saved context included) from shedder to adopter. A bound slot adopts none (its unbind
