@@ -1,0 +1,699 @@
+/* Shedding of movable tasks on a difference in fibers held, pushed from every side: loads
+   where no worker is ever idle (a worker that yields, one that computes without a break,
+   a stream of plain CPU jobs), so that workers shed only on the counts they publish.
+
+   S1. mixed waits: tasks woken in rounds through every kind of wait (event, timed event,
+       semaphore, mutex and condition variable, wait group, fd on a pipe, plain and edge,
+       sleeps of 0, 1 ns and 200 us, a timed wait that times out), each flipping
+       fsched_task_set_movable between waits, on 1, 2, 3, 4 and 8 workers, with and
+       without bound threads that start tasks and wait while workers shed, and with each
+       kind of busy worker. Every wait returns what it must; a task that opted out
+       resumes where it waited; a task that waited on a worker thread never resumes on a
+       bound slot, nor does a bound thread's own code resume on another slot; every task
+       ends exactly once; the stats stay sane throughout (fibers bounded, fibers_moved
+       never decreasing); fsched_unbind and fsched_destroy return.
+   S2. one worker computes without a break, never picking up a shed fiber: the other
+       sheds and adopts its own fibers again turn after turn; every wake is served.
+   S3. destroy right after a burst of sheds, again and again: every task ends once and
+       fsched_destroy returns promptly.
+   S4. 10,000 movable tasks woken in rounds beside a busy worker: fibers and stacks stay
+       bounded by the tasks, and the rounds end. */
+#define FIBERSCHED_IMPLEMENTATION
+#include "fibersched.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "check.h"
+
+#if !TEST_THREADS || !(defined(__unix__) || defined(__APPLE__))
+int main(void) {
+    printf("test_shed: skipped (needs threads and POSIX pipes)\n");
+    return TEST_SKIP;
+}
+#else
+
+#include <errno.h>
+#include <fcntl.h>
+#include <time.h>
+#include <unistd.h>
+#define TEST_POSIX 1
+
+#include "move_common.h"
+
+/* ---- busy workers that never count as idle ---- */
+
+enum { HOG_NONE, HOG_YIELDS, HOG_SPINS, HOG_CPU_JOBS };
+
+typedef struct hog_state {
+    int mode, started, stop, index;
+    fsched_sched *s;
+    test_thread feeder;   /* HOG_CPU_JOBS: a plain thread that spawns plain jobs */
+    int jobs_out;         /* plain jobs spawned and not yet run */
+} hog_state;
+
+static void hog_task(void *p) {
+    hog_state *h = (hog_state *)p;
+    h->index = fsched_worker_index();
+    STORE(&h->started, 1);
+    while (!LOAD(&h->stop)) {
+        if (h->mode == HOG_YIELDS) fsched_yield();
+        else fsched__cpu_relax();
+    }
+}
+
+static void cpu_job(void *p) {
+    hog_state *h = (hog_state *)p;
+    uint64_t end = fsched_clock_ns() + 30000u;
+    while (fsched_clock_ns() < end) fsched__cpu_relax();
+    SUB(&h->jobs_out, 1);
+}
+
+static void feed(void *p) {
+    hog_state *h = (hog_state *)p;
+    while (!LOAD(&h->stop)) {
+        if (LOAD(&h->jobs_out) < 64) {
+            ADD(&h->jobs_out, 1);
+            CHECK_OK(fsched_spawn(h->s, cpu_job, h));
+        } else {
+            pause_us(20);
+        }
+    }
+}
+
+static void hog_begin(fsched_sched *s, hog_state *h, int mode) {
+    memset(h, 0, sizeof *h);
+    h->mode = mode;
+    h->s = s;
+    h->index = -1;
+    if (mode == HOG_YIELDS || mode == HOG_SPINS) {
+        CHECK_OK(fsched_spawn(s, hog_task, h));
+        await_count(&h->started, 1);
+    } else if (mode == HOG_CPU_JOBS) {
+        h->feeder = thread_run(feed, h);
+    }
+}
+
+static void hog_end(hog_state *h) {
+    STORE(&h->stop, 1);
+    if (h->mode == HOG_CPU_JOBS) thread_join(h->feeder);
+}
+
+/* ---- stats watched from a plain thread while the load runs ---- */
+
+typedef struct stats_watch {
+    fsched_sched *s;
+    uint64_t fibers_limit;
+    int stop, looks;
+    uint64_t max_fibers, last_moved;
+    test_thread thread;
+} stats_watch;
+
+static void watch_stats(void *p) {
+    stats_watch *sw = (stats_watch *)p;
+    while (!LOAD(&sw->stop)) {
+        fsched_stats st;
+        CHECK_OK(fsched_get_stats(sw->s, &st));
+        if (st.fibers > sw->fibers_limit) {
+            fprintf(stderr, "stats: %llu fibers (limit %llu)\n",
+                    (unsigned long long)st.fibers, (unsigned long long)sw->fibers_limit);
+            CHECK(st.fibers <= sw->fibers_limit);
+        }
+        CHECK(st.fibers_moved >= sw->last_moved);
+        sw->last_moved = st.fibers_moved;
+        if (st.fibers > sw->max_fibers) sw->max_fibers = st.fibers;
+        sw->looks++;
+        pause_us(500);
+    }
+}
+
+static void watch_begin(stats_watch *sw, fsched_sched *s, uint64_t limit) {
+    memset(sw, 0, sizeof *sw);
+    sw->s = s;
+    sw->fibers_limit = limit;
+    sw->thread = thread_run(watch_stats, sw);
+}
+
+static void watch_end(stats_watch *sw) {
+    STORE(&sw->stop, 1);
+    thread_join(sw->thread);
+}
+
+/* ---- S1: every kind of wait ---- */
+
+enum {
+    K_EVENT,       /* fsched_event_wait */
+    K_EVENT_FOR,   /* fsched_event_wait_for with a 10 s timeout: its timer goes with a shed */
+    K_SEMA,
+    K_COND,        /* a mutex and a condition variable */
+    K_WAIT_GROUP,
+    K_FD,          /* fsched_wait_fd on a pipe */
+    K_FD_EDGE,     /* the same with FSCHED_EDGE */
+    K_SLEEP,       /* 0 ns, 1 ns or 200 us: nothing to wake */
+    K_TIMEOUT,     /* a 1 ms wait that times out: nothing to wake */
+    K_KINDS
+};
+
+#define MAX_TASKS 512
+
+typedef struct conn_state {
+    fsched_event ev;
+    fsched_sema sem;
+    fsched_mutex m;
+    fsched_cond cv;
+    int flag;
+    fsched_wait_group wg;
+    int fds[2];
+    int waited_on;   /* the slot of its last wait */
+    int rounds_done; /* its rounds handled: the driver wakes round r after r of them */
+    int ended;       /* times the task ended: must be 1 */
+} conn_state;
+
+typedef struct mixed {
+    uint32_t workers, bound;
+    int tasks, rounds, flip;
+    int done;              /* wakes handled */
+    int wakes_moved;       /* waits that resumed on another slot */
+    int stop_bound;
+    int bound_ready;
+    int bound_started_tasks;
+    fsched_event never;    /* never set: K_TIMEOUT's */
+    fsched_mutex shared;   /* a lock every task takes now and then, contended */
+    int shared_count;
+    fsched_wait_group all;
+    fsched_sched *s;
+    conn_state c[MAX_TASKS];
+} mixed;
+
+static int kind_of(int i, int r) { return (i * 7 + r * 3) % K_KINDS; }
+
+typedef struct task_arg {
+    mixed *m;
+    int i;
+} task_arg;
+
+static void wait_for_kind(mixed *m, conn_state *c, int i, int r, int kind) {
+    char byte;
+    ssize_t got;
+    switch (kind) {
+    case K_EVENT: CHECK_OK(fsched_event_wait(&c->ev)); break;
+    case K_EVENT_FOR: {
+        uint64_t t0 = fsched_clock_ns();
+        fsched_result res = fsched_event_wait_for(&c->ev, 10000000000ull);
+        if (res != FSCHED_OK)
+            fprintf(stderr, "task %d round %d: timed wait ended after %.3f s on slot %d: %s\n", i,
+                    r, (double)(fsched_clock_ns() - t0) / 1e9, fsched_worker_index(),
+                    fsched_result_string(res));
+        CHECK_OK(res);
+        break;
+    }
+    case K_SEMA:
+        if (i & 1) CHECK_OK(fsched_sema_acquire(&c->sem));
+        else CHECK_OK(fsched_sema_acquire_for(&c->sem, 10000000000ull));
+        break;
+    case K_COND:
+        CHECK_OK(fsched_mutex_lock(&c->m));
+        while (!c->flag) {
+            if (i & 1) CHECK_OK(fsched_cond_wait(&c->cv, &c->m));
+            else {
+                fsched_result res = fsched_cond_wait_for(&c->cv, &c->m, 10000000000ull);
+                CHECK(res == FSCHED_OK);
+            }
+        }
+        c->flag = 0;
+        CHECK_OK(fsched_mutex_unlock(&c->m));
+        break;
+    case K_WAIT_GROUP: CHECK_OK(fsched_wait_group_wait(&c->wg)); break;
+    case K_FD:
+    case K_FD_EDGE:
+        for (;;) {
+            uint32_t ready = 0;
+            got = read(c->fds[0], &byte, 1);
+            if (got == 1) break;
+            CHECK(got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));
+            CHECK_OK(fsched_wait_fd(c->fds[0], FSCHED_READABLE | (kind == K_FD_EDGE ? FSCHED_EDGE : 0u),
+                                    FSCHED_FOREVER, &ready));
+            CHECK(ready & FSCHED_READABLE);
+        }
+        break;
+    case K_SLEEP: fsched_sleep_for((i + r) % 3 == 0 ? 0u : (i + r) % 3 == 1 ? 1u : 200000u); break;
+    case K_TIMEOUT:
+        CHECK_RESULT(fsched_event_wait_for(&m->never, 1000000u), FSCHED_ERR_TIMEOUT);
+        CHECK_RESULT(fsched_sema_acquire_for(&c->sem, 0), FSCHED_ERR_TIMEOUT);
+        break;
+    default: CHECK(0);
+    }
+}
+
+static void conn_task(void *p) {
+    const task_arg *a = (const task_arg *)p;
+    mixed *m = a->m;
+    int i = a->i, r;
+    conn_state *c = &m->c[i];
+    int ever_on_worker = 0;
+    for (r = 0; r < m->rounds; r++) {
+        int kind = kind_of(i, r), movable = 1, before, after;
+        if (m->flip) {
+            movable = (i + r) % 3 != 0;
+            CHECK_OK(fsched_task_set_movable(movable));
+        }
+        before = fsched_worker_index();
+        CHECK(before >= 0);
+        if ((uint32_t)before < m->workers) ever_on_worker = 1;
+        STORE(&c->waited_on, before);
+        wait_for_kind(m, c, i, r, kind);
+        after = fsched_worker_index();
+        CHECK(after >= 0);
+        if (!movable && after != before) {
+            fprintf(stderr, "task %d round %d kind %d: pinned, waited on %d, resumed on %d\n", i,
+                    r, kind, before, after);
+            CHECK(after == before);
+        }
+        if (ever_on_worker && (uint32_t)after >= m->workers) {
+            fprintf(stderr, "task %d round %d kind %d: waited on %d, resumed on bound slot %d\n",
+                    i, r, kind, before, after);
+            CHECK((uint32_t)after < m->workers);
+        }
+        if (after != before) ADD(&m->wakes_moved, 1);
+        if ((i + r) % 5 == 0) { /* a contended lock, its wait shed too */
+            CHECK_OK(fsched_mutex_lock(&m->shared));
+            m->shared_count++;
+            CHECK_OK(fsched_mutex_unlock(&m->shared));
+        }
+        /* the next round's wait group wait: counted before the driver can end it */
+        if (r + 1 < m->rounds && kind_of(i, r + 1) == K_WAIT_GROUP)
+            CHECK_OK(fsched_wait_group_add(&c->wg, 1));
+        ADD(&m->done, 1);
+        ADD(&c->rounds_done, 1);
+    }
+    ADD(&c->ended, 1);
+    CHECK_OK(fsched_wait_group_done(&m->all));
+}
+
+/* Waits until task i has handled r rounds; says where it waited last if that takes
+   long, and fails after 60 s. */
+static void await_task(mixed *m, int i, int r) {
+    uint64_t start = fsched_clock_ns(), told = 0;
+    while (LOAD(&m->c[i].rounds_done) < r) {
+        uint64_t waited = fsched_clock_ns() - start;
+        if (waited > 2000000000ull && !told) {
+            fprintf(stderr, "driver: task %d (round %d, kind %d) not back after 2 s; it waited "
+                            "on slot %d\n", i, r - 1, kind_of(i, r - 1), LOAD(&m->c[i].waited_on));
+            {
+                uint32_t k;
+                for (k = 0; k < m->s->n_slots; k++) {
+                    fsched__worker *w = m->s->slots[k];
+                    fsched_fiber *f;
+                    int n = 0;
+                    if (!w) continue;
+                    for (f = __atomic_load_n(&w->inbox, __ATOMIC_ACQUIRE); f; f = f->link) n++;
+                    fprintf(stderr, "  slot %u: inbox %d, blocked %u, held %u\n", k, n, w->blocked, w->held);
+                }
+            }
+            told = 1;
+        }
+        CHECK(waited < 60000000000ull);
+        pause_us(50);
+    }
+}
+
+/* The driver: wakes every task round by round, each by its round's kind once it has
+   handled the round before (a task whose round needs no wake runs ahead). */
+static void drive_mixed(void *p) {
+    mixed *m = (mixed *)p;
+    int r, i;
+    for (r = 0; r < m->rounds; r++) {
+        for (i = 0; i < m->tasks; i++) {
+            conn_state *c = &m->c[i];
+            await_task(m, i, r);
+            switch (kind_of(i, r)) {
+            case K_EVENT:
+            case K_EVENT_FOR: CHECK_OK(fsched_event_set(&c->ev)); break;
+            case K_SEMA: CHECK_OK(fsched_sema_release(&c->sem, 1)); break;
+            case K_COND:
+                CHECK_OK(fsched_mutex_lock(&c->m));
+                c->flag = 1;
+                CHECK_OK(fsched_cond_signal(&c->cv));
+                CHECK_OK(fsched_mutex_unlock(&c->m));
+                break;
+            case K_WAIT_GROUP: CHECK_OK(fsched_wait_group_done(&c->wg)); break;
+            case K_FD:
+            case K_FD_EDGE: CHECK(write(c->fds[1], "x", 1) == 1); break;
+            default: break;
+            }
+        }
+    }
+}
+
+static task_arg *task_args;
+
+/* A bound thread: starts its share of the tasks, then waits in short waits while the
+   workers shed (its own code never leaves its slot), then unbinds. */
+typedef struct bound_arg {
+    mixed *m;
+    int j;
+} bound_arg;
+
+static void bound_thread(void *p) {
+    bound_arg *b = (bound_arg *)p;
+    mixed *m = b->m;
+    int idx, i, n = 0;
+    uint64_t t0;
+    CHECK_OK(fsched_bind(m->s));
+    idx = fsched_worker_index();
+    CHECK((uint32_t)idx >= m->workers);
+    for (i = 0; i < m->tasks; i++) {
+        if (i % (int)(m->bound + 1) != b->j + 1) continue;
+        CHECK_OK(fsched_spawn(m->s, conn_task, &task_args[i]));
+        n++;
+    }
+    ADD(&m->bound_started_tasks, n);
+    ADD(&m->bound_ready, 1);
+    while (!LOAD(&m->stop_bound)) {
+        CHECK_RESULT(fsched_event_wait_for(&m->never, 300000u), FSCHED_ERR_TIMEOUT);
+        CHECK(fsched_worker_index() == idx);
+        fsched_sleep_for(50000u);
+        CHECK(fsched_worker_index() == idx);
+    }
+    t0 = fsched_clock_ns();
+    CHECK_OK(fsched_unbind()); /* its fibers go on, or have gone, elsewhere */
+    (void)t0;
+    CHECK(fsched_worker_index() == -1);
+}
+
+static void run_mixed(uint32_t workers, uint32_t bound, int hog_mode, int tasks, int rounds) {
+    static mixed m;
+    fsched_desc d;
+    fsched_sched *s;
+    hog_state h;
+    stats_watch sw;
+    test_thread driver, bthreads[4];
+    bound_arg bargs[4];
+    int i, shared_expected = 0, r;
+    uint64_t t0, destroy_ns;
+    fsched_stats st;
+    CHECK(tasks <= MAX_TASKS && bound <= 4);
+    test_watchdog(120);
+    memset(&m, 0, sizeof m);
+    m.workers = workers;
+    m.bound = bound;
+    m.tasks = tasks;
+    m.rounds = rounds;
+    m.flip = 1;
+    test_desc_init(&d);
+    d.workers = workers;
+    d.movable_tasks = 1;
+    d.max_bound_threads = 8;
+    d.stack_size = 128 * 1024;
+    CHECK_OK(fsched_create(&d, &s));
+    m.s = s;
+    CHECK_OK(fsched_event_init(&m.never, 0, 0));
+    CHECK_OK(fsched_mutex_init(&m.shared));
+    CHECK_OK(fsched_wait_group_init(&m.all));
+    CHECK_OK(fsched_wait_group_add(&m.all, tasks));
+    task_args = (task_arg *)malloc(sizeof *task_args * (size_t)tasks);
+    CHECK(task_args != NULL);
+    for (i = 0; i < tasks; i++) {
+        conn_state *c = &m.c[i];
+        CHECK_OK(fsched_event_init(&c->ev, 0, 0));
+        CHECK_OK(fsched_sema_init(&c->sem, 0));
+        CHECK_OK(fsched_mutex_init(&c->m));
+        CHECK_OK(fsched_cond_init(&c->cv));
+        CHECK_OK(fsched_wait_group_init(&c->wg));
+        if (kind_of(i, 0) == K_WAIT_GROUP) CHECK_OK(fsched_wait_group_add(&c->wg, 1));
+        CHECK(pipe(c->fds) == 0);
+        CHECK(fcntl(c->fds[0], F_SETFL, O_NONBLOCK) == 0);
+        task_args[i].m = &m;
+        task_args[i].i = i;
+        for (r = 0; r < rounds; r++) shared_expected += (i + r) % 5 == 0;
+    }
+    hog_begin(s, &h, hog_mode);
+    watch_begin(&sw, s, (uint64_t)tasks + 64u * (workers + bound) + 64u);
+    for (i = 0; i < (int)bound; i++) {
+        bargs[i].m = &m;
+        bargs[i].j = i;
+        bthreads[i] = thread_run(bound_thread, &bargs[i]);
+    }
+    for (i = 0; i < tasks; i++)
+        if (!bound || i % (int)(bound + 1) == 0) CHECK_OK(fsched_spawn(s, conn_task, &task_args[i]));
+    await_count(&m.bound_ready, (int)bound);
+    driver = thread_run(drive_mixed, &m);
+    if (bound) { /* the bound threads unbind half-way, their tasks still waking */
+        await_count(&m.done, tasks * (rounds / 2));
+        STORE(&m.stop_bound, 1);
+        for (i = 0; i < (int)bound; i++) thread_join(bthreads[i]);
+    }
+    CHECK_OK(fsched_wait_group_wait(&m.all));
+    thread_join(driver);
+    hog_end(&h);
+    watch_end(&sw);
+    for (i = 0; i < tasks; i++) CHECK(LOAD(&m.c[i].ended) == 1);
+    CHECK(m.done == tasks * rounds);
+    CHECK(m.shared_count == shared_expected);
+    CHECK_OK(fsched_get_stats(s, &st));
+    printf("S1 %u workers, %u bound, hog %d: %d tasks x %d rounds, %d wakes moved, "
+           "%llu fibers_moved, peak %llu fibers, %d looks\n",
+           workers, bound, hog_mode, tasks, rounds, m.wakes_moved,
+           (unsigned long long)st.fibers_moved, (unsigned long long)sw.max_fibers, sw.looks);
+    fflush(stdout);
+    if (workers < 2) CHECK(st.fibers_moved == 0);
+    t0 = fsched_clock_ns();
+    CHECK_OK(fsched_destroy(s));
+    destroy_ns = fsched_clock_ns() - t0;
+    CHECK(destroy_ns < 2000000000ull);
+    for (i = 0; i < tasks; i++) {
+        conn_state *c = &m.c[i];
+        CHECK_OK(fsched_event_destroy(&c->ev));
+        CHECK_OK(fsched_sema_destroy(&c->sem));
+        CHECK_OK(fsched_mutex_destroy(&c->m));
+        CHECK_OK(fsched_cond_destroy(&c->cv));
+        CHECK_OK(fsched_wait_group_destroy(&c->wg));
+        close(c->fds[0]);
+        close(c->fds[1]);
+    }
+    CHECK_OK(fsched_event_destroy(&m.never));
+    CHECK_OK(fsched_mutex_destroy(&m.shared));
+    CHECK_OK(fsched_wait_group_destroy(&m.all));
+    free(task_args);
+}
+
+/* ---- S2, S4: tasks woken in rounds by events ---- */
+
+typedef struct rounds_load {
+    int tasks, rounds;
+    int done, blocked;
+    int *ended;
+    int *first;            /* slot where each task began */
+    fsched_event *go;
+    fsched_wait_group all;
+} rounds_load;
+
+typedef struct rl_arg {
+    rounds_load *l;
+    int i;
+} rl_arg;
+
+static rl_arg *rl_args;
+
+static void rl_task(void *p) {
+    const rl_arg *a = (const rl_arg *)p;
+    rounds_load *l = a->l;
+    int r;
+    l->first[a->i] = fsched_worker_index();
+    for (r = 0; r < l->rounds; r++) {
+        if (r == 0) ADD(&l->blocked, 1);
+        CHECK_OK(fsched_event_wait(&l->go[a->i]));
+        ADD(&l->done, 1);
+    }
+    ADD(&l->ended[a->i], 1);
+    CHECK_OK(fsched_wait_group_done(&l->all));
+}
+
+static void rl_init(rounds_load *l, int tasks, int rounds) {
+    int i;
+    memset(l, 0, sizeof *l);
+    l->tasks = tasks;
+    l->rounds = rounds;
+    l->ended = (int *)calloc((size_t)tasks, sizeof *l->ended);
+    l->first = (int *)calloc((size_t)tasks, sizeof *l->first);
+    l->go = (fsched_event *)calloc((size_t)tasks, sizeof *l->go);
+    rl_args = (rl_arg *)calloc((size_t)tasks, sizeof *rl_args);
+    CHECK(l->ended && l->first && l->go && rl_args);
+    for (i = 0; i < tasks; i++) {
+        CHECK_OK(fsched_event_init(&l->go[i], 0, 0));
+        rl_args[i].l = l;
+        rl_args[i].i = i;
+    }
+    CHECK_OK(fsched_wait_group_init(&l->all));
+    CHECK_OK(fsched_wait_group_add(&l->all, tasks));
+}
+
+static void rl_free(rounds_load *l) {
+    int i;
+    for (i = 0; i < l->tasks; i++) {
+        CHECK(l->ended[i] == 1);
+        CHECK_OK(fsched_event_destroy(&l->go[i]));
+    }
+    CHECK_OK(fsched_wait_group_destroy(&l->all));
+    free(l->ended);
+    free(l->first);
+    free(l->go);
+    free(rl_args);
+}
+
+static fsched_sched *movable_sched(uint32_t workers, size_t stack) {
+    fsched_desc d;
+    fsched_sched *s;
+    test_desc_init(&d);
+    d.workers = workers;
+    d.movable_tasks = 1;
+    d.stack_size = stack;
+    CHECK_OK(fsched_create(&d, &s));
+    return s;
+}
+
+/* S2: one of two workers computes for the whole run; the other, with every task, sheds
+   on the difference its partner published before it went busy, and nobody but itself
+   takes the jobs: it adopts its own fibers again and again. */
+static void test_shed_to_self(void) {
+    fsched_sched *s = movable_sched(2, 64 * 1024);
+    static rounds_load l;
+    hog_state h;
+    stats_watch sw;
+    int tasks = 256, rounds = (int)test_rounds(100) + 4, r, i;
+    uint64_t t0;
+    fsched_stats st;
+    test_watchdog(120);
+    hog_begin(s, &h, HOG_SPINS);
+    rl_init(&l, tasks, rounds);
+    watch_begin(&sw, s, (uint64_t)tasks + 200u);
+    for (i = 0; i < tasks; i++) CHECK_OK(fsched_spawn(s, rl_task, &rl_args[i]));
+    await_count(&l.blocked, tasks);
+    for (r = 0; r < rounds; r++) {
+        for (i = 0; i < tasks; i++) CHECK_OK(fsched_event_set(&l.go[i]));
+        await_count(&l.done, tasks * (r + 1));
+    }
+    CHECK_OK(fsched_wait_group_wait(&l.all));
+    hog_end(&h);
+    watch_end(&sw);
+    for (i = 0; i < tasks; i++) CHECK(l.first[i] != h.index);
+    CHECK_OK(fsched_get_stats(s, &st));
+    printf("S2 shed to itself: %d rounds, %llu moves, %llu jobs run, peak %llu fibers\n",
+           rounds, (unsigned long long)st.fibers_moved, (unsigned long long)st.jobs_run,
+           (unsigned long long)sw.max_fibers);
+    fflush(stdout);
+    /* the tasks and the hog, then the adoptions: it did shed, to itself (nobody else
+       could take them) */
+    CHECK(st.fibers_moved == 0);
+    CHECK(st.jobs_run > (uint64_t)tasks + 1u);
+    t0 = fsched_clock_ns();
+    CHECK_OK(fsched_destroy(s));
+    CHECK(fsched_clock_ns() - t0 < 2000000000ull);
+    rl_free(&l);
+}
+
+/* S3: a burst of wakes on a loaded worker beside busy ones, then destroy at once. */
+static void test_destroy_after_burst(uint32_t workers) {
+    int it, its = (int)test_rounds(40) + 2;
+    test_watchdog(120);
+    for (it = 0; it < its; it++) {
+        fsched_sched *s = movable_sched(workers, 64 * 1024);
+        static rounds_load l;
+        hog_state h;
+        int tasks = 200, i;
+        uint64_t t0;
+        hog_begin(s, &h, it % 2 ? HOG_YIELDS : HOG_CPU_JOBS);
+        rl_init(&l, tasks, 1);
+        for (i = 0; i < tasks; i++) CHECK_OK(fsched_spawn(s, rl_task, &rl_args[i]));
+        await_count(&l.blocked, tasks);
+        pause_us(2000);
+        for (i = 0; i < tasks; i++) CHECK_OK(fsched_event_set(&l.go[i]));
+        if (h.mode == HOG_YIELDS) STORE(&h.stop, 1); /* else destroy waits for it */
+        t0 = fsched_clock_ns();
+        hog_end(&h);
+        CHECK_OK(fsched_destroy(s));
+        CHECK(fsched_clock_ns() - t0 < 2000000000ull);
+        CHECK(l.done == tasks);
+        rl_free(&l);
+    }
+    printf("S3 destroy after a burst, %u workers: %d runs\n", workers, its);
+    fflush(stdout);
+}
+
+/* S4: 10,000 movable tasks in rounds beside a busy worker. */
+static void test_many(uint32_t workers) {
+    fsched_sched *s = movable_sched(workers, 32 * 1024);
+    static rounds_load l;
+    hog_state h;
+    stats_watch sw;
+    int tasks = 10000 / TEST_SCALE, rounds = 8, r, i;
+    uint64_t t0, stacks_after_first = 0;
+    fsched_stats st;
+    test_watchdog(180);
+    hog_begin(s, &h, HOG_YIELDS);
+    rl_init(&l, tasks, rounds);
+    /* each task's fiber, and the loops' few per worker, the shed ones in transit among
+       them: never more */
+    watch_begin(&sw, s, (uint64_t)tasks + 64u * workers + 64u);
+    t0 = fsched_clock_ns();
+    for (i = 0; i < tasks; i++) CHECK_OK(fsched_spawn(s, rl_task, &rl_args[i]));
+    await_count(&l.blocked, tasks);
+    for (r = 0; r < rounds; r++) {
+        for (i = 0; i < tasks; i++) CHECK_OK(fsched_event_set(&l.go[i]));
+        await_count(&l.done, tasks * (r + 1));
+        if (r == 0) {
+            CHECK_OK(fsched_get_stats(s, &st));
+            stacks_after_first = st.stacks_allocated;
+        }
+    }
+    CHECK_OK(fsched_wait_group_wait(&l.all));
+    hog_end(&h);
+    watch_end(&sw);
+    CHECK_OK(fsched_get_stats(s, &st));
+    printf("S4 %d tasks x %d rounds on %u workers: %.2f s, %llu moves, stacks %llu after the "
+           "first round, %llu at the end, peak %llu fibers\n",
+           tasks, rounds, workers, (double)(fsched_clock_ns() - t0) / 1e9,
+           (unsigned long long)st.fibers_moved, (unsigned long long)stacks_after_first,
+           (unsigned long long)st.stacks_allocated, (unsigned long long)sw.max_fibers);
+    fflush(stdout);
+    /* stacks come back to the pools as fibers move: later rounds allocate few more */
+    CHECK(st.stacks_allocated <= stacks_after_first + stacks_after_first / 8 + 256u);
+    CHECK_OK(fsched_destroy(s));
+    rl_free(&l);
+}
+
+int main(int argc, char **argv) {
+    static const uint32_t workers[] = {1, 2, 3, 4, 8};
+    static const int hogs[] = {HOG_YIELDS, HOG_SPINS, HOG_CPU_JOBS, HOG_NONE};
+    int rounds = (int)test_rounds(60) + 6, tasks = 160 / TEST_SCALE + 24;
+    size_t wi, hi;
+    const char *only = argc > 1 ? argv[1] : "";
+    test_watchdog(120);
+    if (!*only || strcmp(only, "S1") == 0) {
+        for (wi = 0; wi < sizeof workers / sizeof *workers; wi++) {
+            for (hi = 0; hi < sizeof hogs / sizeof *hogs; hi++) {
+                /* a spinning hog on the only worker would hold it for ever */
+                if (workers[wi] == 1 && hogs[hi] == HOG_SPINS) continue;
+                run_mixed(workers[wi], 0, hogs[hi], tasks, rounds);
+                /* (a bound slot forwards the migrants it steals to worker threads in
+                   turn, the spinning one among them, which never takes them in: see
+                   S5) */
+                if (hogs[hi] != HOG_SPINS)
+                    run_mixed(workers[wi], hi % 2 ? 1u : 3u, hogs[hi], tasks, rounds);
+            }
+        }
+    }
+    if (!*only || strcmp(only, "S2") == 0) test_shed_to_self();
+    if (!*only || strcmp(only, "S3") == 0) {
+        test_destroy_after_burst(2);
+        test_destroy_after_burst(4);
+    }
+    if (!*only || strcmp(only, "S4") == 0) {
+        test_many(2);
+        test_many(4);
+    }
+    printf("test_shed: ok\n");
+    return 0;
+}
+#endif
