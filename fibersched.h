@@ -7784,9 +7784,9 @@ static void fsched__idle_step(fsched__worker *w, fsched__idle *idle) {
    publishes work wakes a sleeper for them). Whoever runs such a job adopts
    the fiber: it becomes the runner's, ready there. Every list stays its owner's alone;
    the deque's release push and the steal's acquire CAS order the fiber's state (its
-   saved context included) from shedder to adopter. A bound slot adopts none (its unbind
-   waits for its fibers, and its thread may never run them): it forwards the fiber to a
-   worker thread's inbox, which adopts what it collects there. */
+   saved context included) from shedder to adopter. A bound slot adopts none but its
+   own (its unbind waits for its fibers, and its thread may never run them): it forwards
+   the fiber to a worker thread's inbox, which adopts what it collects there. */
 #define FSCHED__SHED_MAX 16u
 
 /* Owner: moves f from w's fibers to those in transit (shed: 1), or back to w's (0), under
@@ -7893,18 +7893,22 @@ static void fsched__adopt(fsched__worker *w, fsched_fiber *f) {
 }
 
 /* The job of a fiber in transit, run by whichever slot took it: a worker thread adopts
-   it; a bound slot forwards it to a worker thread (see above), chosen in turn. Relaxed,
-   the cursor: any worker will do. */
+   it, and so does the bound slot that shed it (it is still that slot's, as if never
+   shed); another bound slot forwards it (see above) to the worker thread that shed it,
+   which took a loop turn just now, or else to one chosen in turn. Not to any worker
+   thread: one that computes for long would collect it only when done, while the fiber
+   was ready where it was. Relaxed, the cursor: any worker will do. */
 static void fsched__fiber_adopt_execute(fsched__job *job, fsched__worker *w) {
     fsched_fiber *f = (fsched_fiber *)(void *)((char *)job - offsetof(fsched_fiber, move_job));
     fsched_sched *s = w->sched, *held = NULL;
-    fsched__worker *to;
+    fsched__worker *to = (fsched__worker *)f->owner; /* the shedder */
     FSCHED__POINT(ADOPT);
-    if (!FSCHED__BOUND(w)) {
+    if (!FSCHED__BOUND(w) || to == w) {
         fsched__adopt(w, f);
         return;
     }
-    to = s->slots[FSCHED__FETCH_ADD(&s->wake_cursor, 1u, FSCHED__RELAXED) % s->n_threads];
+    if (FSCHED__BOUND(to))
+        to = s->slots[FSCHED__FETCH_ADD(&s->wake_cursor, 1u, FSCHED__RELAXED) % s->n_threads];
     if (fsched__post_ready(to, f, &held)) fsched__tell(to, held);
 }
 
