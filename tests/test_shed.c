@@ -24,7 +24,12 @@
        look at its inbox only when done (forwarded to worker threads in turn, some
        waited there for the rest of the computation, 2.6 to 2.9 s, while the other
        worker and the bound thread were free). The longest wait from a wake to the
-       resumption stays under 1 s. */
+       resumption stays under 1 s.
+   S6. fsched_unbind while migrants are in transit: a bound thread starts movable tasks,
+       which block on its slot; a driver wakes them round after round while the thread
+       unbinds at once (its slot sheds them, as they are ready, to workers that hold
+       none): it returns, every task ends once, none resumes on the slot after it left
+       it or after it ran on a worker thread; then destroy at once, again and again. */
 #define FIBERSCHED_IMPLEMENTATION
 #include "fibersched.h"
 
@@ -759,6 +764,108 @@ static void test_forward_to_busy(void) {
     rl_free(&ll.rl);
 }
 
+/* ---- S6: unbind with migrants in transit ---- */
+
+#define S6_TASKS 64
+#define S6_ROUNDS 6
+
+typedef struct unbind_load {
+    fsched_sched *s;
+    uint32_t workers;
+    int bound_index, unbound, started, blocked, done;
+    int ended[S6_TASKS];
+    fsched_event go[S6_TASKS];
+    int rounds_done[S6_TASKS];
+    fsched_event never;
+} unbind_load;
+
+typedef struct ub_arg {
+    unbind_load *u;
+    int i;
+} ub_arg;
+
+static ub_arg ub_args[S6_TASKS];
+
+static void ub_task(void *p) {
+    const ub_arg *a = (const ub_arg *)p;
+    unbind_load *u = a->u;
+    int r, on_worker = 0, idx = fsched_worker_index();
+    CHECK(idx == LOAD(&u->bound_index) || (uint32_t)idx < u->workers);
+    for (r = 0; r < S6_ROUNDS; r++) {
+        if (r == 0) ADD(&u->blocked, 1);
+        CHECK_OK(fsched_event_wait(&u->go[a->i]));
+        idx = fsched_worker_index();
+        if ((uint32_t)idx < u->workers) on_worker = 1;
+        else CHECK(!on_worker && !LOAD(&u->unbound) && idx == LOAD(&u->bound_index));
+        STORE(&u->rounds_done[a->i], r + 1);
+    }
+    ADD(&u->ended[a->i], 1);
+    ADD(&u->done, 1);
+}
+
+static void ub_bound(void *p) {
+    unbind_load *u = (unbind_load *)p;
+    int i;
+    CHECK_OK(fsched_bind(u->s));
+    STORE(&u->bound_index, fsched_worker_index());
+    for (i = 0; i < S6_TASKS; i++) CHECK_OK(fsched_spawn(u->s, ub_task, &ub_args[i]));
+    /* its waits start them: they block here (workers steal some) */
+    while (LOAD(&u->blocked) < S6_TASKS)
+        CHECK_RESULT(fsched_event_wait_for(&u->never, 200000u), FSCHED_ERR_TIMEOUT);
+    STORE(&u->started, 1);
+    CHECK_OK(fsched_unbind());
+    STORE(&u->unbound, 1);
+}
+
+static void test_unbind_in_transit(uint32_t workers) {
+    int it, its = (int)test_rounds(30) + 3;
+    uint64_t moved = 0;
+    test_watchdog(120);
+    for (it = 0; it < its; it++) {
+        static unbind_load u;
+        test_thread bt;
+        int i, r;
+        uint64_t t0;
+        memset(&u, 0, sizeof u);
+        u.s = movable_sched(workers, 64 * 1024);
+        u.workers = workers;
+        u.bound_index = -1;
+        CHECK_OK(fsched_event_init(&u.never, 0, 0));
+        for (i = 0; i < S6_TASKS; i++) {
+            CHECK_OK(fsched_event_init(&u.go[i], 0, 0));
+            ub_args[i].u = &u;
+            ub_args[i].i = i;
+        }
+        bt = thread_run(ub_bound, &u);
+        await_count(&u.started, 1);
+        for (r = 0; r < S6_ROUNDS; r++) {
+            for (i = 0; i < S6_TASKS; i++) {
+                await_count(&u.rounds_done[i], r);
+                CHECK_OK(fsched_event_set(&u.go[i]));
+            }
+        }
+        thread_join(bt);
+        await_count(&u.done, S6_TASKS);
+        {
+            fsched_stats st;
+            CHECK_OK(fsched_get_stats(u.s, &st));
+            moved += st.fibers_moved;
+        }
+        t0 = fsched_clock_ns();
+        CHECK_OK(fsched_destroy(u.s));
+        CHECK(fsched_clock_ns() - t0 < 2000000000ull);
+        for (i = 0; i < S6_TASKS; i++) {
+            CHECK(u.ended[i] == 1);
+            CHECK_OK(fsched_event_destroy(&u.go[i]));
+        }
+        CHECK_OK(fsched_event_destroy(&u.never));
+    }
+    printf("S6 unbind with migrants in transit, %u workers: %d runs, %llu moves\n", workers,
+           its, (unsigned long long)moved);
+    fflush(stdout);
+    CHECK(moved > 0); /* the slot shed its tasks to the workers */
+}
+
 int main(int argc, char **argv) {
     static const uint32_t workers[] = {1, 2, 3, 4, 8};
     static const int hogs[] = {HOG_YIELDS, HOG_SPINS, HOG_CPU_JOBS, HOG_NONE};
@@ -786,6 +893,10 @@ int main(int argc, char **argv) {
         test_many(4);
     }
     if (!*only || strcmp(only, "S5") == 0) test_forward_to_busy();
+    if (!*only || strcmp(only, "S6") == 0) {
+        test_unbind_in_transit(2);
+        test_unbind_in_transit(4);
+    }
     printf("test_shed: ok\n");
     return 0;
 }
