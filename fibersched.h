@@ -837,9 +837,10 @@ FIBERSCHED_API fsched_result fsched_spawn(fsched_sched *s, void (*fn)(void *arg)
 /* Whether the running task may resume on another worker after a wait (1) or always
    resumes on the worker where it blocked (0, the default unless desc.movable_tasks): a
    worker that has more woken tasks ready than it can run at once, while another worker
-   idles, hands half of the movable ones over (an echo server's connections then spread
-   over the workers instead of staying where their first read blocked). Lasts until the
-   task changes it again or ends; tasks it spawns start as the desc says.
+   idles or holds fewer suspended tasks, hands half of the movable ones over (an echo
+   server's connections then spread over the workers instead of staying where their
+   first read blocked). Lasts until the task changes it again or ends; tasks it spawns
+   start as the desc says.
    The caveat: after any wait (an event, mutex, sleep, fd wait, wait group...) a movable
    task may run on another thread, so it must not keep across a wait the address of a
    thread-local variable, the thread's identity (pthread_self, a lock owned by the
