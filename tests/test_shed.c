@@ -755,7 +755,8 @@ static void test_forward_to_busy(void) {
            "%llu moves\n",
            r, (double)ll.longest / 1e9, (unsigned long long)st.fibers_moved);
     fflush(stdout);
-    CHECK(ll.longest < 1000000000ull);
+    /* under an emulator a round of wakes may itself take a good part of a second */
+    if (!test_emulated()) CHECK(ll.longest < 1000000000ull);
     CHECK_OK(fsched_destroy(s));
     CHECK_OK(fsched_event_destroy(&ll.never));
     for (i = 0; i < tasks; i++) CHECK(ll.rl.ended[i] == 0); /* (latency_task counts none) */
