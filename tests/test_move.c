@@ -287,7 +287,8 @@ static void test_balance_busy(void) {
     fflush(stdout);
     if (!test_emulated()) { /* see test_balance */
         CHECK(moved > 0);
-        CHECK(l.resumed[l.hog_index] >= half / 10);
+        /* Valgrind runs one thread at a time: the yielder's turns are few */
+        if (!test_under_valgrind()) CHECK(l.resumed[l.hog_index] >= half / 10);
     }
     CHECK_OK(fsched_destroy(s));
 }
