@@ -866,6 +866,71 @@ static void test_unbind_in_transit(uint32_t workers) {
     CHECK(moved > 0); /* the slot shed its tasks to the workers */
 }
 
+/* ---- S7: posted straight into the inbox of a worker that computes in long slices ---- */
+
+/* One of two workers computes in slices of 300 ms, yielding between them (a loop turn
+   each time, which publishes a new turn count); the other holds the tasks, woken in
+   rounds, and is free between them. Fibers posted to the computing worker's inbox wait
+   there for the slice that follows its turn (and, queued behind the yielder, for the
+   next), while the worker that posted them idles. The longest wake-to-resume must stay
+   well under one slice. */
+typedef struct slices_load {
+    latency_load ll;
+    int stop, slices;
+} slices_load;
+
+static void compute_in_slices(void *p) {
+    slices_load *sl = (slices_load *)p;
+    while (!LOAD(&sl->stop)) {
+        uint64_t end = fsched_clock_ns() + 300000000ull;
+        while (fsched_clock_ns() < end && !LOAD(&sl->stop)) fsched__cpu_relax();
+        ADD(&sl->slices, 1);
+        fsched_yield();
+    }
+    STORE(&sl->ll.spin_done, 1);
+}
+
+static void test_post_to_slicer(uint32_t workers, int tasks) {
+    fsched_sched *s = movable_sched(workers, 64 * 1024);
+    static slices_load sl;
+    latency_load *ll = &sl.ll;
+    int r, i, rounds = 0;
+    uint64_t t_end;
+    fsched_stats st;
+    test_watchdog(120);
+    memset(&sl, 0, sizeof sl);
+    ll->s = s;
+    rl_init(&ll->rl, tasks, 0);
+    for (i = 0; i < tasks; i++) rl_args[i].l = &ll->rl;
+    CHECK_OK(fsched_spawn(s, compute_in_slices, &sl));
+    await_count(&sl.slices, 1);
+    for (i = 0; i < tasks; i++) CHECK_OK(fsched_spawn(s, latency_task, &rl_args[i]));
+    await_count(&ll->rl.blocked, tasks);
+    t_end = fsched_clock_ns() + 3000000000ull;
+    for (r = 0; fsched_clock_ns() < t_end; r++) {
+        STORE(&ll->woken_at, fsched_clock_ns());
+        for (i = 0; i < tasks; i++) CHECK_OK(fsched_event_set(&ll->rl.go[i]));
+        await_count(&ll->rl.done, tasks * (r + 1));
+        rounds++;
+        pause_us(2000);
+    }
+    STORE(&sl.stop, 1);
+    await_count(&ll->spin_done, 1);
+    STORE(&ll->last_round, 1);
+    for (i = 0; i < tasks; i++) CHECK_OK(fsched_event_set(&ll->rl.go[i]));
+    CHECK_OK(fsched_wait_group_wait(&ll->rl.all));
+    CHECK_OK(fsched_get_stats(s, &st));
+    printf("S7 posted to a worker computing in 300 ms slices, %u workers, %d tasks: %d rounds, "
+           "%d slices, longest wake-to-resume %.3f s, %llu moves\n",
+           workers, tasks, rounds, LOAD(&sl.slices), (double)ll->longest / 1e9,
+           (unsigned long long)st.fibers_moved);
+    fflush(stdout);
+    if (!test_emulated() && !test_under_valgrind()) CHECK(ll->longest < 100000000ull);
+    CHECK_OK(fsched_destroy(s));
+    for (i = 0; i < tasks; i++) ll->rl.ended[i] = 1; /* (latency_task counts none) */
+    rl_free(&ll->rl);
+}
+
 int main(int argc, char **argv) {
     static const uint32_t workers[] = {1, 2, 3, 4, 8};
     static const int hogs[] = {HOG_YIELDS, HOG_SPINS, HOG_CPU_JOBS, HOG_NONE};
@@ -900,6 +965,10 @@ int main(int argc, char **argv) {
     if (!*only || strcmp(only, "S6") == 0) {
         test_unbind_in_transit(2);
         test_unbind_in_transit(4);
+    }
+    if (!*only || strcmp(only, "S7") == 0) {
+        test_post_to_slicer(2, 128);
+        test_post_to_slicer(3, 256);
     }
     printf("test_shed: ok\n");
     return 0;
