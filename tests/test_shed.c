@@ -873,7 +873,7 @@ static void test_unbind_in_transit(uint32_t workers) {
    rounds, and is free between them. Fibers posted to the computing worker's inbox wait
    there for the slice that follows its turn (and, queued behind the yielder, for the
    next), while the worker that posted them idles. The longest wake-to-resume must stay
-   well under one slice. */
+   under half a slice (the worker that sheds them could run them at once). */
 typedef struct slices_load {
     latency_load ll;
     int stop, slices;
@@ -925,7 +925,7 @@ static void test_post_to_slicer(uint32_t workers, int tasks) {
            workers, tasks, rounds, LOAD(&sl.slices), (double)ll->longest / 1e9,
            (unsigned long long)st.fibers_moved);
     fflush(stdout);
-    if (!test_emulated() && !test_under_valgrind()) CHECK(ll->longest < 100000000ull);
+    if (!test_emulated() && !test_under_valgrind()) CHECK(ll->longest < 150000000ull);
     CHECK_OK(fsched_destroy(s));
     for (i = 0; i < tasks; i++) ll->rl.ended[i] = 1; /* (latency_task counts none) */
     rl_free(&ll->rl);
