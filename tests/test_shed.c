@@ -931,6 +931,107 @@ static void test_post_to_slicer(uint32_t workers, int tasks) {
     rl_free(&ll->rl);
 }
 
+/* ---- S8: thousands posted at once, beside workers that turn now and then ---- */
+
+/* One task spawns 10,000 movable tasks on its own worker, while every other worker runs a
+   task that computes in 1 ms slices, yielding between them: each of those takes a turn
+   now and then, so the spawner's worker, which holds thousands, posts half the
+   difference straight into their inboxes. Rounds of wakes; the stats stay sane (fibers
+   bounded, moves never decreasing); every task ends once; destroy right after the last
+   wakes, with posts still in flight, returns promptly. */
+typedef struct many_load {
+    rounds_load rl;
+    int stop, slicers, spawned;
+    fsched_sched *s;
+} many_load;
+
+static void slice_1ms(void *p) {
+    many_load *ml = (many_load *)p;
+    ADD(&ml->slicers, 1);
+    while (!LOAD(&ml->stop)) {
+        uint64_t end = fsched_clock_ns() + 1000000ull;
+        while (fsched_clock_ns() < end) fsched__cpu_relax();
+        fsched_yield();
+    }
+}
+
+static void spawn_all(void *p) {
+    many_load *ml = (many_load *)p;
+    int i;
+    for (i = 0; i < ml->rl.tasks; i++) CHECK_OK(fsched_spawn(ml->s, rl_task, &rl_args[i]));
+    STORE(&ml->spawned, 1);
+}
+
+static void test_many_posted(uint32_t workers) {
+    fsched_sched *s = movable_sched(workers, 32 * 1024);
+    static many_load ml;
+    stats_watch sw;
+    int tasks = 10000 / TEST_SCALE, rounds = 6, r, i;
+    uint32_t k;
+    uint64_t t0;
+    fsched_stats st;
+    test_watchdog(180);
+    memset(&ml, 0, sizeof ml);
+    ml.s = s;
+    rl_init(&ml.rl, tasks, rounds);
+    watch_begin(&sw, s, (uint64_t)tasks + 64u * workers + 64u);
+    for (k = 0; k + 1 < workers; k++) CHECK_OK(fsched_spawn(s, slice_1ms, &ml));
+    await_count(&ml.slicers, (int)workers - 1);
+    CHECK_OK(fsched_spawn(s, spawn_all, &ml));
+    await_count(&ml.rl.blocked, tasks);
+    t0 = fsched_clock_ns();
+    for (r = 0; r < rounds; r++) {
+        for (i = 0; i < tasks; i++) CHECK_OK(fsched_event_set(&ml.rl.go[i]));
+        if (r + 1 < rounds) await_count(&ml.rl.done, tasks * (r + 1));
+    }
+    /* the last round's wakes still being handled (and shed): stop and destroy now */
+    STORE(&ml.stop, 1);
+    CHECK_OK(fsched_wait_group_wait(&ml.rl.all));
+    CHECK(LOAD(&ml.rl.done) == tasks * rounds);
+    watch_end(&sw);
+    CHECK_OK(fsched_get_stats(s, &st));
+    CHECK(st.fibers_moved >= sw.last_moved);
+    printf("S8 %d tasks spawned on one of %u workers, the others in 1 ms slices: %.2f s, %llu "
+           "moves, peak %llu fibers\n",
+           tasks, workers, (double)(fsched_clock_ns() - t0) / 1e9,
+           (unsigned long long)st.fibers_moved, (unsigned long long)sw.max_fibers);
+    fflush(stdout);
+    t0 = fsched_clock_ns();
+    CHECK_OK(fsched_destroy(s));
+    CHECK(fsched_clock_ns() - t0 < 2000000000ull);
+    rl_free(&ml.rl);
+}
+
+/* S9: destroy right after a burst of wakes beside workers turning in 1 ms slices, on 3,
+   4 and 8 workers: posts into inboxes race with the workers leaving. */
+static void test_destroy_posting(uint32_t workers) {
+    int it, its = (int)test_rounds(20) + 2;
+    test_watchdog(120);
+    for (it = 0; it < its; it++) {
+        fsched_sched *s = movable_sched(workers, 64 * 1024);
+        static many_load ml;
+        int tasks = 400 / TEST_SCALE + 40, i;
+        uint32_t k;
+        uint64_t t0;
+        memset(&ml, 0, sizeof ml);
+        ml.s = s;
+        rl_init(&ml.rl, tasks, 1);
+        for (k = 0; k + 1 < workers; k++) CHECK_OK(fsched_spawn(s, slice_1ms, &ml));
+        await_count(&ml.slicers, (int)workers - 1);
+        CHECK_OK(fsched_spawn(s, spawn_all, &ml));
+        await_count(&ml.rl.blocked, tasks);
+        for (i = 0; i < tasks; i++) CHECK_OK(fsched_event_set(&ml.rl.go[i]));
+        STORE(&ml.stop, 1);
+        t0 = fsched_clock_ns();
+        CHECK_OK(fsched_destroy(s));
+        CHECK(fsched_clock_ns() - t0 < 2000000000ull);
+        CHECK(ml.rl.done == tasks);
+        rl_free(&ml.rl);
+    }
+    printf("S9 destroy while posting, %u workers: %d runs\n", workers, its);
+    fflush(stdout);
+}
+
 int main(int argc, char **argv) {
     static const uint32_t workers[] = {1, 2, 3, 4, 8};
     static const int hogs[] = {HOG_YIELDS, HOG_SPINS, HOG_CPU_JOBS, HOG_NONE};
@@ -969,6 +1070,16 @@ int main(int argc, char **argv) {
     if (!*only || strcmp(only, "S7") == 0) {
         test_post_to_slicer(2, 128);
         test_post_to_slicer(3, 256);
+    }
+    if (!*only || strcmp(only, "S8") == 0) {
+        test_many_posted(2);
+        test_many_posted(4);
+        test_many_posted(8);
+    }
+    if (!*only || strcmp(only, "S9") == 0) {
+        test_destroy_posting(3);
+        test_destroy_posting(4);
+        test_destroy_posting(8);
     }
     printf("test_shed: ok\n");
     return 0;
