@@ -1032,6 +1032,97 @@ static void test_destroy_posting(uint32_t workers) {
     fflush(stdout);
 }
 
+/* ---- S10: timed waits woken about their deadline, shed and posted ---- */
+
+/* Tasks wait on auto-reset events with timeouts of 0 to 1.5 ms; the driver sets each
+   task's event once it consumed the last set, at about the deadline, while other workers
+   turn in 1 ms slices and the tasks' worker posts them straight into their inboxes.
+   Every set is consumed exactly once: a wait that times out leaves the event set (or
+   unset, not yet set) for the next wait, never takes the set with it; and a wait that
+   returned OK consumed one. */
+#define S10_TASKS 96
+
+typedef struct deadline_load {
+    many_load ml;
+    int consumed[S10_TASKS];
+    int timeouts, stop_tasks;
+    fsched_event ev[S10_TASKS];
+} deadline_load;
+
+typedef struct dl_arg {
+    deadline_load *dl;
+    int i;
+} dl_arg;
+
+static dl_arg dl_args[S10_TASKS];
+
+static void deadline_task(void *p) {
+    const dl_arg *a = (const dl_arg *)p;
+    deadline_load *dl = a->dl;
+    uint32_t n = 0;
+    ADD(&dl->ml.rl.blocked, 1);
+    while (!LOAD(&dl->stop_tasks)) {
+        fsched_result res = fsched_event_wait_for(&dl->ev[a->i], (uint64_t)(n++ % 4u) * 500000u);
+        if (res == FSCHED_OK) ADD(&dl->consumed[a->i], 1);
+        else {
+            CHECK_RESULT(res, FSCHED_ERR_TIMEOUT);
+            ADD(&dl->timeouts, 1);
+        }
+    }
+    CHECK_OK(fsched_wait_group_done(&dl->ml.rl.all));
+}
+
+static void test_deadline_posted(uint32_t workers) {
+    fsched_sched *s = movable_sched(workers, 64 * 1024);
+    static deadline_load dl;
+    int rounds = (int)test_rounds(200) + 10, r, i;
+    uint32_t k;
+    fsched_stats st;
+    test_watchdog(120);
+    memset(&dl, 0, sizeof dl);
+    dl.ml.s = s;
+    CHECK_OK(fsched_wait_group_init(&dl.ml.rl.all));
+    CHECK_OK(fsched_wait_group_add(&dl.ml.rl.all, S10_TASKS));
+    for (i = 0; i < S10_TASKS; i++) {
+        CHECK_OK(fsched_event_init(&dl.ev[i], 0, 0));
+        dl_args[i].dl = &dl;
+        dl_args[i].i = i;
+    }
+    for (k = 0; k + 1 < workers; k++) CHECK_OK(fsched_spawn(s, slice_1ms, &dl.ml));
+    await_count(&dl.ml.slicers, (int)workers - 1);
+    for (i = 0; i < S10_TASKS; i++) CHECK_OK(fsched_spawn(s, deadline_task, &dl_args[i]));
+    await_count(&dl.ml.rl.blocked, S10_TASKS);
+    for (r = 0; r < rounds; r++) {
+        pause_us(300 + (unsigned)(r % 5) * 250u);
+        for (i = 0; i < S10_TASKS; i++) CHECK_OK(fsched_event_set(&dl.ev[i]));
+        /* every set consumed before the next (an auto-reset event holds one) */
+        for (i = 0; i < S10_TASKS; i++) {
+            uint64_t until = fsched_clock_ns() + 10000000000ull;
+            while (LOAD(&dl.consumed[i]) < r + 1) {
+                if (fsched_clock_ns() > until) {
+                    fprintf(stderr, "S10: task %d consumed %d of %d sets\n", i,
+                            LOAD(&dl.consumed[i]), r + 1);
+                    CHECK(0);
+                }
+                pause_us(50);
+            }
+            CHECK(LOAD(&dl.consumed[i]) == r + 1);
+        }
+    }
+    STORE(&dl.stop_tasks, 1);
+    for (i = 0; i < S10_TASKS; i++) CHECK_OK(fsched_event_set(&dl.ev[i]));
+    CHECK_OK(fsched_wait_group_wait(&dl.ml.rl.all));
+    STORE(&dl.ml.stop, 1);
+    CHECK_OK(fsched_get_stats(s, &st));
+    printf("S10 timed waits woken about their deadline, %u workers: %d rounds, %d timeouts, "
+           "%llu moves\n",
+           workers, rounds, LOAD(&dl.timeouts), (unsigned long long)st.fibers_moved);
+    fflush(stdout);
+    CHECK_OK(fsched_destroy(s));
+    for (i = 0; i < S10_TASKS; i++) CHECK_OK(fsched_event_destroy(&dl.ev[i]));
+    CHECK_OK(fsched_wait_group_destroy(&dl.ml.rl.all));
+}
+
 int main(int argc, char **argv) {
     static const uint32_t workers[] = {1, 2, 3, 4, 8};
     static const int hogs[] = {HOG_YIELDS, HOG_SPINS, HOG_CPU_JOBS, HOG_NONE};
@@ -1080,6 +1171,10 @@ int main(int argc, char **argv) {
         test_destroy_posting(3);
         test_destroy_posting(4);
         test_destroy_posting(8);
+    }
+    if (!*only || strcmp(only, "S10") == 0) {
+        test_deadline_posted(2);
+        test_deadline_posted(4);
     }
     printf("test_shed: ok\n");
     return 0;
