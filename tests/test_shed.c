@@ -31,7 +31,19 @@
        which block on its slot; a driver wakes them round after round while the thread
        unbinds at once (its slot sheds them, as they are ready, to workers that hold
        none): it returns, every task ends once, none resumes on the slot after it left
-       it or after it ran on a worker thread; then destroy at once, again and again. */
+       it or after it ran on a worker thread; then destroy at once, again and again.
+   S7. every worker but the tasks' own computes in 300 ms slices, yielding between them
+       (2 and 3 workers): the tasks' worker, free between rounds, must not hand its
+       woken fibers to a computing worker's inbox, where they wait for the slice that
+       follows its turn (and the next: they queue behind the yielder). The longest
+       wake-to-resume stays under half a slice.
+   S8. 10,000 tasks spawned on one worker while all others compute in 1 ms slices (2, 4,
+       8 workers): rounds of wakes, fibers bounded, moves never decreasing, destroy
+       right after.
+   S9. destroy right after a burst of wakes beside workers turning in 1 ms slices (3, 4,
+       8 workers), again and again.
+   S10. timed waits on auto-reset events woken about their deadline while their worker
+       sheds them: every set is consumed exactly once. */
 #define FIBERSCHED_IMPLEMENTATION
 #include "fibersched.h"
 
