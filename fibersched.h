@@ -702,9 +702,8 @@ typedef struct fsched_desc {
                                    NULL: "fsched-w" */
     int movable_tasks;          /* 1: tasks start movable (fsched_task_set_movable): a
                                    task woken while its worker has others ready to run
-                                   and another worker idles, or holds fewer suspended
-                                   tasks, may resume on that worker, so that work
-                                   spreads (connections of a server, say).
+                                   and another worker idles may resume on that worker,
+                                   so that work spreads (connections of a server, say).
                                    Such a task must not keep a thread-local address or
                                    the thread's identity across a wait (see
                                    fsched_task_set_movable). 0: every task resumes on
@@ -837,10 +836,9 @@ FIBERSCHED_API fsched_result fsched_spawn(fsched_sched *s, void (*fn)(void *arg)
 /* Whether the running task may resume on another worker after a wait (1) or always
    resumes on the worker where it blocked (0, the default unless desc.movable_tasks): a
    worker that has more woken tasks ready than it can run at once, while another worker
-   idles or holds fewer suspended tasks, hands half of the movable ones over (an echo
-   server's connections then spread over the workers instead of staying where their
-   first read blocked). Lasts until the task changes it again or ends; tasks it spawns
-   start as the desc says.
+   idles, hands half of the movable ones over (an echo server's connections then spread
+   over the workers instead of staying where their first read blocked). Lasts until the
+   task changes it again or ends; tasks it spawns start as the desc says.
    The caveat: after any wait (an event, mutex, sleep, fd wait, wait group...) a movable
    task may run on another thread, so it must not keep across a wait the address of a
    thread-local variable, the thread's identity (pthread_self, a lock owned by the
@@ -6138,8 +6136,6 @@ typedef struct fsched__worker {
                                 the loop */
     uint32_t join_ring_off;  /* the join ring is withheld from the fiber running here, a
                                 movable task's (fsched__join_ring_follow) */
-    struct fsched__worker *shed_to; /* the worker fsched__shed_room picked last, ... */
-    uint32_t shed_to_turns;         /* ... and its turns then */
     /* tasks, owner only */
     fsched__task *free_tasks;
     fsched__task_slab *slabs;
@@ -6175,8 +6171,6 @@ typedef struct fsched__worker {
     uint32_t polls;    /* sleeps in the poller: a wake interrupts the poll (fsched__io_sleep) */
     int hook_pending;  /* owner only: the poll hook's answer before this idle worker sleeps */
     uint64_t wakeups;  /* for fsched_get_stats: added to by wakers */
-    uint32_t held;     /* `blocked` as of the owner's last loop turn, for shedders ... */
-    uint32_t turns;    /* ... and its loop turns, counted with it */
     fsched__parker parker;
 #if FSCHED__THREADS
     fsched__os_thread os_thread;
@@ -7782,11 +7776,9 @@ static void fsched__idle_step(fsched__worker *w, fsched__idle *idle) {
    A movable task (fsched_task_set_movable) woken from a wait it made with no frame under
    it that keeps its worker (move_ok) waits in its owner's ready FIFO like any other
    (counted in movable_ready). An owner with two or more of them ready, while another
-   worker searches or sleeps or holds fewer suspended fibers (fsched__shed_room), sheds
-   the newer half (at most FSCHED__SHED_MAX): out of its lists and counts, onto the
-   public part of its deque as jobs, which thieves steal as any job (the protocol that
-   publishes work wakes a sleeper for them), or into the inbox of the worker that holds
-   fewer. Whoever runs such a job adopts
+   worker searches or sleeps, sheds the newer half (at most FSCHED__SHED_MAX): out of
+   its lists and counts, onto the public part of its deque as jobs, which thieves steal
+   as any job (the protocol that publishes work wakes a sleeper for them). Whoever runs such a job adopts
    the fiber: it becomes the runner's, ready there. Every list stays its owner's alone;
    the deque's release push and the steal's acquire CAS order the fiber's state (its
    saved context included) from shedder to adopter. A bound slot adopts none but its
@@ -7836,49 +7828,20 @@ static fsched__job *fsched__fiber_shed(fsched__worker *w, fsched_fiber *f) {
     return &f->move_job;
 }
 
-/* How many of its k movable ready fibers w may shed now: all of them when another
-   worker searches or sleeps (it counts among the inactive, beside this one if this one
-   still counts itself); else, when w holds more suspended fibers than a worker thread
-   picked at random by over an eighth (and 16), half the difference. The second rule
-   spreads fibers that each side wakes in turn (connections woken by the poller of an
-   idle worker, run by busy owners), where no worker is ever seen idle by the other.
-   There the fibers go to the worker picked (*to), straight to its inbox, when it took
-   loop turns since w last picked it: offered to thieves, most came back to w, whose
-   next turn looks at its own deque first; one that computes without a turn gets none.
-   Relaxed, the counts: hints; a late look only sheds a turn later or for nothing (the
-   thief that steals them may be this worker itself). */
-static uint32_t fsched__shed_room(fsched__worker *w, const fsched__idle *idle, uint32_t k,
-                                  fsched__worker **to) {
-    fsched_sched *s = w->sched;
-    uint32_t n = s->n_threads, mine = w->blocked, theirs, turns, i;
-    fsched__worker *v;
-    *to = NULL;
-    if (FSCHED__INACTIVE(FSCHED__LOAD(&s->counters, FSCHED__RELAXED)) > idle->inactive) return k;
-    if (!FSCHED__BOUND(w)) n--; /* the worker threads but w */
-    i = (uint32_t)(((fsched__rng_next(w) >> 32) * n) >> 32); /* see fsched__steal */
-    v = s->slots[FSCHED__BOUND(w) || i < w->index ? i : i + 1];
-    theirs = FSCHED__LOAD(&v->held, FSCHED__RELAXED);
-    if (mine <= theirs + theirs / 8 + 16) return 0;
-    turns = FSCHED__LOAD(&v->turns, FSCHED__RELAXED);
-    if (v == w->shed_to && turns != w->shed_to_turns) *to = v;
-    w->shed_to = v;
-    w->shed_to_turns = turns;
-    return (mine - theirs) / 2 < k ? (mine - theirs) / 2 : k;
-}
-
 /* Owner, between turns, with two or more movable fibers ready: sheds the newer half of
-   them, up to what fsched__shed_room allows. */
+   them when another worker searches or sleeps (it counts among the inactive, beside
+   this one if this one still counts itself). Relaxed, the counters: a hint; a
+   late look only sheds a turn later or for nothing (the thief that steals them may be
+   this worker itself). */
 static FSCHED__NOINLINE void fsched__shed(fsched__worker *w, const fsched__idle *idle) {
     fsched_sched *s = w->sched;
     fsched__job *jobs[FSCHED__SHED_MAX];
     fsched_fiber *f, *prev = NULL, *next;
-    fsched__worker *to;
-    fsched_sched *held = NULL;
     uint32_t movable = w->movable_ready, skip, n = 0, k;
-    if (FSCHED__N_THREADS(s) < 2) return;
-    /* straight to an inbox, as many as the rule allows; to thieves, FSCHED__SHED_MAX */
-    if (!(k = fsched__shed_room(w, idle, movable / 2, &to))) return;
-    if (!to && k > FSCHED__SHED_MAX) k = FSCHED__SHED_MAX;
+    if (FSCHED__N_THREADS(s) < 2 ||
+        FSCHED__INACTIVE(FSCHED__LOAD(&s->counters, FSCHED__RELAXED)) <= idle->inactive)
+        return;
+    k = movable / 2 < FSCHED__SHED_MAX ? movable / 2 : FSCHED__SHED_MAX;
     skip = movable - k; /* the older ones stay: they have waited longest here */
     for (f = w->ready_head; f && n < k; f = next) {
         next = f->link;
@@ -7889,17 +7852,10 @@ static FSCHED__NOINLINE void fsched__shed(fsched__worker *w, const fsched__idle 
         if (prev) prev->link = next;
         else w->ready_head = next;
         if (w->ready_tail == f) w->ready_tail = prev;
-        (void)fsched__fiber_shed(w, f);
-        if (to) (void)fsched__post_ready(to, f, &held); /* its inbox adopts fibers in transit */
-        else jobs[n] = &f->move_job;
-        n++;
+        jobs[n++] = fsched__fiber_shed(w, f);
     }
     if (!n) return; /* (none found: cannot be, the count being exact) */
     FSCHED__POINT(SHED);
-    if (to) {
-        fsched__tell(to, held);
-        return;
-    }
     /* only these go public (the private ring stays); the injector if that fails */
     if (!fsched__deque_expose(&w->deque, 0, jobs, n)) fsched__injector_push(&s->injector, jobs, n);
     fsched__new_jobs(s, n);
@@ -8007,12 +7963,6 @@ static int fsched__loop_turn(fsched__worker *w, fsched__idle *idle) {
     watch = fsched__watch_of(w->sched);
     if (FSCHED__UNLIKELY(watch != NULL)) watch->tick(w);
     /* without threads no other worker could take them: the code is left out */
-    /* relaxed: a hint (fsched__shed_room), stored when it changed */
-    if (FSCHED__THREADS) {
-        if (FSCHED__LOAD(&w->held, FSCHED__RELAXED) != w->blocked)
-            FSCHED__STORE(&w->held, w->blocked, FSCHED__RELAXED);
-        FSCHED__STORE(&w->turns, w->turns + 1u, FSCHED__RELAXED); /* the owner alone writes */
-    }
     if (FSCHED__THREADS && FSCHED__UNLIKELY(w->movable_ready >= 2)) fsched__shed(w, idle);
     if (FSCHED__UNLIKELY(w->yield_pending)) { /* a yield lets one job run first */
         w->yield_pending = 0;

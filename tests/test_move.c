@@ -20,11 +20,7 @@
        the resuming thread's (at least one task moved).
    M7. fsched_task_set_movable where it makes no sense: FSCHED_ERR_WRONG_STATE (a hook,
        the thread's own code, a task nested by a wait, a parallel loop's body run on the
-       task's own fiber, which is not the task: it leaves the task's setting alone).
-   M8. balance beside a busy worker: M1's load while the other worker, released, yields
-       for the whole run (never searching or sleeping): tasks still move there, on the
-       difference in fibers the workers hold, and it resumes at least 10% of the wakes
-       of the second half. */
+       task's own fiber, which is not the task: it leaves the task's setting alone). */
 #define FIBERSCHED_IMPLEMENTATION
 #include "fibersched.h"
 
@@ -94,7 +90,6 @@ static fsched_sched *sched_new(int movable, int check_hook) {
 typedef struct hold {
     int started, release, index;
     uint32_t spin_us; /* after the release, spins this long more */
-    int yields, stop; /* after the release, yields until stopped (M8) */
 } hold;
 
 static void hog(void *p) {
@@ -105,7 +100,6 @@ static void hog(void *p) {
     while (!LOAD(&h->release)) fsched__cpu_relax();
     end = fsched_clock_ns() + (uint64_t)h->spin_us * 1000u;
     while (fsched_clock_ns() < end) fsched__cpu_relax();
-    while (h->yields && !LOAD(&h->stop)) fsched_yield();
 }
 
 static void hold_begin(fsched_sched *s, hold *h, uint32_t spin_us) {
@@ -121,7 +115,6 @@ enum { MOVABLE, PINNED_DESC, PINNED_CALL };
 
 typedef struct load {
     int mode, check_tls, bound_waits;
-    int hog_yields;         /* the held worker, released, yields for the whole load (M8) */
     uint32_t work_us;       /* each wake computes this long before it waits again */
     int hog_index;
     int blocked;            /* tasks at their first wait */
@@ -202,7 +195,6 @@ static uint64_t run_load(fsched_sched *s, load *l) {
     CHECK_OK(fsched_wait_group_init(&l->wg));
     CHECK_OK(fsched_wait_group_add(&l->wg, CONNS));
     hold_begin(s, &h, l->bound_waits ? 300000u : 0u);
-    h.yields = l->hog_yields;
     l->hog_index = h.index;
     a.l = l;
     for (i = 0; i < CONNS; i++) {
@@ -230,7 +222,6 @@ static uint64_t run_load(fsched_sched *s, load *l) {
     } else {
         CHECK_OK(fsched_wait_group_wait(&l->wg));
     }
-    STORE(&h.stop, 1);
     thread_join(driver);
     CHECK_OK(fsched_wait_group_destroy(&l->wg));
     for (i = 0; i < CONNS; i++) CHECK_OK(fsched_event_destroy(&l->go[i]));
@@ -263,32 +254,6 @@ static void test_balance(void) {
         CHECK(moved > 0);
         CHECK(l.resumed[0] >= half / 10);
         CHECK(l.resumed[1] >= half / 10);
-    }
-    CHECK_OK(fsched_destroy(s));
-}
-
-/* M8: the same load while the other worker never idles: it yields, and so never counts
-   as searching or sleeping; the loaded worker sheds on the difference in fibers held,
-   and the yielder's worker (whose yields run a job first) adopts them. */
-static void test_balance_busy(void) {
-    fsched_sched *s = sched_new(1, 0);
-    static load l;
-    int half = CONNS * (ROUNDS - ROUNDS / 2);
-    uint64_t moved;
-    test_watchdog(60); /* each test on its own */
-    memset(&l, 0, sizeof l);
-    l.mode = MOVABLE;
-    l.hog_yields = 1;
-    l.work_us = 20;
-    moved = run_load(s, &l);
-    printf("M8 balance beside a busy worker: %d/%d wakes of the second half per worker, "
-           "%llu moves\n",
-           l.resumed[0], l.resumed[1], (unsigned long long)moved);
-    fflush(stdout);
-    if (!test_emulated()) { /* see test_balance */
-        CHECK(moved > 0);
-        /* Valgrind runs one thread at a time: the yielder's turns are few */
-        if (!test_under_valgrind()) CHECK(l.resumed[l.hog_index] >= half / 10);
     }
     CHECK_OK(fsched_destroy(s));
 }
@@ -542,7 +507,6 @@ int main(void) {
     test_pinned(PINNED_DESC);
     test_pinned(PINNED_CALL);
     test_balance();
-    test_balance_busy();
     test_thread_locals();
     test_pinned_frame(join_task, "3 join");
     test_pinned_frame(run_task, "4 FSCHED_RUN");

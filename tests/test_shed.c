@@ -1,6 +1,6 @@
-/* Shedding of movable tasks on a difference in fibers held, pushed from every side: loads
-   where no worker is ever idle (a worker that yields, one that computes without a break,
-   a stream of plain CPU jobs), so that workers shed only on the counts they publish.
+/* Shedding of movable tasks, pushed from every side: loads beside workers that are
+   never or seldom idle (a worker that yields, one that computes without a break or in
+   long slices, a stream of plain CPU jobs), with bound threads, destroy and unbind.
 
    S1. mixed waits: tasks woken in rounds through every kind of wait (event, timed event,
        semaphore, mutex and condition variable, wait group, fd on a pipe, plain and edge,
@@ -14,8 +14,8 @@
        never decreasing); fsched_unbind and fsched_destroy return. (Beside a worker
        that computes for the whole run, with bound threads, a task hung until the
        computation ended: see S5.)
-   S2. one worker computes without a break, never picking up a shed fiber: the other
-       sheds and adopts its own fibers again turn after turn; every wake is served.
+   S2. one worker computes without a break: no fiber moves to it (it never idles), and
+       every wake is served on the other.
    S3. destroy right after a burst of sheds, again and again: every task ends once and
        fsched_destroy returns promptly.
    S4. 10,000 movable tasks woken in rounds beside a busy worker: fibers and stacks stay
@@ -606,10 +606,9 @@ static void test_shed_to_self(void) {
            rounds, (unsigned long long)st.fibers_moved, (unsigned long long)st.jobs_run,
            (unsigned long long)sw.max_fibers);
     fflush(stdout);
-    /* the tasks and the hog, then the adoptions: it did shed, to itself (nobody else
-       could take them) */
+    /* nothing moved to the worker that computes (it never idles, and takes no turn) */
     CHECK(st.fibers_moved == 0);
-    CHECK(st.jobs_run > (uint64_t)tasks + 1u);
+    CHECK(st.jobs_run >= (uint64_t)tasks + 1u); /* the tasks and the hog */
     t0 = fsched_clock_ns();
     CHECK_OK(fsched_destroy(s));
     CHECK(fsched_clock_ns() - t0 < 2000000000ull);
