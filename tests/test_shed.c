@@ -34,8 +34,8 @@
        it or after it ran on a worker thread; then destroy at once, again and again.
    S7. every worker but the tasks' own computes in 300 ms slices, yielding between them
        (2 and 3 workers): the tasks' worker, free between rounds, must not hand its
-       woken fibers to a computing worker's inbox, where they wait for the slice that
-       follows its turn (and the next: they queue behind the yielder). The longest
+       woken fibers to a computing worker, where they wait for the slice that follows
+       its turn (and the next: they queue behind the yielder). The longest
        wake-to-resume stays under half a slice.
    S8. 10,000 tasks spawned on one worker while all others compute in 1 ms slices (2, 4,
        8 workers): rounds of wakes, fibers bounded, moves never decreasing, destroy
@@ -576,9 +576,8 @@ static fsched_sched *movable_sched(uint32_t workers, size_t stack) {
     return s;
 }
 
-/* S2: one of two workers computes for the whole run; the other, with every task, sheds
-   on the difference its partner published before it went busy, and nobody but itself
-   takes the jobs: it adopts its own fibers again and again. */
+/* S2: one of two workers computes for the whole run; the other holds every task, and
+   none of them moves to the computing worker. */
 static void test_shed_to_self(void) {
     fsched_sched *s = movable_sched(2, 64 * 1024);
     static rounds_load l;
@@ -877,14 +876,15 @@ static void test_unbind_in_transit(uint32_t workers) {
     CHECK(moved > 0); /* the slot shed its tasks to the workers */
 }
 
-/* ---- S7: posted straight into the inbox of a worker that computes in long slices ---- */
+/* ---- S7: woken tasks beside workers that compute in long slices ---- */
 
 /* All workers but one compute in slices of 300 ms, yielding between them (a loop turn
-   each time, which publishes a new turn count); the other holds the tasks, woken in
-   rounds, and is free between them. Fibers posted to the computing worker's inbox wait
-   there for the slice that follows its turn (and, queued behind the yielder, for the
-   next), while the worker that posted them idles. The longest wake-to-resume must stay
-   under half a slice (the worker that sheds them could run them at once). */
+   each time); the other holds the tasks, woken in rounds, and is free between them. A
+   fiber handed to a computing worker (into its inbox, or taken by it as a thief in its
+   yield) waits there for the slice that follows its turn (and, queued behind the
+   yielder, for the next), while the worker that held it idles. The longest
+   wake-to-resume must stay under half a slice (the worker that holds them could run
+   them at once). */
 typedef struct slices_load {
     latency_load ll;
     int stop, slices, started, ended;
@@ -945,14 +945,13 @@ static void test_post_to_slicer(uint32_t workers, int tasks) {
     rl_free(&ll->rl);
 }
 
-/* ---- S8: thousands posted at once, beside workers that turn now and then ---- */
+/* ---- S8: thousands of tasks beside workers that turn now and then ---- */
 
 /* One task spawns 10,000 movable tasks on its own worker, while every other worker runs a
-   task that computes in 1 ms slices, yielding between them: each of those takes a turn
-   now and then, so the spawner's worker, which holds thousands, posts half the
-   difference straight into their inboxes. Rounds of wakes; the stats stay sane (fibers
-   bounded, moves never decreasing); every task ends once; destroy right after the last
-   wakes, with posts still in flight, returns promptly. */
+   task that computes in 1 ms slices, yielding between them (each takes a turn now and
+   then). Rounds of wakes; the stats stay sane (fibers bounded, moves never decreasing);
+   every task ends once; destroy right after the last wakes, with fibers still in
+   transit, returns promptly. */
 typedef struct many_load {
     rounds_load rl;
     int stop, slicers, spawned;
@@ -1017,7 +1016,7 @@ static void test_many_posted(uint32_t workers) {
 }
 
 /* S9: destroy right after a burst of wakes beside workers turning in 1 ms slices, on 3,
-   4 and 8 workers: posts into inboxes race with the workers leaving. */
+   4 and 8 workers: sheds and adoptions race with the workers leaving. */
 static void test_destroy_posting(uint32_t workers) {
     int it, its = (int)test_rounds(20) + 2;
     test_watchdog(120);
@@ -1046,11 +1045,11 @@ static void test_destroy_posting(uint32_t workers) {
     fflush(stdout);
 }
 
-/* ---- S10: timed waits woken about their deadline, shed and posted ---- */
+/* ---- S10: timed waits woken about their deadline, beside workers in slices ---- */
 
 /* Tasks wait on auto-reset events with timeouts of 0 to 1.5 ms; the driver sets each
    task's event once it consumed the last set, at about the deadline, while other workers
-   turn in 1 ms slices and the tasks' worker posts them straight into their inboxes.
+   turn in 1 ms slices (and, when idle between them, take shed tasks).
    Every set is consumed exactly once: a wait that times out leaves the event set (or
    unset, not yet set) for the next wait, never takes the set with it; and a wait that
    returned OK consumed one. */
