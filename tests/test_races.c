@@ -981,7 +981,12 @@ static void test_one_job_one_wake(void) {
         CHECK_OK(fsched_spawn(s, t12_job, &ran));
         await_flag(&ran);
         await_all_asleep(s, 2);
-        CHECK_EQ_U64(LOAD(&t12_wakes), 1); /* the other worker slept through */
+        /* the other worker slept through. None at all is right too: a worker counted
+           asleep may still be on its way into or out of its sleep when the job comes
+           (the fuzzing build stalls threads anywhere; CI's clang TSan fuzzing run saw
+           it once), and then the publisher finds it awake and wakes nobody. The bug this
+           guards against woke both. */
+        CHECK(LOAD(&t12_wakes) <= 1);
     }
     set_hook(NULL);
     CHECK_OK(fsched_destroy(s));
