@@ -79,7 +79,7 @@ static int slow_run(void) {
 #endif
 }
 
-static int emu_cut(int n) { return slow_run() ? (n / 10 > 0 ? n / 10 : 1) : n; }
+static int slow_cut(int n) { return slow_run() ? (n / 10 > 0 ? n / 10 : 1) : n; }
 
 /* ---- busy workers that never count as idle ---- */
 
@@ -596,7 +596,7 @@ static void test_shed_to_self(void) {
     static rounds_load l;
     hog_state h;
     stats_watch sw;
-    int tasks = 256, rounds = emu_cut((int)test_rounds(100) + 4), r, i;
+    int tasks = 256, rounds = slow_cut((int)test_rounds(100) + 4), r, i;
     uint64_t t0;
     fsched_stats st;
     test_watchdog(120);
@@ -629,7 +629,7 @@ static void test_shed_to_self(void) {
 
 /* S3: a burst of wakes on a loaded worker beside busy ones, then destroy at once. */
 static void test_destroy_after_burst(uint32_t workers) {
-    int it, its = emu_cut((int)test_rounds(40) + 2);
+    int it, its = slow_cut((int)test_rounds(40) + 2);
     test_watchdog(120);
     for (it = 0; it < its; it++) {
         fsched_sched *s = movable_sched(workers, 64 * 1024);
@@ -661,7 +661,7 @@ static void test_many(uint32_t workers) {
     static rounds_load l;
     hog_state h;
     stats_watch sw;
-    int tasks = emu_cut(10000 / TEST_SCALE), rounds = 8, r, i;
+    int tasks = slow_cut(10000 / TEST_SCALE), rounds = 8, r, i;
     uint64_t t0, stacks_after_first = 0;
     fsched_stats st;
     test_watchdog(180);
@@ -841,7 +841,7 @@ static void ub_bound(void *p) {
 }
 
 static void test_unbind_in_transit(uint32_t workers) {
-    int it, its = emu_cut((int)test_rounds(30) + 3);
+    int it, its = slow_cut((int)test_rounds(30) + 3);
     uint64_t moved = 0;
     test_watchdog(120);
     for (it = 0; it < its; it++) {
@@ -999,7 +999,7 @@ static void test_many_posted(uint32_t workers) {
     fsched_sched *s = movable_sched(workers, 32 * 1024);
     static many_load ml;
     stats_watch sw;
-    int tasks = emu_cut(10000 / TEST_SCALE), rounds = 6, r, i;
+    int tasks = slow_cut(10000 / TEST_SCALE), rounds = 6, r, i;
     uint32_t k;
     uint64_t t0;
     fsched_stats st;
@@ -1038,7 +1038,7 @@ static void test_many_posted(uint32_t workers) {
 /* S9: destroy right after a burst of wakes beside workers turning in 1 ms slices, on 3,
    4 and 8 workers: sheds and adoptions race with the workers leaving. */
 static void test_destroy_posting(uint32_t workers) {
-    int it, its = emu_cut((int)test_rounds(20) + 2);
+    int it, its = slow_cut((int)test_rounds(20) + 2);
     test_watchdog(120);
     for (it = 0; it < its; it++) {
         fsched_sched *s = movable_sched(workers, 64 * 1024);
@@ -1108,7 +1108,7 @@ static void deadline_task(void *p) {
 static void test_deadline_posted(uint32_t workers) {
     fsched_sched *s = movable_sched(workers, 64 * 1024);
     static deadline_load dl;
-    int rounds = emu_cut((int)test_rounds(200) + 10), r, i;
+    int rounds = slow_cut((int)test_rounds(200) + 10), r, i;
     uint32_t k;
     fsched_stats st;
     test_watchdog(120);
@@ -1159,7 +1159,7 @@ static void test_deadline_posted(uint32_t workers) {
 int main(int argc, char **argv) {
     static const uint32_t workers[] = {1, 2, 3, 4, 8};
     static const int hogs[] = {HOG_YIELDS, HOG_SPINS, HOG_CPU_JOBS, HOG_NONE};
-    int rounds = emu_cut((int)test_rounds(60) + 6), tasks = 160 / TEST_SCALE + 24;
+    int rounds = slow_cut((int)test_rounds(60) + 6), tasks = 160 / TEST_SCALE + 24;
     size_t wi, hi;
     const char *only = argc > 1 ? argv[1] : "";
     test_watchdog(120);
