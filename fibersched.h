@@ -1497,11 +1497,15 @@ FIBERSCHED_API uint64_t fsched_clock_ns(void);
    follows the fds waited on, not how high their numbers are.
    Each wait asks the kernel about fd (one system call) unless `events` has FSCHED_EDGE,
    a promise: since the caller's last wait on fd for these events returned, its last
-   read, write or accept for them failed with EAGAIN (or EWOULDBLOCK), and no other
-   fiber waits on fd for them until this wait returns. Such a wait makes no system call:
-   fd is registered once (edge-triggered, with epoll), and a readiness found while
-   nobody waited is kept for the next such wait, which then returns at once (possibly
-   for readiness already used up: the caller tries again, and waits again on EAGAIN).
+   read, write or accept for them failed with EAGAIN (or EWOULDBLOCK), or, on a stream
+   socket or a pipe, its last read or write moved fewer bytes than it asked for (the
+   kernel had no more, or no more room: the read that would say EAGAIN is saved), and
+   no other fiber waits on fd for them until this wait returns. Such a wait makes no
+   system call: fd is registered once (edge-triggered, with epoll), and a readiness
+   found while nobody waited is kept for the next such wait, which then returns at once
+   (possibly for readiness already used up: the caller tries again, and waits again on
+   EAGAIN). A hang-up answers one such wait more than its data needs: a short read
+   takes the data, not the end behind it, which no edge would announce.
    A broken promise, or a number a new file took after a plain close() or dup2()
    rather than fsched_close_fd, delays such a wait's answer by up to
    FIBERSCHED_FD_VERIFY_NS (default 1 s), never for ever; after fsched_close_fd the
@@ -10231,6 +10235,8 @@ typedef struct fsched__fd {
                                  for both directions, until fsched_close_fd */
     uint32_t latched;         /* ... and the readiness harvested that no FSCHED_EDGE
                                  waiter took (FSCHED_READABLE | FSCHED_WRITABLE) */
+    uint32_t hup_latched;     /* ... and a hang-up's, which the latch gives once more
+                                 after a waiter took it (see fsched__fd_answer_locked) */
 } fsched__fd;
 
 /* How a waiter stands with fsched_close_fd (under its list's lock). */
@@ -10471,7 +10477,7 @@ static void fsched__io_forget_registration(fsched__io *io, fsched__fd *rec) {
 #if defined(FSCHED__IO_EPOLL)
     /* relaxed: a count for the sweep's pace (see fsched__io_sweep) */
     if (rec->edge) FSCHED__FETCH_SUB(&io->edge_records, 1u, FSCHED__RELAXED);
-    rec->edge = rec->latched = 0;
+    rec->edge = rec->latched = rec->hup_latched = 0;
 #else
     (void)io; /* poll() registers nothing */
 #endif
@@ -10682,7 +10688,7 @@ static int fsched__fd_register_edge(fsched__io *io, fsched__fd *rec) {
     rec->added = 1;
     if (!rec->edge) {
         rec->edge = 1;
-        rec->latched = 0;
+        rec->latched = rec->hup_latched = 0;
         /* seq_cst: against the owner's load before it polls (fsched__io_sweep): the
            first edge record ends a poll whose timeout the sweep did not bound */
         if (!FSCHED__FETCH_ADD(&io->edge_records, 1u, FSCHED__SEQ_CST)) fsched__io_interrupt(io);
@@ -10713,11 +10719,19 @@ static uint32_t fsched__fd_end(fsched__fd *rec, uint32_t found, fsched_result re
     return taken;
 }
 
+/* With the readiness an event found: the event said hang-up (or error). */
+#define FSCHED__FD_HUP 8u
+
 /* Under rec's lock: ends the waits on rec that `found` (FSCHED_READABLE |
-   FSCHED_WRITABLE) answers with `result`. After readiness, a one-shot record is armed
-   again for the others; an edge-triggered one stays registered, and keeps what no
-   FSCHED_EDGE waiter took for the next (the edge will not come again), or registers
-   anew in a fork's child. The others end too when that fails (closed, or no memory). */
+   FSCHED_WRITABLE, and FSCHED__FD_HUP) answers with `result`. After readiness, a
+   one-shot record is armed again for the others; an edge-triggered one stays
+   registered, and keeps what no FSCHED_EDGE waiter took for the next (the edge will not
+   come again), or registers anew in a fork's child. The others end too when that fails
+   (closed, or no memory). A hang-up answers two FSCHED_EDGE waits: the one that finds
+   the data before it, and the one after the short read that took that data (a promise
+   fsched_wait_fd allows), for which no edge would come: the end is a state, not news.
+   Not more: on a FIFO a new writer ends the hang-up, and a waiter answered every time
+   would spin. */
 static void fsched__fd_answer_locked(fsched__io *io, fsched__fd *rec, uint32_t found,
                                      fsched_result result, fsched__wakes *wakes) {
     uint32_t taken = fsched__fd_end(rec, found, result, wakes);
@@ -10725,7 +10739,11 @@ static void fsched__fd_answer_locked(fsched__io *io, fsched__fd *rec, uint32_t f
     if (result != FSCHED_OK) return;
 #if defined(FSCHED__IO_EPOLL)
     if (rec->edge) {
-        rec->latched |= found & ~taken;
+        uint32_t hup = found & FSCHED__FD_HUP ? found & (FSCHED_READABLE | FSCHED_WRITABLE) : 0u;
+        found &= FSCHED_READABLE | FSCHED_WRITABLE;
+        /* what a waiter took is kept for one more; what none took, for two */
+        rec->latched |= (found & ~taken) | (hup & taken);
+        rec->hup_latched |= hup & ~taken;
         err = !rec->added && fsched__fd_wanted(rec) ? fsched__fd_register_edge(io, rec) : 0;
     } else
 #else
@@ -10927,6 +10945,7 @@ static void fsched__io_poll(fsched__io *io, int timeout_ms) {
         if (e & (EPOLLERR | EPOLLHUP)) found = FSCHED_READABLE | FSCHED_WRITABLE;
         if (e & (EPOLLIN | EPOLLRDHUP)) found |= FSCHED_READABLE;
         if (e & EPOLLOUT) found |= FSCHED_WRITABLE;
+        if (e & (EPOLLERR | EPOLLHUP | EPOLLRDHUP)) found |= FSCHED__FD_HUP;
         wakes.n = 0;
         fsched__wait_list_lock(&rec->waiters);
         /* fsched_close_fd may have given the record a new generation since it was
@@ -11499,7 +11518,8 @@ static fsched_result fsched__fd_wait(fsched__io *io, fsched__fd_waiter *fw, int 
             /* readiness came since the caller's EAGAIN, before it waited: the edge will
                not come again */
             latched = rec->latched & fw->events;
-            rec->latched &= ~latched;
+            rec->latched = (rec->latched & ~latched) | (rec->hup_latched & latched);
+            rec->hup_latched &= ~latched;
             fsched__wait_list_remove(&rec->waiters, &fw->wt);
 #endif
         } else {

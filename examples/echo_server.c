@@ -93,8 +93,8 @@ static void set_nodelay(int fd) {
 
 /* Waits until fd is ready for `events`: 0, or -1 when the wait ended otherwise (timed
    out, or cancelled by fsched_close_fd). Only this task's fiber waits. The waits below
-   come right after EAGAIN, with one task per fd and direction: they pass FSCHED_EDGE,
-   which spares a system call per wait. */
+   come right after EAGAIN or a short read, with one task per fd and direction: they
+   pass FSCHED_EDGE, which spares a system call per wait. */
 static int echo_wait(int fd, uint32_t events, uint64_t timeout_ns) {
     return fsched_wait_fd(fd, events, timeout_ns, NULL) == FSCHED_OK ? 0 : -1;
 }
@@ -155,6 +155,12 @@ static void echo_connection(void *data) {
         if (n > 0) {
             if (write_all(fd, buf, (size_t)n, FSCHED_FOREVER) != 0) break;
             echoed += n;
+            /* fewer bytes than asked: the socket had no more, which FSCHED_EDGE takes
+               as EAGAIN (the read that would say so is saved; a hang-up behind the
+               data still answers the wait) */
+            if ((size_t)n < sizeof buf &&
+                echo_wait(fd, FSCHED_READABLE | FSCHED_EDGE, FSCHED_FOREVER) != 0)
+                break;
         } else if (n == 0) {
             break; /* the peer hung up */
         } else if (n == -EINTR) {

@@ -2395,6 +2395,91 @@ static void writer_later(void *p) {
     CHECK(write(fd, "ab", 2) == 2);
 }
 
+/* E8: a short read stands for EAGAIN: data and the peer's end came before the wait that
+   found them (registered before: harvested while nobody waited; or registered by that
+   wait), the read took the data, short, and the next FSCHED_EDGE wait is answered by the
+   end (which no edge announces again), long before the sweep; the read then says 0. By
+   shutdown(SHUT_WR) (EPOLLRDHUP) and by close() (EPOLLHUP too). */
+typedef struct edge_short {
+    int fd, registered;
+    int stage; /* atomic */
+    fsched_event go;
+    fsched_result r1, r2;
+    ssize_t n1, n2;
+    uint64_t waited;
+} edge_short;
+
+static void edge_short_reader(void *p) {
+    edge_short *e = (edge_short *)p;
+    char buf[64];
+    uint64_t t0;
+    if (e->registered) CHECK(edge_read_byte(e->fd) == 'a');
+    CHECK(read(e->fd, buf, sizeof buf) < 0 && errno == EAGAIN);
+    STORE(&e->stage, 1);
+    CHECK_OK(fsched_event_wait(&e->go)); /* main: the data, then the end */
+    e->r1 = fsched_wait_fd(e->fd, FSCHED_READABLE | FSCHED_EDGE, 6000 * MS, NULL);
+    e->n1 = read(e->fd, buf, sizeof buf);
+    t0 = now_ns();
+    e->r2 = fsched_wait_fd(e->fd, FSCHED_READABLE | FSCHED_EDGE, 6000 * MS, NULL);
+    e->waited = now_ns() - t0;
+    e->n2 = read(e->fd, buf, sizeof buf);
+    STORE(&e->stage, 2);
+}
+
+static void test_edge_short_read(void) {
+    int idle[2], how;
+    fsched_sched *s;
+    __atomic_store_n(&fsched__fd_verify_ns, 10000 * MS, __ATOMIC_RELAXED);
+    s = edge_sched(idle);
+    for (how = 0; how < 4; how++) {
+        static edge_short e;
+        int sv[2];
+        uint64_t events, until;
+        CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+        nonblocking(sv[0]);
+        memset(&e, 0, sizeof e);
+        e.fd = sv[0];
+        e.registered = how & 1;
+        CHECK_OK(fsched_event_init(&e.go, 0, 0));
+        CHECK_OK(fsched_spawn(s, edge_short_reader, &e));
+        if (e.registered) {
+            fsched_sleep_for(20 * MS); /* waiting */
+            put_byte(sv[1], 'a');
+        }
+        until = now_ns() + 10000 * MS;
+        while (LOAD(&e.stage) < 1 && now_ns() < until) fsched_sleep_for(MS);
+        CHECK(LOAD(&e.stage) == 1);
+        events = stats_of(s).fd_events;
+        CHECK(write(sv[1], "xyz", 3) == 3);
+        if (how & 2) CHECK(close(sv[1]) == 0);
+        else CHECK(shutdown(sv[1], SHUT_WR) == 0);
+        if (e.registered) { /* harvested, and kept, while nobody waits */
+            until = now_ns() + 2000 * MS;
+            while (stats_of(s).fd_events == events && now_ns() < until) fsched_sleep_for(MS);
+            fsched_sleep_for(20 * MS);
+        }
+        CHECK_OK(fsched_event_set(&e.go));
+        until = now_ns() + 20000 * MS; /* past both waits' timeouts */
+        while (LOAD(&e.stage) < 2 && now_ns() < until) fsched_sleep_for(MS);
+        CHECK(LOAD(&e.stage) == 2);
+        if (e.r2 != FSCHED_OK || e.n2 != 0 || !edge_timely(e.waited, 2000 * MS))
+            fprintf(stderr, "edge short read, %s, %s: second wait %s after %.1f ms, read %ld\n",
+                    e.registered ? "registered before" : "registered by the wait",
+                    how & 2 ? "close" : "shutdown", fsched_result_string(e.r2),
+                    (double)e.waited / 1e6, (long)e.n2);
+        CHECK_OK(e.r1);
+        CHECK(e.n1 == 3);
+        CHECK_OK(e.r2);
+        CHECK(edge_timely(e.waited, 2000 * MS));
+        CHECK(e.n2 == 0);
+        CHECK_OK(fsched_event_destroy(&e.go));
+        CHECK_OK(fsched_close_fd(sv[0]));
+        if (!(how & 2)) close(sv[1]);
+    }
+    edge_sched_end(s, idle);
+    __atomic_store_n(&fsched__fd_verify_ns, FIBERSCHED_FD_VERIFY_NS, __ATOMIC_RELAXED);
+}
+
 /* E5: a plain wait on an fd registered for FSCHED_EDGE waits asks the kernel. */
 static void test_edge_then_level(void) {
     int idle[2], sv[2];
@@ -2661,6 +2746,7 @@ int main(int argc, char **argv) {
     run("edge plain close", test_edge_plain_close);
     run("edge late reuse", test_edge_late_reuse);
     run("edge then level", test_edge_then_level);
+    run("edge short read", test_edge_short_read);
     run("edge many broken", test_edge_many_broken);
 #endif
     printf("test_io: ok\n");
