@@ -10719,15 +10719,17 @@ static uint32_t fsched__fd_end(fsched__fd *rec, uint32_t found, fsched_result re
     return taken;
 }
 
-/* With the readiness an event found: the event said hang-up (or error). */
-#define FSCHED__FD_HUP 8u
+/* With the readiness an event found, shifted by this: the directions a hang-up (or
+   error) ended. EPOLLRDHUP ends reading alone: it stays in every event after it, and a
+   writer answered twice for each room would make a wasted write every time. */
+#define FSCHED__FD_HUP_SHIFT 3u
 
 /* Under rec's lock: ends the waits on rec that `found` (FSCHED_READABLE |
-   FSCHED_WRITABLE, and FSCHED__FD_HUP) answers with `result`. After readiness, a
-   one-shot record is armed again for the others; an edge-triggered one stays
-   registered, and keeps what no FSCHED_EDGE waiter took for the next (the edge will not
-   come again), or registers anew in a fork's child. The others end too when that fails
-   (closed, or no memory). A hang-up answers two FSCHED_EDGE waits: the one that finds
+   FSCHED_WRITABLE, and those shifted by FSCHED__FD_HUP_SHIFT) answers with `result`.
+   After readiness, a one-shot record is armed again for the others; an edge-triggered
+   one stays registered, and keeps what no FSCHED_EDGE waiter took for the next (the edge
+   will not come again), or registers anew in a fork's child. The others end too when
+   that fails (closed, or no memory). A hang-up answers two FSCHED_EDGE waits: the one that finds
    the data before it, and the one after the short read that took that data (a promise
    fsched_wait_fd allows), for which no edge would come: the end is a state, not news.
    Not more: on a FIFO a new writer ends the hang-up, and a waiter answered every time
@@ -10739,7 +10741,7 @@ static void fsched__fd_answer_locked(fsched__io *io, fsched__fd *rec, uint32_t f
     if (result != FSCHED_OK) return;
 #if defined(FSCHED__IO_EPOLL)
     if (rec->edge) {
-        uint32_t hup = found & FSCHED__FD_HUP ? found & (FSCHED_READABLE | FSCHED_WRITABLE) : 0u;
+        uint32_t hup = (found >> FSCHED__FD_HUP_SHIFT) & (FSCHED_READABLE | FSCHED_WRITABLE);
         found &= FSCHED_READABLE | FSCHED_WRITABLE;
         /* what a waiter took is kept for one more; what none took, for two */
         rec->latched |= (found & ~taken) | (hup & taken);
@@ -10945,7 +10947,10 @@ static void fsched__io_poll(fsched__io *io, int timeout_ms) {
         if (e & (EPOLLERR | EPOLLHUP)) found = FSCHED_READABLE | FSCHED_WRITABLE;
         if (e & (EPOLLIN | EPOLLRDHUP)) found |= FSCHED_READABLE;
         if (e & EPOLLOUT) found |= FSCHED_WRITABLE;
-        if (e & (EPOLLERR | EPOLLHUP | EPOLLRDHUP)) found |= FSCHED__FD_HUP;
+        if (e & (EPOLLERR | EPOLLHUP))
+            found |= (FSCHED_READABLE | FSCHED_WRITABLE) << FSCHED__FD_HUP_SHIFT;
+        else if (e & EPOLLRDHUP)
+            found |= FSCHED_READABLE << FSCHED__FD_HUP_SHIFT;
         wakes.n = 0;
         fsched__wait_list_lock(&rec->waiters);
         /* fsched_close_fd may have given the record a new generation since it was
