@@ -1499,13 +1499,15 @@ FIBERSCHED_API uint64_t fsched_clock_ns(void);
    a promise: since the caller's last wait on fd for these events returned, its last
    read, write or accept for them failed with EAGAIN (or EWOULDBLOCK), or, on a stream
    socket or a pipe, its last read or write moved fewer bytes than it asked for (the
-   kernel had no more, or no more room: the read that would say EAGAIN is saved), and
-   no other fiber waits on fd for them until this wait returns. Such a wait makes no
-   system call: fd is registered once (edge-triggered, with epoll), and a readiness
-   found while nobody waited is kept for the next such wait, which then returns at once
-   (possibly for readiness already used up: the caller tries again, and waits again on
-   EAGAIN). A hang-up answers one such wait more than its data needs: a short read
-   takes the data, not the end behind it, which no edge would announce.
+   kernel had no more, or no more room: the read that would say EAGAIN is saved; not a
+   read the kernel cut short with more behind it: at TCP's urgent mark, at descriptors
+   or credentials passed on a Unix socket, at a packet's end in a pipe opened with
+   O_DIRECT), and no other fiber waits on fd for them until this wait returns. Such a
+   wait makes no system call: fd is registered once (edge-triggered, with epoll), and a
+   readiness found while nobody waited is kept for the next such wait, which then
+   returns at once (possibly for readiness already used up: the caller tries again, and
+   waits again on EAGAIN). A hang-up answers one such wait more than its data needs: a
+   short read takes the data, not the end behind it, which no edge would announce.
    A broken promise, or a number a new file took after a plain close() or dup2()
    rather than fsched_close_fd, delays such a wait's answer by up to
    FIBERSCHED_FD_VERIFY_NS (default 1 s), never for ever; after fsched_close_fd the
