@@ -1499,13 +1499,15 @@ FIBERSCHED_API uint64_t fsched_clock_ns(void);
    a promise: since the caller's last wait on fd for these events returned, its last
    read, write or accept for them failed with EAGAIN (or EWOULDBLOCK), or, on a stream
    socket or a pipe, its last read or write moved fewer bytes than it asked for (the
-   kernel had no more, or no more room: the read that would say EAGAIN is saved), and
-   no other fiber waits on fd for them until this wait returns. Such a wait makes no
-   system call: fd is registered once (edge-triggered, with epoll), and a readiness
-   found while nobody waited is kept for the next such wait, which then returns at once
-   (possibly for readiness already used up: the caller tries again, and waits again on
-   EAGAIN). A hang-up answers one such wait more than its data needs: a short read
-   takes the data, not the end behind it, which no edge would announce.
+   kernel had no more, or no more room: the read that would say EAGAIN is saved; not a
+   read the kernel cut short with more behind it: at TCP's urgent mark, at descriptors
+   or credentials passed on a Unix socket, at a packet's end in a pipe opened with
+   O_DIRECT), and no other fiber waits on fd for them until this wait returns. Such a
+   wait makes no system call: fd is registered once (edge-triggered, with epoll), and a
+   readiness found while nobody waited is kept for the next such wait, which then
+   returns at once (possibly for readiness already used up: the caller tries again, and
+   waits again on EAGAIN). A hang-up answers one such wait more than its data needs: a
+   short read takes the data, not the end behind it, which no edge would announce.
    A broken promise, or a number a new file took after a plain close() or dup2()
    rather than fsched_close_fd, delays such a wait's answer by up to
    FIBERSCHED_FD_VERIFY_NS (default 1 s), never for ever; after fsched_close_fd the
@@ -10719,15 +10721,17 @@ static uint32_t fsched__fd_end(fsched__fd *rec, uint32_t found, fsched_result re
     return taken;
 }
 
-/* With the readiness an event found: the event said hang-up (or error). */
-#define FSCHED__FD_HUP 8u
+/* With the readiness an event found, shifted by this: the directions a hang-up (or
+   error) ended. EPOLLRDHUP ends reading alone: it stays in every event after it, and a
+   writer answered twice for each room would make a wasted write every time. */
+#define FSCHED__FD_HUP_SHIFT 3u
 
 /* Under rec's lock: ends the waits on rec that `found` (FSCHED_READABLE |
-   FSCHED_WRITABLE, and FSCHED__FD_HUP) answers with `result`. After readiness, a
-   one-shot record is armed again for the others; an edge-triggered one stays
-   registered, and keeps what no FSCHED_EDGE waiter took for the next (the edge will not
-   come again), or registers anew in a fork's child. The others end too when that fails
-   (closed, or no memory). A hang-up answers two FSCHED_EDGE waits: the one that finds
+   FSCHED_WRITABLE, and those shifted by FSCHED__FD_HUP_SHIFT) answers with `result`.
+   After readiness, a one-shot record is armed again for the others; an edge-triggered
+   one stays registered, and keeps what no FSCHED_EDGE waiter took for the next (the edge
+   will not come again), or registers anew in a fork's child. The others end too when
+   that fails (closed, or no memory). A hang-up answers two FSCHED_EDGE waits: the one that finds
    the data before it, and the one after the short read that took that data (a promise
    fsched_wait_fd allows), for which no edge would come: the end is a state, not news.
    Not more: on a FIFO a new writer ends the hang-up, and a waiter answered every time
@@ -10739,7 +10743,7 @@ static void fsched__fd_answer_locked(fsched__io *io, fsched__fd *rec, uint32_t f
     if (result != FSCHED_OK) return;
 #if defined(FSCHED__IO_EPOLL)
     if (rec->edge) {
-        uint32_t hup = found & FSCHED__FD_HUP ? found & (FSCHED_READABLE | FSCHED_WRITABLE) : 0u;
+        uint32_t hup = (found >> FSCHED__FD_HUP_SHIFT) & (FSCHED_READABLE | FSCHED_WRITABLE);
         found &= FSCHED_READABLE | FSCHED_WRITABLE;
         /* what a waiter took is kept for one more; what none took, for two */
         rec->latched |= (found & ~taken) | (hup & taken);
@@ -10945,7 +10949,10 @@ static void fsched__io_poll(fsched__io *io, int timeout_ms) {
         if (e & (EPOLLERR | EPOLLHUP)) found = FSCHED_READABLE | FSCHED_WRITABLE;
         if (e & (EPOLLIN | EPOLLRDHUP)) found |= FSCHED_READABLE;
         if (e & EPOLLOUT) found |= FSCHED_WRITABLE;
-        if (e & (EPOLLERR | EPOLLHUP | EPOLLRDHUP)) found |= FSCHED__FD_HUP;
+        if (e & (EPOLLERR | EPOLLHUP))
+            found |= (FSCHED_READABLE | FSCHED_WRITABLE) << FSCHED__FD_HUP_SHIFT;
+        else if (e & EPOLLRDHUP)
+            found |= FSCHED_READABLE << FSCHED__FD_HUP_SHIFT;
         wakes.n = 0;
         fsched__wait_list_lock(&rec->waiters);
         /* fsched_close_fd may have given the record a new generation since it was

@@ -19,6 +19,9 @@ int main(void) {
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -2480,6 +2483,432 @@ static void test_edge_short_read(void) {
     __atomic_store_n(&fsched__fd_verify_ns, FIBERSCHED_FD_VERIFY_NS, __ATOMIC_RELAXED);
 }
 
+/* A TCP connection over loopback: sv[0] accepted (non-blocking), sv[1] connected
+   (blocking); send buffer of sv[0] and receive buffer of sv[1] `buf` bytes if not 0.
+   0 when the system has no loopback to give. */
+static int tcp_pair(int sv[2], int buf) {
+    struct sockaddr_in a;
+    socklen_t len = sizeof a;
+    int l = socket(AF_INET, SOCK_STREAM, 0);
+    if (l < 0) return 0;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(l, (struct sockaddr *)&a, sizeof a) != 0 || listen(l, 1) != 0 ||
+        getsockname(l, (struct sockaddr *)&a, &len) != 0) {
+        close(l);
+        return 0;
+    }
+    CHECK((sv[1] = socket(AF_INET, SOCK_STREAM, 0)) >= 0);
+    if (buf) CHECK(setsockopt(sv[1], SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf) == 0);
+    CHECK(connect(sv[1], (struct sockaddr *)&a, sizeof a) == 0);
+    CHECK((sv[0] = accept(l, NULL, NULL)) >= 0);
+    if (buf) CHECK(setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf) == 0);
+    nonblocking(sv[0]);
+    close(l);
+    return 1;
+}
+
+/* E9: a FIFO's reader after its writer wrote and closed (found while the reader waited,
+   harvested while it did not, or registered by its wait): the short read takes the
+   data, the next FSCHED_EDGE wait is answered and the read says 0. Then a new writer
+   opens and writes nothing for 300 ms: the end is over, and the reader's waits are
+   answered at most twice without data (the latch used up), not again and again; the new
+   writer's byte ends the last. */
+typedef struct edge_fifo {
+    int fd, how;
+    int stage; /* atomic */
+    fsched_event go, go_again;
+    fsched_result r1, r2, r3;
+    ssize_t n1, n2;
+    int idle_answers;
+    char got;
+} edge_fifo;
+
+static void edge_fifo_reader(void *p) {
+    edge_fifo *e = (edge_fifo *)p;
+    char buf[64];
+    ssize_t n;
+    if (e->how == 1) CHECK(edge_read_byte(e->fd) == 'a');
+    CHECK(read(e->fd, buf, sizeof buf) < 0 && errno == EAGAIN);
+    STORE(&e->stage, 1);
+    if (e->how != 2) CHECK_OK(fsched_event_wait(&e->go)); /* main: the data, then the end */
+    e->r1 = fsched_wait_fd(e->fd, FSCHED_READABLE | FSCHED_EDGE, 6000 * MS, NULL);
+    e->n1 = read(e->fd, buf, sizeof buf);
+    e->r2 = fsched_wait_fd(e->fd, FSCHED_READABLE | FSCHED_EDGE, 6000 * MS, NULL);
+    e->n2 = read(e->fd, buf, sizeof buf);
+    STORE(&e->stage, 2);
+    CHECK_OK(fsched_event_wait(&e->go_again)); /* main: a new writer */
+    CHECK(read(e->fd, buf, sizeof buf) < 0 && errno == EAGAIN);
+    for (;;) {
+        e->r3 = fsched_wait_fd(e->fd, FSCHED_READABLE | FSCHED_EDGE, 6000 * MS, NULL);
+        if (e->r3 != FSCHED_OK) break;
+        n = read(e->fd, buf, sizeof buf);
+        if (n > 0) {
+            e->got = buf[0];
+            break;
+        }
+        CHECK(n < 0 && errno == EAGAIN); /* a writer is there: no end of file */
+        if (++e->idle_answers > 1000) break;
+    }
+    STORE(&e->stage, 3);
+}
+
+static void await_value(int *stage, int value, uint64_t ms) {
+    uint64_t until = now_ns() + ms * MS;
+    while (LOAD(stage) < value && now_ns() < until) fsched_sleep_for(MS);
+    CHECK(LOAD(stage) >= value);
+}
+
+static void test_edge_fifo_reopened(void) {
+    int idle[2], how;
+    fsched_sched *s;
+    char dir[] = "/tmp/fsched-fifo-XXXXXX", path[64];
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(path, sizeof path, "%s/f", dir);
+    CHECK(mkfifo(path, 0600) == 0);
+    __atomic_store_n(&fsched__fd_verify_ns, 10000 * MS, __ATOMIC_RELAXED);
+    s = edge_sched(idle);
+    for (how = 0; how < 3; how++) {
+        static edge_fifo e;
+        int writer;
+        uint64_t events, until;
+        memset(&e, 0, sizeof e);
+        e.how = how;
+        CHECK((e.fd = open(path, O_RDONLY | O_NONBLOCK)) >= 0);
+        CHECK((writer = open(path, O_WRONLY | O_NONBLOCK)) >= 0);
+        CHECK_OK(fsched_event_init(&e.go, 0, 0));
+        CHECK_OK(fsched_event_init(&e.go_again, 0, 0));
+        CHECK_OK(fsched_spawn(s, edge_fifo_reader, &e));
+        if (how == 1) {
+            fsched_sleep_for(20 * MS); /* waiting */
+            put_byte(writer, 'a');
+        }
+        await_value(&e.stage, 1, 10000);
+        if (how == 2) fsched_sleep_for(20 * MS); /* waiting */
+        events = stats_of(s).fd_events;
+        CHECK(write(writer, "xyz", 3) == 3);
+        CHECK(close(writer) == 0);
+        if (how == 1) { /* harvested, and kept, while nobody waits */
+            until = now_ns() + 2000 * MS;
+            while (stats_of(s).fd_events == events && now_ns() < until) fsched_sleep_for(MS);
+            fsched_sleep_for(20 * MS);
+        }
+        CHECK_OK(fsched_event_set(&e.go));
+        await_value(&e.stage, 2, 20000);
+        CHECK_OK(e.r1);
+        CHECK(e.n1 == 3);
+        CHECK_OK(e.r2);
+        CHECK(e.n2 == 0);
+        CHECK((writer = open(path, O_WRONLY | O_NONBLOCK)) >= 0);
+        CHECK_OK(fsched_event_set(&e.go_again));
+        fsched_sleep_for(300 * MS); /* the reader waits, or spins */
+        put_byte(writer, 'q');
+        await_value(&e.stage, 3, 10000);
+        if (e.idle_answers > 2 || e.got != 'q')
+            fprintf(stderr, "edge fifo reopened (%d): %d answers without data, got %d (%s)\n",
+                    how, e.idle_answers, e.got, fsched_result_string(e.r3));
+        CHECK_OK(e.r3);
+        CHECK(e.got == 'q');
+        CHECK(e.idle_answers <= 2);
+        CHECK_OK(fsched_event_destroy(&e.go));
+        CHECK_OK(fsched_event_destroy(&e.go_again));
+        CHECK_OK(fsched_close_fd(e.fd));
+        close(writer);
+    }
+    edge_sched_end(s, idle);
+    unlink(path);
+    rmdir(dir);
+    __atomic_store_n(&fsched__fd_verify_ns, FIBERSCHED_FD_VERIFY_NS, __ATOMIC_RELAXED);
+}
+
+/* E10: a writer on a TCP connection whose peer shut its writing down (from then on
+   every event on the socket says so: EPOLLRDHUP is a state, not news) writes a stream
+   with FSCHED_EDGE waits after short writes or EAGAIN: each wait is answered by room,
+   not by the peer's end over again (an answer at once, for a write that then says
+   EAGAIN, is a wasted wake: before, one for every wait that room answered). */
+typedef struct half_writer {
+    int fd;
+    size_t total;
+    int waits, wasted;
+    fsched_result r;
+} half_writer;
+
+static void half_closed_writer(void *p) {
+    half_writer *h = (half_writer *)p;
+    static char chunk[256 * 1024];
+    size_t sent = 0;
+    int after_wait = 0;
+    while (sent < h->total) {
+        size_t want = h->total - sent < sizeof chunk ? h->total - sent : sizeof chunk;
+        ssize_t n = write(h->fd, chunk, want);
+        if (n < 0) {
+            CHECK(errno == EAGAIN || errno == EWOULDBLOCK);
+            if (after_wait) h->wasted++;
+            if (!(errno == EAGAIN || errno == EWOULDBLOCK)) return;
+        } else {
+            sent += (size_t)n;
+        }
+        after_wait = 0;
+        if (n < 0 || (size_t)n < want) {
+            h->waits++;
+            h->r = fsched_wait_fd(h->fd, FSCHED_WRITABLE | FSCHED_EDGE, 6000 * MS, NULL);
+            if (h->r != FSCHED_OK) return;
+            after_wait = 1;
+        }
+    }
+}
+
+static void test_edge_half_closed_writer(void) {
+    int idle[2], sv[2], done = 0;
+    fsched_sched *s;
+    fsched_wait_group wg;
+    static half_writer h;
+    static char buf[64 * 1024];
+    size_t got = 0;
+    if (!tcp_pair(sv, 64 * 1024)) {
+        printf("test_io: edge half closed writer: skipped (no loopback)\n");
+        return;
+    }
+    __atomic_store_n(&fsched__fd_verify_ns, 10000 * MS, __ATOMIC_RELAXED);
+    s = edge_sched(idle);
+    CHECK(shutdown(sv[1], SHUT_WR) == 0);
+    fsched_sleep_for(20 * MS); /* the end arrives first */
+    memset(&h, 0, sizeof h);
+    h.fd = sv[0];
+    h.total = 8u << 20;
+    h.r = FSCHED_OK;
+    CHECK_OK(fsched_wait_group_init(&wg));
+    CHECK_OK(fsched_wait_group_spawn(&wg, s, half_closed_writer, &h));
+    while (got < h.total && !done) {
+        ssize_t n = read(sv[1], buf, sizeof buf);
+        CHECK(n > 0);
+        if (n <= 0) done = 1;
+        else got += (size_t)n;
+        fsched_sleep_for(MS / 4); /* room comes in steps: many waits */
+    }
+    CHECK_OK(fsched_wait_group_wait(&wg));
+    CHECK_OK(fsched_wait_group_destroy(&wg));
+    CHECK_OK(h.r);
+    CHECK(got == h.total);
+    if (h.wasted * 4 > h.waits)
+        fprintf(stderr, "edge half closed writer: %d of %d waits answered for no room\n",
+                h.wasted, h.waits);
+    CHECK(h.waits > 8); /* room came in steps */
+    CHECK(h.wasted * 4 <= h.waits);
+    CHECK_OK(fsched_close_fd(sv[0]));
+    close(sv[1]);
+    edge_sched_end(s, idle);
+    __atomic_store_n(&fsched__fd_verify_ns, FIBERSCHED_FD_VERIFY_NS, __ATOMIC_RELAXED);
+}
+
+/* E11: a reset (EPOLLERR): a reader and a writer of one TCP socket wait with
+   FSCHED_EDGE (after EAGAIN, the send buffer full), the peer resets the connection: both
+   waits are answered, long before the sweep, and the read and the write report it. */
+typedef struct reset_side {
+    int fd, writer;
+    int stage; /* atomic */
+    fsched_result r;
+    ssize_t n;
+    int err;
+    uint64_t waited;
+} reset_side;
+
+static void reset_side_wait(void *p) {
+    reset_side *c = (reset_side *)p;
+    static char chunk[64 * 1024];
+    uint64_t t0;
+    char b[16];
+    if (c->writer) {
+        while (send(c->fd, chunk, sizeof chunk, MSG_NOSIGNAL) > 0) {
+        }
+    } else {
+        CHECK(read(c->fd, b, sizeof b) < 0);
+    }
+    CHECK(errno == EAGAIN || errno == EWOULDBLOCK);
+    STORE(&c->stage, 1);
+    t0 = now_ns();
+    do { /* an answer may be for room already used up: a hint */
+        c->r = fsched_wait_fd(c->fd, (c->writer ? FSCHED_WRITABLE : FSCHED_READABLE) | FSCHED_EDGE,
+                              6000 * MS, NULL);
+        errno = 0;
+        c->n = c->writer ? send(c->fd, chunk, sizeof chunk, MSG_NOSIGNAL) : read(c->fd, b, sizeof b);
+        c->err = errno;
+    } while (c->r == FSCHED_OK && (c->n > 0 || (c->n < 0 && c->err == EAGAIN)) &&
+             now_ns() - t0 < 8000 * MS);
+    c->waited = now_ns() - t0;
+    STORE(&c->stage, 2);
+}
+
+static void test_edge_reset(void) {
+    int idle[2], sv[2], k;
+    fsched_sched *s;
+    fsched_wait_group wg;
+    reset_side c[2];
+    struct linger lg;
+    if (!tcp_pair(sv, 64 * 1024)) {
+        printf("test_io: edge reset: skipped (no loopback)\n");
+        return;
+    }
+    __atomic_store_n(&fsched__fd_verify_ns, 10000 * MS, __ATOMIC_RELAXED);
+    s = edge_sched(idle);
+    memset(c, 0, sizeof c);
+    CHECK_OK(fsched_wait_group_init(&wg));
+    for (k = 0; k < 2; k++) {
+        c[k].fd = sv[0];
+        c[k].writer = k;
+        CHECK_OK(fsched_wait_group_spawn(&wg, s, reset_side_wait, &c[k]));
+    }
+    await_value(&c[0].stage, 1, 10000);
+    await_value(&c[1].stage, 1, 10000);
+    fsched_sleep_for(20 * MS); /* both wait */
+    lg.l_onoff = 1;
+    lg.l_linger = 0;
+    CHECK(setsockopt(sv[1], SOL_SOCKET, SO_LINGER, &lg, sizeof lg) == 0);
+    CHECK(close(sv[1]) == 0); /* unread data and a zero linger: a reset */
+    CHECK_OK(fsched_wait_group_wait(&wg));
+    CHECK_OK(fsched_wait_group_destroy(&wg));
+    for (k = 0; k < 2; k++) {
+        if (c[k].r != FSCHED_OK || !edge_timely(c[k].waited, 2000 * MS) || c[k].n > 0)
+            fprintf(stderr, "edge reset, %s: %s after %.1f ms, then %ld (%s)\n",
+                    k ? "writer" : "reader", fsched_result_string(c[k].r),
+                    (double)c[k].waited / 1e6, (long)c[k].n, strerror(c[k].err));
+        CHECK_OK(c[k].r);
+        CHECK(edge_timely(c[k].waited, 2000 * MS));
+    }
+    /* the reset is told once, to the first to ask; then the reader finds the end and
+       the writer a broken pipe */
+    CHECK(c[0].n == 0 || (c[0].n < 0 && c[0].err == ECONNRESET));
+    CHECK(c[1].n < 0 && (c[1].err == ECONNRESET || c[1].err == EPIPE));
+    CHECK(c[0].err == ECONNRESET || c[1].err == ECONNRESET);
+    CHECK_OK(fsched_close_fd(sv[0]));
+    edge_sched_end(s, idle);
+    __atomic_store_n(&fsched__fd_verify_ns, FIBERSCHED_FD_VERIFY_NS, __ATOMIC_RELAXED);
+}
+
+/* E12: fsched_close_fd on a socket whose data and end were harvested while nobody waited
+   (kept for the next two waits), then a new, idle socket at the number: an FSCHED_EDGE
+   wait on it is not answered by the old file's end; a byte answers it. And on one file,
+   an end said three ways (the peer's shutdown, this side's, the peer's close) answers
+   few waits more, not one per event for ever. */
+typedef struct reuse_case {
+    int fd;
+    int stage; /* atomic */
+    fsched_event go;
+    fsched_result idle, later;
+    char got;
+} reuse_case;
+
+static void reuse_waiter(void *p) {
+    reuse_case *c = (reuse_case *)p;
+    c->idle = fsched_wait_fd(c->fd, FSCHED_READABLE | FSCHED_EDGE, 300 * MS, NULL);
+    STORE(&c->stage, 1);
+    c->later = fsched_wait_fd(c->fd, FSCHED_READABLE | FSCHED_EDGE, 6000 * MS, NULL);
+    c->got = edge_read_byte(c->fd);
+    STORE(&c->stage, 2);
+}
+
+/* A task's FSCHED_EDGE wait registers *fd, idle. */
+static void edge_register(void *p) {
+    CHECK_RESULT(fsched_wait_fd(*(int *)p, FSCHED_READABLE | FSCHED_EDGE, 10 * MS, NULL),
+                 FSCHED_ERR_TIMEOUT);
+}
+
+typedef struct ends_case {
+    int fd;
+    int stage; /* atomic */
+    fsched_event go;
+    int answers;
+    ssize_t n;
+} ends_case;
+
+static void ends_reader(void *p) {
+    ends_case *c = (ends_case *)p;
+    char buf[64];
+    int i;
+    CHECK(edge_read_byte(c->fd) == 'a'); /* registered */
+    CHECK(read(c->fd, buf, sizeof buf) < 0 && errno == EAGAIN);
+    STORE(&c->stage, 1);
+    CHECK_OK(fsched_event_wait(&c->go));
+    CHECK_OK(fsched_wait_fd(c->fd, FSCHED_READABLE | FSCHED_EDGE, 6000 * MS, NULL));
+    c->n = read(c->fd, buf, sizeof buf);
+    /* answered at once, or not before the timeout (whose last look finds the end) */
+    for (i = 0; i < 10; i++) {
+        uint64_t t0 = now_ns();
+        CHECK_OK(fsched_wait_fd(c->fd, FSCHED_READABLE | FSCHED_EDGE, 300 * MS, NULL));
+        if (now_ns() - t0 >= 250 * MS) break;
+        c->answers++;
+        CHECK(read(c->fd, buf, sizeof buf) == 0);
+    }
+    STORE(&c->stage, 2);
+}
+
+static void test_edge_hup_bounds(void) {
+    int idle[2], old[2], fresh[2];
+    fsched_sched *s;
+    uint64_t events, until;
+    static reuse_case c;
+    static ends_case e;
+    __atomic_store_n(&fsched__fd_verify_ns, 10000 * MS, __ATOMIC_RELAXED);
+    s = edge_sched(idle);
+    /* the number reused */
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, old) == 0);
+    nonblocking(old[0]);
+    run_task_on(s, edge_register, &old[0]);
+    events = stats_of(s).fd_events;
+    CHECK(write(old[1], "xyz", 3) == 3);
+    CHECK(close(old[1]) == 0);
+    until = now_ns() + 2000 * MS;
+    while (stats_of(s).fd_events == events && now_ns() < until) fsched_sleep_for(MS);
+    CHECK(stats_of(s).fd_events != events); /* harvested with no wait for it */
+    fsched_sleep_for(20 * MS);
+    CHECK_OK(fsched_close_fd(old[0]));
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, fresh) == 0);
+    if (fresh[0] != old[0]) {
+        CHECK(dup2(fresh[0], old[0]) == old[0]);
+        close(fresh[0]);
+    }
+    nonblocking(old[0]);
+    memset(&c, 0, sizeof c);
+    c.fd = old[0];
+    CHECK_OK(fsched_spawn(s, reuse_waiter, &c));
+    await_value(&c.stage, 1, 10000);
+    fsched_sleep_for(20 * MS);
+    put_byte(fresh[1], 'n');
+    await_value(&c.stage, 2, 10000);
+    CHECK_RESULT(c.idle, FSCHED_ERR_TIMEOUT);
+    CHECK_OK(c.later);
+    CHECK(c.got == 'n');
+    CHECK_OK(fsched_close_fd(old[0]));
+    close(fresh[1]);
+    /* an end said three ways */
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, old) == 0);
+    nonblocking(old[0]);
+    memset(&e, 0, sizeof e);
+    e.fd = old[0];
+    CHECK_OK(fsched_event_init(&e.go, 0, 0));
+    CHECK_OK(fsched_spawn(s, ends_reader, &e));
+    fsched_sleep_for(20 * MS);
+    put_byte(old[1], 'a');
+    await_value(&e.stage, 1, 10000);
+    CHECK(write(old[1], "xyz", 3) == 3);
+    CHECK(shutdown(old[1], SHUT_WR) == 0);
+    fsched_sleep_for(20 * MS);
+    CHECK(shutdown(old[0], SHUT_WR) == 0);
+    fsched_sleep_for(20 * MS);
+    CHECK(close(old[1]) == 0);
+    fsched_sleep_for(20 * MS);
+    CHECK_OK(fsched_event_set(&e.go));
+    await_value(&e.stage, 2, 10000);
+    CHECK(e.n == 3);
+    if (e.answers > 2) fprintf(stderr, "edge hup bounds: %d answers after the end\n", e.answers);
+    CHECK(e.answers <= 2);
+    CHECK_OK(fsched_event_destroy(&e.go));
+    CHECK_OK(fsched_close_fd(old[0]));
+    edge_sched_end(s, idle);
+    __atomic_store_n(&fsched__fd_verify_ns, FIBERSCHED_FD_VERIFY_NS, __ATOMIC_RELAXED);
+}
+
 /* E5: a plain wait on an fd registered for FSCHED_EDGE waits asks the kernel. */
 static void test_edge_then_level(void) {
     int idle[2], sv[2];
@@ -2747,6 +3176,10 @@ int main(int argc, char **argv) {
     run("edge late reuse", test_edge_late_reuse);
     run("edge then level", test_edge_then_level);
     run("edge short read", test_edge_short_read);
+    run("edge fifo reopened", test_edge_fifo_reopened);
+    run("edge half closed writer", test_edge_half_closed_writer);
+    run("edge reset", test_edge_reset);
+    run("edge hup bounds", test_edge_hup_bounds);
     run("edge many broken", test_edge_many_broken);
 #endif
     printf("test_io: ok\n");
