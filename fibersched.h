@@ -10731,11 +10731,11 @@ static uint32_t fsched__fd_end(fsched__fd *rec, uint32_t found, fsched_result re
    After readiness, a one-shot record is armed again for the others; an edge-triggered
    one stays registered, and keeps what no FSCHED_EDGE waiter took for the next (the edge
    will not come again), or registers anew in a fork's child. The others end too when
-   that fails (closed, or no memory). A hang-up answers two FSCHED_EDGE waits: the one that finds
-   the data before it, and the one after the short read that took that data (a promise
-   fsched_wait_fd allows), for which no edge would come: the end is a state, not news.
-   Not more: on a FIFO a new writer ends the hang-up, and a waiter answered every time
-   would spin. */
+   that fails (closed, or no memory). A hang-up answers two FSCHED_EDGE waits: the one
+   that finds the data before it, and the one after the short read that took that data
+   (a promise fsched_wait_fd allows), for which no edge would come: the end is a state,
+   not news. Not more: on a FIFO a new writer ends the hang-up, and a waiter answered
+   every time would spin. */
 static void fsched__fd_answer_locked(fsched__io *io, fsched__fd *rec, uint32_t found,
                                      fsched_result result, fsched__wakes *wakes) {
     uint32_t taken = fsched__fd_end(rec, found, result, wakes);

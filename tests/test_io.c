@@ -2691,11 +2691,13 @@ static void test_edge_half_closed_writer(void) {
     CHECK_OK(fsched_wait_group_destroy(&wg));
     CHECK_OK(h.r);
     CHECK(got == h.total);
-    if (h.wasted * 4 > h.waits)
+    /* a stale answer now and then is allowed (room that came while the writer wrote,
+       kept for its next wait); one for every room, the bug, is half of them */
+    if (h.wasted * 5 > h.waits * 2)
         fprintf(stderr, "edge half closed writer: %d of %d waits answered for no room\n",
                 h.wasted, h.waits);
     CHECK(h.waits > 8); /* room came in steps */
-    CHECK(h.wasted * 4 <= h.waits);
+    CHECK(h.wasted * 5 <= h.waits * 2);
     CHECK_OK(fsched_close_fd(sv[0]));
     close(sv[1]);
     edge_sched_end(s, idle);
