@@ -9256,6 +9256,16 @@ static void fsched__wait_list_init(fsched_wait_list *l) { memset(l, 0, sizeof *l
    object (until it is initialised again) fails with a code instead of hanging on it. */
 static fsched_result fsched__wait_list_retire(fsched_wait_list *l, const char *busy,
                                               const char *what) {
+    /* The common case, nobody inside the lock and nobody waiting, poisons the word without
+       taking the lock: a call that would take it now races the destroy, which is the
+       program's error either way. Acquire: pairs with the last unlock, whose holder's
+       writes of the count are seen; relaxed, the count: ordered by that; release, the
+       poison: as the unlock it stands for. */
+    if (FSCHED__THREADS && !busy && FSCHED__LOAD(&l->lock, FSCHED__ACQUIRE) == 0 &&
+        FSCHED__LOAD(&l->count, FSCHED__RELAXED) == 0) {
+        FSCHED__STORE(&l->lock, FSCHED__LIST_DEAD, FSCHED__RELEASE);
+        return FSCHED_OK;
+    }
     fsched__wait_list_lock(l);
     /* relaxed: under the lock, which orders the count's writes */
     if (FSCHED__LOAD(&l->count, FSCHED__RELAXED)) busy = "destroyed while waited on";
@@ -10939,20 +10949,21 @@ static void fsched__io_poll(fsched__io *io, int timeout_ms) {
     timeout_ms = fsched__io_sweep(io, timeout_ms);
     n = epoll_wait(io->epfd, ev, 64, timeout_ms);
     for (i = 0; i < n; i++) {
-        uint32_t e = ev[i].events, found = 0;
+        uint32_t e = ev[i].events, found, ended;
         fsched__fd *rec = fsched__io_hold_named(io, ev[i].data.u64);
         fsched__wakes wakes;
         if (!ev[i].data.u64) fsched__io_drain_wake(io);
         if (!rec) continue; /* the wake fd, or a record freed since */
         FSCHED__POINT(FD_HARVESTED);
         events++;
-        if (e & (EPOLLERR | EPOLLHUP)) found = FSCHED_READABLE | FSCHED_WRITABLE;
-        if (e & (EPOLLIN | EPOLLRDHUP)) found |= FSCHED_READABLE;
+        /* the directions a hang-up ended (EPOLLRDHUP: the peer's sending side alone),
+           each ready too */
+        ended = e & (EPOLLERR | EPOLLHUP) ? FSCHED_READABLE | FSCHED_WRITABLE
+                : e & EPOLLRDHUP          ? FSCHED_READABLE
+                                          : 0u;
+        found = ended | ended << FSCHED__FD_HUP_SHIFT;
+        if (e & EPOLLIN) found |= FSCHED_READABLE;
         if (e & EPOLLOUT) found |= FSCHED_WRITABLE;
-        if (e & (EPOLLERR | EPOLLHUP))
-            found |= (FSCHED_READABLE | FSCHED_WRITABLE) << FSCHED__FD_HUP_SHIFT;
-        else if (e & EPOLLRDHUP)
-            found |= FSCHED_READABLE << FSCHED__FD_HUP_SHIFT;
         wakes.n = 0;
         fsched__wait_list_lock(&rec->waiters);
         /* fsched_close_fd may have given the record a new generation since it was

@@ -9,7 +9,8 @@
 
    An input whose first byte is FZ_EDGE_FORMAT drives FSCHED_EDGE waits too (any other
    is read as before, so that the inputs kept keep their meaning): edge waits on the
-   slots mixed with plain ones, with and without the EAGAIN they promise; a socket pair
+   slots mixed with plain ones, with and without the EAGAIN they promise (or the short
+   read that stands for it, which may leave the peer's end unread); a socket pair
    every edge op shares, where two edge waits for one direction break the promise (they
    must end late, never hang); a number taken by a new file after fsched_close_fd, a
    plain close() or dup2(), while a dup keeps the old file's registration alive and
@@ -195,6 +196,21 @@ static void drain(int fd) {
     }
 }
 
+/* Keeps an edge wait's promise as a reader that asked for more than was there: reads
+   until one read moves fewer bytes than it asked, which on a pipe or a stream socket
+   stands for EAGAIN; data and the peer's end may come together, the end unread. */
+static void read_short(int fd) {
+    char buf[4096];
+    while (read(fd, buf, sizeof buf) == (ssize_t)sizeof buf) {
+    }
+}
+
+/* The promise of an edge wait, kept one way or the other. */
+static void keep_promise(int fd, uint8_t variant) {
+    if (variant & 0x10) read_short(fd);
+    else drain(fd);
+}
+
 /* ---- waits ---- */
 
 static void expect_fd_wait(world *w, fsched_result r, uint32_t events, uint32_t ready,
@@ -225,7 +241,7 @@ static void expect_hook_wait(world *w, fsched_result r) {
 
 /* `edge`: FSCHED_EDGE or 0. In a poll hook (not the ops a hook left, run by the driver
    at the end) it may wait for more than a look, and is refused. An edge wait on a read
-   end (or a socket) may keep its promise first: it reads until EAGAIN. */
+   end (or a socket) may keep its promise first: it reads until EAGAIN, or a short read. */
 static void op_wait(world *w, const fz_op *op, int ctx, uint32_t edge) {
     slot *sl = &w->slots[op->slot];
     uint32_t events = op->events % 3 + 1, ready = 0;
@@ -244,7 +260,7 @@ static void op_wait(world *w, const fz_op *op, int ctx, uint32_t edge) {
         t = FZ_MS;
     if (edge && (op->variant & 1) && sl->fd[end] >= 0 && (events & FSCHED_READABLE) &&
         (sl->socket || end == 0))
-        drain(fd); /* the promise: EAGAIN since the last wait */
+        keep_promise(fd, op->variant); /* EAGAIN, or a short read, since the last wait */
     if (fd >= 0 && !hook_waits) k = wait_add(w, fd, t, plain);
     pthread_mutex_unlock(&w->lock);
     if (hook_waits && fd >= 0) { /* a wait of more than a look, with the flag too */
@@ -368,7 +384,7 @@ static void op_plain_reuse(world *w, const fz_op *op) {
 /* ---- FSCHED_EDGE: the shared pair, and numbers reused under edge waits ---- */
 
 /* An edge wait on the socket pair every such op shares: its promise kept (read until
-   EAGAIN first) or not, its peer written first or not; two of these at once for one
+   EAGAIN, or a short read, first) or not, its peer written first or not; two of these at once for one
    direction break the promise. Whatever the rescuer's writes do, the sweep ends any wait
    left behind: the watchdog says when one hangs. */
 static void op_edge_shared(world *w, const fz_op *op) {
@@ -377,7 +393,7 @@ static void op_edge_shared(world *w, const fz_op *op) {
     int k;
     fsched_result r;
     pthread_mutex_lock(&w->lock);
-    if (op->variant & 1) drain(w->shared[0]);
+    if (op->variant & 1) keep_promise(w->shared[0], op->variant);
     if (op->variant & 2) put(w->shared[1]);
     if (op->variant & 4) drain(w->shared[1]); /* the peer's side: room to write */
     k = wait_add(w, w->shared[0], t, fsched_current() == NULL);

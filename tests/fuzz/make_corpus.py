@@ -137,6 +137,15 @@ def fd():
     seeds.append(EDGE + multi + op(0, 0, 0, 0, 1) + op(WAIT_EDGE, 1, 0, 0, 0, TMAX) +
                  op(SHARED, 1, 0, 0, 0, TMAX) + op(4, 0, 0, 0) + op(12, 0, 0, 1, 0) +
                  op(REUSE, 1, 0, 0, 5, TMAX) + op(13, 0) + op(WAIT_EDGE, 0, 0, 0, 0, TMS))
+    # the promise kept by a short read (variant 0x10): data and the writer's end together,
+    # the end left unread, on a pipe and on a socket slot; the shared pair written first
+    for ctx in (0, 1, 2):
+        seeds.append(EDGE + multi + op(0, 0) + op(1, 0) + op(4, 0, 0, 1) +
+                     op(WAIT_EDGE, ctx, 0, 0, 0x11, TMS) + op(WAIT_EDGE, ctx, 0, 0, 0x11, TMS) +
+                     op(WAIT_EDGE, ctx, 0, 0, 0x11, TMAX))
+        seeds.append(EDGE + multi + op(0, 0, 1, 0, 1) + op(1, 0, 1) + op(WAIT_EDGE, ctx, 1, 0, 0x11, TMS) +
+                     op(4, 0, 1, 1) + op(WAIT_EDGE, ctx, 1, 0, 0x11, TMAX) +
+                     op(SHARED, ctx, 0, 0, 0x13, TMS) + op(SHARED, ctx, 0, 0, 0x1B, TMAX))
     write("fd", seeds)
 
 
