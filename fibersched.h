@@ -4827,6 +4827,9 @@ static void fsched__stack_free(fsched_fiber *f) {
     size_t size = f->mem_size;
     fsched__valgrind_stack_remove(f->valgrind_id);
     fsched__stack_unpoison(f);
+#if defined(FSCHED__TSAN)
+    if (f->tsan_fiber) __tsan_destroy_fiber(f->tsan_fiber);
+#endif
     if (kind == FSCHED_STACK_HEAP) {
         fsched__free(&allocator, mem, size, FSCHED__STACK_ALIGN);
     } else {
@@ -4842,18 +4845,26 @@ static void fsched__stack_free(fsched_fiber *f) {
 }
 
 /* Re-initialises a cached block for a new fiber, keeping its memory fields: those from
-   `mem` to `params`, which lie together, and valgrind_id (zeroed around, not copied: a
-   record is large). */
+   `mem` to `params`, which lie together, valgrind_id and TSan's fiber (zeroed around, not
+   copied: a record is large). TSan's fiber is kept because making one costs a thread's
+   worth of its state (hundreds of kilobytes zeroed, in GCC's runtime); the block's next
+   fiber starts after its last one ended, so reusing it hides no race between them. */
 typedef char fsched__recycle_keeps_mem_to_params /* then pool, nothing between */
     [offsetof(fsched_fiber, pool) - offsetof(fsched_fiber, params) -
              sizeof(fsched__stack_params) < sizeof(void *) ? 1 : -1];
 
 static fsched_fiber *fsched__stack_recycle(fsched_fiber *f) {
     unsigned valgrind_id = f->valgrind_id;
+#if defined(FSCHED__TSAN)
+    void *tsan_fiber = f->tsan_fiber;
+#endif
     fsched__stack_unpoison(f);
     memset(f, 0, offsetof(fsched_fiber, mem));
     memset(&f->pool, 0, sizeof *f - offsetof(fsched_fiber, pool));
     f->valgrind_id = valgrind_id;
+#if defined(FSCHED__TSAN)
+    f->tsan_fiber = tsan_fiber;
+#endif
     return f;
 }
 
@@ -5158,8 +5169,8 @@ static fsched_result fsched__fiber_prepare(fsched_fiber *f, void (*entry)(void *
     FSCHED__TRACE(f->trace_id = 0;)
     r = fsched__ctx_init(f, entry);
     if (r != FSCHED_OK) return r;
-#if defined(FSCHED__TSAN)
-    f->tsan_fiber = __tsan_create_fiber(0);
+#if defined(FSCHED__TSAN) /* one per block, kept while the block is: made once */
+    if (!f->tsan_fiber) f->tsan_fiber = __tsan_create_fiber(0);
     if (n) __tsan_set_fiber_name(f->tsan_fiber, f->name);
 #endif
     return FSCHED_OK;
@@ -5207,10 +5218,6 @@ static void fsched__stack_report_away(const fsched_fiber *f, const char *how) {
 /* Ends a fiber that will never run again; its block stays allocated. */
 static void fsched__fiber_end(fsched_fiber *f) {
     f->magic = FSCHED__FIBER_DEAD;
-#if defined(FSCHED__TSAN)
-    if (f->tsan_fiber) __tsan_destroy_fiber(f->tsan_fiber);
-    f->tsan_fiber = NULL;
-#endif
     fsched__stack_check(f, NULL);
     fsched__ctx_release(f);
 }

@@ -534,7 +534,7 @@ int main(void) {
 #if defined(FIBERSCHED_NO_OS)
     uint32_t n = 10000 / TEST_SCALE / 16;
 #else
-    uint32_t n = 10000 / TEST_SCALE / (sizeof(void *) < 8 ? 8 : 1);
+    uint32_t n = 10000 / TEST_SCALE / TEST_FIBER_SCALE / (sizeof(void *) < 8 ? 8 : 1);
 #endif
     /* Valgrind gives a program 128 GiB of address space: about 1,800 such trees; qemu-user
        maps a guest's reservations as its own memory (the kernel ended it at 10,000) */
