@@ -14,7 +14,9 @@
        a wait group's spawn and wait, a sleep, the clock, a contended mutex, an event set,
        a wait for a readable pipe. Tasks moved; every operation ran, every spawned task,
        join half, tree leaf and loop element once; nothing hung or crashed. */
+#ifndef FIBERSCHED_STATIC /* as every test is built (tests/meson.build) */
 #define FIBERSCHED_STATIC
+#endif
 #define FIBERSCHED_IMPLEMENTATION
 #include "fibersched.h"
 
