@@ -3972,16 +3972,19 @@ struct fsched_fiber {
     size_t mem_size;
     unsigned char *stack_lo; /* lowest usable stack byte */
     unsigned char *stack_hi; /* one past the highest usable stack byte */
+    unsigned valgrind_id;    /* the stack as Valgrind knows it */
+    void *tsan_fiber;        /* TSan's fiber, made by the block's first fiber: making one
+                                costs a thread's worth of TSan's state (hundreds of
+                                kilobytes zeroed, in GCC's runtime); the block's next fiber
+                                starts after its last one ended, so reuse hides no race */
     fsched__stack_params params;
     fsched_stack_pool *pool;
-    unsigned valgrind_id;
     char name[FSCHED__NAME_BYTES];
-    /* sanitizers: ASan's fake stack and this fiber's stack bounds; TSan's fiber */
+    /* sanitizers: ASan's fake stack and this fiber's stack bounds */
     void *asan_fake_stack;
     const void *asan_bottom;
     size_t asan_size;
     const unsigned char *asan_sp; /* where it last left: frames below have returned */
-    void *tsan_fiber;
     /* the scheduler's bookkeeping for fibers it runs */
     void *owner;            /* the worker whose loop the fiber belongs to */
     fsched_fiber *link;     /* ready queue, inbox or idle pool */
@@ -4845,26 +4848,15 @@ static void fsched__stack_free(fsched_fiber *f) {
 }
 
 /* Re-initialises a cached block for a new fiber, keeping its memory fields: those from
-   `mem` to `params`, which lie together, valgrind_id and TSan's fiber (zeroed around, not
-   copied: a record is large). TSan's fiber is kept because making one costs a thread's
-   worth of its state (hundreds of kilobytes zeroed, in GCC's runtime); the block's next
-   fiber starts after its last one ended, so reusing it hides no race between them. */
+   `mem` to `params`, which lie together (zeroed around, not copied: a record is large). */
 typedef char fsched__recycle_keeps_mem_to_params /* then pool, nothing between */
     [offsetof(fsched_fiber, pool) - offsetof(fsched_fiber, params) -
              sizeof(fsched__stack_params) < sizeof(void *) ? 1 : -1];
 
 static fsched_fiber *fsched__stack_recycle(fsched_fiber *f) {
-    unsigned valgrind_id = f->valgrind_id;
-#if defined(FSCHED__TSAN)
-    void *tsan_fiber = f->tsan_fiber;
-#endif
     fsched__stack_unpoison(f);
     memset(f, 0, offsetof(fsched_fiber, mem));
     memset(&f->pool, 0, sizeof *f - offsetof(fsched_fiber, pool));
-    f->valgrind_id = valgrind_id;
-#if defined(FSCHED__TSAN)
-    f->tsan_fiber = tsan_fiber;
-#endif
     return f;
 }
 
@@ -5169,7 +5161,7 @@ static fsched_result fsched__fiber_prepare(fsched_fiber *f, void (*entry)(void *
     FSCHED__TRACE(f->trace_id = 0;)
     r = fsched__ctx_init(f, entry);
     if (r != FSCHED_OK) return r;
-#if defined(FSCHED__TSAN) /* one per block, kept while the block is: made once */
+#if defined(FSCHED__TSAN) /* one per block (see tsan_fiber) */
     if (!f->tsan_fiber) f->tsan_fiber = __tsan_create_fiber(0);
     if (n) __tsan_set_fiber_name(f->tsan_fiber, f->name);
 #endif
