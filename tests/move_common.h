@@ -25,4 +25,16 @@ static void await_count(const int *p, int n) {
     }
 }
 
+/* Waits until every worker thread of s sleeps (the scheduler's own count); fails after
+   60 s. A pause is no such promise on a loaded machine: a worker may not have run for
+   longer. (test_move_inline does without.) */
+static FSCHED__UNUSED void await_all_asleep(fsched_sched *s) {
+    uint64_t until = fsched_clock_ns() + 60000000000ull;
+    const uint32_t n = fsched_worker_count(s);
+    while (FSCHED__SLEEPING(FSCHED__LOAD(&s->counters, FSCHED__SEQ_CST)) != n) {
+        CHECK(fsched_clock_ns() < until);
+        pause_us(100);
+    }
+}
+
 #endif

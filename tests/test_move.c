@@ -407,7 +407,7 @@ static void test_pinned_frame(void (*fn)(void *), const char *what) {
     await_count(&c.ready_to_wait, 1);
     await_count(&c.b_done, 1);
     STORE(&h.release, 1);
-    pause_us(20000); /* every task suspended; the other worker asleep */
+    await_all_asleep(s); /* every task suspended; the other worker asleep too */
     CHECK_OK(fsched_event_set(&c.fill));
     CHECK_OK(fsched_event_set(&c.wake)); /* the newest of the ready ones */
     await_count(&c.done, 1);
