@@ -847,7 +847,11 @@ FIBERSCHED_API fsched_result fsched_spawn(fsched_sched *s, void (*fn)(void *arg)
    (glibc's __errno_location is declared const), so read errno in a function that does
    not wait, for instance a read helper, not inlined, that returns -errno. Waits under
    fsched_join, a parallel loop, FSCHED_RUN, a graph or pipeline run, and tasks that a
-   wait runs nested, never move. FSCHED_ERR_WRONG_STATE outside a task of a worker or a
+   wait runs nested, never move, also when the task opted in under them; one exception,
+   not detected yet: a join that began while its task was not movable and took the
+   inline path (its second half on the worker's private ring) does not survive a move of
+   a wait in its first half after the task opted in there. Opt in before such a join,
+   not inside it. FSCHED_ERR_WRONG_STATE outside a task of a worker or a
    bound slot (the thread's own code, a hook), in a task that a wait runs nested, in the
    body of a parallel loop, a graph task, a node or a stage (wherever it runs), and in a
    task of a wait group whose count its slot holds (spawned from a task of the same
@@ -4284,11 +4288,13 @@ static inline void fsched__running_end(fsched_fiber *f, fsched__running outer) {
 
 /* A movable task may resume on another thread after a wait, unless a frame of the library
    that keeps its worker (a join, a parallel loop, a graph or pipeline run) lies under the
-   wait: such a frame pins the fiber while it is there. Returns the fiber it pinned, or
-   NULL (nothing to undo). Pins are the fiber's own: only the thread running it counts. */
+   wait: such a frame pins the fiber while it is there, whether or not its task is movable
+   yet (a task may opt in under it, in a join's first half). Returns the fiber it pinned,
+   or NULL (nothing to undo). Pins are the fiber's own: only the thread running it
+   counts. */
 static inline fsched_fiber *fsched__pin(void) {
     fsched_fiber *f = FSCHED__THREAD_NOW.current;
-    if (!FSCHED__THREADS || FSCHED__LIKELY(!f || !f->movable_task)) return NULL;
+    if (!FSCHED__THREADS || !f) return NULL;
     f->pins++;
     return f;
 }

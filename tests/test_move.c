@@ -21,7 +21,10 @@
        the resuming thread's (at least one task moved).
    M7. fsched_task_set_movable where it makes no sense: FSCHED_ERR_WRONG_STATE (a hook,
        the thread's own code, a task nested by a wait, a parallel loop's body run on the
-       task's own fiber, which is not the task: it leaves the task's setting alone). */
+       task's own fiber, which is not the task: it leaves the task's setting alone).
+   M8. as M3, for a task that was not movable when it called fsched_join (the call, not
+       the inline path) and opts in inside the first half, then waits there: it resumes
+       where it blocked too. */
 #define FIBERSCHED_IMPLEMENTATION
 #include "fibersched.h"
 
@@ -361,6 +364,24 @@ static void join_task(void *p) {
     STORE(&c->done, 1);
 }
 
+/* M8's: the first half opts in before it goes on as M3's. The other worker, which would
+   ask for work, is let go only now. */
+static void join_a_opting_in(void *p) {
+    pinned_case *c = (pinned_case *)p;
+    CHECK_OK(fsched_task_set_movable(1));
+    STORE(&c->started, 1);
+    join_a(p);
+}
+
+static void opt_in_join_call_task(void *p) {
+    pinned_case *c = (pinned_case *)p;
+    c->task_index = fsched_worker_index();
+    CHECK_OK(fsched_task_set_movable(0));
+    c->ring_withheld = 1; /* (M3's check: here the join began with the ring) */
+    CHECK_OK((fsched_join)(join_a_opting_in, c, join_b, c));
+    STORE(&c->done, 1);
+}
+
 FSCHED_VOID_TASK(run_child, pinned_case *, c) {
     c->a_index_before = fsched_worker_index();
     STORE(&c->ready_to_wait, 1);
@@ -391,7 +412,7 @@ static void test_pinned_frame(void (*fn)(void *), const char *what) {
     static pinned_case c;
     fsched_stats st;
     hold h;
-    int i;
+    int i, joins = fn == join_task || fn == opt_in_join_call_task;
     test_watchdog(60); /* each test on its own */
     memset(&c, 0, sizeof c);
     CHECK_OK(fsched_event_init(&c.fill, 1, 0));
@@ -403,7 +424,7 @@ static void test_pinned_frame(void (*fn)(void *), const char *what) {
     await_count(&c.started, 1);
     /* a join's b waits for the other worker to ask for work and take it; a tree's child
        runs on the task's own fiber only if nobody claims it meanwhile */
-    if (fn == join_task) STORE(&h.release, 1);
+    if (joins) STORE(&h.release, 1);
     await_count(&c.ready_to_wait, 1);
     await_count(&c.b_done, 1);
     STORE(&h.release, 1);
@@ -417,7 +438,7 @@ static void test_pinned_frame(void (*fn)(void *), const char *what) {
            c.task_index, c.b_index, c.a_index_before, c.a_index_after,
            (unsigned long long)st.fibers_moved);
     CHECK(c.task_index != h.index);
-    if (fn == join_task) CHECK(c.b_index == h.index); /* b ran on the other worker */
+    if (joins) CHECK(c.b_index == h.index); /* b ran on the other worker */
     CHECK(c.ring_withheld);
     CHECK(st.fibers_moved > 0); /* the fillers moved: so would have the task */
     CHECK(c.a_index_after == c.a_index_before);
@@ -513,6 +534,7 @@ int main(void) {
     test_thread_locals();
     test_pinned_frame(join_task, "3 join");
     test_pinned_frame(run_task, "4 FSCHED_RUN");
+    test_pinned_frame(opt_in_join_call_task, "8 join's call, opted in inside");
     test_bound_forwards();
     printf("test_move: ok\n");
     return 0;
