@@ -1008,9 +1008,9 @@ static inline fsched_result fsched__join_inline(void (*a)(void *arg), void *arg_
     /* a task resumes on the worker where it blocked (a movable one is given no ring: it
        joins through the call): r is still this thread's ring. The ring, b's argument and
        the record's own address are read back from j, not kept in registers across a: a
-       recursive caller (fib, a tree walk) would otherwise save and restore three more
-       registers in every call, leaves included (fib(35) at 1 worker: 13% of fsched_join's
-       time with gcc -O2, 8% with clang). */
+       recursive caller (fib, a tree walk) would otherwise save and restore up to three
+       more registers in every call, leaves included (fib(35) at 1 worker: 13% of
+       fsched_join's time with gcc -O2, 8% with clang). */
     r = j.owner;
     if (FSCHED__LIKELY(r->tail != r->head &&
                        r->slot[(r->tail - 1) % FSCHED__RING_SIZE] == &j.self->job)) {
